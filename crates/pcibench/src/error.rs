@@ -1,0 +1,56 @@
+//! One error type for the library. Every message is one line that says what failed and,
+//! where there is one, what to do about it; the CLI prints it and exits non-zero.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The user gave something we cannot parse (an address, a size, a width).
+    #[error("{0}")]
+    Usage(String),
+    /// The device does not exist on this host.
+    #[error("no PCI device {0}: run `pcibench list` to see the devices present")]
+    NoDevice(String),
+    /// A file or device node could not be read or opened.
+    #[error("{what} {}: {source}{}", path.display(), hint.as_deref().map(|h| format!(": {h}")).unwrap_or_default())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+        hint: Option<String>,
+    },
+    /// An operation was refused for safety (a bound driver, no consent flag, an offset past a BAR).
+    #[error("{0}")]
+    Refused(String),
+    /// The host or device cannot do what was asked (no WC for this BAR, a CPU without AVX-512).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The data read back did not match what was written.
+    #[error("{0}")]
+    Verify(String),
+    /// The device misbehaved (DMA error status, timeout).
+    #[error("{0}")]
+    Device(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn io(what: &'static str, path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        Error::Io { what, path: path.as_ref().to_path_buf(), source, hint: None }
+    }
+
+    pub fn io_hint(
+        what: &'static str,
+        path: impl AsRef<Path>,
+        source: std::io::Error,
+        hint: impl Into<String>,
+    ) -> Self {
+        Error::Io { what, path: path.as_ref().to_path_buf(), source, hint: Some(hint.into()) }
+    }
+
+    pub fn usage(msg: impl Into<String>) -> Self {
+        Error::Usage(msg.into())
+    }
+}

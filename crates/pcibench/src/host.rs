@@ -1,0 +1,50 @@
+//! Where the host's kernel interfaces live. Everything pcibench reads from /sys, /proc, /dev
+//! and /boot goes through `Host`, so tests point it at a fixture tree instead of the real root.
+
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming a directory that stands in for `/` (tests and fixtures).
+pub const SYSROOT_ENV: &str = "PCIBENCH_SYSROOT";
+
+#[derive(Debug, Clone)]
+pub struct Host {
+    root: PathBuf,
+}
+
+impl Default for Host {
+    fn default() -> Self {
+        Host::from_env()
+    }
+}
+
+impl Host {
+    /// The real host, unless `PCIBENCH_SYSROOT` names a fixture root.
+    pub fn from_env() -> Self {
+        match std::env::var_os(SYSROOT_ENV) {
+            Some(r) if !r.is_empty() => Host::with_root(PathBuf::from(r)),
+            _ => Host::with_root(PathBuf::from("/")),
+        }
+    }
+
+    pub fn with_root(root: impl Into<PathBuf>) -> Self {
+        Host { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn is_real(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
+    /// Join an absolute host path (`/sys/...`) onto the root.
+    pub fn path(&self, abs: impl AsRef<Path>) -> PathBuf {
+        let p = abs.as_ref();
+        self.root.join(p.strip_prefix("/").unwrap_or(p))
+    }
+
+    pub fn pci_devices_dir(&self) -> PathBuf {
+        self.path("/sys/bus/pci/devices")
+    }
+}

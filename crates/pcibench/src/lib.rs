@@ -1,0 +1,14 @@
+//! pcibench: find a PCIe card, reach its BARs and DMA engine by every path Linux offers,
+//! measure programmed I/O and DMA with verified data, and say why when access fails.
+//!
+//! Data flows one way (see DESIGN.md):
+//! target (`pci`) → access path (`access`) → mapping / buffer → transfer (`mmio`, `dma`)
+//! → samples → statistics (`bench`) → report (`report`).
+
+pub mod error;
+pub mod host;
+pub mod pci;
+pub mod sim;
+pub mod units;
+
+pub use error::{Error, Result};

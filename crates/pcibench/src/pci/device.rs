@@ -1,0 +1,152 @@
+//! `DeviceInfo`: everything `pcibench info` reports about one device, from sysfs or the sim card.
+//! Field names are part of the JSON contract (README "JSON output").
+
+use super::config::{Capability, CMD_BUS_MASTER, CMD_IO, CMD_MEMORY};
+use super::link::Link;
+use super::resource::Bar;
+use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+
+fn hex4<S: Serializer>(v: &u16, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:04x}"))
+}
+
+fn hex6<S: Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:06x}"))
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Command {
+    pub raw: u16,
+    pub io: bool,
+    pub memory: bool,
+    pub bus_master: bool,
+}
+
+impl Command {
+    pub fn from_raw(raw: u16) -> Self {
+        Command { raw, io: raw & CMD_IO != 0, memory: raw & CMD_MEMORY != 0, bus_master: raw & CMD_BUS_MASTER != 0 }
+    }
+
+    /// lspci's `I/O- Mem+ BusMaster-`.
+    pub fn describe(&self) -> String {
+        let f = |b: bool| if b { '+' } else { '-' };
+        format!("I/O{} Mem{} BusMaster{}", f(self.io), f(self.memory), f(self.bus_master))
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkStatus {
+    pub current_speed: Option<String>,
+    pub current_gen: Option<u8>,
+    pub current_width: Option<u8>,
+    pub max_speed: Option<String>,
+    pub max_gen: Option<u8>,
+    pub max_width: Option<u8>,
+    pub mps: Option<u32>,
+    pub mps_supported: Option<u32>,
+    pub mrrs: Option<u32>,
+}
+
+impl LinkStatus {
+    /// True when the link trained below what both ends could do (speed or width).
+    pub fn degraded(&self) -> bool {
+        matches!((self.current_gen, self.max_gen), (Some(c), Some(m)) if c < m)
+            || matches!((self.current_width, self.max_width), (Some(c), Some(m)) if c < m && c > 0)
+    }
+
+    /// The model's inputs: the negotiated link when known, else the maximum.
+    pub fn model_link(&self) -> Option<Link> {
+        let gen = self.current_gen.or(self.max_gen)?;
+        let width = self.current_width.filter(|w| *w > 0).or(self.max_width)?;
+        Some(Link { gen, width, mps: self.mps.unwrap_or(128), mrrs: self.mrrs.unwrap_or(512) })
+    }
+}
+
+/// The link model's limits for large transfers (>= MPS), MB/s.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelSummary {
+    pub link: Link,
+    pub raw_mbps: f64,
+    pub write_mbps: f64,
+    pub read_mbps: f64,
+    /// Whether MPS/MRRS were read from config space or assumed (128/512).
+    pub assumed_payload_sizes: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AerCounters {
+    pub correctable: Option<u64>,
+    pub nonfatal: Option<u64>,
+    pub fatal: Option<u64>,
+    /// Every named counter with a non-zero value, e.g. `BadTLP: 3`.
+    pub nonzero: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceInfo {
+    pub address: String,
+    pub simulated: bool,
+    #[serde(serialize_with = "hex4")]
+    pub vendor_id: u16,
+    pub vendor_name: Option<String>,
+    #[serde(serialize_with = "hex4")]
+    pub device_id: u16,
+    pub device_name: Option<String>,
+    #[serde(serialize_with = "hex4")]
+    pub subsystem_vendor_id: u16,
+    #[serde(serialize_with = "hex4")]
+    pub subsystem_device_id: u16,
+    pub subsystem_name: Option<String>,
+    #[serde(serialize_with = "hex6")]
+    pub class_code: u32,
+    pub class_name: String,
+    pub revision: u8,
+    pub driver: Option<String>,
+    pub iommu_group: Option<u32>,
+    pub numa_node: Option<i32>,
+    /// The upstream bridge, when the device sits behind one.
+    pub parent: Option<String>,
+    pub command: Option<Command>,
+    pub bars: Vec<Bar>,
+    pub link: Option<LinkStatus>,
+    pub model: Option<ModelSummary>,
+    pub aer: Option<AerCounters>,
+    pub config_bytes: usize,
+    pub capabilities: Vec<Capability>,
+    pub extended_capabilities: Vec<Capability>,
+    pub warnings: Vec<String>,
+}
+
+impl DeviceInfo {
+    pub fn bar(&self, index: u8) -> Option<&Bar> {
+        self.bars.iter().find(|b| b.index == index)
+    }
+
+    /// `10ee:7024`.
+    pub fn ids(&self) -> String {
+        format!("{:04x}:{:04x}", self.vendor_id, self.device_id)
+    }
+
+    pub fn vendor_label(&self) -> String {
+        self.vendor_name.clone().unwrap_or_else(|| format!("Vendor {:04x}", self.vendor_id))
+    }
+
+    pub fn device_label(&self) -> String {
+        self.device_name.clone().unwrap_or_else(|| format!("Device {:04x}", self.device_id))
+    }
+
+    pub(crate) fn fill_model(&mut self) {
+        let Some(link) = &self.link else { return };
+        let Some(l) = link.model_link() else { return };
+        // Large-transfer limits: a transfer of at least one MRRS and one MPS.
+        let big = 1 << 20;
+        self.model = Some(ModelSummary {
+            link: l,
+            raw_mbps: l.raw_bps() / 1e6,
+            write_mbps: l.write_bps(big) / 1e6,
+            read_mbps: l.read_bps(big) / 1e6,
+            assumed_payload_sizes: link.mps.is_none() || link.mrrs.is_none(),
+        });
+    }
+}

@@ -1,0 +1,87 @@
+//! The target: addresses, sysfs enumeration, config space and capabilities, names, link model.
+
+pub mod address;
+pub mod config;
+pub mod device;
+pub mod link;
+pub mod names;
+pub mod resource;
+pub mod sysfs;
+
+pub use address::{PciAddress, Target};
+pub use device::DeviceInfo;
+pub use resource::{Bar, BarKind};
+
+use crate::host::Host;
+use crate::Result;
+
+/// Everything about a target: a sysfs device or the sim card.
+pub fn describe(host: &Host, target: &Target) -> Result<DeviceInfo> {
+    match target {
+        Target::Sim => Ok(crate::sim::device_info()),
+        Target::Pci(a) => sysfs::read_device(host, a),
+    }
+}
+
+/// A `-d VID[:DID]` filter as lspci takes it (hex; either part may be empty or `*`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IdFilter {
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+}
+
+impl std::str::FromStr for IdFilter {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || crate::Error::usage(format!("invalid id filter '{s}': use VID or VID:DID in hex, e.g. -d 10ee or -d 10ee:7024"));
+        let (v, d) = s.split_once(':').unwrap_or((s, ""));
+        let part = |p: &str| -> Result<Option<u16>> {
+            if p.is_empty() || p == "*" {
+                return Ok(None);
+            }
+            if p.len() > 4 {
+                return Err(bad());
+            }
+            u16::from_str_radix(p, 16).map(Some).map_err(|_| bad())
+        };
+        let f = IdFilter { vendor: part(v)?, device: part(d)? };
+        if s.is_empty() {
+            return Err(bad());
+        }
+        Ok(f)
+    }
+}
+
+impl IdFilter {
+    pub fn matches(&self, info: &DeviceInfo) -> bool {
+        self.vendor.is_none_or(|v| v == info.vendor_id) && self.device.is_none_or(|d| d == info.device_id)
+    }
+}
+
+/// `pcibench list`: every device (the sim card first), filtered as lspci's -d and -s.
+pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&Target>) -> Result<Vec<DeviceInfo>> {
+    let mut out = Vec::new();
+    let want = |t: &Target| slot.is_none_or(|s| s == t);
+    if want(&Target::Sim) {
+        out.push(crate::sim::device_info());
+    }
+    for a in list_addrs_or_empty(host)? {
+        if !want(&Target::Pci(a)) {
+            continue;
+        }
+        out.push(sysfs::read_device(host, &a)?);
+    }
+    if let Some(f) = ids {
+        out.retain(|d| f.matches(d));
+    }
+    Ok(out)
+}
+
+fn list_addrs_or_empty(host: &Host) -> Result<Vec<PciAddress>> {
+    // A machine without PCI (some containers) has no /sys/bus/pci at all: list just the sim card.
+    if !host.path("/sys/bus/pci").exists() {
+        return Ok(Vec::new());
+    }
+    sysfs::list_addresses(host)
+}

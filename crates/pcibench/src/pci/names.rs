@@ -1,0 +1,47 @@
+//! Names from the PCI ID Repository (pci.ids, vendored by the `pci-ids` crate).
+//! Unknown ids are never an error: callers print the hex id instead.
+
+use pci_ids::FromId;
+
+pub fn vendor(vid: u16) -> Option<&'static str> {
+    pci_ids::Vendor::from_id(vid).map(|v| v.name())
+}
+
+pub fn device(vid: u16, did: u16) -> Option<&'static str> {
+    pci_ids::Device::from_vid_pid(vid, did).map(|d| d.name())
+}
+
+pub fn subsystem(vid: u16, did: u16, svid: u16, sdid: u16) -> Option<&'static str> {
+    pci_ids::Device::from_vid_pid(vid, did)?
+        .subsystems()
+        .find(|s| s.subvendor() == svid && s.subdevice() == sdid)
+        .map(|s| s.name())
+}
+
+/// The class name lspci would print for a 24-bit class code: the subclass name when known,
+/// else the class name, else `Class XXXX`.
+pub fn class(code: u32) -> String {
+    let (cls, sub) = ((code >> 16) as u8, (code >> 8) as u8);
+    if let Some(s) = pci_ids::Subclass::from_cid_sid(cls, sub) {
+        return s.name().to_string();
+    }
+    if let Some(c) = pci_ids::Class::from_id(cls) {
+        return c.name().to_string();
+    }
+    format!("Class {:04x}", code >> 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_and_unknown() {
+        assert_eq!(vendor(0x10ee), Some("Xilinx Corporation"));
+        assert!(device(0x1332, 0x5425).unwrap().contains("MM-5425CN"));
+        assert_eq!(vendor(0x0bad), None);
+        assert_eq!(class(0x058000), "Memory controller");
+        assert_eq!(class(0x020000), "Ethernet controller");
+        assert_eq!(class(0xee0000), "Class ee00");
+    }
+}

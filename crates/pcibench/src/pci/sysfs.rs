@@ -1,0 +1,200 @@
+//! Device discovery from sysfs (Documentation/ABI/testing/sysfs-bus-pci). Every file is optional:
+//! a missing or garbled one becomes a warning, never a failure of the whole device.
+
+use super::address::PciAddress;
+use super::config;
+use super::device::{AerCounters, Command, DeviceInfo, LinkStatus};
+use super::link::gen_from_speed;
+use super::names;
+use super::resource::parse_resource;
+use crate::host::Host;
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub fn device_dir(host: &Host, addr: &PciAddress) -> PathBuf {
+    host.pci_devices_dir().join(addr.to_string())
+}
+
+/// Every PCI function the kernel knows, sorted by address.
+pub fn list_addresses(host: &Host) -> Result<Vec<PciAddress>> {
+    let dir = host.pci_devices_dir();
+    let rd = fs::read_dir(&dir).map_err(|e| {
+        Error::io_hint("cannot list PCI devices in", &dir, e, "is sysfs mounted? (mount -t sysfs sysfs /sys)")
+    })?;
+    let mut v: Vec<PciAddress> =
+        rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect();
+    v.sort();
+    Ok(v)
+}
+
+fn read_trim(p: &Path) -> Option<String> {
+    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+fn read_hex(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Option<u32> {
+    let s = read_trim(&dir.join(name))?;
+    match u32::from_str_radix(s.trim_start_matches("0x"), 16) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            warnings.push(format!("{name} holds {s:?}, not a hex number"));
+            None
+        }
+    }
+}
+
+fn link_name(p: &Path) -> Option<String> {
+    fs::read_link(p).ok()?.file_name()?.to_str().map(str::to_string)
+}
+
+/// Read one device. Fails only when the device directory does not exist.
+pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
+    let dir = device_dir(host, addr);
+    if !dir.is_dir() {
+        return Err(Error::NoDevice(addr.to_string()));
+    }
+    let mut w = Vec::new();
+    let vendor_id = read_hex(&dir, "vendor", &mut w);
+    let device_id = read_hex(&dir, "device", &mut w);
+    if vendor_id.is_none() || device_id.is_none() {
+        w.push("vendor or device id file is missing or unreadable".into());
+    }
+    let (vid, did) = (vendor_id.unwrap_or(0xffff) as u16, device_id.unwrap_or(0xffff) as u16);
+    let svid = read_hex(&dir, "subsystem_vendor", &mut w).unwrap_or(0) as u16;
+    let sdid = read_hex(&dir, "subsystem_device", &mut w).unwrap_or(0) as u16;
+    let class_code = read_hex(&dir, "class", &mut w).unwrap_or(0);
+    let mut revision = read_hex(&dir, "revision", &mut w).map(|r| r as u8);
+
+    let cfg_path = dir.join("config");
+    let cfg_bytes = match fs::read(&cfg_path) {
+        Ok(b) => b,
+        Err(e) => {
+            w.push(format!("cannot read {}: {e}", cfg_path.display()));
+            Vec::new()
+        }
+    };
+    let cfg = config::parse(&cfg_bytes);
+    w.extend(cfg.warnings.iter().cloned());
+    if revision.is_none() {
+        revision = cfg_bytes.get(8).copied();
+    }
+    let privileged = unsafe { libc::geteuid() } == 0;
+    if cfg_bytes.len() <= 64 && !cfg_bytes.is_empty() {
+        w.push(format!(
+            "only {} bytes of config space are readable: the capability list (MPS, MRRS, link) needs root: sudo pcibench info {addr}",
+            cfg_bytes.len()
+        ));
+    } else if cfg_bytes.len() <= 256 && cfg.pcie.is_some() && !privileged && host.is_real() {
+        w.push(format!(
+            "extended config space (AER, other extended capabilities) is readable only by root: sudo pcibench info {addr}"
+        ));
+    }
+
+    let mut bars = match read_trim(&dir.join("resource")) {
+        Some(text) => parse_resource(&text, &mut w),
+        None => {
+            w.push("resource file is missing: BARs unknown".into());
+            Vec::new()
+        }
+    };
+    for bar in &mut bars {
+        for name in [format!("resource{}", bar.index), format!("resource{}_wc", bar.index)] {
+            if dir.join(&name).exists() {
+                bar.files.push(name);
+            }
+        }
+    }
+
+    let sysfs_speed = |n: &str| read_trim(&dir.join(n)).filter(|s| !s.is_empty() && !s.starts_with("Unknown"));
+    let sysfs_width = |n: &str| read_trim(&dir.join(n)).and_then(|s| s.parse::<u8>().ok()).filter(|w| *w > 0);
+    let cur_speed = sysfs_speed("current_link_speed");
+    let max_speed = sysfs_speed("max_link_speed");
+    let pcie = cfg.pcie.as_ref();
+    let link = if cur_speed.is_some() || max_speed.is_some() || pcie.is_some() {
+        Some(LinkStatus {
+            current_gen: cur_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.cur_gen)),
+            current_width: sysfs_width("current_link_width").or(pcie.map(|p| p.cur_width).filter(|w| *w > 0)),
+            max_gen: max_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.max_gen)),
+            max_width: sysfs_width("max_link_width").or(pcie.map(|p| p.max_width).filter(|w| *w > 0)),
+            current_speed: cur_speed,
+            max_speed,
+            mps: pcie.map(|p| p.mps),
+            mps_supported: pcie.map(|p| p.mps_supported),
+            mrrs: pcie.map(|p| p.mrrs),
+        })
+    } else {
+        None
+    };
+
+    let parent = fs::canonicalize(&dir).ok().and_then(|p| {
+        let up = p.parent()?.file_name()?.to_str()?;
+        up.parse::<PciAddress>().ok().map(|a| a.to_string())
+    });
+
+    let numa_node = read_trim(&dir.join("numa_node")).and_then(|s| s.parse().ok()).filter(|n: &i32| *n >= 0);
+    let mut info = DeviceInfo {
+        address: addr.to_string(),
+        simulated: false,
+        vendor_id: vid,
+        vendor_name: names::vendor(vid).map(str::to_string),
+        device_id: did,
+        device_name: names::device(vid, did).map(str::to_string),
+        subsystem_vendor_id: svid,
+        subsystem_device_id: sdid,
+        subsystem_name: names::subsystem(vid, did, svid, sdid).map(str::to_string),
+        class_code,
+        class_name: names::class(class_code),
+        revision: revision.unwrap_or(0),
+        driver: link_name(&dir.join("driver")),
+        iommu_group: link_name(&dir.join("iommu_group")).and_then(|g| g.parse().ok()),
+        numa_node,
+        parent,
+        command: cfg.command.map(Command::from_raw),
+        bars,
+        link,
+        model: None,
+        aer: read_aer(&dir, &mut w),
+        config_bytes: cfg_bytes.len(),
+        capabilities: cfg.capabilities,
+        extended_capabilities: cfg.extended_capabilities,
+        warnings: w,
+    };
+    info.fill_model();
+    Ok(info)
+}
+
+/// AER counters (drivers/pci/pcie/aer.c): `NAME count` lines ending with a TOTAL_ERR_* line.
+fn read_aer(dir: &Path, w: &mut Vec<String>) -> Option<AerCounters> {
+    let mut aer = AerCounters { correctable: None, nonfatal: None, fatal: None, nonzero: BTreeMap::new() };
+    let mut any = false;
+    for (file, slot) in [("aer_dev_correctable", 0), ("aer_dev_nonfatal", 1), ("aer_dev_fatal", 2)] {
+        let Some(text) = read_trim(&dir.join(file)) else { continue };
+        any = true;
+        let mut total = 0u64;
+        let mut explicit_total = None;
+        for line in text.lines() {
+            let mut it = line.split_whitespace();
+            let (Some(name), Some(val)) = (it.next(), it.next()) else { continue };
+            let Ok(v) = val.parse::<u64>() else {
+                w.push(format!("{file}: cannot parse {line:?}"));
+                continue;
+            };
+            if name.starts_with("TOTAL_ERR") {
+                explicit_total = Some(v);
+            } else {
+                total += v;
+                if v > 0 {
+                    aer.nonzero.insert(name.to_string(), v);
+                }
+            }
+        }
+        let t = Some(explicit_total.unwrap_or(total));
+        match slot {
+            0 => aer.correctable = t,
+            1 => aer.nonfatal = t,
+            _ => aer.fatal = t,
+        }
+    }
+    any.then_some(aer)
+}

@@ -1,0 +1,112 @@
+//! Sizes and rates as users type and read them: `4K`, `1M`, `0x128000`, `8..1M`; MB = 10^6 bytes.
+
+use crate::{Error, Result};
+
+/// Parse a byte count: decimal or 0x-hex, with an optional K/M/G suffix (powers of 1024),
+/// as in `4K`, `1M`, `0x128000`, `64KiB`.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let bad = || {
+        Error::usage(format!(
+            "invalid size '{s}': use bytes such as 4096, 4K, 1M, 2G or 0x128000"
+        ))
+    };
+    if t.is_empty() {
+        return Err(bad());
+    }
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16).map_err(|_| bad());
+    }
+    let lower = t.to_ascii_lowercase();
+    let body = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 1u64 << 10),
+        Some('m') => (&body[..body.len() - 1], 1 << 20),
+        Some('g') => (&body[..body.len() - 1], 1 << 30),
+        _ => (body, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| bad())?;
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
+/// Parse a list of sizes: a single size, or `A..B` meaning every power of two from A to B.
+pub fn parse_size_list(s: &str) -> Result<Vec<u64>> {
+    if let Some((a, b)) = s.split_once("..") {
+        let (lo, hi) = (parse_size(a)?, parse_size(b)?);
+        if lo == 0 || hi < lo {
+            return Err(Error::usage(format!(
+                "invalid size range '{s}': write LOW..HIGH with 0 < LOW <= HIGH, e.g. 8..1M"
+            )));
+        }
+        let mut v = Vec::new();
+        let mut x = lo;
+        while x <= hi {
+            v.push(x);
+            match x.checked_mul(2) {
+                Some(n) => x = n,
+                None => break,
+            }
+        }
+        return Ok(v);
+    }
+    Ok(vec![parse_size(s)?])
+}
+
+/// A size the way the seeds and lspci show it: `1 MiB`, `128 KiB`, `4 KiB`, `100 B`.
+pub fn human_size(n: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (name, unit) in UNITS {
+        if n >= unit && n % unit == 0 {
+            return format!("{} {name}", n / unit);
+        }
+    }
+    for (name, unit) in UNITS {
+        if n >= unit {
+            return format!("{:.1} {name}", n as f64 / unit as f64);
+        }
+    }
+    format!("{n} B")
+}
+
+/// MB/s with MB = 10^6 bytes, as the seeds' "Mbytes/sec".
+pub fn mb_per_s(bytes: u64, secs: f64) -> f64 {
+    if secs <= 0.0 {
+        return f64::INFINITY;
+    }
+    bytes as f64 / secs / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("4K").unwrap(), 4096);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("2g").unwrap(), 2 << 30);
+        assert_eq!(parse_size("0x128000").unwrap(), 0x128000);
+        assert!(parse_size("").is_err());
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn ranges_are_powers_of_two() {
+        assert_eq!(parse_size_list("8..64").unwrap(), vec![8, 16, 32, 64]);
+        assert_eq!(parse_size_list("1M").unwrap(), vec![1 << 20]);
+        assert!(parse_size_list("64..8").is_err());
+        assert!(parse_size_list("0..8").is_err());
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_size(1 << 20), "1 MiB");
+        assert_eq!(human_size(128 << 10), "128 KiB");
+        assert_eq!(human_size(0x128000), "1184 KiB");
+        assert_eq!(human_size(100), "100 B");
+        assert_eq!(human_size(1536 + (1 << 20)), "1.0 MiB");
+    }
+}
