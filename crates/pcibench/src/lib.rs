@@ -5,8 +5,11 @@
 //! target (`pci`) → access path (`access`) → mapping / buffer → transfer (`mmio`, `dma`)
 //! → samples → statistics (`bench`) → report (`report`).
 
+pub mod access;
+pub mod dma;
 pub mod error;
 pub mod host;
+pub mod mmio;
 pub mod pci;
 pub mod sim;
 pub mod units;

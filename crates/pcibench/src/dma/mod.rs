@@ -1,0 +1,100 @@
+//! DMA: host buffers the card can reach (`buffers`), and drivers for card DMA engines (`engines`).
+
+use crate::Result;
+use serde::Serialize;
+use std::fmt;
+use std::time::Duration;
+
+/// `h2c`: host to card; `c2h`: card to host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    H2c,
+    C2h,
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Direction::H2c => "h2c",
+            Direction::C2h => "c2h",
+        })
+    }
+}
+
+impl Direction {
+    /// The seeds' wording: "host-to-card", "card-to-host".
+    pub fn long_name(&self) -> &'static str {
+        match self {
+            Direction::H2c => "host-to-card",
+            Direction::C2h => "card-to-host",
+        }
+    }
+}
+
+/// What the card is given as the buffer's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Addressing {
+    /// An I/O virtual address mapped in the IOMMU (VFIO type1).
+    Iova,
+    /// A CPU physical address (no IOMMU).
+    Physical,
+    /// The sim card's own address space (process virtual addresses it may touch).
+    Sim,
+}
+
+/// A bus-contiguous piece of a buffer: `len` bytes at buffer offset `offset` are at bus `bus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    pub offset: u64,
+    pub bus: u64,
+    pub len: u64,
+}
+
+/// Host memory a card can reach.
+pub trait DmaBuffer: Send + Sync {
+    fn as_ptr(&self) -> *mut u8;
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Bus-contiguous segments covering the buffer in order (one for IOVA mappings and
+    /// hugepage-backed physical buffers, one per page for scattered physical pages).
+    fn segments(&self) -> &[Segment];
+    fn addressing(&self) -> Addressing;
+    /// How it was made, e.g. "vfio-mapped heap", "locked hugepage (physical)", "u-dma-buf udmabuf0".
+    fn describe(&self) -> String;
+    /// The bus address of byte `offset` when `[offset, offset+len)` is bus-contiguous.
+    fn bus_range(&self, offset: u64, len: u64) -> Option<u64> {
+        self.segments()
+            .iter()
+            .find(|s| offset >= s.offset && offset + len <= s.offset + s.len)
+            .map(|s| s.bus + (offset - s.offset))
+    }
+}
+
+/// One transfer an engine is asked to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Transfer {
+    pub dir: Direction,
+    pub buf_offset: u64,
+    pub card_addr: u64,
+    pub len: u64,
+}
+
+/// A driver for a card's DMA engine.
+///
+/// `prepare` does the per-transfer setup (descriptor chains) once; `run` starts the prepared
+/// transfer and polls it to completion, so a benchmark times `run` alone.
+pub trait Engine: Send {
+    fn name(&self) -> &'static str;
+    /// Bytes of card memory the engine can reach (the default transfer size).
+    fn card_size(&self) -> u64;
+    /// Largest single transfer the engine takes.
+    fn max_transfer(&self) -> u64;
+    fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()>;
+    fn run(&mut self, timeout: Duration) -> Result<()>;
+    /// Stop the engine now (timeout, Ctrl-C); returns its decoded status.
+    fn stop(&mut self) -> Result<String>;
+}
