@@ -98,3 +98,12 @@ pub trait Engine: Send {
     /// Stop the engine now (timeout, Ctrl-C); returns its decoded status.
     fn stop(&mut self) -> Result<String>;
 }
+
+/// Makes buffers a device can reach, on one access path (VFIO type1, no-IOMMU, u-dma-buf, sim).
+/// Engines use it for their own descriptor memory as well as the data buffers.
+pub trait DmaAllocator: Send + Sync {
+    /// A buffer of at least `len` bytes (rounded up to the allocator's granule).
+    fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>>;
+    /// Address bits the device can drive (`--dma-bits`); addresses above are refused up front.
+    fn dma_bits(&self) -> u32;
+}
