@@ -1,7 +1,7 @@
 # Sourced by lab/run: everything a guest boot needs, built once and cached under $CACHE.
 #   ensure_packages   host packages (QEMU, busybox, the module build tools)
 #   prepare_kernel    Debian cloud kernel + stock vfio modules + no-IOMMU vfio modules  -> $VMLINUZ, $KO_DIR
-#   build_pcibench    static pcibench                                                   -> $PCIBENCH
+#   build_pcibench    static pcibench (cargo)                                           -> $PCIBENCH
 #   pack_initramfs    busybox, pcibench, modules, guest scripts                         -> $1 (cpio newc + gzip)
 
 APT_UPDATED=
@@ -70,7 +70,9 @@ prepare_kernel() {
 		log_step "kernel $KREL ($KVER): cached"
 		return 0
 	fi
-	log_step "kernel $KREL ($KVER): fetching and building the vfio modules"
+	log_step "kernel $KREL ($KVER): fetching, building the no-IOMMU vfio modules"
+	local t0
+	t0=$(now)
 	mkdir -p "$kdir/debs"
 	local pkgs=("linux-image-$KREL" "linux-headers-$KREL" "linux-headers-$KABI-common" "linux-kbuild-$KSERIES"
 		"linux-source-$KSERIES") want=() p
@@ -131,23 +133,27 @@ prepare_kernel() {
 	mv "$work/vmlinuz" "$VMLINUZ"
 	rm -rf "$work"
 	touch "$kdir/.complete"
+	log_step "kernel $KREL: ready in $(secs "$t0" "$(now)")s"
 	# A new point release has its own folder: drop the older ones.
 	for p in "$CACHE"/kernel-*; do
 		[ "$p" = "$kdir" ] || rm -rf "$p"
 	done
 }
 
-# Sets PCIBENCH. A separate target dir keeps this static build from invalidating the normal one.
+# A separate target dir keeps this static build from invalidating the normal one.
+PCIBENCH_TARGET=x86_64-unknown-linux-gnu
+PCIBENCH=$REPO/target/lab/$PCIBENCH_TARGET/release/pcibench
+
 build_pcibench() {
-	local target=x86_64-unknown-linux-gnu
+	local t0
+	t0=$(now)
 	command -v cargo >/dev/null || die "cargo not found: the lab builds pcibench from source"
-	log_step "pcibench: cargo build (static, target/lab)"
 	RUSTFLAGS='-C target-feature=+crt-static' CARGO_TARGET_DIR="$REPO/target/lab" \
-		run_logged "$RUN/cargo.log" cargo build --manifest-path "$REPO/Cargo.toml" --release --target "$target" \
-		-p pcibench-cli
-	PCIBENCH=$REPO/target/lab/$target/release/pcibench
+		run_logged "$RUN/cargo.log" cargo build --manifest-path "$REPO/Cargo.toml" --release \
+		--target "$PCIBENCH_TARGET" -p pcibench-cli
 	[ -x "$PCIBENCH" ] || die "cargo built no $PCIBENCH"
 	if readelf -d "$PCIBENCH" | grep -q NEEDED; then die "$PCIBENCH is not statically linked"; fi
+	log_step "pcibench: static build ready in $(secs "$t0" "$(now)")s"
 }
 
 # pack_initramfs OUT: one image serves every boot of this run; the kernel command line picks what to do.
