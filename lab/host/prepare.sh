@@ -79,8 +79,12 @@ prepare_kernel() {
 	for p in "${pkgs[@]}"; do
 		compgen -G "$kdir/debs/${p}_*.deb" >/dev/null || want+=("$p=$KVER")
 	done
-	if [ ${#want[@]} -gt 0 ]; then
-		(cd "$kdir/debs" && apt_download "${want[@]}")
+	if [ ${#want[@]} -gt 0 ]; then # via a scratch folder, so an interrupted download leaves no partial .deb
+		rm -rf "$kdir/download"
+		mkdir -p "$kdir/download"
+		(cd "$kdir/download" && apt_download "${want[@]}")
+		mv "$kdir/download"/*.deb "$kdir/debs/"
+		rmdir "$kdir/download"
 	fi
 	local work=$kdir/work
 	rm -rf "$work" "$KO_DIR"
