@@ -1,1 +1,66 @@
-fn main() {}
+//! The `pcibench` command: argument parsing and dispatch only; all logic lives in the library.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use pcibench::host::Host;
+use pcibench::Error;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "pcibench",
+    version,
+    about = "Find a PCIe card, reach its BARs and DMA engine, and measure PIO and DMA with verified data"
+)]
+struct Cli {
+    /// Use this directory in place of / for /sys, /proc, /dev and /boot (fixtures, tests).
+    #[arg(long, global = true, hide = true, env = "PCIBENCH_SYSROOT")]
+    sysroot: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// One line per device, like lspci (the simulated card `sim` first).
+    List(cmd::list::ListArgs),
+    /// Ids, names, BARs, link, payload sizes, AER and the link model's limits for one device.
+    Info(cmd::info::InfoArgs),
+    /// The suite on one device: info, then the measurements its access paths allow (default: sim).
+    Run(cmd::run::RunArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let host = match &cli.sysroot {
+        Some(r) if !r.as_os_str().is_empty() => Host::with_root(r),
+        _ => Host::with_root("/"),
+    };
+    let result = match cli.command {
+        Command::List(a) => cmd::list::run(&host, a),
+        Command::Info(a) => cmd::info::run(&host, a),
+        Command::Run(a) => cmd::run::run(&host, a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("pcibench: {}", one_line(&e));
+            let usage = e.downcast_ref::<Error>().is_some_and(|e| matches!(e, Error::Usage(_)));
+            ExitCode::from(if usage { 2 } else { 1 })
+        }
+    }
+}
+
+/// Errors are one line: the library's message, plus anyhow context joined with ": ".
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ").replace('\n', " ")
+}

@@ -11,6 +11,7 @@ pub mod error;
 pub mod host;
 pub mod mmio;
 pub mod pci;
+pub mod report;
 pub mod sim;
 pub mod units;
 

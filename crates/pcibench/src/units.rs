@@ -6,11 +6,7 @@ use crate::{Error, Result};
 /// as in `4K`, `1M`, `0x128000`, `64KiB`.
 pub fn parse_size(s: &str) -> Result<u64> {
     let t = s.trim();
-    let bad = || {
-        Error::usage(format!(
-            "invalid size '{s}': use bytes such as 4096, 4K, 1M, 2G or 0x128000"
-        ))
-    };
+    let bad = || Error::usage(format!("invalid size '{s}': use bytes such as 4096, 4K, 1M, 2G or 0x128000"));
     if t.is_empty() {
         return Err(bad());
     }

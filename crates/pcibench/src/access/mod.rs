@@ -70,6 +70,9 @@ pub enum IoMode {
 pub trait BarRegion: Send + Sync {
     fn index(&self) -> u8;
     fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     fn mapping(&self) -> Mapping;
     fn via(&self) -> Via;
     /// Base of the CPU mapping, if this region is mapped.

@@ -102,10 +102,8 @@ fn walk_caps(b: &[u8], info: &mut ConfigInfo) {
             return;
         }
         let (Some(&id), Some(&next)) = (b.get(ptr), b.get(ptr + 1)) else {
-            info.warnings.push(format!(
-                "capability at {ptr:#x} is beyond the {} readable bytes: list cut short",
-                b.len()
-            ));
+            info.warnings
+                .push(format!("capability at {ptr:#x} is beyond the {} readable bytes: list cut short", b.len()));
             return;
         };
         info.capabilities.push(Capability { id: id as u16, offset: ptr as u16, name: cap_name(id), version: None });

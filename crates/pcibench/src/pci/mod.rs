@@ -3,6 +3,8 @@
 pub mod address;
 pub mod config;
 pub mod device;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixture;
 pub mod link;
 pub mod names;
 pub mod resource;
@@ -34,7 +36,11 @@ impl std::str::FromStr for IdFilter {
     type Err = crate::Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        let bad = || crate::Error::usage(format!("invalid id filter '{s}': use VID or VID:DID in hex, e.g. -d 10ee or -d 10ee:7024"));
+        let bad = || {
+            crate::Error::usage(format!(
+                "invalid id filter '{s}': use VID or VID:DID in hex, e.g. -d 10ee or -d 10ee:7024"
+            ))
+        };
         let (v, d) = s.split_once(':').unwrap_or((s, ""));
         let part = |p: &str| -> Result<Option<u16>> {
             if p.is_empty() || p == "*" {
@@ -85,3 +91,6 @@ fn list_addrs_or_empty(host: &Host) -> Result<Vec<PciAddress>> {
     }
     sysfs::list_addresses(host)
 }
+
+#[cfg(test)]
+mod tests;

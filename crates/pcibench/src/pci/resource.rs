@@ -60,10 +60,8 @@ pub fn parse_resource(text: &str, warnings: &mut Vec<String>) -> Vec<Bar> {
     let mut bars = Vec::new();
     for (i, line) in text.lines().enumerate().take(6) {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let nums: Option<Vec<u64>> = fields
-            .iter()
-            .map(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok())
-            .collect();
+        let nums: Option<Vec<u64>> =
+            fields.iter().map(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok()).collect();
         let (start, end, flags) = match nums.as_deref() {
             Some([s, e, f]) => (*s, *e, *f),
             _ => {

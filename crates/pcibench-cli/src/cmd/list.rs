@@ -1,0 +1,31 @@
+use super::{parse_target, print_json};
+use clap::Args;
+use pcibench::host::Host;
+use pcibench::pci::{self, IdFilter, Target};
+use pcibench::report::info::list_line;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct ListArgs {
+    /// Only devices with this vendor (and device) id, in hex: VID or VID:DID.
+    #[arg(short = 'd', value_name = "VID[:DID]", value_parser = |s: &str| s.parse::<IdFilter>().map_err(|e| e.to_string()))]
+    ids: Option<IdFilter>,
+    /// Only the device at this address (DDDD:BB:DD.F, BB:DD.F or sim).
+    #[arg(short = 's', value_name = "ADDR", value_parser = parse_target)]
+    slot: Option<Target>,
+    /// One JSON document (an array of device objects, as `info --json`) on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(host: &Host, a: ListArgs) -> anyhow::Result<ExitCode> {
+    let devices = pci::list(host, a.ids, a.slot.as_ref())?;
+    if a.json {
+        print_json(&devices)?;
+    } else {
+        for d in &devices {
+            println!("{}", list_line(d));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,100 @@
+//! The `pcibench` binary on fixture trees: output, JSON, exit codes, one-line errors.
+
+use pcibench::pci::fixture::seed_tree;
+use std::process::{Command, Output};
+
+fn pcibench(root: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pcibench"))
+        .args(args)
+        .env("PCIBENCH_SYSROOT", root)
+        .output()
+        .expect("run pcibench")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn list_prints_a_line_per_device() {
+    let t = tempfile::tempdir().unwrap();
+    seed_tree(t.path());
+    let o = pcibench(t.path(), &["list"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 6, "{out}");
+    assert!(lines[0].starts_with("sim ") && lines[0].contains("(simulated)"));
+    assert_eq!(
+        lines[1],
+        "0000:15:00.0 Memory controller [0580]: Xilinx Corporation Device 7024 [10ee:7024] driver=none"
+    );
+    assert!(lines[5].contains("[1332:5425]") && lines[5].ends_with("driver=vfio-pci"));
+
+    let o = pcibench(t.path(), &["list", "-d", "1332:5425"]);
+    assert_eq!(stdout(&o).lines().count(), 1);
+    let o = pcibench(t.path(), &["list", "-s", "22:00.0", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    assert_eq!(v[0]["address"], "0000:22:00.0");
+    assert_eq!(v[0]["parent"], "0000:20:00.0");
+}
+
+#[test]
+fn info_text_and_json_agree() {
+    let t = tempfile::tempdir().unwrap();
+    seed_tree(t.path());
+    let o = pcibench(t.path(), &["info", "0000:15:00.0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("  Control:       I/O- Mem+ BusMaster- (command 0x0002)"), "{text}");
+    assert!(text.contains(
+        "  BAR2: 0x387f80100000 size 128 KiB (0x20000) memory 64-bit prefetchable files: resource2 resource2_wc"
+    ));
+    assert!(text.contains("  Link:          Gen2 x4 (5.0 GT/s PCIe), max Gen2 x4\n"));
+    assert!(text.contains("  Payload:       MPS 256 (supports 512), MRRS 512"));
+    assert!(text.contains("write limit 1651 MB/s, read limit 1675 MB/s"));
+    assert!(text.contains("  AER:           correctable 2, nonfatal 0, fatal 0 (BadTLP 2)"));
+    assert!(text.contains("[100] Advanced Error Reporting v2"));
+
+    let o = pcibench(t.path(), &["info", "15:00.0", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["bars"][1]["size"], 0x20000);
+    assert_eq!(v["bars"][1]["prefetchable"], true);
+    assert_eq!(v["link"]["mps"], 256);
+
+    let o = pcibench(t.path(), &["info", "22:00.0"]);
+    assert!(stdout(&o).contains("Gen3 x1 (8.0 GT/s PCIe), max Gen3 x8 -- DEGRADED"));
+    assert!(stdout(&o).contains("  Upstream:      0000:20:00.0"));
+}
+
+#[test]
+fn info_sim_is_marked_simulated() {
+    let o = pcibench(std::path::Path::new("/nonexistent"), &["info", "sim"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("SIMULATED CARD"));
+    let o = pcibench(std::path::Path::new("/nonexistent"), &["info", "sim", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["simulated"], true);
+    assert_eq!(v["bars"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn bad_input_gets_one_line_and_nonzero_exit() {
+    let t = tempfile::tempdir().unwrap();
+    seed_tree(t.path());
+    let o = pcibench(t.path(), &["info", "15:00"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("use DDDD:BB:DD.F or BB:DD.F"), "{}", stderr(&o));
+
+    let o = pcibench(t.path(), &["info", "0000:99:00.0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "pcibench: no PCI device 0000:99:00.0: run `pcibench list` to see the devices present\n");
+    let o = pcibench(t.path(), &["list", "-d", "xyz"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid id filter"));
+}

@@ -1,0 +1,131 @@
+//! `pcibench list` lines and the `pcibench info` block.
+
+use crate::pci::DeviceInfo;
+use crate::units::human_size;
+use std::fmt::Write;
+
+/// One lspci-like line: `0000:00:04.0 Unclassified device [00ff]: Vendor Device [1234:11e8] (rev 10) driver=none`.
+pub fn list_line(d: &DeviceInfo) -> String {
+    let mut s = format!(
+        "{:<12} {} [{:04x}]: {} {} [{}]",
+        d.address,
+        d.class_name,
+        d.class_code >> 8,
+        d.vendor_label(),
+        d.device_label(),
+        d.ids()
+    );
+    if d.revision != 0 {
+        let _ = write!(s, " (rev {:02x})", d.revision);
+    }
+    if d.simulated {
+        s.push_str(" (simulated)");
+    } else {
+        let _ = write!(s, " driver={}", d.driver.as_deref().unwrap_or("none"));
+    }
+    s
+}
+
+fn gen_width(gen: Option<u8>, width: Option<u8>) -> String {
+    let g = gen.map(|g| format!("Gen{g}")).unwrap_or_else(|| "Gen?".into());
+    let w = width.map(|w| format!("x{w}")).unwrap_or_else(|| "x?".into());
+    format!("{g} {w}")
+}
+
+/// The `pcibench info` block (warnings are returned separately, for stderr).
+pub fn info_text(d: &DeviceInfo) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", list_line(d));
+    if d.simulated {
+        let _ = writeln!(
+            s,
+            "  SIMULATED CARD: its BARs are host memory; its figures are host-memory figures, not PCIe figures"
+        );
+    }
+    let sub = d.subsystem_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+    let _ = writeln!(s, "  Subsystem:     {:04x}:{:04x}{sub}", d.subsystem_vendor_id, d.subsystem_device_id);
+    let _ = writeln!(s, "  Class:         {:06x} {}", d.class_code, d.class_name);
+    let _ = writeln!(s, "  Revision:      {:02x}", d.revision);
+    let _ = writeln!(s, "  Driver:        {}", d.driver.as_deref().unwrap_or("none"));
+    let _ = writeln!(
+        s,
+        "  IOMMU group:   {}",
+        d.iommu_group.map(|g| g.to_string()).unwrap_or_else(|| "none (no IOMMU, or not in a group)".into())
+    );
+    let _ = writeln!(s, "  NUMA node:     {}", d.numa_node.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()));
+    if let Some(p) = &d.parent {
+        let _ = writeln!(s, "  Upstream:      {p}");
+    }
+    match &d.command {
+        Some(c) => {
+            let _ = writeln!(s, "  Control:       {} (command {:#06x})", c.describe(), c.raw);
+        }
+        None => {
+            let _ = writeln!(s, "  Control:       unknown (config space not readable)");
+        }
+    }
+    if d.bars.is_empty() {
+        let _ = writeln!(s, "  BARs:          none");
+    }
+    for b in &d.bars {
+        let start = if d.simulated { "host memory".to_string() } else { format!("{:#x}", b.start) };
+        let files = if d.simulated {
+            "files: n/a (simulated)".to_string()
+        } else if b.files.is_empty() {
+            "files: none".to_string()
+        } else {
+            format!("files: {}", b.files.join(" "))
+        };
+        let _ = writeln!(
+            s,
+            "  BAR{}: {start} size {} ({:#x}) {} {files}",
+            b.index,
+            human_size(b.size),
+            b.size,
+            b.describe()
+        );
+    }
+    if let Some(l) = &d.link {
+        let cur = gen_width(l.current_gen, l.current_width);
+        let max = gen_width(l.max_gen, l.max_width);
+        let speed = l.current_speed.as_deref().map(|x| format!(" ({x})")).unwrap_or_default();
+        let degraded = if l.degraded() { " -- DEGRADED: trained below its maximum" } else { "" };
+        let _ = writeln!(s, "  Link:          {cur}{speed}, max {max}{degraded}");
+        let mps = l.mps.map(|m| m.to_string()).unwrap_or_else(|| "unknown".into());
+        let sup = l.mps_supported.map(|m| format!(" (supports {m})")).unwrap_or_default();
+        let mrrs = l.mrrs.map(|m| m.to_string()).unwrap_or_else(|| "unknown".into());
+        let _ = writeln!(s, "  Payload:       MPS {mps}{sup}, MRRS {mrrs}");
+    } else {
+        let _ = writeln!(s, "  Link:          not PCI Express (no link status)");
+    }
+    if let Some(m) = &d.model {
+        let assumed = if m.assumed_payload_sizes { " (MPS/MRRS unknown: assumed 128/512)" } else { "" };
+        let _ = writeln!(
+            s,
+            "  Link model:    raw {:.0} MB/s per direction; write limit {:.0} MB/s, read limit {:.0} MB/s for transfers >= 1 MiB{assumed}",
+            m.raw_mbps, m.write_mbps, m.read_mbps
+        );
+    }
+    if let Some(a) = &d.aer {
+        let n = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into());
+        let mut line = format!("correctable {}, nonfatal {}, fatal {}", n(a.correctable), n(a.nonfatal), n(a.fatal));
+        if !a.nonzero.is_empty() {
+            let parts: Vec<String> = a.nonzero.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = write!(line, " ({})", parts.join(", "));
+        }
+        let _ = writeln!(s, "  AER:           {line}");
+    }
+    if !d.capabilities.is_empty() {
+        let caps: Vec<String> = d.capabilities.iter().map(|c| format!("[{:02x}] {}", c.offset, c.name)).collect();
+        let _ = writeln!(s, "  Capabilities:  {}", caps.join(", "));
+    }
+    if !d.extended_capabilities.is_empty() {
+        let caps: Vec<String> = d
+            .extended_capabilities
+            .iter()
+            .map(|c| format!("[{:03x}] {} v{}", c.offset, c.name, c.version.unwrap_or(0)))
+            .collect();
+        let _ = writeln!(s, "  Extended caps: {}", caps.join(", "));
+    }
+    s
+}

@@ -1,0 +1,4 @@
+//! Presentation: text and JSON renderings of what the other modules measured or found.
+//! Nothing here touches a device.
+
+pub mod info;

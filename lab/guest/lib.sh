@@ -1,0 +1,85 @@
+# Helpers for lab scenarios (busybox sh); a scenario starts with `. /lab/lib.sh`.
+# Sourcing turns on `set -e`: any failing command ends the scenario as failed. Checks print "ok: ..." when
+# they pass and "FAIL: ..." (then exit 1) when they do not, so a failed scenario's output says what broke.
+# Environment from /init: LAB_MACHINE (pc | q35-iommu), LAB_VFIO (noiommu | type1).
+set -e
+SYS=/sys/bus/pci/devices
+
+ok() { echo "ok: $*"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# find_dev VID:DID: print the address (DDDD:BB:DD.F) of the first device with these IDs; fail if none.
+find_dev() {
+	want=$(echo "$1" | tr A-F a-f)
+	for d in "$SYS"/*; do
+		if [ "$(cat "$d/vendor"):$(cat "$d/device")" = "0x${want%%:*}:0x${want#*:}" ]; then
+			basename "$d"
+			return 0
+		fi
+	done
+	fail "no PCI device $1"
+}
+
+# bar_start ADDR N: print BAR N's bus address (hex) from the device's sysfs `resource` file.
+bar_start() { sed -n "$(($2 + 1))p" "$SYS/$1/resource" | cut -d' ' -f1; }
+
+# driver_of ADDR: print the bound driver's name, or nothing.
+driver_of() { if [ -e "$SYS/$1/driver" ]; then basename "$(readlink "$SYS/$1/driver")"; fi; }
+
+# group_of ADDR: print the device's IOMMU group number (a no-IOMMU group too), or nothing.
+group_of() { if [ -e "$SYS/$1/iommu_group" ]; then basename "$(readlink "$SYS/$1/iommu_group")"; fi; }
+
+# unbind ADDR: detach the device from its driver (if any) and clear driver_override.
+unbind() {
+	if [ -e "$SYS/$1/driver" ]; then echo "$1" >"$SYS/$1/driver/unbind"; fi
+	echo >"$SYS/$1/driver_override"
+}
+
+# bind_vfio ADDR: bind the device to vfio-pci through driver_override + drivers_probe.
+bind_vfio() {
+	unbind "$1"
+	echo vfio-pci >"$SYS/$1/driver_override"
+	echo "$1" >/sys/bus/pci/drivers_probe 2>/dev/null || true
+	if [ "$(driver_of "$1")" != vfio-pci ]; then
+		dmesg | tail -n 5
+		fail "bind_vfio $1: not bound to vfio-pci"
+	fi
+	ok "$1 bound to vfio-pci"
+}
+
+# as_user CMD...: run CMD as the unprivileged user `user` (uid/gid 1000, no other groups), arguments intact.
+# (busybox su as root asks no password; this busybox's setpriv cannot change uids.)
+as_user() { su -s /bin/sh -c 'exec "$0" "$@"' -- user "$@"; }
+
+# expect_fail CMD...: CMD must exit non-zero.
+expect_fail() {
+	if out=$("$@" 2>&1); then
+		printf '%s\n' "$out"
+		fail "succeeded but should fail: $*"
+	fi
+	printf '%s\n' "$out"
+	ok "fails as it should: $*"
+}
+
+# expect_out PATTERN CMD...: CMD must succeed and its output (stdout+stderr) match the extended regex PATTERN.
+expect_out() {
+	pat=$1
+	shift
+	rc=0
+	out=$("$@" 2>&1) || rc=$?
+	printf '%s\n' "$out"
+	[ "$rc" = 0 ] || fail "exit status $rc: $*"
+	printf '%s\n' "$out" | grep -Eq -- "$pat" || fail "no line matches /$pat/: $*"
+	ok "/$pat/ in: $*"
+}
+
+# emit LABEL CMD...: CMD must succeed; its stdout goes between "@@OUT LABEL" and "@@ENDOUT LABEL" lines, where
+# the scenario's host_check finds it with `emitted LABEL` (e.g. JSON to parse with python3 on the host).
+emit() {
+	label=$1
+	shift
+	out=$("$@") || fail "exit status $?: $*"
+	echo "@@OUT $label"
+	printf '%s\n' "$out"
+	echo "@@ENDOUT $label"
+}
