@@ -42,8 +42,7 @@ impl Mmap {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let ptr = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
         Ok(Mmap { ptr, len })
     }
 
@@ -52,21 +51,11 @@ impl Mmap {
         if len == 0 {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let off = libc::off_t::try_from(offset)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+        let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
         let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
         // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of an open descriptor; it aliases
         // no Rust object, and the result is checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                off,
-            )
-        };
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, file.as_raw_fd(), off) };
         Mmap::from_raw(p, len)
     }
 
@@ -82,16 +71,7 @@ impl Mmap {
             flags |= libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT);
         }
         // SAFETY: a fresh anonymous mapping chosen by the kernel; the result is checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            )
-        };
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
         Mmap::from_raw(p, len)
     }
 
@@ -166,9 +146,7 @@ impl Drop for Mmap {
 pub fn check_access(region_len: u64, offset: u64, width: Width) -> Result<()> {
     let n = width.bytes() as u64;
     if !matches!(width, Width::B8 | Width::B16 | Width::B32 | Width::B64) {
-        return Err(Error::usage(format!(
-            "a single register access is 8, 16, 32 or 64 bits wide, not {width}"
-        )));
+        return Err(Error::usage(format!("a single register access is 8, 16, 32 or 64 bits wide, not {width}")));
     }
     if offset % n != 0 {
         return Err(Error::usage(format!(
@@ -188,9 +166,7 @@ pub fn check_access(region_len: u64, offset: u64, width: Width) -> Result<()> {
 pub fn check_value(width: Width, value: u64) -> Result<()> {
     let bits = width.bytes() * 8;
     if bits < 64 && value >> bits != 0 {
-        return Err(Error::usage(format!(
-            "value {value:#x} does not fit in {bits} bits"
-        )));
+        return Err(Error::usage(format!("value {value:#x} does not fit in {bits} bits")));
     }
     Ok(())
 }
@@ -230,13 +206,7 @@ pub struct MappedBar {
 impl MappedBar {
     pub fn new(map: Mmap, index: u8, size: u64, mapping: Mapping, via: Via) -> Self {
         let size = size.min(map.len() as u64);
-        MappedBar {
-            map,
-            index,
-            mapping,
-            via,
-            size,
-        }
+        MappedBar { map, index, mapping, via, size }
     }
 }
 
@@ -279,8 +249,7 @@ impl BarRegion for MappedBar {
         for (i, chunk) in buf.chunks_exact(n).enumerate() {
             let mut b = [0u8; 8];
             b[..n].copy_from_slice(chunk);
-            self.map
-                .write(offset + (i * n) as u64, width, u64::from_le_bytes(b))?;
+            self.map.write(offset + (i * n) as u64, width, u64::from_le_bytes(b))?;
         }
         Ok(())
     }
@@ -293,17 +262,11 @@ mod tests {
     #[test]
     fn access_checks_name_the_problem() {
         assert!(check_access(0x1000, 0xffc, Width::B32).is_ok());
-        let e = check_access(0x1000, 0x1000, Width::B32)
-            .unwrap_err()
-            .to_string();
+        let e = check_access(0x1000, 0x1000, Width::B32).unwrap_err().to_string();
         assert!(e.contains("past the end"), "{e}");
-        let e = check_access(0x1000, 0x2, Width::B32)
-            .unwrap_err()
-            .to_string();
+        let e = check_access(0x1000, 0x2, Width::B32).unwrap_err().to_string();
         assert!(e.contains("not aligned"), "{e}");
-        let e = check_access(0x1000, 0, Width::V128)
-            .unwrap_err()
-            .to_string();
+        let e = check_access(0x1000, 0, Width::V128).unwrap_err().to_string();
         assert!(e.contains("8, 16, 32 or 64"), "{e}");
         assert!(check_access(u64::MAX, u64::MAX - 3, Width::B64).is_err());
         assert!(check_value(Width::B8, 0x1ff).is_err());
@@ -320,14 +283,10 @@ mod tests {
         bar.write(8, Width::B64, 0x1122_3344_5566_7788).unwrap();
         assert_eq!(bar.read(8, Width::B32).unwrap(), 0x5566_7788);
         assert_eq!(bar.read(14, Width::B16).unwrap(), 0x1122);
-        bar.write_bulk(16, &[1, 2, 3, 4, 5, 6, 7, 8], Width::B16)
-            .unwrap();
+        bar.write_bulk(16, &[1, 2, 3, 4, 5, 6, 7, 8], Width::B16).unwrap();
         let mut back = [0u8; 8];
         bar.read_bulk(16, &mut back, Width::B32).unwrap();
         assert_eq!(back, [1, 2, 3, 4, 5, 6, 7, 8]);
-        assert!(
-            bar.read(64, Width::B8).is_err(),
-            "the BAR is 64 bytes even if the page is larger"
-        );
+        assert!(bar.read(64, Width::B8).is_err(), "the BAR is 64 bytes even if the page is larger");
     }
 }

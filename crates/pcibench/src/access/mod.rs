@@ -107,11 +107,7 @@ pub trait DeviceAccess: Send + Sync {
 /// sysfs when no driver is bound, VFIO (type1 or no-IOMMU, as its group says) when bound to
 /// vfio-pci. A device bound to any other driver is refused. The sim card is not opened here:
 /// the CLI dispatches `Target::Sim` to `access::sim` itself.
-pub fn open_device(
-    host: &Host,
-    info: &DeviceInfo,
-    via: Option<Via>,
-) -> Result<Box<dyn DeviceAccess>> {
+pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
     if info.simulated || via == Some(Via::Sim) {
         return Err(Error::usage(format!(
             "--via sim applies only to the simulated card (pcibench ... sim), not {}",

@@ -38,52 +38,30 @@ impl SysfsDevice {
         if !dir.is_dir() {
             return Err(Error::NoDevice(addr.to_string()));
         }
-        Ok(SysfsDevice {
-            addr,
-            dir,
-            bars: info.bars.clone(),
-            host: host.clone(),
-        })
+        Ok(SysfsDevice { addr, dir, bars: info.bars.clone(), host: host.clone() })
     }
 
     fn bar(&self, index: u8) -> Result<&Bar> {
         self.bars.iter().find(|b| b.index == index).ok_or_else(|| {
-            let have: Vec<String> = self
-                .bars
-                .iter()
-                .map(|b| format!("BAR{}", b.index))
-                .collect();
+            let have: Vec<String> = self.bars.iter().map(|b| format!("BAR{}", b.index)).collect();
             Error::usage(format!(
                 "{} has no BAR{index}; it has {}",
                 self.addr,
-                if have.is_empty() {
-                    "no BARs".to_string()
-                } else {
-                    have.join(", ")
-                }
+                if have.is_empty() { "no BARs".to_string() } else { have.join(", ") }
             ))
         })
     }
 
     fn explain(&self, errno: i32) -> String {
-        explain_errno(
-            &self.addr,
-            errno,
-            lockdown_mode(&self.host).as_deref(),
-            &current_user(),
-        )
+        explain_errno(&self.addr, errno, lockdown_mode(&self.host).as_deref(), &current_user())
     }
 
     fn open_file(&self, name: &str, write: bool) -> Result<File> {
         let path = self.dir.join(name);
-        OpenOptions::new()
-            .read(true)
-            .write(write)
-            .open(&path)
-            .map_err(|e| {
-                let hint = self.explain(e.raw_os_error().unwrap_or(0));
-                Error::io_hint("cannot open", &path, e, hint)
-            })
+        OpenOptions::new().read(true).write(write).open(&path).map_err(|e| {
+            let hint = self.explain(e.raw_os_error().unwrap_or(0));
+            Error::io_hint("cannot open", &path, e, hint)
+        })
     }
 }
 
@@ -98,11 +76,7 @@ pub fn bound_driver_refusal(addr: &PciAddress, driver: &str) -> Error {
 fn current_user() -> String {
     ["SUDO_USER", "USER"]
         .iter()
-        .find_map(|v| {
-            std::env::var(v)
-                .ok()
-                .filter(|u| !u.is_empty() && u != "root")
-        })
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty() && u != "root"))
         .unwrap_or_else(|| "$USER".to_string())
 }
 
@@ -180,22 +154,13 @@ impl DeviceAccess for SysfsDevice {
         }
         let file = self.open_file(&name, true)?;
         let len = usize::try_from(bar.size).map_err(|_| {
-            Error::Unsupported(format!(
-                "BAR{index} ({} bytes) is larger than the address space",
-                bar.size
-            ))
+            Error::Unsupported(format!("BAR{index} ({} bytes) is larger than the address space", bar.size))
         })?;
         let map = Mmap::file(&file, 0, len, true).map_err(|e| {
             let hint = self.explain(e.raw_os_error().unwrap_or(0));
             Error::io_hint("cannot mmap", &path, e, hint)
         })?;
-        Ok(Box::new(MappedBar::new(
-            map,
-            index,
-            bar.size,
-            mapping,
-            Via::Sysfs,
-        )))
+        Ok(Box::new(MappedBar::new(map, index, bar.size, mapping, Via::Sysfs)))
     }
 
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
@@ -275,11 +240,7 @@ mod tests {
         let host = Host::with_root(t.path());
         let d = host.path("/sys/bus/pci/devices/0000:15:00.0");
         fs::create_dir_all(&d).unwrap();
-        for (f, v) in [
-            ("vendor", "0x10ee"),
-            ("device", "0x7024"),
-            ("class", "0x058000"),
-        ] {
+        for (f, v) in [("vendor", "0x10ee"), ("device", "0x7024"), ("class", "0x058000")] {
             fs::write(d.join(f), v).unwrap();
         }
         fs::write(
@@ -317,36 +278,14 @@ mod tests {
         let wc = dev.open_bar(0, Mapping::Wc, IoMode::Mmap).unwrap();
         assert_eq!(wc.mapping(), Mapping::Wc);
 
-        let e = dev
-            .open_bar(2, Mapping::Wc, IoMode::Mmap)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("non-prefetchable") && e.contains("pci_create_attr"),
-            "{e}"
-        );
-        let e = dev
-            .open_bar(4, Mapping::Uc, IoMode::Mmap)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = dev.open_bar(2, Mapping::Wc, IoMode::Mmap).err().unwrap().to_string();
+        assert!(e.contains("non-prefetchable") && e.contains("pci_create_attr"), "{e}");
+        let e = dev.open_bar(4, Mapping::Uc, IoMode::Mmap).err().unwrap().to_string();
         assert!(e.contains("I/O port BAR"), "{e}");
-        let e = dev
-            .open_bar(0, Mapping::Uc, IoMode::Syscall)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = dev.open_bar(0, Mapping::Uc, IoMode::Syscall).err().unwrap().to_string();
         assert!(e.contains("EIO"), "{e}");
-        let e = dev
-            .open_bar(1, Mapping::Uc, IoMode::Mmap)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("no BAR1") && e.contains("BAR0, BAR2, BAR4"),
-            "{e}"
-        );
+        let e = dev.open_bar(1, Mapping::Uc, IoMode::Mmap).err().unwrap().to_string();
+        assert!(e.contains("no BAR1") && e.contains("BAR0, BAR2, BAR4"), "{e}");
     }
 
     #[test]
@@ -355,11 +294,7 @@ mod tests {
         fs::remove_file(host.path("/sys/bus/pci/devices/0000:15:00.0/resource0_wc")).unwrap();
         let info = read_device(&host, &addr()).unwrap();
         let dev = SysfsDevice::open(&host, &info).unwrap();
-        let e = dev
-            .open_bar(0, Mapping::Wc, IoMode::Mmap)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = dev.open_bar(0, Mapping::Wc, IoMode::Mmap).err().unwrap().to_string();
         assert!(e.contains("arch_can_pci_mmap_wc"), "{e}");
     }
 
@@ -376,10 +311,7 @@ mod tests {
         assert_eq!(id[0], 0x0b);
         let mut big = [0u8; 8];
         let e = dev.config_read(0x40, &mut big).unwrap_err().to_string();
-        assert!(
-            e.contains("ends at 0x40") && e.contains("run as root"),
-            "{e}"
-        );
+        assert!(e.contains("ends at 0x40") && e.contains("run as root"), "{e}");
     }
 
     #[test]
@@ -401,27 +333,13 @@ mod tests {
     fn errno_explanations() {
         let a = addr();
         let e = explain_errno(&a, libc::EACCES, None, "alice");
-        assert!(
-            e.contains("sudo pcibench setup 0000:15:00.0 --sysfs-user alice") && e.contains("root"),
-            "{e}"
-        );
+        assert!(e.contains("sudo pcibench setup 0000:15:00.0 --sysfs-user alice") && e.contains("root"), "{e}");
         let e = explain_errno(&a, libc::EPERM, Some("integrity"), "alice");
         assert!(e.starts_with("kernel lockdown is [integrity]"), "{e}");
         let e = explain_errno(&a, libc::EINVAL, None, "alice");
-        assert!(
-            e.contains("IO_STRICT_DEVMEM") && e.contains("iomem=relaxed"),
-            "{e}"
-        );
+        assert!(e.contains("IO_STRICT_DEVMEM") && e.contains("iomem=relaxed"), "{e}");
         assert!(explain_errno(&a, libc::EIO, None, "u").contains("only mmap"));
-        for errno in [
-            libc::EACCES,
-            libc::EPERM,
-            libc::EINVAL,
-            libc::EBUSY,
-            libc::ENOENT,
-            libc::EIO,
-            libc::ENXIO,
-        ] {
+        for errno in [libc::EACCES, libc::EPERM, libc::EINVAL, libc::EBUSY, libc::ENOENT, libc::EIO, libc::ENXIO] {
             assert!(!explain_errno(&a, errno, Some("confidentiality"), "u").contains('\n'));
         }
     }
@@ -432,78 +350,40 @@ mod tests {
         let (_t, host) = fixture(None);
         let info = read_device(&host, &addr()).unwrap();
         assert_eq!(open_device(&host, &info, None).unwrap().via(), Via::Sysfs);
-        assert_eq!(
-            open_device(&host, &info, Some(Via::Sysfs)).unwrap().via(),
-            Via::Sysfs
-        );
-        let e = open_device(&host, &info, Some(Via::Vfio))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("no driver bound") && e.contains("sudo pcibench setup 0000:15:00.0 --vfio"),
-            "{e}"
-        );
-        let e = open_device(&host, &info, Some(Via::Sim))
-            .err()
-            .unwrap()
-            .to_string();
+        assert_eq!(open_device(&host, &info, Some(Via::Sysfs)).unwrap().via(), Via::Sysfs);
+        let e = open_device(&host, &info, Some(Via::Vfio)).err().unwrap().to_string();
+        assert!(e.contains("no driver bound") && e.contains("sudo pcibench setup 0000:15:00.0 --vfio"), "{e}");
+        let e = open_device(&host, &info, Some(Via::Sim)).err().unwrap().to_string();
         assert!(e.contains("simulated card"), "{e}");
 
         let (_t, host) = fixture(Some("nvme"));
         let info = read_device(&host, &addr()).unwrap();
         for via in [None, Some(Via::Sysfs), Some(Via::Vfio)] {
             let e = open_device(&host, &info, via).err().unwrap().to_string();
-            assert!(
-                e.starts_with("0000:15:00.0 is bound to driver nvme: pcibench will not touch"),
-                "{e}"
-            );
+            assert!(e.starts_with("0000:15:00.0 is bound to driver nvme: pcibench will not touch"), "{e}");
         }
 
         let (t, host) = fixture(Some("vfio-pci"));
         let info = read_device(&host, &addr()).unwrap();
-        let e = open_device(&host, &info, Some(Via::Sysfs))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("bound to vfio-pci") && e.contains("--release"),
-            "{e}"
-        );
+        let e = open_device(&host, &info, Some(Via::Sysfs)).err().unwrap().to_string();
+        assert!(e.contains("bound to vfio-pci") && e.contains("--release"), "{e}");
         let e = open_device(&host, &info, None).err().unwrap().to_string();
         assert!(e.contains("no IOMMU group"), "{e}");
         // A no-IOMMU group: --via vfio (type1) cannot work, and says so before opening anything.
         let g = host.path("/sys/kernel/iommu_groups/0");
         fs::create_dir_all(&g).unwrap();
-        std::os::unix::fs::symlink(
-            &g,
-            host.path("/sys/bus/pci/devices/0000:15:00.0/iommu_group"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink(&g, host.path("/sys/bus/pci/devices/0000:15:00.0/iommu_group")).unwrap();
         fs::create_dir_all(t.path().join("dev/vfio")).unwrap();
         fs::write(t.path().join("dev/vfio/noiommu-0"), "").unwrap();
-        let e = open_device(&host, &info, Some(Via::Vfio))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("no-IOMMU VFIO group (/dev/vfio/noiommu-0)")
-                && e.contains("--via vfio-noiommu"),
-            "{e}"
-        );
+        let e = open_device(&host, &info, Some(Via::Vfio)).err().unwrap().to_string();
+        assert!(e.contains("no-IOMMU VFIO group (/dev/vfio/noiommu-0)") && e.contains("--via vfio-noiommu"), "{e}");
     }
 
     #[test]
     fn lockdown_parsing() {
         assert_eq!(parse_lockdown("[none] integrity confidentiality\n"), None);
-        assert_eq!(
-            parse_lockdown("none [integrity] confidentiality\n").as_deref(),
-            Some("integrity")
-        );
-        assert_eq!(
-            parse_lockdown("none integrity [confidentiality]").as_deref(),
-            Some("confidentiality")
-        );
+        assert_eq!(parse_lockdown("none [integrity] confidentiality\n").as_deref(), Some("integrity"));
+        assert_eq!(parse_lockdown("none integrity [confidentiality]").as_deref(), Some("confidentiality"));
         assert_eq!(parse_lockdown("garbage"), None);
     }
 }

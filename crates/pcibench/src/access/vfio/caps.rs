@@ -24,9 +24,7 @@ fn u64_at(b: &[u8], off: usize) -> Option<u64> {
 }
 
 fn malformed(what: &str) -> Error {
-    Error::Device(format!(
-        "the kernel's VFIO {what} reply is malformed (truncated or looping capability chain)"
-    ))
+    Error::Device(format!("the kernel's VFIO {what} reply is malformed (truncated or looping capability chain)"))
 }
 
 /// One capability: its id, version and offset in the buffer.
@@ -49,11 +47,7 @@ pub fn chain(buf: &[u8], first: u32, what: &str) -> Result<Vec<Cap>> {
         let id = u16_at(buf, off).ok_or_else(|| malformed(what))?;
         let version = u16_at(buf, off + 2).ok_or_else(|| malformed(what))?;
         let next = u32_at(buf, off + 4).ok_or_else(|| malformed(what))?;
-        out.push(Cap {
-            id,
-            version,
-            offset: off,
-        });
+        out.push(Cap { id, version, offset: off });
         off = next as usize;
     }
     Ok(out)
@@ -123,13 +117,7 @@ pub fn parse_region_info(buf: &[u8]) -> Result<RegionInfo> {
             }
         }
     }
-    Ok(RegionInfo {
-        index,
-        flags,
-        size,
-        offset,
-        sparse,
-    })
+    Ok(RegionInfo { index, flags, size, offset, sparse })
 }
 
 /// `struct vfio_region_info_cap_sparse_mmap { header; u32 nr_areas; u32 reserved;
@@ -140,10 +128,7 @@ pub fn parse_sparse(buf: &[u8], cap: usize) -> Result<Vec<(u64, u64)>> {
     (0..n)
         .map(|i| {
             let at = cap + 16 + i * 16;
-            Ok((
-                u64_at(buf, at).ok_or_else(bad)?,
-                u64_at(buf, at + 8).ok_or_else(bad)?,
-            ))
+            Ok((u64_at(buf, at).ok_or_else(bad)?, u64_at(buf, at + 8).ok_or_else(bad)?))
         })
         .collect()
 }
@@ -178,26 +163,15 @@ impl IommuInfo {
 
     /// Ranges to allocate from: the reported ones, or all of the 64-bit space when unreported.
     pub fn usable_ranges(&self) -> Vec<IovaRange> {
-        self.ranges.clone().unwrap_or_else(|| {
-            vec![IovaRange {
-                start: 0,
-                end: u64::MAX,
-            }]
-        })
+        self.ranges.clone().unwrap_or_else(|| vec![IovaRange { start: 0, end: u64::MAX }])
     }
 }
 
 pub fn parse_iommu_info(buf: &[u8]) -> Result<IommuInfo> {
     let what = "IOMMU info";
     let flags = u32_at(buf, 4).ok_or_else(|| malformed(what))?;
-    let pgsizes = (flags & super::ioctl::IOMMU_INFO_PGSIZES != 0)
-        .then(|| u64_at(buf, 8))
-        .flatten();
-    let mut info = IommuInfo {
-        pgsizes,
-        ranges: None,
-        dma_avail: None,
-    };
+    let pgsizes = (flags & super::ioctl::IOMMU_INFO_PGSIZES != 0).then(|| u64_at(buf, 8)).flatten();
+    let mut info = IommuInfo { pgsizes, ranges: None, dma_avail: None };
     if flags & super::ioctl::IOMMU_INFO_CAPS != 0 {
         let first = u32_at(buf, 16).unwrap_or(0);
         for cap in chain(buf, first, what)? {
@@ -272,10 +246,7 @@ pub(crate) mod tests {
         assert_eq!(r.size, 0x4000);
         assert!(r.readable() && r.writable() && r.mmappable());
         assert_eq!(r.sparse, Some(vec![(0, 0x2000), (0x3000, 0x1000)]));
-        assert!(
-            !r.whole_mmap_allowed(),
-            "the hole at 0x2000 forbids a whole-BAR mapping"
-        );
+        assert!(!r.whole_mmap_allowed(), "the hole at 0x2000 forbids a whole-BAR mapping");
 
         let mut full = r.clone();
         full.sparse = Some(vec![(0x2000, 0x2000), (0, 0x2000)]);
@@ -316,13 +287,7 @@ pub(crate) mod tests {
         assert_eq!(i.dma_avail, Some(65535));
         let r = i.ranges.unwrap();
         assert_eq!(r.len(), 2);
-        assert_eq!(
-            r[1],
-            IovaRange {
-                start: 0xfef0_0000,
-                end: 0x7f_ffff_ffff
-            }
-        );
+        assert_eq!(r[1], IovaRange { start: 0xfef0_0000, end: 0x7f_ffff_ffff });
     }
 
     #[test]
@@ -332,13 +297,7 @@ pub(crate) mod tests {
         put64(&mut b, 8, 0xffff_f000);
         let i = parse_iommu_info(&b).unwrap();
         assert_eq!(i.ranges, None);
-        assert_eq!(
-            i.usable_ranges(),
-            vec![IovaRange {
-                start: 0,
-                end: u64::MAX
-            }]
-        );
+        assert_eq!(i.usable_ranges(), vec![IovaRange { start: 0, end: u64::MAX }]);
         assert_eq!(i.min_page(), 4096);
     }
 }

@@ -44,27 +44,18 @@ impl Container {
             };
             Error::io_hint("cannot open the VFIO container", &path, e, hint)
         })?;
-        let v = ioctl::get_api_version(&file)
-            .map_err(|e| Error::io("VFIO_GET_API_VERSION failed on", &path, e))?;
+        let v = ioctl::get_api_version(&file).map_err(|e| Error::io("VFIO_GET_API_VERSION failed on", &path, e))?;
         if v != ioctl::VFIO_API_VERSION {
             return Err(Error::Unsupported(format!(
                 "VFIO API version {v} is not the {} pcibench speaks: this kernel's VFIO is incompatible",
                 ioctl::VFIO_API_VERSION
             )));
         }
-        Ok(Container {
-            file,
-            path,
-            iommu: None,
-            info: None,
-            iovas: Mutex::new(Space::new()),
-            host: host.clone(),
-        })
+        Ok(Container { file, path, iommu: None, info: None, iovas: Mutex::new(Space::new()), host: host.clone() })
     }
 
     pub fn has_extension(&self, ext: u32) -> Result<bool> {
-        ioctl::check_extension(&self.file, ext)
-            .map_err(|e| Error::io("VFIO_CHECK_EXTENSION failed on", &self.path, e))
+        ioctl::check_extension(&self.file, ext).map_err(|e| Error::io("VFIO_CHECK_EXTENSION failed on", &self.path, e))
     }
 
     /// VFIO_SET_IOMMU, after a group is attached (the kernel needs one to pick the driver).
@@ -81,16 +72,14 @@ impl Container {
         }
         ioctl::set_iommu(&self.file, ext).map_err(|e| {
             let hint = match kind {
-                IommuType::NoIommu if e.raw_os_error() == Some(libc::EPERM) => {
-                    super::group::setcap_hint()
-                }
+                IommuType::NoIommu if e.raw_os_error() == Some(libc::EPERM) => super::group::setcap_hint(),
                 _ => "another IOMMU type may already be set on this container".to_string(),
             };
             Error::io_hint("VFIO_SET_IOMMU failed on", &self.path, e, hint)
         })?;
         if kind == IommuType::Type1v2 {
-            let buf = ioctl::iommu_info(&self.file)
-                .map_err(|e| Error::io("VFIO_IOMMU_GET_INFO failed on", &self.path, e))?;
+            let buf =
+                ioctl::iommu_info(&self.file).map_err(|e| Error::io("VFIO_IOMMU_GET_INFO failed on", &self.path, e))?;
             self.info = Some(parse_iommu_info(&buf)?);
         }
         self.iommu = Some(kind);
@@ -117,34 +106,19 @@ impl Container {
             (Some(IommuType::Type1v2), Some(i)) => i,
             _ => {
                 return Err(Error::Unsupported(
-                    "this VFIO container has no IOMMU (no-IOMMU mode): DMA uses physical addresses, not MAP_DMA"
-                        .into(),
+                    "this VFIO container has no IOMMU (no-IOMMU mode): DMA uses physical addresses, not MAP_DMA".into(),
                 ))
             }
         };
         let align = align.max(info.min_page());
-        let limit = if dma_bits >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << dma_bits) - 1
-        };
-        let ranges: Vec<(u64, u64)> = info
-            .usable_ranges()
-            .iter()
-            .map(|r| (r.start, r.end))
-            .collect();
+        let limit = if dma_bits >= 64 { u64::MAX } else { (1u64 << dma_bits) - 1 };
+        let ranges: Vec<(u64, u64)> = info.usable_ranges().iter().map(|r| (r.start, r.end)).collect();
         let iova = {
-            let mut space = self
-                .iovas
-                .lock()
-                .map_err(|_| Error::Device("IOVA bookkeeping poisoned".into()))?;
+            let mut space = self.iovas.lock().map_err(|_| Error::Device("IOVA bookkeeping poisoned".into()))?;
             space.reserve(&ranges, len, align, align, limit)
         };
         let Some(iova) = iova else {
-            let shown: Vec<String> = ranges
-                .iter()
-                .map(|(s, e)| format!("{s:#x}-{e:#x}"))
-                .collect();
+            let shown: Vec<String> = ranges.iter().map(|(s, e)| format!("{s:#x}-{e:#x}")).collect();
             return Err(Error::Unsupported(format!(
                 "no free IOVA range of {} below 2^{dma_bits} in the IOMMU's allowed ranges ({}): use a smaller buffer, or raise --dma-bits if the device drives more address bits",
                 human_size(len),
@@ -168,12 +142,7 @@ impl Container {
                 Some(libc::EEXIST) => format!("IOVA {iova:#x} is already mapped in this container"),
                 _ => format!("IOVA {iova:#x}, {} at {vaddr:#x}", human_size(len)),
             };
-            return Err(Error::io_hint(
-                "VFIO_IOMMU_MAP_DMA failed on",
-                &self.path,
-                e,
-                hint,
-            ));
+            return Err(Error::io_hint("VFIO_IOMMU_MAP_DMA failed on", &self.path, e, hint));
         }
         Ok(iova)
     }

@@ -28,8 +28,8 @@ pub struct Device {
 
 impl Device {
     pub fn new(file: File, addr: PciAddress) -> Result<Device> {
-        let info = ioctl::device_info(&file)
-            .map_err(|e| Error::io("VFIO_DEVICE_GET_INFO failed for", label(&addr), e))?;
+        let info =
+            ioctl::device_info(&file).map_err(|e| Error::io("VFIO_DEVICE_GET_INFO failed for", label(&addr), e))?;
         if info.flags & ioctl::DEVICE_FLAGS_PCI == 0 {
             return Err(Error::Unsupported(format!(
                 "VFIO device {addr} is not a PCI device (flags {:#x})",
@@ -59,50 +59,33 @@ impl Device {
                 self.addr, self.info.num_regions
             )));
         }
-        let buf = ioctl::region_info(&self.file, index).map_err(|e| {
-            Error::io(
-                "VFIO_DEVICE_GET_REGION_INFO failed for",
-                label(&self.addr),
-                e,
-            )
-        })?;
+        let buf = ioctl::region_info(&self.file, index)
+            .map_err(|e| Error::io("VFIO_DEVICE_GET_REGION_INFO failed for", label(&self.addr), e))?;
         parse_region_info(&buf)
     }
 
     /// pread of `buf.len()` bytes at `offset` into region `r` (the kernel does the accesses).
     pub fn read_region(&self, r: &RegionInfo, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let at = r
-            .offset
-            .checked_add(offset)
-            .ok_or_else(|| Error::usage("region offset overflows"))?;
+        let at = r.offset.checked_add(offset).ok_or_else(|| Error::usage("region offset overflows"))?;
         match self.file.read_at(buf, at) {
             Ok(n) if n == buf.len() => Ok(()),
             Ok(n) => Err(self.region_io_error(
                 r,
                 offset,
-                io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("{n} of {} bytes", buf.len()),
-                ),
+                io::Error::new(io::ErrorKind::UnexpectedEof, format!("{n} of {} bytes", buf.len())),
             )),
             Err(e) => Err(self.region_io_error(r, offset, e)),
         }
     }
 
     pub fn write_region(&self, r: &RegionInfo, offset: u64, data: &[u8]) -> Result<()> {
-        let at = r
-            .offset
-            .checked_add(offset)
-            .ok_or_else(|| Error::usage("region offset overflows"))?;
+        let at = r.offset.checked_add(offset).ok_or_else(|| Error::usage("region offset overflows"))?;
         match self.file.write_at(data, at) {
             Ok(n) if n == data.len() => Ok(()),
             Ok(n) => Err(self.region_io_error(
                 r,
                 offset,
-                io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    format!("{n} of {} bytes", data.len()),
-                ),
+                io::Error::new(io::ErrorKind::WriteZero, format!("{n} of {} bytes", data.len())),
             )),
             Err(e) => Err(self.region_io_error(r, offset, e)),
         }
@@ -118,7 +101,10 @@ impl Device {
             "VFIO region I/O failed on",
             label(&self.addr),
             e,
-            format!("{what} offset {offset:#x}: is Memory Space enabled and the device responding? see pcibench doctor {}", self.addr),
+            format!(
+                "{what} offset {offset:#x}: is Memory Space enabled and the device responding? see pcibench doctor {}",
+                self.addr
+            ),
         )
     }
 
@@ -141,11 +127,7 @@ impl Device {
     /// Set or clear Bus Master Enable; returns the command register as it was.
     pub fn set_bus_master(&self, on: bool) -> Result<u16> {
         let old = self.command()?;
-        let new = if on {
-            old | CMD_BUS_MASTER
-        } else {
-            old & !CMD_BUS_MASTER
-        };
+        let new = if on { old | CMD_BUS_MASTER } else { old & !CMD_BUS_MASTER };
         if new != old {
             self.config_write(COMMAND, &new.to_le_bytes())?;
         }
@@ -164,8 +146,7 @@ impl Device {
                 self.addr
             )));
         }
-        ioctl::reset(&self.file)
-            .map_err(|e| Error::io("VFIO_DEVICE_RESET failed for", label(&self.addr), e))
+        ioctl::reset(&self.file).map_err(|e| Error::io("VFIO_DEVICE_RESET failed for", label(&self.addr), e))
     }
 
     /// Route MSI vector 0 to a new eventfd. The returned `Msi` disables MSI again on drop.
@@ -178,21 +159,10 @@ impl Device {
                 self.addr
             )));
         }
-        let efd = ioctl::eventfd()
-            .map_err(|e| Error::io("cannot create an eventfd for", label(&self.addr), e))?;
-        ioctl::set_irq_eventfds(&self.file, ioctl::PCI_MSI_IRQ_INDEX, &[efd.as_raw_fd()]).map_err(
-            |e| {
-                Error::io(
-                    "VFIO_DEVICE_SET_IRQS (MSI) failed for",
-                    label(&self.addr),
-                    e,
-                )
-            },
-        )?;
-        Ok(Msi {
-            efd,
-            device: self.clone(),
-        })
+        let efd = ioctl::eventfd().map_err(|e| Error::io("cannot create an eventfd for", label(&self.addr), e))?;
+        ioctl::set_irq_eventfds(&self.file, ioctl::PCI_MSI_IRQ_INDEX, &[efd.as_raw_fd()])
+            .map_err(|e| Error::io("VFIO_DEVICE_SET_IRQS (MSI) failed for", label(&self.addr), e))?;
+        Ok(Msi { efd, device: self.clone() })
     }
 }
 
@@ -231,11 +201,7 @@ pub struct SyscallBar {
 
 impl SyscallBar {
     pub fn new(device: Arc<Device>, region: RegionInfo, via: Via) -> Self {
-        SyscallBar {
-            device,
-            region,
-            via,
-        }
+        SyscallBar { device, region, via }
     }
 }
 
@@ -258,22 +224,19 @@ impl BarRegion for SyscallBar {
     fn read(&self, offset: u64, width: Width) -> Result<u64> {
         check_access(self.region.size, offset, width)?;
         let mut b = [0u8; 8];
-        self.device
-            .read_region(&self.region, offset, &mut b[..width.bytes()])?;
+        self.device.read_region(&self.region, offset, &mut b[..width.bytes()])?;
         Ok(u64::from_le_bytes(b))
     }
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
         check_access(self.region.size, offset, width)?;
         crate::access::mapped::check_value(width, value)?;
-        self.device
-            .write_region(&self.region, offset, &value.to_le_bytes()[..width.bytes()])
+        self.device.write_region(&self.region, offset, &value.to_le_bytes()[..width.bytes()])
     }
     fn read_bulk(&self, offset: u64, buf: &mut [u8], width: Width) -> Result<()> {
         crate::access::mapped::check_bulk(self.region.size, offset, buf.len(), width)?;
         let n = width.bytes();
         for (i, chunk) in buf.chunks_exact_mut(n).enumerate() {
-            self.device
-                .read_region(&self.region, offset + (i * n) as u64, chunk)?;
+            self.device.read_region(&self.region, offset + (i * n) as u64, chunk)?;
         }
         Ok(())
     }
@@ -281,8 +244,7 @@ impl BarRegion for SyscallBar {
         crate::access::mapped::check_bulk(self.region.size, offset, buf.len(), width)?;
         let n = width.bytes();
         for (i, chunk) in buf.chunks_exact(n).enumerate() {
-            self.device
-                .write_region(&self.region, offset + (i * n) as u64, chunk)?;
+            self.device.write_region(&self.region, offset + (i * n) as u64, chunk)?;
         }
         Ok(())
     }

@@ -28,11 +28,7 @@ pub struct Group {
 }
 
 fn link_name(p: &Path) -> Option<String> {
-    fs::read_link(p)
-        .ok()?
-        .file_name()?
-        .to_str()
-        .map(str::to_string)
+    fs::read_link(p).ok()?.file_name()?.to_str().map(str::to_string)
 }
 
 /// The device's group number and kind, from its iommu_group link and which /dev/vfio node exists.
@@ -81,14 +77,8 @@ pub fn holders(host: &Host, node: &Path) -> Vec<(u32, String)> {
         let Ok(fds) = fs::read_dir(e.path().join("fd")) else {
             continue;
         };
-        if fds
-            .flatten()
-            .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == node))
-        {
-            let comm = fs::read_to_string(e.path().join("comm"))
-                .unwrap_or_default()
-                .trim()
-                .to_string();
+        if fds.flatten().any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == node)) {
+            let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim().to_string();
             out.push((pid, comm));
         }
     }
@@ -102,12 +92,7 @@ pub fn members(host: &Host, n: u32) -> Vec<(String, Option<String>)> {
     let mut v: Vec<(String, Option<String>)> = fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
-                .map(|e| {
-                    (
-                        e.file_name().to_string_lossy().into_owned(),
-                        link_name(&e.path().join("driver")),
-                    )
-                })
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), link_name(&e.path().join("driver"))))
                 .collect()
         })
         .unwrap_or_default();
@@ -117,17 +102,11 @@ pub fn members(host: &Host, n: u32) -> Vec<(String, Option<String>)> {
 
 /// Why group `n` is not viable: the members bound to drivers VFIO does not accept.
 /// (drivers/vfio/group.c: every device must be bound to a vfio driver, unbound, pci-stub, or a bridge.)
-pub fn not_viable_message(
-    n: u32,
-    addr: &PciAddress,
-    members: &[(String, Option<String>)],
-) -> String {
+pub fn not_viable_message(n: u32, addr: &PciAddress, members: &[(String, Option<String>)]) -> String {
     let blockers: Vec<String> = members
         .iter()
         .filter(|(a, d)| {
-            *a != addr.to_string()
-                && d.as_deref()
-                    .is_some_and(|d| !matches!(d, "vfio-pci" | "pci-stub" | "pcieport"))
+            *a != addr.to_string() && d.as_deref().is_some_and(|d| !matches!(d, "vfio-pci" | "pci-stub" | "pcieport"))
         })
         .map(|(a, d)| format!("{a} (bound to {})", d.as_deref().unwrap_or("")))
         .collect();
@@ -178,35 +157,17 @@ impl Group {
     pub fn open(host: &Host, addr: &PciAddress) -> Result<Group> {
         let (number, kind, node) = locate(host, addr)?;
         let path = host.path(&node);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| {
-                let errno = e.raw_os_error().unwrap_or(0);
-                let who = if errno == libc::EBUSY {
-                    holders(host, &node)
-                } else {
-                    Vec::new()
-                };
-                let hint = open_error_hint(errno, kind, number, &node, addr, &who);
-                Error::io_hint("cannot open VFIO group", &path, e, hint)
-            })?;
-        let flags = ioctl::group_status(&file)
-            .map_err(|e| Error::io("VFIO_GROUP_GET_STATUS failed on", &path, e))?;
+        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
+            let errno = e.raw_os_error().unwrap_or(0);
+            let who = if errno == libc::EBUSY { holders(host, &node) } else { Vec::new() };
+            let hint = open_error_hint(errno, kind, number, &node, addr, &who);
+            Error::io_hint("cannot open VFIO group", &path, e, hint)
+        })?;
+        let flags = ioctl::group_status(&file).map_err(|e| Error::io("VFIO_GROUP_GET_STATUS failed on", &path, e))?;
         if flags & ioctl::GROUP_FLAGS_VIABLE == 0 {
-            return Err(Error::Refused(not_viable_message(
-                number,
-                addr,
-                &members(host, number),
-            )));
+            return Err(Error::Refused(not_viable_message(number, addr, &members(host, number))));
         }
-        Ok(Group {
-            file,
-            number,
-            kind,
-            node,
-        })
+        Ok(Group { file, number, kind, node })
     }
 
     pub fn number(&self) -> u32 {
@@ -234,13 +195,15 @@ impl Group {
 
     /// VFIO_GROUP_GET_DEVICE_FD for `addr`.
     pub fn device_fd(&self, addr: &PciAddress) -> Result<File> {
-        let name = CString::new(addr.to_string())
-            .map_err(|_| Error::usage("device address contains NUL"))?;
+        let name = CString::new(addr.to_string()).map_err(|_| Error::usage("device address contains NUL"))?;
         ioctl::group_get_device_fd(&self.file, &name).map_err(|e| {
             let hint = match (e.raw_os_error(), self.kind) {
                 (Some(libc::EPERM), GroupKind::NoIommu) => setcap_hint(),
                 (Some(libc::EBUSY), _) => format!("{addr} is already open (in this process or another)"),
-                _ => format!("is {addr} in group {} and bound to vfio-pci? sudo pcibench setup {addr} --vfio", self.number),
+                _ => format!(
+                    "is {addr} in group {} and bound to vfio-pci? sudo pcibench setup {addr} --vfio",
+                    self.number
+                ),
             };
             Error::io_hint("VFIO_GROUP_GET_DEVICE_FD failed for", &self.node, e, hint)
         })
@@ -265,19 +228,12 @@ mod tests {
         let e = locate(&host, &addr()).unwrap_err().to_string();
         assert!(e.contains("no IOMMU group"), "{e}");
         fs::create_dir_all(host.path("/sys/kernel/iommu_groups/3")).unwrap();
-        symlink(
-            host.path("/sys/kernel/iommu_groups/3"),
-            dev.join("iommu_group"),
-        )
-        .unwrap();
+        symlink(host.path("/sys/kernel/iommu_groups/3"), dev.join("iommu_group")).unwrap();
         let e = locate(&host, &addr()).unwrap_err().to_string();
         assert!(e.contains("sudo pcibench setup 0000:00:04.0 --vfio"), "{e}");
         fs::create_dir_all(host.path("/dev/vfio")).unwrap();
         fs::write(host.path("/dev/vfio/3"), "").unwrap();
-        assert_eq!(
-            locate(&host, &addr()).unwrap(),
-            (3, GroupKind::Iommu, PathBuf::from("/dev/vfio/3"))
-        );
+        assert_eq!(locate(&host, &addr()).unwrap(), (3, GroupKind::Iommu, PathBuf::from("/dev/vfio/3")));
         fs::write(host.path("/dev/vfio/noiommu-3"), "").unwrap();
         assert_eq!(locate(&host, &addr()).unwrap().1, GroupKind::NoIommu);
     }
@@ -286,10 +242,7 @@ mod tests {
     fn finds_the_process_holding_a_group() {
         let t = tempfile::tempdir().unwrap();
         let host = Host::with_root(t.path());
-        for (pid, comm, target) in [
-            (1234, "qemu-system-x86", "/dev/vfio/7"),
-            (99, "bash", "/dev/null"),
-        ] {
+        for (pid, comm, target) in [(1234, "qemu-system-x86", "/dev/vfio/7"), (99, "bash", "/dev/null")] {
             let fd = host.path(format!("/proc/{pid}/fd"));
             fs::create_dir_all(&fd).unwrap();
             symlink(target, fd.join("5")).unwrap();
@@ -297,26 +250,9 @@ mod tests {
         }
         let h = holders(&host, Path::new("/dev/vfio/7"));
         assert_eq!(h, vec![(1234, "qemu-system-x86".to_string())]);
-        let msg = open_error_hint(
-            libc::EBUSY,
-            GroupKind::Iommu,
-            7,
-            Path::new("/dev/vfio/7"),
-            &addr(),
-            &h,
-        );
-        assert_eq!(
-            msg,
-            "another process holds VFIO group 7: PID 1234 (qemu-system-x86): close it and retry"
-        );
-        let msg = open_error_hint(
-            libc::EBUSY,
-            GroupKind::Iommu,
-            7,
-            Path::new("/dev/vfio/7"),
-            &addr(),
-            &[],
-        );
+        let msg = open_error_hint(libc::EBUSY, GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &h);
+        assert_eq!(msg, "another process holds VFIO group 7: PID 1234 (qemu-system-x86): close it and retry");
+        let msg = open_error_hint(libc::EBUSY, GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &[]);
         assert!(msg.contains("run as root to see which"), "{msg}");
     }
 
@@ -325,30 +261,13 @@ mod tests {
         let node = Path::new("/dev/vfio/noiommu-0");
         let m = open_error_hint(libc::EPERM, GroupKind::NoIommu, 0, node, &addr(), &[]);
         let exe = fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
-        assert!(
-            m.ends_with(&format!("sudo setcap cap_sys_rawio=ep {}", exe.display())),
-            "{m}"
-        );
-        let m = open_error_hint(
-            libc::EACCES,
-            GroupKind::Iommu,
-            5,
-            Path::new("/dev/vfio/5"),
-            &addr(),
-            &[],
-        );
+        assert!(m.ends_with(&format!("sudo setcap cap_sys_rawio=ep {}", exe.display())), "{m}");
+        let m = open_error_hint(libc::EACCES, GroupKind::Iommu, 5, Path::new("/dev/vfio/5"), &addr(), &[]);
         assert_eq!(
             m,
             "no permission on /dev/vfio/5: sudo pcibench setup 0000:00:04.0 --vfio (gives your user the group), or run as root"
         );
-        let m = open_error_hint(
-            libc::ENOENT,
-            GroupKind::Iommu,
-            5,
-            Path::new("/dev/vfio/5"),
-            &addr(),
-            &[],
-        );
+        let m = open_error_hint(libc::ENOENT, GroupKind::Iommu, 5, Path::new("/dev/vfio/5"), &addr(), &[]);
         assert!(m.contains("--vfio"), "{m}");
     }
 

@@ -130,8 +130,7 @@ pub fn get_api_version(container: &File) -> io::Result<i32> {
 
 pub fn check_extension(container: &File, ext: u32) -> io::Result<bool> {
     // SAFETY: VFIO_CHECK_EXTENSION takes its argument by value and writes no memory.
-    check(unsafe { libc::ioctl(container.as_raw_fd(), CHECK_EXTENSION, ext as libc::c_ulong) })
-        .map(|r| r > 0)
+    check(unsafe { libc::ioctl(container.as_raw_fd(), CHECK_EXTENSION, ext as libc::c_ulong) }).map(|r| r > 0)
 }
 
 pub fn set_iommu(container: &File, kind: u32) -> io::Result<()> {
@@ -141,10 +140,7 @@ pub fn set_iommu(container: &File, kind: u32) -> io::Result<()> {
 
 /// VFIO_GROUP_GET_STATUS: the group's flags word.
 pub fn group_status(group: &File) -> io::Result<u32> {
-    let mut st = GroupStatus {
-        argsz: std::mem::size_of::<GroupStatus>() as u32,
-        flags: 0,
-    };
+    let mut st = GroupStatus { argsz: std::mem::size_of::<GroupStatus>() as u32, flags: 0 };
     // SAFETY: the kernel writes at most argsz bytes into `st`, which is that large and live.
     check(unsafe { libc::ioctl(group.as_raw_fd(), GROUP_GET_STATUS, &mut st) })?;
     Ok(st.flags)
@@ -165,21 +161,14 @@ pub fn group_get_device_fd(group: &File, name: &CStr) -> io::Result<File> {
 }
 
 pub fn device_info(device: &File) -> io::Result<DeviceInfo> {
-    let mut info = DeviceInfo {
-        argsz: std::mem::size_of::<DeviceInfo>() as u32,
-        ..Default::default()
-    };
+    let mut info = DeviceInfo { argsz: std::mem::size_of::<DeviceInfo>() as u32, ..Default::default() };
     // SAFETY: the kernel writes at most argsz bytes into `info`, which is that large and live.
     check(unsafe { libc::ioctl(device.as_raw_fd(), DEVICE_GET_INFO, &mut info) })?;
     Ok(info)
 }
 
 pub fn irq_info(device: &File, index: u32) -> io::Result<IrqInfo> {
-    let mut info = IrqInfo {
-        argsz: std::mem::size_of::<IrqInfo>() as u32,
-        index,
-        ..Default::default()
-    };
+    let mut info = IrqInfo { argsz: std::mem::size_of::<IrqInfo>() as u32, index, ..Default::default() };
     // SAFETY: the kernel writes at most argsz bytes into `info`, which is that large and live.
     check(unsafe { libc::ioctl(device.as_raw_fd(), DEVICE_GET_IRQ_INFO, &mut info) })?;
     Ok(info)
@@ -187,20 +176,13 @@ pub fn irq_info(device: &File, index: u32) -> io::Result<IrqInfo> {
 
 /// Ask twice when the reply has a capability chain: the first reply's argsz says how much room
 /// the whole chain needs. `head` is the fixed struct with argsz and any input fields filled in.
-fn info_with_caps(
-    fd: RawFd,
-    req: libc::c_ulong,
-    head: &[u8],
-    fixed: usize,
-    caps_flag: u32,
-) -> io::Result<Vec<u8>> {
+fn info_with_caps(fd: RawFd, req: libc::c_ulong, head: &[u8], fixed: usize, caps_flag: u32) -> io::Result<Vec<u8>> {
     let mut argsz = fixed as u32;
     for _ in 0..3 {
         // u64 storage keeps the buffer aligned for the struct's u64 fields.
         let mut buf = vec![0u64; (argsz as usize).div_ceil(8)];
         // SAFETY: buf has room for argsz bytes (rounded up to 8) and head is at most `fixed` long.
-        let bytes =
-            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
+        let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
         bytes[..head.len()].copy_from_slice(head);
         bytes[..4].copy_from_slice(&argsz.to_ne_bytes());
         // SAFETY: the kernel writes at most argsz bytes into buf, which is at least that large.
@@ -212,46 +194,25 @@ fn info_with_caps(
         }
         argsz = need;
     }
-    Err(io::Error::new(
-        io::ErrorKind::InvalidData,
-        "VFIO info size kept growing",
-    ))
+    Err(io::Error::new(io::ErrorKind::InvalidData, "VFIO info size kept growing"))
 }
 
 /// VFIO_DEVICE_GET_REGION_INFO: the 32-byte struct followed by its capability chain.
 pub fn region_info(device: &File, index: u32) -> io::Result<Vec<u8>> {
     let mut head = [0u8; REGION_INFO_LEN];
     head[8..12].copy_from_slice(&index.to_ne_bytes());
-    info_with_caps(
-        device.as_raw_fd(),
-        DEVICE_GET_REGION_INFO,
-        &head,
-        REGION_INFO_LEN,
-        REGION_INFO_FLAG_CAPS,
-    )
+    info_with_caps(device.as_raw_fd(), DEVICE_GET_REGION_INFO, &head, REGION_INFO_LEN, REGION_INFO_FLAG_CAPS)
 }
 
 /// VFIO_IOMMU_GET_INFO: the 24-byte struct followed by its capability chain (type1 only).
 pub fn iommu_info(container: &File) -> io::Result<Vec<u8>> {
     let head = [0u8; IOMMU_INFO_LEN];
-    info_with_caps(
-        container.as_raw_fd(),
-        IOMMU_GET_INFO,
-        &head,
-        IOMMU_INFO_LEN,
-        IOMMU_INFO_CAPS,
-    )
+    info_with_caps(container.as_raw_fd(), IOMMU_GET_INFO, &head, IOMMU_INFO_LEN, IOMMU_INFO_CAPS)
 }
 
 /// VFIO_IOMMU_MAP_DMA: make `size` bytes at process address `vaddr` reachable at `iova`.
 pub fn map_dma(container: &File, vaddr: u64, iova: u64, size: u64, flags: u32) -> io::Result<()> {
-    let m = DmaMap {
-        argsz: std::mem::size_of::<DmaMap>() as u32,
-        flags,
-        vaddr,
-        iova,
-        size,
-    };
+    let m = DmaMap { argsz: std::mem::size_of::<DmaMap>() as u32, flags, vaddr, iova, size };
     // SAFETY: the kernel reads the struct; the memory at vaddr is pinned by the kernel, not
     // accessed through Rust references here (callers keep the mapping alive until unmapped).
     check(unsafe { libc::ioctl(container.as_raw_fd(), IOMMU_MAP_DMA, &m) }).map(drop)
@@ -259,12 +220,7 @@ pub fn map_dma(container: &File, vaddr: u64, iova: u64, size: u64, flags: u32) -
 
 /// VFIO_IOMMU_UNMAP_DMA: returns the bytes the kernel unmapped.
 pub fn unmap_dma(container: &File, iova: u64, size: u64) -> io::Result<u64> {
-    let mut u = DmaUnmap {
-        argsz: std::mem::size_of::<DmaUnmap>() as u32,
-        flags: 0,
-        iova,
-        size,
-    };
+    let mut u = DmaUnmap { argsz: std::mem::size_of::<DmaUnmap>() as u32, flags: 0, iova, size };
     // SAFETY: the kernel reads the struct and writes back `size`; `u` is live and large enough.
     check(unsafe { libc::ioctl(container.as_raw_fd(), IOMMU_UNMAP_DMA, &mut u) })?;
     Ok(u.size)
@@ -275,12 +231,7 @@ pub fn set_irq_eventfds(device: &File, index: u32, fds: &[RawFd]) -> io::Result<
     // struct vfio_irq_set: argsz, flags, index, start, count (u32), then `count` s32 eventfds.
     let mut buf: Vec<u32> = vec![0; 5 + fds.len()];
     buf[0] = (buf.len() * 4) as u32;
-    buf[1] = IRQ_SET_ACTION_TRIGGER
-        | if fds.is_empty() {
-            IRQ_SET_DATA_NONE
-        } else {
-            IRQ_SET_DATA_EVENTFD
-        };
+    buf[1] = IRQ_SET_ACTION_TRIGGER | if fds.is_empty() { IRQ_SET_DATA_NONE } else { IRQ_SET_DATA_EVENTFD };
     buf[2] = index;
     buf[3] = 0;
     buf[4] = fds.len() as u32;
@@ -306,11 +257,7 @@ pub fn eventfd() -> io::Result<File> {
 
 /// Wait up to `timeout` for the eventfd; returns the count of interrupts since the last wait.
 pub fn eventfd_wait(efd: &File, timeout: Duration) -> io::Result<u64> {
-    let mut p = libc::pollfd {
-        fd: efd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut p = libc::pollfd { fd: efd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
     // SAFETY: one live pollfd, count 1.
     let n = check(unsafe { libc::poll(&mut p, 1, ms) })?;

@@ -10,9 +10,7 @@ pub mod ioctl;
 
 use super::mapped::{MappedBar, Mmap};
 use super::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
-use crate::dma::buffers::{
-    physical::PhysicalAllocator, udmabuf::UDmaBufAllocator, vfio::VfioAllocator,
-};
+use crate::dma::buffers::{physical::PhysicalAllocator, udmabuf::UDmaBufAllocator, vfio::VfioAllocator};
 use crate::dma::{BufferSource, DmaAllocator};
 use crate::host::Host;
 use crate::pci::PciAddress;
@@ -100,10 +98,8 @@ impl VfioDevice {
     /// Set Bus Master Enable (the device may then DMA); the old command register is restored on drop.
     pub fn enable_bus_master(&self) -> Result<()> {
         let old = self.device.set_bus_master(true)?;
-        let mut saved = self
-            .saved_command
-            .lock()
-            .map_err(|_| Error::Device("command register state poisoned".into()))?;
+        let mut saved =
+            self.saved_command.lock().map_err(|_| Error::Device("command register state poisoned".into()))?;
         saved.get_or_insert(old);
         Ok(())
     }
@@ -145,15 +141,11 @@ impl DeviceAccess for VfioDevice {
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>> {
         let addr = *self.address();
         if index > 5 {
-            return Err(Error::usage(format!(
-                "BAR index {index} is out of range: BARs are 0-5"
-            )));
+            return Err(Error::usage(format!("BAR index {index} is out of range: BARs are 0-5")));
         }
         let region = self.device.region(index as u32)?;
         if region.size == 0 {
-            return Err(Error::usage(format!(
-                "{addr} has no BAR{index} (VFIO reports a zero-size region)"
-            )));
+            return Err(Error::usage(format!("{addr} has no BAR{index} (VFIO reports a zero-size region)")));
         }
         if mapping == Mapping::Wc {
             return Err(uncached_only(&addr, index));
@@ -164,11 +156,7 @@ impl DeviceAccess for VfioDevice {
                     "vfio-pci offers no read/write access to BAR{index} of {addr}"
                 )));
             }
-            return Ok(Box::new(SyscallBar::new(
-                self.device.clone(),
-                region,
-                self.via,
-            )));
+            return Ok(Box::new(SyscallBar::new(self.device.clone(), region, self.via)));
         }
         if !region.whole_mmap_allowed() {
             let why = match &region.sparse {
@@ -183,10 +171,7 @@ impl DeviceAccess for VfioDevice {
             )));
         }
         let len = usize::try_from(region.size).map_err(|_| {
-            Error::Unsupported(format!(
-                "BAR{index} ({} bytes) is larger than the address space",
-                region.size
-            ))
+            Error::Unsupported(format!("BAR{index} ({} bytes) is larger than the address space", region.size))
         })?;
         let map = Mmap::file(self.device.file(), region.offset, len, true).map_err(|e| {
             Error::io_hint(
@@ -196,13 +181,7 @@ impl DeviceAccess for VfioDevice {
                 format!("BAR{index} at device-fd offset {:#x}", region.offset),
             )
         })?;
-        Ok(Box::new(MappedBar::new(
-            map,
-            index,
-            region.size,
-            Mapping::Uc,
-            self.via,
-        )))
+        Ok(Box::new(MappedBar::new(map, index, region.size, Mapping::Uc, self.via)))
     }
 
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {

@@ -49,11 +49,7 @@ pub fn coalesce(phys: &[u64], page: u64) -> Vec<Segment> {
     for (i, &p) in phys.iter().enumerate() {
         match out.last_mut() {
             Some(s) if s.bus + s.len == p => s.len += page,
-            _ => out.push(Segment {
-                offset: i as u64 * page,
-                bus: p,
-                len: page,
-            }),
+            _ => out.push(Segment { offset: i as u64 * page, bus: p, len: page }),
         }
     }
     out
@@ -110,11 +106,7 @@ pub struct PhysicalAllocator {
 
 impl PhysicalAllocator {
     pub fn new(host: &Host, dma_bits: u32, hugepages: bool) -> Self {
-        PhysicalAllocator {
-            host: host.clone(),
-            dma_bits,
-            hugepages,
-        }
+        PhysicalAllocator { host: host.clone(), dma_bits, hugepages }
     }
 }
 
@@ -122,11 +114,7 @@ impl DmaAllocator for PhysicalAllocator {
     fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>> {
         let (mem, kind, _) = host_memory(len, self.hugepages)?;
         let size = mem.len() as u64;
-        memlock::check(
-            &self.host,
-            size,
-            &format!("a {} DMA buffer", human_size(size)),
-        )?;
+        memlock::check(&self.host, size, &format!("a {} DMA buffer", human_size(size)))?;
         mem.lock().map_err(|e| {
             Error::Unsupported(format!(
                 "cannot lock a {} DMA buffer in memory (mlock: {e}): raise the locked-memory limit (ulimit -l unlimited) or run as root",
@@ -144,11 +132,7 @@ impl DmaAllocator for PhysicalAllocator {
             segments.len(),
             if segments.len() == 1 { "" } else { "s" }
         );
-        Ok(Box::new(PhysicalBuffer {
-            mem,
-            segments,
-            describe,
-        }))
+        Ok(Box::new(PhysicalBuffer { mem, segments, describe }))
     }
 
     fn dma_bits(&self) -> u32 {
@@ -187,15 +171,9 @@ mod tests {
 
     #[test]
     fn pagemap_entries() {
-        assert_eq!(
-            decode_entry(PM_PRESENT | 0x12345),
-            PageEntry::Present(0x12345)
-        );
+        assert_eq!(decode_entry(PM_PRESENT | 0x12345), PageEntry::Present(0x12345));
         // Bits 55-62 are flags (soft-dirty, exclusive, file/shared), never part of the PFN.
-        assert_eq!(
-            decode_entry(PM_PRESENT | (1 << 55) | (1 << 56) | (1 << 61) | 0x7),
-            PageEntry::Present(7)
-        );
+        assert_eq!(decode_entry(PM_PRESENT | (1 << 55) | (1 << 56) | (1 << 61) | 0x7), PageEntry::Present(7));
         assert_eq!(decode_entry(PM_PRESENT | (1 << 55)), PageEntry::Hidden);
         assert_eq!(decode_entry(PM_SWAPPED | 0x3), PageEntry::Swapped);
         assert_eq!(decode_entry(0), PageEntry::NotPresent);
@@ -208,21 +186,9 @@ mod tests {
         assert_eq!(
             segs,
             vec![
-                Segment {
-                    offset: 0,
-                    bus: 0x10000,
-                    len: 0x3000
-                },
-                Segment {
-                    offset: 0x3000,
-                    bus: 0x40000,
-                    len: 0x1000
-                },
-                Segment {
-                    offset: 0x4000,
-                    bus: 0x3f000,
-                    len: 0x2000
-                },
+                Segment { offset: 0, bus: 0x10000, len: 0x3000 },
+                Segment { offset: 0x3000, bus: 0x40000, len: 0x1000 },
+                Segment { offset: 0x4000, bus: 0x3f000, len: 0x2000 },
             ]
         );
         assert!(coalesce(&[], p).is_empty());
@@ -230,22 +196,11 @@ mod tests {
 
     #[test]
     fn refuses_memory_beyond_the_dma_reach() {
-        let segs = [Segment {
-            offset: 0,
-            bus: 0xffff_f000,
-            len: 0x1000,
-        }];
+        let segs = [Segment { offset: 0, bus: 0xffff_f000, len: 0x1000 }];
         assert!(check_reach(&segs, 32).is_ok());
-        let segs = [Segment {
-            offset: 0,
-            bus: 0xffff_f000,
-            len: 0x2000,
-        }];
+        let segs = [Segment { offset: 0, bus: 0xffff_f000, len: 0x2000 }];
         let e = check_reach(&segs, 32).unwrap_err().to_string();
-        assert!(
-            e.contains("32-bit DMA reach") && e.contains("no DMA was started"),
-            "{e}"
-        );
+        assert!(e.contains("32-bit DMA reach") && e.contains("no DMA was started"), "{e}");
         assert!(check_reach(&segs, 64).is_ok());
     }
 
@@ -260,25 +215,10 @@ mod tests {
         f.write_all(&raw).unwrap();
         let phys = physical_pages(&f, 4 * 0x1000, 0x2000, 0x1000).unwrap();
         assert_eq!(phys, vec![0x200000, 0x201000]);
-        assert_eq!(
-            coalesce(&phys, 0x1000),
-            vec![Segment {
-                offset: 0,
-                bus: 0x200000,
-                len: 0x2000
-            }]
-        );
-        let e = physical_pages(&f, 5 * 0x1000, 0x2000, 0x1000)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("CAP_SYS_ADMIN") && e.contains("run as root"),
-            "{e}"
-        );
-        assert!(
-            physical_pages(&f, 0, 0x1000, 0x1000).is_err(),
-            "page 0 is not present"
-        );
+        assert_eq!(coalesce(&phys, 0x1000), vec![Segment { offset: 0, bus: 0x200000, len: 0x2000 }]);
+        let e = physical_pages(&f, 5 * 0x1000, 0x2000, 0x1000).unwrap_err().to_string();
+        assert!(e.contains("CAP_SYS_ADMIN") && e.contains("run as root"), "{e}");
+        assert!(physical_pages(&f, 0, 0x1000, 0x1000).is_err(), "page 0 is not present");
     }
 
     /// On the real host: locked memory gets physical addresses when we may read them, and the
@@ -289,26 +229,13 @@ mod tests {
         match a.alloc(3 * page_size()) {
             Ok(b) => {
                 assert_eq!(b.addressing(), Addressing::Physical);
-                assert_eq!(
-                    b.segments().iter().map(|s| s.len).sum::<u64>(),
-                    3 * page_size() as u64
-                );
-                assert!(b
-                    .segments()
-                    .iter()
-                    .all(|s| s.bus != 0 && s.bus % page_size() as u64 == 0));
-                assert!(
-                    b.describe().starts_with("locked heap (physical"),
-                    "{}",
-                    b.describe()
-                );
+                assert_eq!(b.segments().iter().map(|s| s.len).sum::<u64>(), 3 * page_size() as u64);
+                assert!(b.segments().iter().all(|s| s.bus != 0 && s.bus % page_size() as u64 == 0));
+                assert!(b.describe().starts_with("locked heap (physical"), "{}", b.describe());
             }
             Err(e) => {
                 let e = e.to_string();
-                assert!(
-                    e.contains("CAP_SYS_ADMIN") || e.contains("ulimit -l"),
-                    "{e}"
-                );
+                assert!(e.contains("CAP_SYS_ADMIN") || e.contains("ulimit -l"), "{e}");
             }
         }
     }
@@ -321,10 +248,6 @@ mod tests {
             describe: String::new(),
         };
         assert_eq!(buf.bus_range(0x800, 0x1000), Some(0x10800));
-        assert_eq!(
-            buf.bus_range(0x1800, 0x1000),
-            None,
-            "crosses into a non-adjacent page"
-        );
+        assert_eq!(buf.bus_range(0x1800, 0x1000), None, "crosses into a non-adjacent page");
     }
 }

@@ -19,14 +19,7 @@ impl Space {
     /// Reserve `len` bytes aligned to `align` (a power of two), at or above `floor`, inside one of
     /// `ranges` (inclusive `(start, end)` pairs), with the last byte at or below `limit`.
     /// Returns the lowest such address, or None when nothing fits.
-    pub fn reserve(
-        &mut self,
-        ranges: &[(u64, u64)],
-        len: u64,
-        align: u64,
-        floor: u64,
-        limit: u64,
-    ) -> Option<u64> {
+    pub fn reserve(&mut self, ranges: &[(u64, u64)], len: u64, align: u64, floor: u64, limit: u64) -> Option<u64> {
         if len == 0 || !align.is_power_of_two() {
             return None;
         }
@@ -74,17 +67,12 @@ mod tests {
         let mut s = Space::new();
         let a = s.reserve(&Q35, 0x1000, 0x1000, 0x1000, u64::MAX).unwrap();
         assert_eq!(a, 0x1000);
-        let b = s
-            .reserve(&Q35, 0x20_0000, 0x20_0000, 0x20_0000, u64::MAX)
-            .unwrap();
+        let b = s.reserve(&Q35, 0x20_0000, 0x20_0000, 0x20_0000, u64::MAX).unwrap();
         assert_eq!(b, 0x20_0000);
         let c = s.reserve(&Q35, 0x1000, 0x1000, 0x1000, u64::MAX).unwrap();
         assert_eq!(c, 0x2000, "fills the gap below the 2 MiB block");
         s.release(a);
-        assert_eq!(
-            s.reserve(&Q35, 0x1000, 0x1000, 0x1000, u64::MAX),
-            Some(0x1000)
-        );
+        assert_eq!(s.reserve(&Q35, 0x1000, 0x1000, 0x1000, u64::MAX), Some(0x1000));
         assert_eq!(s.reserved(), 0x20_2000);
     }
 
@@ -93,35 +81,21 @@ mod tests {
         let mut s = Space::new();
         // A 32-bit device: the last byte must be <= 0xffff_ffff; the block straddling the MSI
         // window is skipped and the next fit is above it.
-        let below = s
-            .reserve(&Q35, 0x100_0000, 0x100_0000, 0xfd00_0000, 0xffff_ffff)
-            .unwrap();
+        let below = s.reserve(&Q35, 0x100_0000, 0x100_0000, 0xfd00_0000, 0xffff_ffff).unwrap();
         assert_eq!(below, 0xfd00_0000);
         let above = s.reserve(&Q35, 0x100_0000, 0x100_0000, 0xfd00_0000, 0xffff_ffff);
         assert_eq!(above, Some(0xff00_0000));
-        assert_eq!(
-            s.reserve(&Q35, 0x100_0000, 0x100_0000, 0xfd00_0000, 0xffff_ffff),
-            None
-        );
+        assert_eq!(s.reserve(&Q35, 0x100_0000, 0x100_0000, 0xfd00_0000, 0xffff_ffff), None);
         // 28 bits (edu's default mask): everything must end below 256 MiB.
         let mut t = Space::new();
-        assert_eq!(
-            t.reserve(&Q35, 0x1000_0000, 0x1000, 0x1000, (1 << 28) - 1),
-            None
-        );
-        assert_eq!(
-            t.reserve(&Q35, 0x0fff_f000, 0x1000, 0x1000, (1 << 28) - 1),
-            Some(0x1000)
-        );
+        assert_eq!(t.reserve(&Q35, 0x1000_0000, 0x1000, 0x1000, (1 << 28) - 1), None);
+        assert_eq!(t.reserve(&Q35, 0x0fff_f000, 0x1000, 0x1000, (1 << 28) - 1), Some(0x1000));
     }
 
     #[test]
     fn never_overflows() {
         let mut s = Space::new();
-        assert_eq!(
-            s.reserve(&[(u64::MAX - 0xfff, u64::MAX)], 0x2000, 0x1000, 0, u64::MAX),
-            None
-        );
+        assert_eq!(s.reserve(&[(u64::MAX - 0xfff, u64::MAX)], 0x2000, 0x1000, 0, u64::MAX), None);
         assert_eq!(s.reserve(&[(0, u64::MAX)], 0, 0x1000, 0, u64::MAX), None);
         assert_eq!(s.reserve(&[(0, u64::MAX)], 0x1000, 3, 0, u64::MAX), None);
     }

@@ -35,9 +35,7 @@ pub fn parse_number(s: &str) -> Option<u64> {
 impl UDmaBufAllocator {
     pub fn open(host: &Host, name: &str, dma_bits: u32) -> Result<UDmaBufAllocator> {
         if name.is_empty() || name.contains('/') || name.starts_with('.') {
-            return Err(Error::usage(format!(
-                "invalid u-dma-buf name '{name}': give the device name, e.g. udmabuf0"
-            )));
+            return Err(Error::usage(format!("invalid u-dma-buf name '{name}': give the device name, e.g. udmabuf0")));
         }
         let class = host.path(format!("/sys/class/u-dma-buf/{name}"));
         if !class.is_dir() {
@@ -49,13 +47,8 @@ impl UDmaBufAllocator {
         let attr = |a: &str| -> Result<u64> {
             let p = class.join(a);
             let text = std::fs::read_to_string(&p).map_err(|e| Error::io("cannot read", &p, e))?;
-            parse_number(&text).ok_or_else(|| {
-                Error::Device(format!(
-                    "{} holds {:?}, not a number",
-                    p.display(),
-                    text.trim()
-                ))
-            })
+            parse_number(&text)
+                .ok_or_else(|| Error::Device(format!("{} holds {:?}, not a number", p.display(), text.trim())))
         };
         let phys = attr("phys_addr")?;
         let size = attr("size")?;
@@ -89,10 +82,7 @@ impl DmaAllocator for UDmaBufAllocator {
         let page = page_size() as u64;
         let want = (len as u64).div_ceil(page) * page;
         let off = {
-            let mut s = self
-                .space
-                .lock()
-                .map_err(|_| Error::Device("u-dma-buf bookkeeping poisoned".into()))?;
+            let mut s = self.space.lock().map_err(|_| Error::Device("u-dma-buf bookkeeping poisoned".into()))?;
             let used = s.reserved();
             s.reserve(&[(0, self.size - 1)], want, page, 0, self.size - 1).ok_or_else(|| {
                 Error::Unsupported(format!(
@@ -111,36 +101,20 @@ impl DmaAllocator for UDmaBufAllocator {
             e
         };
         let bus = self.phys + off;
-        super::physical::check_reach(
-            &[Segment {
-                offset: 0,
-                bus,
-                len: want,
-            }],
-            self.dma_bits,
-        )
-        .map_err(release)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&self.dev)
-            .map_err(|e| {
-                release(Error::io_hint(
-                    "cannot open",
-                    &self.dev,
-                    e,
-                    "u-dma-buf devices are root-only by default: run as root or chmod the node",
-                ))
-            })?;
-        let mem = Mmap::file(&file, off, want as usize, true)
-            .map_err(|e| release(Error::io("cannot mmap", &self.dev, e)))?;
+        super::physical::check_reach(&[Segment { offset: 0, bus, len: want }], self.dma_bits).map_err(release)?;
+        let file = OpenOptions::new().read(true).write(true).open(&self.dev).map_err(|e| {
+            release(Error::io_hint(
+                "cannot open",
+                &self.dev,
+                e,
+                "u-dma-buf devices are root-only by default: run as root or chmod the node",
+            ))
+        })?;
+        let mem =
+            Mmap::file(&file, off, want as usize, true).map_err(|e| release(Error::io("cannot mmap", &self.dev, e)))?;
         Ok(Box::new(UDmaBuffer {
             mem,
-            segments: vec![Segment {
-                offset: 0,
-                bus,
-                len: want,
-            }],
+            segments: vec![Segment { offset: 0, bus, len: want }],
             describe: format!("u-dma-buf {} at physical {bus:#x}", self.name),
             off,
             space: self.space.clone(),
@@ -211,14 +185,7 @@ mod tests {
         assert_eq!((a.phys_addr(), a.size()), (0x1234_0000, 65536));
         let page = page_size() as u64;
         let b1 = a.alloc(100).unwrap();
-        assert_eq!(
-            b1.segments(),
-            &[Segment {
-                offset: 0,
-                bus: 0x1234_0000,
-                len: page
-            }]
-        );
+        assert_eq!(b1.segments(), &[Segment { offset: 0, bus: 0x1234_0000, len: page }]);
         assert_eq!(b1.addressing(), Addressing::Physical);
         assert!(b1.describe().contains("udmabuf0"));
         let b2 = a.alloc(page as usize).unwrap();
@@ -227,10 +194,7 @@ mod tests {
         // SAFETY (test): b2 is at least a page long and mapped writable.
         unsafe { b2.as_ptr().write_volatile(0xab) };
         drop(b2);
-        assert_eq!(
-            fs::read(host.path("/dev/udmabuf0")).unwrap()[page as usize],
-            0xab
-        );
+        assert_eq!(fs::read(host.path("/dev/udmabuf0")).unwrap()[page as usize], 0xab);
         let e = a.alloc(65536).err().unwrap().to_string();
         assert!(e.contains("no free 64 KiB"), "{e}");
         drop(b1);
@@ -243,18 +207,9 @@ mod tests {
         let a = UDmaBufAllocator::open(&host, "udmabuf0", 32).unwrap();
         let e = a.alloc(4096).err().unwrap().to_string();
         assert!(e.contains("32-bit DMA reach"), "{e}");
-        assert!(UDmaBufAllocator::open(&host, "udmabuf0", 64)
-            .unwrap()
-            .alloc(4096)
-            .is_ok());
-        let e = UDmaBufAllocator::open(&host, "udmabuf1", 32)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("no u-dma-buf named udmabuf1") && e.contains("insmod"),
-            "{e}"
-        );
+        assert!(UDmaBufAllocator::open(&host, "udmabuf0", 64).unwrap().alloc(4096).is_ok());
+        let e = UDmaBufAllocator::open(&host, "udmabuf1", 32).err().unwrap().to_string();
+        assert!(e.contains("no u-dma-buf named udmabuf1") && e.contains("insmod"), "{e}");
         assert!(UDmaBufAllocator::open(&host, "../x", 32).is_err());
     }
 

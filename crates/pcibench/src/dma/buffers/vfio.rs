@@ -19,12 +19,7 @@ pub struct VfioAllocator {
 
 impl VfioAllocator {
     pub fn new(container: Arc<Container>, host: &Host, dma_bits: u32, hugepages: bool) -> Self {
-        VfioAllocator {
-            container,
-            host: host.clone(),
-            dma_bits,
-            hugepages,
-        }
+        VfioAllocator { container, host: host.clone(), dma_bits, hugepages }
     }
 }
 
@@ -49,12 +44,8 @@ pub fn host_memory(len: usize, huge: bool) -> Result<(Mmap, String, usize)> {
         }
     }
     let size = len.div_ceil(page) * page;
-    let m = Mmap::anonymous(size, false).map_err(|e| {
-        Error::Unsupported(format!(
-            "cannot allocate a {} DMA buffer: {e}",
-            human_size(size as u64)
-        ))
-    })?;
+    let m = Mmap::anonymous(size, false)
+        .map_err(|e| Error::Unsupported(format!("cannot allocate a {} DMA buffer: {e}", human_size(size as u64))))?;
     Ok((m, format!("heap{note}"), page))
 }
 
@@ -62,20 +53,10 @@ impl DmaAllocator for VfioAllocator {
     fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>> {
         let (mem, kind, align) = host_memory(len, self.hugepages)?;
         let size = mem.len() as u64;
-        memlock::check(
-            &self.host,
-            size,
-            &format!("a {} DMA buffer", human_size(size)),
-        )?;
-        let iova =
-            self.container
-                .map_dma(mem.as_ptr() as u64, size, align as u64, self.dma_bits)?;
+        memlock::check(&self.host, size, &format!("a {} DMA buffer", human_size(size)))?;
+        let iova = self.container.map_dma(mem.as_ptr() as u64, size, align as u64, self.dma_bits)?;
         Ok(Box::new(VfioBuffer {
-            segments: vec![Segment {
-                offset: 0,
-                bus: iova,
-                len: size,
-            }],
+            segments: vec![Segment { offset: 0, bus: iova, len: size }],
             iova,
             container: self.container.clone(),
             describe: format!("vfio-mapped {kind} at IOVA {iova:#x}"),

@@ -82,9 +82,7 @@ pub fn program(t: &Transfer, host_bus: Option<u64>, dma_bits: u32) -> Result<Pro
             t.buf_offset + t.len
         ))
     })?;
-    let last = bus
-        .checked_add(t.len - 1)
-        .ok_or_else(|| Error::usage("bus address overflows"))?;
+    let last = bus.checked_add(t.len - 1).ok_or_else(|| Error::usage("bus address overflows"))?;
     if dma_bits < 64 && last >> dma_bits != 0 {
         return Err(Error::Refused(format!(
             "buffer bus address {bus:#x}-{last:#x} is beyond edu's {dma_bits}-bit dma_mask: edu would silently clamp it and write elsewhere; no DMA was started (raise the device's dma_mask property and --dma-bits, or get a lower buffer)"
@@ -92,18 +90,8 @@ pub fn program(t: &Transfer, host_bus: Option<u64>, dma_bits: u32) -> Result<Pro
     }
     let card = EDU_BUF_ADDR + off;
     Ok(match t.dir {
-        Direction::H2c => Program {
-            src: bus,
-            dst: card,
-            count: t.len,
-            cmd: CMD_START,
-        },
-        Direction::C2h => Program {
-            src: card,
-            dst: bus,
-            count: t.len,
-            cmd: CMD_START | CMD_TO_RAM,
-        },
+        Direction::H2c => Program { src: bus, dst: card, count: t.len, cmd: CMD_START },
+        Direction::C2h => Program { src: card, dst: bus, count: t.len, cmd: CMD_START | CMD_TO_RAM },
     })
 }
 
@@ -125,11 +113,7 @@ impl EduEngine {
                 "BAR0 +0x00 reads {id:#010x}, not edu's identification 0x010000ed: is this QEMU's edu device (1234:11e8) with memory decoding on?"
             )));
         }
-        Ok(EduEngine {
-            bar: bar0,
-            dma_bits,
-            prepared: None,
-        })
+        Ok(EduEngine { bar: bar0, dma_bits, prepared: None })
     }
 
     fn cmd(&self) -> Result<u64> {
@@ -168,22 +152,14 @@ impl Engine for EduEngine {
                 buf.len()
             )));
         }
-        self.prepared = Some(program(
-            t,
-            buf.bus_range(t.buf_offset, t.len),
-            self.dma_bits,
-        )?);
+        self.prepared = Some(program(t, buf.bus_range(t.buf_offset, t.len), self.dma_bits)?);
         Ok(())
     }
 
     fn run(&mut self, timeout: Duration) -> Result<()> {
-        let p = self
-            .prepared
-            .ok_or_else(|| Error::usage("edu: run() without prepare()"))?;
+        let p = self.prepared.ok_or_else(|| Error::usage("edu: run() without prepare()"))?;
         if self.cmd()? & CMD_START != 0 {
-            return Err(Error::Device(
-                "edu: a DMA is still running from before: wait for it to finish".into(),
-            ));
+            return Err(Error::Device("edu: a DMA is still running from before: wait for it to finish".into()));
         }
         self.write_addr(REG_DMA_SRC, p.src)?;
         self.write_addr(REG_DMA_DST, p.dst)?;
@@ -218,11 +194,7 @@ impl Engine for EduEngine {
         let rd = |r| self.bar.read(r, Width::B64);
         Ok(format!(
             "command {cmd:#x} ({}), source {:#x}, destination {:#x}, count {}",
-            if cmd & CMD_START != 0 {
-                "still running: edu cannot be stopped, its timer completes it"
-            } else {
-                "idle"
-            },
+            if cmd & CMD_START != 0 { "still running: edu cannot be stopped, its timer completes it" } else { "idle" },
             rd(REG_DMA_SRC)?,
             rd(REG_DMA_DST)?,
             rd(REG_DMA_COUNT)?
@@ -237,62 +209,27 @@ mod tests {
     use crate::access::{Mapping, Via};
 
     fn t(dir: Direction, card_addr: u64, len: u64) -> Transfer {
-        Transfer {
-            dir,
-            buf_offset: 0,
-            card_addr,
-            len,
-        }
+        Transfer { dir, buf_offset: 0, card_addr, len }
     }
 
     #[test]
     fn programs_both_directions() {
         let p = program(&t(Direction::H2c, 0, 4095), Some(0x1000), 32).unwrap();
-        assert_eq!(
-            p,
-            Program {
-                src: 0x1000,
-                dst: 0x40000,
-                count: 4095,
-                cmd: 1
-            }
-        );
+        assert_eq!(p, Program { src: 0x1000, dst: 0x40000, count: 4095, cmd: 1 });
         let p = program(&t(Direction::C2h, 0x40010, 16), Some(0x2000), 32).unwrap();
-        assert_eq!(
-            p,
-            Program {
-                src: 0x40010,
-                dst: 0x2000,
-                count: 16,
-                cmd: 3
-            }
-        );
+        assert_eq!(p, Program { src: 0x40010, dst: 0x2000, count: 16, cmd: 3 });
     }
 
     #[test]
     fn refuses_what_would_abort_or_misdirect() {
-        let e = program(&t(Direction::H2c, 0, 4096), Some(0x1000), 32)
-            .unwrap_err()
-            .to_string();
+        let e = program(&t(Direction::H2c, 0, 4096), Some(0x1000), 32).unwrap_err().to_string();
         assert!(e.contains("4095"), "{e}");
         assert!(program(&t(Direction::H2c, 0x800, 0x800), Some(0x1000), 32).is_err());
         assert!(program(&t(Direction::H2c, 0x7ff, 0x800), Some(0x1000), 32).is_ok());
-        let e = program(&t(Direction::C2h, 0, 16), Some(0xffff_fff8), 32)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("32-bit dma_mask") && e.contains("no DMA was started"),
-            "{e}"
-        );
-        assert!(program(
-            &t(Direction::C2h, 0, 16),
-            Some(0x1000_0000),
-            EDU_DEFAULT_DMA_BITS
-        )
-        .is_err());
-        let e = program(&t(Direction::C2h, 0, 16), None, 32)
-            .unwrap_err()
-            .to_string();
+        let e = program(&t(Direction::C2h, 0, 16), Some(0xffff_fff8), 32).unwrap_err().to_string();
+        assert!(e.contains("32-bit dma_mask") && e.contains("no DMA was started"), "{e}");
+        assert!(program(&t(Direction::C2h, 0, 16), Some(0x1000_0000), EDU_DEFAULT_DMA_BITS).is_err());
+        let e = program(&t(Direction::C2h, 0, 16), None, 32).unwrap_err().to_string();
         assert!(e.contains("not bus-contiguous"), "{e}");
         assert!(card_offset(0x41000).is_err());
         assert!(program(&t(Direction::C2h, 0, 0), Some(0), 32).is_err());
@@ -302,13 +239,7 @@ mod tests {
     /// `run` must time out and report the registers.
     #[test]
     fn a_device_that_never_finishes_times_out_with_its_status() {
-        let bar = MappedBar::new(
-            Mmap::anonymous(page_size(), false).unwrap(),
-            0,
-            0x1000,
-            Mapping::Uc,
-            Via::Sim,
-        );
+        let bar = MappedBar::new(Mmap::anonymous(page_size(), false).unwrap(), 0, 0x1000, Mapping::Uc, Via::Sim);
         bar.write(0, Width::B32, 0x0100_00ed).unwrap();
         let mut e = EduEngine::new(Box::new(bar), 32).unwrap();
         struct B(Vec<crate::dma::Segment>);
@@ -329,41 +260,19 @@ mod tests {
                 String::new()
             }
         }
-        let buf = B(vec![crate::dma::Segment {
-            offset: 0,
-            bus: 0x10_0000,
-            len: 4096,
-        }]);
+        let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x10_0000, len: 4096 }]);
         e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
         let err = e.run(Duration::from_millis(1)).unwrap_err().to_string();
         assert!(
-            err.contains("did not finish")
-                && err.contains("destination 0x100000")
-                && err.contains("count 64"),
+            err.contains("did not finish") && err.contains("destination 0x100000") && err.contains("count 64"),
             "{err}"
         );
-        assert!(e
-            .prepare(
-                &buf,
-                &Transfer {
-                    dir: Direction::H2c,
-                    buf_offset: 4090,
-                    card_addr: 0,
-                    len: 16
-                }
-            )
-            .is_err());
+        assert!(e.prepare(&buf, &Transfer { dir: Direction::H2c, buf_offset: 4090, card_addr: 0, len: 16 }).is_err());
     }
 
     #[test]
     fn rejects_a_bar_that_is_not_edu() {
-        let bar = MappedBar::new(
-            Mmap::anonymous(page_size(), false).unwrap(),
-            0,
-            0x1000,
-            Mapping::Uc,
-            Via::Sim,
-        );
+        let bar = MappedBar::new(Mmap::anonymous(page_size(), false).unwrap(), 0, 0x1000, Mapping::Uc, Via::Sim);
         let e = EduEngine::new(Box::new(bar), 32).err().unwrap().to_string();
         assert!(e.contains("0x010000ed"), "{e}");
     }
