@@ -214,6 +214,18 @@ mod tests {
     }
 
     #[test]
+    fn buffer_source_names() {
+        use crate::dma::BufferSource;
+        assert_eq!("heap".parse::<BufferSource>().unwrap(), BufferSource::Heap);
+        assert_eq!("hugepage".parse::<BufferSource>().unwrap(), BufferSource::Hugepage);
+        assert_eq!("u-dma-buf:udmabuf0".parse::<BufferSource>().unwrap(), BufferSource::UDmaBuf("udmabuf0".into()));
+        for bad in ["u-dma-buf:", "u-dma-buf:../x", "pinned", ""] {
+            let e = bad.parse::<BufferSource>().unwrap_err().to_string();
+            assert!(e.contains("u-dma-buf:NAME"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn numbers_in_either_base() {
         assert_eq!(parse_number("0x00000000fe000000\n"), Some(0xfe00_0000));
         assert_eq!(parse_number("1048576"), Some(1 << 20));
