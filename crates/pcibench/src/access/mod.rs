@@ -2,10 +2,16 @@
 //! One file per path behind two small traits: `DeviceAccess` (an opened device) and
 //! `BarRegion` (one reachable BAR). sysfs.rs, vfio/, sim.rs implement them.
 
+pub mod mapped;
 pub mod regs;
+pub mod sysfs;
+pub mod vfio;
 
+use crate::dma::{BufferSource, DmaAllocator};
+use crate::host::Host;
 use crate::mmio::Width;
-use crate::Result;
+use crate::pci::{DeviceInfo, PciAddress};
+use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt;
 
@@ -87,4 +93,40 @@ pub trait DeviceAccess: Send + Sync {
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>>;
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Let the device master DMA (Bus Master Enable, restored when the device is closed) and
+    /// make an allocator for buffers from `source` it can reach within `dma_bits` address bits.
+    fn dma_allocator(&self, source: &BufferSource, dma_bits: u32) -> Result<Box<dyn DmaAllocator>> {
+        let _ = (source, dma_bits);
+        Err(Error::Unsupported(format!(
+            "DMA is not available through {}: bind the device to vfio-pci (sudo pcibench setup ADDR --vfio) and use --via vfio or vfio-noiommu",
+            self.via()
+        )))
+    }
+}
+
+/// Open a PCI device on the access path `via`, or on the default one:
+/// sysfs when no driver is bound, VFIO (type1 or no-IOMMU, as its group says) when bound to
+/// vfio-pci. A device bound to any other driver is refused. The sim card is not opened here:
+/// the CLI dispatches `Target::Sim` to `access::sim` itself.
+pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
+    if info.simulated || via == Some(Via::Sim) {
+        return Err(Error::usage(format!(
+            "--via sim applies only to the simulated card (pcibench ... sim), not {}",
+            info.address
+        )));
+    }
+    let addr: PciAddress = info.address.parse()?;
+    match (info.driver.as_deref(), via) {
+        (Some("vfio-pci"), None | Some(Via::Vfio) | Some(Via::VfioNoiommu)) => {
+            Ok(Box::new(vfio::VfioDevice::open(host, &addr, via)?))
+        }
+        (Some("vfio-pci"), Some(_)) => Err(Error::Refused(format!(
+            "{addr} is bound to vfio-pci, which owns its BARs: use --via vfio (or vfio-noiommu), or release it for sysfs: sudo pcibench setup {addr} --release"
+        ))),
+        (Some(driver), _) => Err(sysfs::bound_driver_refusal(&addr, driver)),
+        (None, None | Some(Via::Sysfs)) => Ok(Box::new(sysfs::SysfsDevice::open(host, info)?)),
+        (None, Some(v)) => Err(Error::Refused(format!(
+            "{addr} has no driver bound, so --via {v} cannot reach it: bind it to vfio-pci first: sudo pcibench setup {addr} --vfio (or use --via sysfs)"
+        ))),
+    }
 }

@@ -1,0 +1,3 @@
+//! Drivers for card DMA engines, one file per engine behind `dma::Engine`.
+
+pub mod edu;
