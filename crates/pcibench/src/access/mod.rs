@@ -10,7 +10,7 @@ pub mod vfio;
 use crate::dma::{BufferSource, DmaAllocator};
 use crate::host::Host;
 use crate::mmio::Width;
-use crate::pci::{DeviceInfo, PciAddress};
+use crate::pci::{DeviceInfo, PciAddress, Target};
 use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt;
@@ -128,5 +128,34 @@ pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<B
         (None, Some(v)) => Err(Error::Refused(format!(
             "{addr} has no driver bound, so --via {v} cannot reach it: bind it to vfio-pci first: sudo pcibench setup {addr} --vfio (or use --via sysfs)"
         ))),
+    }
+}
+
+/// Open any target: the sim card on its own path, a PCI device as `open_device` decides.
+pub fn open(host: &Host, target: &Target, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
+    match target {
+        Target::Sim => {
+            if via.is_some_and(|v| v != Via::Sim) {
+                return Err(Error::usage(
+                    "the simulated card has its own access path: drop --via (sysfs and VFIO need a real device)",
+                ));
+            }
+            Ok(Box::new(crate::access::sim::SimDevice::new()))
+        }
+        Target::Pci(_) => open_device(host, info, via),
+    }
+}
+
+/// BARs that hold a DMA engine's registers, which PIO must not fill with patterns. Probed only
+/// on the sim card and Xilinx devices (10ee), where XDMA's identifier rule applies; reading
+/// arbitrary registers of unknown hardware could have side effects.
+pub fn dma_register_bars(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<u8> {
+    if !(info.simulated || info.vendor_id == 0x10ee) {
+        return Vec::new();
+    }
+    let bars: Vec<u8> = info.bars.iter().filter(|b| b.is_memory()).map(|b| b.index).collect();
+    match crate::dma::engines::xdma::find_dma_bar(dev, &bars) {
+        Ok(Some(b)) => vec![b],
+        _ => Vec::new(),
     }
 }
