@@ -2,6 +2,8 @@
 //! One file per path behind two small traits: `DeviceAccess` (an opened device) and
 //! `BarRegion` (one reachable BAR). sysfs.rs, vfio/, sim.rs implement them.
 
+pub mod sim;
+
 use crate::mmio::Width;
 use crate::Result;
 use serde::Serialize;

@@ -1,5 +1,8 @@
 //! DMA: host buffers the card can reach (`buffers`), and drivers for card DMA engines (`engines`).
 
+pub mod buffers;
+pub mod engines;
+
 use crate::Result;
 use serde::Serialize;
 use std::fmt;

@@ -1,0 +1,4 @@
+//! Drivers for card DMA engines, one file per engine.
+
+pub mod xdma;
+mod xdma_desc;
