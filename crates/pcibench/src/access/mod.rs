@@ -4,6 +4,7 @@
 
 pub mod mapped;
 pub mod regs;
+pub mod sim;
 pub mod sysfs;
 pub mod vfio;
 

@@ -2,6 +2,7 @@
 
 pub mod memlock;
 pub mod physical;
+pub mod sim;
 pub mod space;
 pub mod udmabuf;
 pub mod vfio;
