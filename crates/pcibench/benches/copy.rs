@@ -108,10 +108,7 @@ fn measure(widths: &[Width], dir: Dir, len: usize) -> Vec<Stats> {
         .into_iter()
         .map(|mut s| {
             s.sort_by(f64::total_cmp);
-            Stats {
-                median: s[s.len() / 2],
-                best: s[0],
-            }
+            Stats { median: s[s.len() / 2], best: s[0] }
         })
         .collect()
 }
@@ -157,28 +154,18 @@ fn main() {
             Err(e) => println!("skipping {w}: {e}"),
         }
     }
-    let widest = [Width::V512, Width::V256, Width::V128]
-        .into_iter()
-        .find(|w| widths.contains(w));
-    let widest_nt = [Width::Nt512, Width::Nt256, Width::Nt128]
-        .into_iter()
-        .find(|w| widths.contains(w));
+    let widest = [Width::V512, Width::V256, Width::V128].into_iter().find(|w| widths.contains(w));
+    let widest_nt = [Width::Nt512, Width::Nt256, Width::Nt128].into_iter().find(|w| widths.contains(w));
 
     for dir in [Dir::Write, Dir::Read] {
-        let ws: Vec<Width> = widths
-            .iter()
-            .copied()
-            .filter(|w| dir == Dir::Write || w.reads())
-            .collect();
+        let ws: Vec<Width> = widths.iter().copied().filter(|w| dir == Dir::Write || w.reads()).collect();
         let results: Vec<Vec<Stats>> = sizes.iter().map(|&len| measure(&ws, dir, len)).collect();
         let title = match dir {
             Dir::Write => "writes: host buffer -> mapping (copy_to_io)",
             Dir::Read => "reads: mapping -> host buffer (copy_from_io)",
         };
         for (label, pick) in [("median", 0), ("best", 1)] {
-            println!(
-                "\n{title}, MB/s, {label} of the samples; RAM-backed mapping, page-aligned buffers"
-            );
+            println!("\n{title}, MB/s, {label} of the samples; RAM-backed mapping, page-aligned buffers");
             print!("{:>8}", "size");
             for w in &ws {
                 print!("{:>10}", w.to_string());

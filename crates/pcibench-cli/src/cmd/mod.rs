@@ -49,7 +49,9 @@ pub struct Progress {
 
 pub fn progress_bar(total: u64, what: &str) -> Progress {
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
-    if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
+    if let Ok(style) =
+        ProgressStyle::with_template("{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+    {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(what.to_string());

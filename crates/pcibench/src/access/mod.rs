@@ -141,7 +141,7 @@ pub fn open(host: &Host, target: &Target, info: &DeviceInfo, via: Option<Via>) -
                     "the simulated card has its own access path: drop --via (sysfs and VFIO need a real device)",
                 ));
             }
-            Ok(Box::new(crate::access::sim::SimDevice::new()))
+            Ok(Box::new(crate::access::sim::SimDevice::new()?))
         }
         Target::Pci(_) => open_device(host, info, via),
     }

@@ -98,11 +98,7 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, stop: &AtomicBool, progress: &mut dyn Fn
             engine.card_size()
         ))
     })?;
-    let sizes = if plan.sizes.is_empty() {
-        vec![card_room.min(engine.max_transfer())]
-    } else {
-        plan.sizes.clone()
-    };
+    let sizes = if plan.sizes.is_empty() { vec![card_room.min(engine.max_transfer())] } else { plan.sizes.clone() };
     for &size in &sizes {
         if size == 0 || size > card_room {
             return Err(Error::usage(format!(
@@ -160,7 +156,10 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, stop: &AtomicBool, progress: &mut dyn Fn
             let batch = timer.batch_for(t0.elapsed());
             let mut notes = Vec::new();
             if batch > 1 {
-                notes.push(format!("batched {batch} transfers per sample (timer overhead {:.0} ns)", timer.median_s * 1e9));
+                notes.push(format!(
+                    "batched {batch} transfers per sample (timer overhead {:.0} ns)",
+                    timer.median_s * 1e9
+                ));
             }
             let samples = (plan.total / size).max(1).div_ceil(batch);
             let mut smp = Samples::new(size, batch);

@@ -87,8 +87,8 @@ pub fn verify(expected: &[u8], found: &[u8], base: u64) -> Result<(), Mismatch> 
         return Ok(());
     }
     let first = expected.iter().zip(found).position(|(a, b)| a != b).unwrap_or(expected.len().min(found.len()));
-    let count = expected.iter().zip(found).filter(|(a, b)| a != b).count() as u64
-        + expected.len().abs_diff(found.len()) as u64;
+    let count =
+        expected.iter().zip(found).filter(|(a, b)| a != b).count() as u64 + expected.len().abs_diff(found.len()) as u64;
     Err(Mismatch {
         offset: base + first as u64,
         expected: expected.get(first).copied().unwrap_or(0),

@@ -72,9 +72,13 @@ pub struct PioPlan {
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum Verdict {
     Ok,
-    Mismatch { mismatch: Mismatch },
+    Mismatch {
+        mismatch: Mismatch,
+    },
     /// Nothing known to compare with (reads without permission to write a pattern first).
-    Unverified { reason: String },
+    Unverified {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -223,7 +227,8 @@ pub fn check_range(region: &dyn BarRegion, offset: u64, size: u64, w: Width) -> 
             )))
         }
     }
-    if offset % g != 0 || size % g != 0 {
+    let base = region.ptr().map_or(0, |p| p as u64);
+    if (base + offset) % g != 0 || size % g != 0 {
         return Err(Error::usage(format!(
             "width {w} moves {g}-byte accesses: offset {offset:#x} and size {size:#x} must be multiples of {g}"
         )));
@@ -264,9 +269,10 @@ fn scalar_for_syscall(w: Width) -> Width {
 
 /// Read the BAR back for verification with the fastest safe routine (never timed).
 fn read_back(region: &dyn BarRegion, off: u64, buf: &mut [u8]) -> Result<()> {
+    let at = region.ptr().map_or(off, |p| p as u64 + off);
     let w = [Width::V512, Width::V256, Width::V128, Width::B64]
         .into_iter()
-        .find(|w| mmio::available(*w).is_ok() && off % w.bytes() as u64 == 0 && buf.len() % w.bytes() == 0)
+        .find(|w| mmio::available(*w).is_ok() && at % w.bytes() as u64 == 0 && buf.len() % w.bytes() == 0)
         .unwrap_or(Width::B8);
     transfer(region, Direction::C2h, w, off, buf)
 }
@@ -354,7 +360,8 @@ fn run_one(
                 read_back(region, off, &mut again)?;
                 Some(match verify(buf, &again, off) {
                     Ok(()) => Verdict::Unverified {
-                        reason: "read-only run: two reads agree; --allow-write writes a pattern to verify against".into(),
+                        reason: "read-only run: two reads agree; --allow-write writes a pattern to verify against"
+                            .into(),
                     },
                     Err(m) => Verdict::Mismatch { mismatch: m },
                 })

@@ -26,10 +26,7 @@ pub(super) fn available(w: Width) -> Result<()> {
 /// # Safety
 /// `mmio::copy_to_io`'s contract.
 pub(super) unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
-    assert!(
-        w == Width::V128,
-        "copy_to_io({w}) on aarch64: check mmio::available first"
-    );
+    assert!(w == Width::V128, "copy_to_io({w}) on aarch64: check mmio::available first");
     for i in 0..len / 16 {
         // SAFETY: i*16+16 <= len keeps both accesses inside the caller's ranges; dst is
         // 16-byte aligned (caller's contract).
@@ -51,10 +48,7 @@ pub(super) unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usi
 /// # Safety
 /// `mmio::copy_from_io`'s contract.
 pub(super) unsafe fn copy_from_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
-    assert!(
-        w == Width::V128,
-        "copy_from_io({w}) on aarch64: check mmio::available first"
-    );
+    assert!(w == Width::V128, "copy_from_io({w}) on aarch64: check mmio::available first");
     for i in 0..len / 16 {
         // SAFETY: as in copy_to_io, with src the 16-byte aligned BAR side.
         unsafe {

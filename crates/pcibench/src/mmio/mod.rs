@@ -39,14 +39,10 @@ mod arch {
         )))
     }
     pub(super) unsafe fn copy_to_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
-        unreachable!(
-            "copy_to_io({w}) on a target without vector routines: check mmio::available first"
-        )
+        unreachable!("copy_to_io({w}) on a target without vector routines: check mmio::available first")
     }
     pub(super) unsafe fn copy_from_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
-        unreachable!(
-            "copy_from_io({w}) on a target without vector routines: check mmio::available first"
-        )
+        unreachable!("copy_from_io({w}) on a target without vector routines: check mmio::available first")
     }
     pub(super) fn store_fence() {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);

@@ -29,35 +29,24 @@ impl Buf {
         for (i, b) in self.mem[start..start + len].iter_mut().enumerate() {
             // Position-dependent and never all one value, so a shifted, repeated or dropped
             // granule shows up.
-            *b = (i as u32)
-                .wrapping_mul(0x9E37_79B1)
-                .wrapping_add(seed)
-                .rotate_right(13) as u8;
+            *b = (i as u32).wrapping_mul(0x9E37_79B1).wrapping_add(seed).rotate_right(13) as u8;
         }
     }
     fn guards_intact(&self) -> bool {
         self.mem[..self.start].iter().all(|&b| b == GUARD)
-            && self.mem[self.start + self.len..]
-                .iter()
-                .all(|&b| b == GUARD)
+            && self.mem[self.start + self.len..].iter().all(|&b| b == GUARD)
     }
 }
 
 fn available_widths() -> Vec<Width> {
-    Width::ALL
-        .into_iter()
-        .filter(|&w| available(w).is_ok())
-        .collect()
+    Width::ALL.into_iter().filter(|&w| available(w).is_ok()).collect()
 }
 
 /// Lengths in granules: none, one, a partial unrolled block, exactly one block of eight,
 /// blocks plus a tail, and 40 KiB plus a tail (past the x86-64 loops' 32 KiB prefetch
 /// threshold, so both loop variants run).
 fn lengths(w: Width) -> Vec<usize> {
-    [0, 1, 3, 8, 8 * 3 + 5, (40 << 10) / w.bytes() + 7]
-        .iter()
-        .map(|n| n * w.bytes())
-        .collect()
+    [0, 1, 3, 8, 8 * 3 + 5, (40 << 10) / w.bytes() + 7].iter().map(|n| n * w.bytes()).collect()
 }
 
 const HOST_SKEWS: [usize; 6] = [0, 1, 3, 8, 17, 63];
@@ -72,14 +61,8 @@ fn every_available_width_copies_to_io_exactly() {
                 let mut bar = Buf::new(len, 0);
                 // SAFETY: available(w) is Ok, bar is 64-byte aligned, len a multiple of w.bytes().
                 unsafe { copy_to_io(w, bar.ptr(), host.ptr(), len) };
-                assert!(
-                    bar.bytes() == host.bytes(),
-                    "{w} h2c len {len} host skew {skew}: data differs"
-                );
-                assert!(
-                    bar.guards_intact(),
-                    "{w} h2c len {len} host skew {skew}: wrote outside the range"
-                );
+                assert!(bar.bytes() == host.bytes(), "{w} h2c len {len} host skew {skew}: data differs");
+                assert!(bar.guards_intact(), "{w} h2c len {len} host skew {skew}: wrote outside the range");
             }
         }
     }
@@ -95,14 +78,8 @@ fn every_available_width_copies_from_io_exactly() {
                 let mut host = Buf::new(len, skew);
                 // SAFETY: as above, with the BAR side the source.
                 unsafe { copy_from_io(w, host.ptr(), bar.ptr(), len) };
-                assert!(
-                    host.bytes() == bar.bytes(),
-                    "{w} c2h len {len} host skew {skew}: data differs"
-                );
-                assert!(
-                    host.guards_intact(),
-                    "{w} c2h len {len} host skew {skew}: wrote outside the range"
-                );
+                assert!(host.bytes() == bar.bytes(), "{w} c2h len {len} host skew {skew}: data differs");
+                assert!(host.guards_intact(), "{w} c2h len {len} host skew {skew}: wrote outside the range");
             }
         }
     }
@@ -112,10 +89,7 @@ fn every_available_width_copies_from_io_exactly() {
 fn widest_vector_round_trip_is_byte_exact() {
     // A byte-exact check of one pattern through the widest available vector routine, both ways:
     // the result equals the pattern byte for byte, including its first and last granule.
-    let w = [Width::V512, Width::V256, Width::V128, Width::B64]
-        .into_iter()
-        .find(|&w| available(w).is_ok())
-        .unwrap();
+    let w = [Width::V512, Width::V256, Width::V128, Width::B64].into_iter().find(|&w| available(w).is_ok()).unwrap();
     let len = 64 * 1024 + 3 * w.bytes();
     let mut src = Buf::new(len, 5);
     src.fill(7);
@@ -126,11 +100,7 @@ fn widest_vector_round_trip_is_byte_exact() {
         copy_to_io(w, bar.ptr(), src.ptr(), len);
         copy_from_io(w, back.ptr(), bar.ptr(), len);
     }
-    let first_bad = src
-        .bytes()
-        .iter()
-        .zip(back.bytes())
-        .position(|(a, b)| a != b);
+    let first_bad = src.bytes().iter().zip(back.bytes()).position(|(a, b)| a != b);
     assert_eq!(first_bad, None, "{w}: round trip differs");
     assert_eq!(back.bytes()[0], src.bytes()[0]);
     assert_eq!(back.bytes()[len - 1], src.bytes()[len - 1]);
@@ -152,9 +122,7 @@ fn unknown_width_is_a_usage_error_listing_the_names() {
         match bad.parse::<Width>() {
             Err(Error::Usage(msg)) => {
                 assert!(!msg.contains('\n'), "{msg}");
-                assert!(msg.contains(
-                    "8, 16, 32, 64, 128, 256, 512, nt128, nt256, nt512, movdir64b, memcpy"
-                ));
+                assert!(msg.contains("8, 16, 32, 64, 128, 256, 512, nt128, nt256, nt512, movdir64b, memcpy"));
                 assert!(msg.contains(&format!("'{bad}'")), "{msg}");
             }
             other => panic!("{bad:?} parsed as {other:?}"),
@@ -169,10 +137,7 @@ fn width_properties() {
     assert_eq!(names.len(), 12);
     for w in Width::ALL {
         assert!(w.bytes().is_power_of_two());
-        assert_eq!(
-            w.is_scalar(),
-            Width::scalar(w.bytes() as u32 * 8) == Some(w)
-        );
+        assert_eq!(w.is_scalar(), Width::scalar(w.bytes() as u32 * 8) == Some(w));
     }
     assert_eq!(Width::Nt512.bytes(), 64);
     assert_eq!(Width::Nt128.bytes(), 16);
@@ -197,12 +162,7 @@ fn available_agrees_with_cpu_detection() {
     }
     if let Err(e) = available(Width::V512) {
         let msg = e.to_string();
-        assert!(
-            msg.starts_with(
-                "this CPU has no AVX-512F: 512-bit copies are unavailable; try --width"
-            ),
-            "{msg}"
-        );
+        assert!(msg.starts_with("this CPU has no AVX-512F: 512-bit copies are unavailable; try --width"), "{msg}");
     }
     // std cannot detect MOVDIR64B; the kernel's view of CPUID is /proc/cpuinfo's flags.
     if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") {

@@ -39,8 +39,7 @@ fn cpuid() -> &'static Cpuid {
         unsafe {
             Cpuid {
                 movdir64b: __get_cpuid_max(0).0 >= 7 && (__cpuid_count(7, 0).ecx >> 28) & 1 == 1,
-                prfchw: __get_cpuid_max(0x8000_0000).0 >= 0x8000_0001
-                    && (__cpuid(0x8000_0001).ecx >> 8) & 1 == 1,
+                prfchw: __get_cpuid_max(0x8000_0000).0 >= 0x8000_0001 && (__cpuid(0x8000_0001).ecx >> 8) & 1 == 1,
             }
         }
     })
@@ -72,32 +71,19 @@ fn widest(nt: bool) -> &'static str {
 
 /// `nt`: suggest a non-temporal width (for NT widths and MOVDIR64B, also a full-line store).
 fn missing(feature: &str, what: &str, nt: bool) -> Error {
-    Error::Unsupported(format!(
-        "this CPU has no {feature}: {what} copies are unavailable; try --width {}",
-        widest(nt)
-    ))
+    Error::Unsupported(format!("this CPU has no {feature}: {what} copies are unavailable; try --width {}", widest(nt)))
 }
 
 pub(super) fn available(w: Width) -> Result<()> {
     match w {
-        Width::V128 | Width::Nt128 if !is_x86_feature_detected!("sse2") => Err(Error::Unsupported(
-            "this CPU has no SSE2: 128-bit copies are unavailable; try --width 64".into(),
-        )),
+        Width::V128 | Width::Nt128 if !is_x86_feature_detected!("sse2") => {
+            Err(Error::Unsupported("this CPU has no SSE2: 128-bit copies are unavailable; try --width 64".into()))
+        }
         Width::V256 if !is_x86_feature_detected!("avx2") => Err(missing("AVX2", "256-bit", false)),
-        Width::Nt256 if !is_x86_feature_detected!("avx2") => {
-            Err(missing("AVX2", "256-bit non-temporal", true))
-        }
-        Width::V512 if !is_x86_feature_detected!("avx512f") => {
-            Err(missing("AVX-512F", "512-bit", false))
-        }
-        Width::Nt512 if !is_x86_feature_detected!("avx512f") => {
-            Err(missing("AVX-512F", "512-bit non-temporal", true))
-        }
-        Width::Movdir64b if !has_movdir64b() => Err(missing(
-            "MOVDIR64B (CPUID leaf 7 ECX bit 28)",
-            "movdir64b",
-            true,
-        )),
+        Width::Nt256 if !is_x86_feature_detected!("avx2") => Err(missing("AVX2", "256-bit non-temporal", true)),
+        Width::V512 if !is_x86_feature_detected!("avx512f") => Err(missing("AVX-512F", "512-bit", false)),
+        Width::Nt512 if !is_x86_feature_detected!("avx512f") => Err(missing("AVX-512F", "512-bit non-temporal", true)),
+        Width::Movdir64b if !has_movdir64b() => Err(missing("MOVDIR64B (CPUID leaf 7 ECX bit 28)", "movdir64b", true)),
         _ => Ok(()),
     }
 }

@@ -22,7 +22,17 @@ pub fn table(r: &DmaReport) -> String {
     let _ = writeln!(
         s,
         "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9}  verify",
-        "dir", "size", "xfers", "min MB/s", "mean MB/s", "med MB/s", "max MB/s", "limit MB/s", "eff", "p50 µs", "p99 µs"
+        "dir",
+        "size",
+        "xfers",
+        "min MB/s",
+        "mean MB/s",
+        "med MB/s",
+        "max MB/s",
+        "limit MB/s",
+        "eff",
+        "p50 µs",
+        "p99 µs"
     );
     for x in &r.results {
         let f = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());

@@ -27,7 +27,18 @@ pub fn table(r: &PioReport) -> String {
     let _ = writeln!(
         s,
         "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6}  verify",
-        "BAR", "map", "dir", "width", "size", "xfers", "min MB/s", "mean MB/s", "med MB/s", "max MB/s", "limit MB/s", "eff"
+        "BAR",
+        "map",
+        "dir",
+        "width",
+        "size",
+        "xfers",
+        "min MB/s",
+        "mean MB/s",
+        "med MB/s",
+        "max MB/s",
+        "limit MB/s",
+        "eff"
     );
     for x in &r.results {
         let _ = writeln!(s, "{}", table_row(x));
