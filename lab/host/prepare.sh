@@ -63,11 +63,16 @@ apt_download() {
 
 # Sets VMLINUZ and KO_DIR (KO_DIR/type1 and KO_DIR/noiommu each hold a complete set of vfio modules).
 prepare_kernel() {
+	# Another lab run may be filling the same cache: one at a time (util-linux flock).
+	local lock
+	exec {lock}>"$CACHE/.lock"
+	flock "$lock"
 	resolve_kernel
 	local kdir=$CACHE/kernel-${KREL}_$KVER
 	VMLINUZ=$kdir/vmlinuz KO_DIR=$kdir/ko
 	if [ -f "$kdir/.complete" ]; then
 		log_step "kernel $KREL ($KVER): cached"
+		exec {lock}>&-
 		return 0
 	fi
 	log_step "kernel $KREL ($KVER): fetching, building the no-IOMMU vfio modules"
@@ -142,6 +147,7 @@ prepare_kernel() {
 	for p in "$CACHE"/kernel-*; do
 		[ "$p" = "$kdir" ] || rm -rf "$p"
 	done
+	exec {lock}>&-
 }
 
 # A separate target dir keeps this static build from invalidating the normal one.
