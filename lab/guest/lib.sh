@@ -47,6 +47,18 @@ bind_vfio() {
 	ok "$1 bound to vfio-pci"
 }
 
+# bind_uio ADDR: bind the device to uio_pci_generic (a real kernel driver, loaded from /lib/extra on first use),
+# so scenarios can check that pcibench refuses BARs a kernel driver owns.
+bind_uio() {
+	[ -d /sys/module/uio ] || insmod /lib/extra/uio.ko
+	[ -d /sys/module/uio_pci_generic ] || insmod /lib/extra/uio_pci_generic.ko
+	unbind "$1"
+	echo uio_pci_generic >"$SYS/$1/driver_override"
+	echo "$1" >/sys/bus/pci/drivers_probe 2>/dev/null || true
+	[ "$(driver_of "$1")" = uio_pci_generic ] || fail "bind_uio $1: not bound to uio_pci_generic"
+	ok "$1 bound to uio_pci_generic"
+}
+
 # as_user CMD...: run CMD as the unprivileged user `user` (uid/gid 1000, no other groups), arguments intact.
 # (busybox su as root asks no password; this busybox's setpriv cannot change uids.)
 as_user() { su -s /bin/sh -c 'exec "$0" "$@"' -- user "$@"; }

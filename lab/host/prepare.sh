@@ -166,6 +166,21 @@ build_pcibench() {
 	log_step "pcibench: static build ready in $(secs "$t0" "$(now)")s"
 }
 
+# extra_modules: uio + uio_pci_generic, a real kernel driver scenarios can bind to a device to prove pcibench
+# refuses BARs a driver owns (the cloud kernel has no pci-stub). Not loaded at boot; /lib/extra in the guest.
+extra_modules() {
+	[ -f "$KO_DIR/extra/uio_pci_generic.ko" ] && return 0
+	local tmp deb
+	tmp=$(mktemp -d)
+	deb=$(compgen -G "$(dirname "$KO_DIR")/debs/linux-image-*.deb" | head -n 1)
+	[ -n "$deb" ] || die "no linux-image .deb in the cache for the extra modules"
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" --wildcards '*/drivers/uio/uio.ko' '*/drivers/uio/uio_pci_generic.ko'
+	mkdir -p "$KO_DIR/extra"
+	find "$tmp" -name 'uio*.ko' -exec cp {} "$KO_DIR/extra/" \;
+	rm -rf "$tmp"
+	[ -f "$KO_DIR/extra/uio_pci_generic.ko" ] || die "uio_pci_generic.ko not found in $deb"
+}
+
 # pack_initramfs OUT: one image serves every boot of this run; the kernel command line picks what to do.
 pack_initramfs() {
 	local root=$RUN/initramfs
@@ -175,6 +190,8 @@ pack_initramfs() {
 	ln -s busybox "$root/bin/sh"
 	strip --strip-debug -o "$root/bin/pcibench" "$PCIBENCH"
 	cp -r "$KO_DIR/type1" "$KO_DIR/noiommu" "$root/lib/vfio/"
+	extra_modules
+	cp -r "$KO_DIR/extra" "$root/lib/"
 	install -m 755 "$LAB/guest/init" "$root/init"
 	cp "$LAB/guest/lib.sh" "$root/lab/"
 	cp "$LAB"/scenarios/*.sh "$root/lab/scenarios/"

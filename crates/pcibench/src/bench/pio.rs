@@ -95,6 +95,9 @@ pub struct PioResult {
     pub limit_mbps: Option<f64>,
     pub efficiency_pct: Option<f64>,
     pub verify: Option<Verdict>,
+    /// SHA-256 of this configuration's pattern: what the BAR holds at [offset, offset+size) after a
+    /// run that wrote it, so an independent reader (the lab's host side) can check the card.
+    pub pattern_sha256: Option<String>,
     /// Why a row was skipped, or notes such as batching.
     pub notes: Vec<String>,
 }
@@ -207,6 +210,7 @@ fn skipped(bar: u8, map: MapMode, plan: &PioPlan, why: String) -> PioResult {
         limit_mbps: None,
         efficiency_pct: None,
         verify: None,
+        pattern_sha256: None,
         notes: vec![format!("skipped: {why}")],
     }
 }
@@ -298,12 +302,12 @@ fn run_one(
         let mut notes = Vec::new();
         if dir == Direction::H2c && !plan.allow_write {
             notes.push("skipped: host-to-card writes need --allow-write".to_string());
-            rows.push(row(region, map, w, size, plan, dir, None, link, None, notes));
+            rows.push(row(region, map, w, size, plan, dir, None, link, None, None, notes));
             continue;
         }
         if dir == Direction::C2h && !w.reads() {
             notes.push(format!("skipped: width {w} has no load form (stores only)"));
-            rows.push(row(region, map, w, size, plan, dir, None, link, None, notes));
+            rows.push(row(region, map, w, size, plan, dir, None, link, None, None, notes));
             continue;
         }
         if dir == Direction::C2h && !wrote && plan.allow_write {
@@ -375,7 +379,8 @@ fn run_one(
             );
         }
         let stats = s.stats();
-        rows.push(row(region, map, w, size, plan, dir, stats, link, verdict, notes));
+        let sha = wrote.then(|| sha256_hex(&expected));
+        rows.push(row(region, map, w, size, plan, dir, stats, link, verdict, sha, notes));
     }
     Ok(rows)
 }
@@ -389,6 +394,11 @@ fn flush(region: &dyn BarRegion, map: MapMode, off: u64) -> Result<()> {
     mmio::store_fence();
     region.read(off & !7, Width::B32)?;
     Ok(())
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn to_verdict(r: std::result::Result<(), Mismatch>) -> Verdict {
@@ -409,6 +419,7 @@ fn row(
     stats: Option<Stats>,
     link: Option<Link>,
     verify: Option<Verdict>,
+    sha: Option<String>,
     notes: Vec<String>,
 ) -> PioResult {
     let limit = link.map(|l| {
@@ -435,6 +446,7 @@ fn row(
         limit_mbps: limit,
         efficiency_pct: eff,
         verify,
+        pattern_sha256: sha,
         notes,
     }
 }
