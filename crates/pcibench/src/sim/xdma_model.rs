@@ -97,6 +97,18 @@ pub(crate) struct RunState {
     pub parked: bool,
 }
 
+/// A value alone on its cache line (128 bytes covers adjacent-line prefetch on x86-64 and the
+/// 128-byte lines of some aarch64 cores).
+#[repr(align(128))]
+pub(crate) struct CacheLine<T>(pub T);
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// One channel's registers plus its SGDMA block's.
 pub(crate) struct Channel {
     pub dir: Direction,
@@ -113,8 +125,10 @@ pub(crate) struct Channel {
     pub sg_credits: AtomicU32,
     pub run: Mutex<RunState>,
     pub wake: Condvar,
-    /// Mirror of `run.gen` for lock-free checks by the worker.
-    pub gen_hint: AtomicU64,
+    /// Mirror of `run.gen` for lock-free checks by the worker. On its own cache line: the
+    /// idle worker spins on it, and sharing a line with registers the CPU writes would make
+    /// every register write a cross-core cache miss.
+    pub gen_hint: CacheLine<AtomicU64>,
     /// Test hook: the engine accepts a run but moves nothing until released.
     pub stalled: AtomicBool,
     pub last_fault: Mutex<Option<String>>,
@@ -138,7 +152,7 @@ impl Channel {
             sg_credits: AtomicU32::new(0),
             run: Mutex::new(RunState::default()),
             wake: Condvar::new(),
-            gen_hint: AtomicU64::new(0),
+            gen_hint: CacheLine(AtomicU64::new(0)),
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
@@ -166,7 +180,8 @@ pub(crate) struct Shared {
     pub card: CardMemory,
     pub host: Arc<HostMap>,
     pub bus_master: AtomicBool,
-    pub shutdown: AtomicBool,
+    /// Read by spinning workers: kept off the lines the register front end writes.
+    pub shutdown: CacheLine<AtomicBool>,
     irq: Vec<AtomicU32>,
     config: Vec<AtomicU32>,
     common: Vec<AtomicU32>,
@@ -228,7 +243,7 @@ impl XdmaModel {
             card: CardMemory::new(Pages::new("card memory", card_len)?, cfg.card_size),
             host,
             bus_master: AtomicBool::new(false),
-            shutdown: AtomicBool::new(false),
+            shutdown: CacheLine(AtomicBool::new(false)),
             irq: regs(),
             config: regs(),
             common: regs(),

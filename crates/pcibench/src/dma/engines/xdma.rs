@@ -332,8 +332,10 @@ impl XdmaEngine {
         let wanted = (pages + opts.card_size / MAX_DESC_LEN + 1).min(MAX_DESCRIPTORS as u64) as usize;
         let desc_mem = alloc.alloc(wanted * DESC_BYTES as usize)?;
         let wb_mem = alloc.alloc(64)?;
-        let wb_bus =
-            wb_mem.bus_range(0, 4).ok_or_else(|| Error::Device("the writeback buffer has no bus address".into()))?;
+        let wb_bus = wb_mem
+            .bus_range(0, 4)
+            .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
+            .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
         Ok(XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None })
     }
 
