@@ -322,9 +322,9 @@ impl XdmaModel {
             T_H2C | T_C2H => {
                 let Some(c) = self.target_channel(target, ch) else { return Ok(()) };
                 match reg {
-                    0x04 => return self.write_control(c, |_| value),
-                    0x08 => return self.write_control(c, |old| old | value),
-                    0x0c => return self.write_control(c, |old| old & !value),
+                    0x04 => return self.write_control(c, value & CTRL_RUN != 0, |_| value),
+                    0x08 => return self.write_control(c, value & CTRL_RUN != 0, |old| old | value),
+                    0x0c => return self.write_control(c, false, |old| old & !value),
                     0x40 => {
                         c.status.fetch_and(!(value & ST_LOGGABLE), Ordering::AcqRel);
                     }
@@ -376,14 +376,19 @@ impl XdmaModel {
         Ok(())
     }
 
-    /// Control writes decide run edges, under the channel lock so they serialize with the
-    /// engine's completion (a writeback from an old run can never land after a new run starts).
-    fn write_control(&self, c: &Channel, f: impl Fn(u32) -> u32) -> Result<()> {
+    /// Control writes that may set run take the channel lock, so a rising edge serializes with
+    /// the engine's completion (a writeback from an old run never lands after a new run starts).
+    /// Writes that cannot set run need no lock: the engine sees run clear at its next descriptor.
+    fn write_control(&self, c: &Channel, may_start: bool, f: impl Fn(u32) -> u32) -> Result<()> {
+        let update = |old: u32| Some(f(old) & CTRL_WRITABLE);
+        if !may_start {
+            // The closure never returns None, so this cannot fail.
+            let _ = c.control.fetch_update(Ordering::AcqRel, Ordering::Acquire, update);
+            return Ok(());
+        }
         let mut st = c.lock();
-        let old = c.control.load(Ordering::Relaxed);
-        let new = f(old) & CTRL_WRITABLE;
-        c.control.store(new, Ordering::Release);
-        if old & CTRL_RUN == 0 && new & CTRL_RUN != 0 {
+        let old = c.control.fetch_update(Ordering::AcqRel, Ordering::Acquire, update).unwrap_or_else(|v| v);
+        if old & CTRL_RUN == 0 && c.control.load(Ordering::Acquire) & CTRL_RUN != 0 {
             // Rising edge: status and the completed count reset (PG195 "Reset on setting the
             // Control register Run bit"); the engine latches the SGDMA registers.
             c.status.store(ST_BUSY, Ordering::Release);
@@ -400,7 +405,6 @@ impl XdmaModel {
             drop(st);
             self.ensure_worker(c)?;
         }
-        // A falling edge needs nothing here: the engine sees run clear at its next descriptor.
         Ok(())
     }
 
