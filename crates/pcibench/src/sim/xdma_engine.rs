@@ -26,6 +26,9 @@ const MAX_LEN: u32 = 0x0fff_ffff;
 /// After a chain the worker spins this long before sleeping, so back-to-back runs (a benchmark
 /// loop) start without a futex wake-up; idle engines cost nothing after it.
 const SPIN: Duration = Duration::from_micros(100);
+/// Past this the spin yields between checks: on a host with more runnable threads than cores a
+/// pure spin would hold the core the driver thread needs to submit the next run.
+const SPIN_PURE: Duration = Duration::from_micros(2);
 
 /// Card (AXI) memory: the engine's other side.
 pub(crate) struct CardMemory {
@@ -116,12 +119,18 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
 }
 
 fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
-    let deadline = Instant::now() + SPIN;
+    let start = Instant::now();
     let mut spins = 0u32;
     while ch.gen_hint.load(Ordering::Acquire) == *served && !shared.shutdown.load(Ordering::Acquire) {
         spins = spins.wrapping_add(1);
-        if spins % 64 == 0 && Instant::now() >= deadline {
-            break;
+        if spins % 64 == 0 {
+            let waited = start.elapsed();
+            if waited >= SPIN {
+                break;
+            }
+            if waited >= SPIN_PURE {
+                std::thread::yield_now();
+            }
         }
         std::hint::spin_loop();
     }
@@ -286,22 +295,20 @@ fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, S
     }
     let count = ch.completed.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
     let control = ch.control.load(Ordering::Acquire);
-    if d.control & DESC_COMPLETED != 0 {
-        ch.status.fetch_or(ST_DESC_COMPLETED & control, Ordering::AcqRel);
-        if control & CTRL_POLL_WB != 0 {
-            let wb = ch.wb_addr();
-            if let Err(f) = shared.host.store_u32_release(wb, count & 0x00ff_ffff) {
-                drop(st);
-                return Err(host_fault(ST_WRITE_ERROR0, "writeback", f));
-            }
+    let (completed, stop) = (d.control & DESC_COMPLETED != 0, d.control & DESC_STOP != 0);
+    let events = if completed { ST_DESC_COMPLETED } else { 0 } | if stop { ST_DESC_STOPPED } else { 0 };
+    ch.status.fetch_or(events & control, Ordering::AcqRel);
+    // Writeback before idle: whoever sees busy clear also sees the word.
+    if completed && control & CTRL_POLL_WB != 0 {
+        if let Err(f) = shared.host.store_u32_release(ch.wb_addr(), count & 0x00ff_ffff) {
+            drop(st);
+            return Err(host_fault(ST_WRITE_ERROR0, "writeback", f));
         }
     }
-    if d.control & DESC_STOP != 0 {
-        ch.status.fetch_or(ST_DESC_STOPPED & control, Ordering::AcqRel);
+    if stop {
         ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
-        return Ok(false);
     }
-    Ok(true)
+    Ok(!stop)
 }
 
 /// Stop the run `gen`: log `bits` where enabled, write back the error (poll mode), clear busy.

@@ -97,6 +97,18 @@ pub(crate) struct RunState {
     pub parked: bool,
 }
 
+/// A value alone on its cache line (128 bytes covers adjacent-line prefetch on x86-64 and the
+/// 128-byte lines of some aarch64 cores).
+#[repr(align(128))]
+pub(crate) struct CacheLine<T>(pub T);
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// One channel's registers plus its SGDMA block's.
 pub(crate) struct Channel {
     pub dir: Direction,
@@ -113,8 +125,10 @@ pub(crate) struct Channel {
     pub sg_credits: AtomicU32,
     pub run: Mutex<RunState>,
     pub wake: Condvar,
-    /// Mirror of `run.gen` for lock-free checks by the worker.
-    pub gen_hint: AtomicU64,
+    /// Mirror of `run.gen` for lock-free checks by the worker. On its own cache line: the
+    /// idle worker spins on it, and sharing a line with registers the CPU writes would make
+    /// every register write a cross-core cache miss.
+    pub gen_hint: CacheLine<AtomicU64>,
     /// Test hook: the engine accepts a run but moves nothing until released.
     pub stalled: AtomicBool,
     pub last_fault: Mutex<Option<String>>,
@@ -138,7 +152,7 @@ impl Channel {
             sg_credits: AtomicU32::new(0),
             run: Mutex::new(RunState::default()),
             wake: Condvar::new(),
-            gen_hint: AtomicU64::new(0),
+            gen_hint: CacheLine(AtomicU64::new(0)),
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
@@ -166,7 +180,8 @@ pub(crate) struct Shared {
     pub card: CardMemory,
     pub host: Arc<HostMap>,
     pub bus_master: AtomicBool,
-    pub shutdown: AtomicBool,
+    /// Read by spinning workers: kept off the lines the register front end writes.
+    pub shutdown: CacheLine<AtomicBool>,
     irq: Vec<AtomicU32>,
     config: Vec<AtomicU32>,
     common: Vec<AtomicU32>,
@@ -228,7 +243,7 @@ impl XdmaModel {
             card: CardMemory::new(Pages::new("card memory", card_len)?, cfg.card_size),
             host,
             bus_master: AtomicBool::new(false),
-            shutdown: AtomicBool::new(false),
+            shutdown: CacheLine(AtomicBool::new(false)),
             irq: regs(),
             config: regs(),
             common: regs(),
@@ -307,9 +322,9 @@ impl XdmaModel {
             T_H2C | T_C2H => {
                 let Some(c) = self.target_channel(target, ch) else { return Ok(()) };
                 match reg {
-                    0x04 => return self.write_control(c, |_| value),
-                    0x08 => return self.write_control(c, |old| old | value),
-                    0x0c => return self.write_control(c, |old| old & !value),
+                    0x04 => return self.write_control(c, value & CTRL_RUN != 0, |_| value),
+                    0x08 => return self.write_control(c, value & CTRL_RUN != 0, |old| old | value),
+                    0x0c => return self.write_control(c, false, |old| old & !value),
                     0x40 => {
                         c.status.fetch_and(!(value & ST_LOGGABLE), Ordering::AcqRel);
                     }
@@ -361,14 +376,19 @@ impl XdmaModel {
         Ok(())
     }
 
-    /// Control writes decide run edges, under the channel lock so they serialize with the
-    /// engine's completion (a writeback from an old run can never land after a new run starts).
-    fn write_control(&self, c: &Channel, f: impl Fn(u32) -> u32) -> Result<()> {
+    /// Control writes that may set run take the channel lock, so a rising edge serializes with
+    /// the engine's completion (a writeback from an old run never lands after a new run starts).
+    /// Writes that cannot set run need no lock: the engine sees run clear at its next descriptor.
+    fn write_control(&self, c: &Channel, may_start: bool, f: impl Fn(u32) -> u32) -> Result<()> {
+        let update = |old: u32| Some(f(old) & CTRL_WRITABLE);
+        if !may_start {
+            // The closure never returns None, so this cannot fail.
+            let _ = c.control.fetch_update(Ordering::AcqRel, Ordering::Acquire, update);
+            return Ok(());
+        }
         let mut st = c.lock();
-        let old = c.control.load(Ordering::Relaxed);
-        let new = f(old) & CTRL_WRITABLE;
-        c.control.store(new, Ordering::Release);
-        if old & CTRL_RUN == 0 && new & CTRL_RUN != 0 {
+        let old = c.control.fetch_update(Ordering::AcqRel, Ordering::Acquire, update).unwrap_or_else(|v| v);
+        if old & CTRL_RUN == 0 && c.control.load(Ordering::Acquire) & CTRL_RUN != 0 {
             // Rising edge: status and the completed count reset (PG195 "Reset on setting the
             // Control register Run bit"); the engine latches the SGDMA registers.
             c.status.store(ST_BUSY, Ordering::Release);
@@ -385,7 +405,6 @@ impl XdmaModel {
             drop(st);
             self.ensure_worker(c)?;
         }
-        // A falling edge needs nothing here: the engine sees run clear at its next descriptor.
         Ok(())
     }
 

@@ -60,8 +60,13 @@ const WB_COUNT: u32 = 0x00ff_ffff;
 /// How often the poll loop also reads the status register, in case the engine stopped on an
 /// error without writing back (hardware is not documented to write back on errors).
 const STATUS_EVERY: Duration = Duration::from_millis(1);
-/// After this long polling, yield the CPU between polls (the engine may share our cores).
-const YIELD_AFTER: Duration = Duration::from_micros(200);
+/// After this long polling, yield the CPU between polls: a simulated engine needs a core, and
+/// on a busy host pure spinning would keep it waiting a whole time slice. sched_yield returns at
+/// once when nothing else is runnable, so on hardware this only coarsens polling slightly.
+const YIELD_AFTER: Duration = Duration::from_micros(2);
+/// How long a channel may take to go idle after run is cleared (it finishes the descriptor in
+/// flight, PG195 control bit 0; one descriptor moves up to 256 MiB) before we call it hung.
+const IDLE_WAIT: Duration = Duration::from_secs(2);
 /// Upper bound on one chain: 2 MiB of descriptor memory.
 const MAX_DESCRIPTORS: usize = 65536;
 
@@ -332,8 +337,10 @@ impl XdmaEngine {
         let wanted = (pages + opts.card_size / MAX_DESC_LEN + 1).min(MAX_DESCRIPTORS as u64) as usize;
         let desc_mem = alloc.alloc(wanted * DESC_BYTES as usize)?;
         let wb_mem = alloc.alloc(64)?;
-        let wb_bus =
-            wb_mem.bus_range(0, 4).ok_or_else(|| Error::Device("the writeback buffer has no bus address".into()))?;
+        let wb_bus = wb_mem
+            .bus_range(0, 4)
+            .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
+            .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
         Ok(XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None })
     }
 
@@ -382,7 +389,11 @@ impl XdmaEngine {
         let chain = self.prepared()?;
         let (dir, first, adj) = (chain.dir, chain.first, chain.first_adj);
         self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
-        self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
+        if self.rd(self.ch_reg(dir, CH_STATUS_RC))? & ST_BUSY != 0 {
+            // Still finishing an earlier run (one that timed out or was stopped): reprogramming
+            // now could let its last writeback land in this run's word.
+            self.wait_idle(dir)?;
+        }
         self.wr(self.ch_reg(dir, CH_WB_LO), self.wb_bus as u32)?;
         self.wr(self.ch_reg(dir, CH_WB_HI), (self.wb_bus >> 32) as u32)?;
         xdma_desc::writeback_word(&*self.wb_mem).store(0, Ordering::Relaxed);
@@ -395,6 +406,27 @@ impl XdmaEngine {
         // A read flushes the posted writes, so the engine is running when we start polling.
         self.rd(self.ch_reg(dir, CH_STATUS))?;
         Ok(())
+    }
+
+    /// Wait (bounded) for a channel whose run was just cleared to finish its descriptor in flight.
+    fn wait_idle(&self, dir: Direction) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
+            if status & ST_BUSY == 0 {
+                self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
+                return Ok(());
+            }
+            if start.elapsed() >= IDLE_WAIT {
+                return Err(Error::Device(format!(
+                    "XDMA {dir} channel {} is still busy {IDLE_WAIT:?} after run was cleared (status {}): \
+                     the engine is hung; reset the card (e.g. reload its FPGA image) and try again",
+                    self.opts.channel,
+                    decode_status(dir, status)
+                )));
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Poll the writeback word until the submitted chain completes, fails or times out; then
@@ -415,7 +447,7 @@ impl XdmaEngine {
                 break Outcome::Done;
             }
             spins = spins.wrapping_add(1);
-            if spins % 128 == 0 {
+            if spins % 16 == 0 {
                 let elapsed = start.elapsed();
                 if elapsed >= timeout {
                     break Outcome::Timeout(w & WB_COUNT);

@@ -154,10 +154,11 @@ pub(crate) fn write_chain(mem: &dyn DmaBuffer, chain: &Chain) -> Result<()> {
     Ok(())
 }
 
-/// The poll-mode writeback word at the start of `mem` (which is at least page-aligned).
+/// The poll-mode writeback word at the start of `mem`, which `XdmaEngine::new` checked to be
+/// at least 4 bytes long and 4-byte aligned.
 pub(crate) fn writeback_word(mem: &dyn DmaBuffer) -> &AtomicU32 {
-    assert!(mem.len() >= 4 && mem.as_ptr() as usize % 4 == 0, "writeback buffer too small or misaligned");
-    // SAFETY: 4 aligned bytes inside the buffer (asserted), living as long as `mem`; the card
+    debug_assert!(mem.len() >= 4 && mem.as_ptr() as usize % 4 == 0);
+    // SAFETY: 4 aligned bytes inside the buffer (checked at construction), living as long as `mem`; the card
     // writes it as a whole 32-bit word and the CPU only touches it atomically.
     unsafe { AtomicU32::from_ptr(mem.as_ptr().cast::<u32>()) }
 }
