@@ -1,6 +1,7 @@
 # doctor and setup on edu: before (free device: sysfs, and the user is told the --sysfs-user fix), setup --vfio
 # (twice: the second run changes nothing), after (vfio on q35-iommu, vfio-noiommu on pc; the user is told the
-# chown, and on pc the setcap line), --release (back to no driver, twice), then --sysfs-user for the user.
+# chown, and on pc the setcap line), --release (back to no driver, twice), setup through sudo (the user gets the
+# group node), then --sysfs-user for the user.
 # machines: pc q35-iommu
 # timeout: 90
 . /lab/lib.sh
@@ -69,6 +70,16 @@ expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release
 [ ! -e "/run/pcibench/$a" ] || fail "/run/pcibench/$a left behind"
 ok "$a released: no driver, no driver_override"
 expect_out 'nothing to change' pcibench setup "$a" --release
+
+# Through sudo (SUDO_USER and friends as sudo sets them), setup gives the invoking user the group node: with an
+# IOMMU the user is then ready; without one only CAP_SYS_RAWIO is left.
+expect_out "gave user /dev/vfio/$node_prefix[0-9]+ \\(chown 1000:1000\\)" env SUDO_USER=user SUDO_UID=1000 SUDO_GID=1000 pcibench setup "$a" --vfio
+if [ "$LAB_MACHINE" = pc ]; then
+	expect_rc 2 '^recommended: none until you fix cap-sys-rawio \(then vfio-noiommu\)$' as_user pcibench doctor "$a"
+else
+	expect_rc "0 1" '^recommended: vfio: ready$' as_user pcibench doctor "$a"
+fi
+expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release
 
 # --sysfs-user: the user reaches it through sysfs.
 expect_out 'gave user \(1000:1000\) resource0' pcibench setup "$a" --sysfs-user user

@@ -439,6 +439,16 @@ fn vfio_refuses_bridges_and_reports_a_failed_bind() {
     let o = SetupOptions { timeout: Duration::ZERO, ..opts(&k) };
     let e = setup::vfio(&t.host(), &edu(), &o).unwrap_err().to_string();
     assert!(e.starts_with("0000:00:04.0 did not bind to vfio-pci within 0ns (driver now: none)"), "{e}");
+
+    // Unbound from its driver but not taken by vfio-pci: the error says how to give it back, and a
+    // second attempt keeps the first record (the driver it had before pcibench touched it).
+    fs::remove_file(t.path("run/pcibench/0000:00:04.0")).unwrap();
+    t.bind(EDU, "e1000e");
+    let e = setup::vfio(&t.host(), &edu(), &o).unwrap_err().to_string();
+    assert!(e.ends_with("give it back to e1000e: sudo pcibench setup 0000:00:04.0 --release"), "{e}");
+    assert_eq!(t.read("run/pcibench/0000:00:04.0"), "driver=e1000e\n");
+    assert!(setup::vfio(&t.host(), &edu(), &o).is_err());
+    assert_eq!(t.read("run/pcibench/0000:00:04.0"), "driver=e1000e\n");
 }
 
 #[test]

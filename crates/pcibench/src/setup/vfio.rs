@@ -80,8 +80,12 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
             } else {
                 "with no IOMMU, vfio-pci binds only in no-IOMMU mode; see dmesg | tail"
             };
+            let back = match &driver {
+                Some(d) if d != "vfio-pci" => format!("; give it back to {d}: sudo pcibench setup {a} --release"),
+                _ => String::new(),
+            };
             return Err(Error::Device(format!(
-                "{a} did not bind to vfio-pci within {:.0?} (driver now: {now}): {hint}",
+                "{a} did not bind to vfio-pci within {:.0?} (driver now: {now}): {hint}{back}",
                 opts.timeout
             )));
         }
