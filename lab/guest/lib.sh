@@ -26,6 +26,9 @@ bar_start() { sed -n "$(($2 + 1))p" "$SYS/$1/resource" | cut -d' ' -f1; }
 # driver_of ADDR: print the bound driver's name, or nothing.
 driver_of() { if [ -e "$SYS/$1/driver" ]; then basename "$(readlink "$SYS/$1/driver")"; fi; }
 
+# group_of ADDR: print the device's IOMMU group number (a no-IOMMU group too), or nothing.
+group_of() { if [ -e "$SYS/$1/iommu_group" ]; then basename "$(readlink "$SYS/$1/iommu_group")"; fi; }
+
 # unbind ADDR: detach the device from its driver (if any) and clear driver_override.
 unbind() {
 	if [ -e "$SYS/$1/driver" ]; then echo "$1" >"$SYS/$1/driver/unbind"; fi
@@ -68,4 +71,15 @@ expect_out() {
 	[ "$rc" = 0 ] || fail "exit status $rc: $*"
 	printf '%s\n' "$out" | grep -Eq -- "$pat" || fail "no line matches /$pat/: $*"
 	ok "/$pat/ in: $*"
+}
+
+# emit LABEL CMD...: CMD must succeed; its stdout goes between "@@OUT LABEL" and "@@ENDOUT LABEL" lines, where
+# the scenario's host_check finds it with `emitted LABEL` (e.g. JSON to parse with python3 on the host).
+emit() {
+	label=$1
+	shift
+	out=$("$@") || fail "exit status $?: $*"
+	echo "@@OUT $label"
+	printf '%s\n' "$out"
+	echo "@@ENDOUT $label"
 }

@@ -1,7 +1,7 @@
 # Sourced by lab/run: everything a guest boot needs, built once and cached under $CACHE.
 #   ensure_packages   host packages (QEMU, busybox, the module build tools)
 #   prepare_kernel    Debian cloud kernel + stock vfio modules + no-IOMMU vfio modules  -> $VMLINUZ, $KO_DIR
-#   build_pcibench    static pcibench                                                   -> $PCIBENCH
+#   build_pcibench    static pcibench (cargo)                                           -> $PCIBENCH
 #   pack_initramfs    busybox, pcibench, modules, guest scripts                         -> $1 (cpio newc + gzip)
 
 APT_UPDATED=
@@ -63,22 +63,33 @@ apt_download() {
 
 # Sets VMLINUZ and KO_DIR (KO_DIR/type1 and KO_DIR/noiommu each hold a complete set of vfio modules).
 prepare_kernel() {
+	# Another lab run may be filling the same cache: one at a time (util-linux flock).
+	local lock
+	exec {lock}>"$CACHE/.lock"
+	flock "$lock"
 	resolve_kernel
 	local kdir=$CACHE/kernel-${KREL}_$KVER
 	VMLINUZ=$kdir/vmlinuz KO_DIR=$kdir/ko
 	if [ -f "$kdir/.complete" ]; then
 		log_step "kernel $KREL ($KVER): cached"
+		exec {lock}>&-
 		return 0
 	fi
-	log_step "kernel $KREL ($KVER): fetching and building the vfio modules"
+	log_step "kernel $KREL ($KVER): fetching, building the no-IOMMU vfio modules"
+	local t0
+	t0=$(now)
 	mkdir -p "$kdir/debs"
 	local pkgs=("linux-image-$KREL" "linux-headers-$KREL" "linux-headers-$KABI-common" "linux-kbuild-$KSERIES"
 		"linux-source-$KSERIES") want=() p
 	for p in "${pkgs[@]}"; do
 		compgen -G "$kdir/debs/${p}_*.deb" >/dev/null || want+=("$p=$KVER")
 	done
-	if [ ${#want[@]} -gt 0 ]; then
-		(cd "$kdir/debs" && apt_download "${want[@]}")
+	if [ ${#want[@]} -gt 0 ]; then # via a scratch folder, so an interrupted download leaves no partial .deb
+		rm -rf "$kdir/download"
+		mkdir -p "$kdir/download"
+		(cd "$kdir/download" && apt_download "${want[@]}")
+		mv "$kdir/download"/*.deb "$kdir/debs/"
+		rmdir "$kdir/download"
 	fi
 	local work=$kdir/work
 	rm -rf "$work" "$KO_DIR"
@@ -131,23 +142,28 @@ prepare_kernel() {
 	mv "$work/vmlinuz" "$VMLINUZ"
 	rm -rf "$work"
 	touch "$kdir/.complete"
+	log_step "kernel $KREL: ready in $(secs "$t0" "$(now)")s"
 	# A new point release has its own folder: drop the older ones.
 	for p in "$CACHE"/kernel-*; do
 		[ "$p" = "$kdir" ] || rm -rf "$p"
 	done
+	exec {lock}>&-
 }
 
-# Sets PCIBENCH. A separate target dir keeps this static build from invalidating the normal one.
+# A separate target dir keeps this static build from invalidating the normal one.
+PCIBENCH_TARGET=x86_64-unknown-linux-gnu
+PCIBENCH=$REPO/target/lab/$PCIBENCH_TARGET/release/pcibench
+
 build_pcibench() {
-	local target=x86_64-unknown-linux-gnu
+	local t0
+	t0=$(now)
 	command -v cargo >/dev/null || die "cargo not found: the lab builds pcibench from source"
-	log_step "pcibench: cargo build (static, target/lab)"
 	RUSTFLAGS='-C target-feature=+crt-static' CARGO_TARGET_DIR="$REPO/target/lab" \
-		run_logged "$RUN/cargo.log" cargo build --manifest-path "$REPO/Cargo.toml" --release --target "$target" \
-		-p pcibench-cli
-	PCIBENCH=$REPO/target/lab/$target/release/pcibench
+		run_logged "$RUN/cargo.log" cargo build --manifest-path "$REPO/Cargo.toml" --release \
+		--target "$PCIBENCH_TARGET" -p pcibench-cli
 	[ -x "$PCIBENCH" ] || die "cargo built no $PCIBENCH"
 	if readelf -d "$PCIBENCH" | grep -q NEEDED; then die "$PCIBENCH is not statically linked"; fi
+	log_step "pcibench: static build ready in $(secs "$t0" "$(now)")s"
 }
 
 # pack_initramfs OUT: one image serves every boot of this run; the kernel command line picks what to do.

@@ -17,11 +17,11 @@ pc)
 q35-iommu)
 	[ -n "$(ls /sys/class/iommu)" ] || fail "no IOMMU in /sys/class/iommu"
 	[ -e "$SYS/$a/iommu_group" ] || fail "$a has no IOMMU group"
-	ok "IOMMU $(ls /sys/class/iommu), $a in group $(basename "$(readlink "$SYS/$a/iommu_group")")"
+	ok "IOMMU $(ls /sys/class/iommu), $a in group $(group_of "$a")"
 	;;
 esac
 bind_vfio "$a"
-g=$(basename "$(readlink "$SYS/$a/iommu_group")")
+g=$(group_of "$a")
 if [ "$LAB_VFIO" = noiommu ]; then node=/dev/vfio/noiommu-$g; else node=/dev/vfio/$g; fi
 [ -c "$node" ] || fail "$node missing (have: $(ls /dev/vfio))"
 ok "$node exists"

@@ -28,6 +28,12 @@ enum Command {
     List(cmd::list::ListArgs),
     /// Ids, names, BARs, link, payload sizes, AER and the link model's limits for one device.
     Info(cmd::info::InfoArgs),
+    /// PIO throughput through BAR mappings by mapping, access width and size, verified.
+    Pio(cmd::pio::PioArgs),
+    /// Read one register of a BAR.
+    Peek(cmd::peek::PeekArgs),
+    /// Write one register of a BAR (needs --allow-write except on sim).
+    Poke(cmd::peek::PokeArgs),
     /// The suite on one device: info, then the measurements its access paths allow (default: sim).
     Run(cmd::run::RunArgs),
 }
@@ -42,6 +48,9 @@ fn main() -> ExitCode {
         Command::List(a) => cmd::list::run(&host, a),
         Command::Info(a) => cmd::info::run(&host, a),
         Command::Run(a) => cmd::run::run(&host, a),
+        Command::Pio(a) => cmd::pio::run(&host, a),
+        Command::Peek(a) => cmd::peek::peek(&host, a),
+        Command::Poke(a) => cmd::peek::poke(&host, a),
     };
     match result {
         Ok(code) => code,

@@ -6,6 +6,7 @@
 //! → samples → statistics (`bench`) → report (`report`).
 
 pub mod access;
+pub mod bench;
 pub mod dma;
 pub mod doctor;
 pub mod error;

@@ -1,8 +1,15 @@
 pub mod info;
 pub mod list;
+pub mod peek;
+pub mod pio;
 pub mod run;
 
-use pcibench::pci::Target;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pcibench::access::{DeviceAccess, Via};
+use pcibench::host::Host;
+use pcibench::pci::{DeviceInfo, Target};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
 /// Parse a DEVICE argument (`DDDD:BB:DD.F`, `BB:DD.F` or `sim`).
 pub fn parse_target(s: &str) -> Result<Target, String> {
@@ -13,4 +20,54 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
 pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
+}
+
+pub fn open_device(
+    host: &Host,
+    target: &Target,
+    info: &DeviceInfo,
+    via: Option<Via>,
+) -> anyhow::Result<Box<dyn DeviceAccess>> {
+    Ok(pcibench::access::open(host, target, info, via)?)
+}
+
+/// Memory BARs that are not DMA register blocks (writing patterns into engine registers would
+/// be wrong): the default for `pio`.
+pub fn default_pio_bars(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<u8> {
+    let dma = pcibench::access::dma_register_bars(info, dev);
+    info.bars.iter().filter(|b| b.is_memory() && !dma.contains(&b.index)).map(|b| b.index).collect()
+}
+
+/// A byte-progress bar on stderr that appears only for runs longer than about 2 s, and only
+/// when stderr is a terminal.
+pub struct Progress {
+    bar: ProgressBar,
+    start: Instant,
+    shown: bool,
+    tty: bool,
+}
+
+pub fn progress_bar(total: u64, what: &str) -> Progress {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+    if let Ok(style) =
+        ProgressStyle::with_template("{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(what.to_string());
+    Progress { bar, start: Instant::now(), shown: false, tty: std::io::stderr().is_terminal() }
+}
+
+impl Progress {
+    pub fn inc(&mut self, n: u64) {
+        self.bar.inc(n);
+        if !self.shown && self.tty && self.start.elapsed() > Duration::from_secs(2) {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.shown = true;
+        }
+    }
+
+    pub fn finish_and_clear(&self) {
+        self.bar.finish_and_clear();
+    }
 }

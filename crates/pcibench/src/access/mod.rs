@@ -2,8 +2,17 @@
 //! One file per path behind two small traits: `DeviceAccess` (an opened device) and
 //! `BarRegion` (one reachable BAR). sysfs.rs, vfio/, sim.rs implement them.
 
+pub mod mapped;
+pub mod regs;
+pub mod sim;
+pub mod sysfs;
+pub mod vfio;
+
+use crate::dma::{BufferSource, DmaAllocator};
+use crate::host::Host;
 use crate::mmio::Width;
-use crate::Result;
+use crate::pci::{DeviceInfo, PciAddress, Target};
+use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt;
 
@@ -85,4 +94,69 @@ pub trait DeviceAccess: Send + Sync {
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>>;
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Let the device master DMA (Bus Master Enable, restored when the device is closed) and
+    /// make an allocator for buffers from `source` it can reach within `dma_bits` address bits.
+    fn dma_allocator(&self, source: &BufferSource, dma_bits: u32) -> Result<Box<dyn DmaAllocator>> {
+        let _ = (source, dma_bits);
+        Err(Error::Unsupported(format!(
+            "DMA is not available through {}: bind the device to vfio-pci (sudo pcibench setup ADDR --vfio) and use --via vfio or vfio-noiommu",
+            self.via()
+        )))
+    }
+}
+
+/// Open a PCI device on the access path `via`, or on the default one:
+/// sysfs when no driver is bound, VFIO (type1 or no-IOMMU, as its group says) when bound to
+/// vfio-pci. A device bound to any other driver is refused. The sim card is not opened here:
+/// the CLI dispatches `Target::Sim` to `access::sim` itself.
+pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
+    if info.simulated || via == Some(Via::Sim) {
+        return Err(Error::usage(format!(
+            "--via sim applies only to the simulated card (pcibench ... sim), not {}",
+            info.address
+        )));
+    }
+    let addr: PciAddress = info.address.parse()?;
+    match (info.driver.as_deref(), via) {
+        (Some("vfio-pci"), None | Some(Via::Vfio) | Some(Via::VfioNoiommu)) => {
+            Ok(Box::new(vfio::VfioDevice::open(host, &addr, via)?))
+        }
+        (Some("vfio-pci"), Some(_)) => Err(Error::Refused(format!(
+            "{addr} is bound to vfio-pci, which owns its BARs: use --via vfio (or vfio-noiommu), or release it for sysfs: sudo pcibench setup {addr} --release"
+        ))),
+        (Some(driver), _) => Err(sysfs::bound_driver_refusal(&addr, driver)),
+        (None, None | Some(Via::Sysfs)) => Ok(Box::new(sysfs::SysfsDevice::open(host, info)?)),
+        (None, Some(v)) => Err(Error::Refused(format!(
+            "{addr} has no driver bound, so --via {v} cannot reach it: bind it to vfio-pci first: sudo pcibench setup {addr} --vfio (or use --via sysfs)"
+        ))),
+    }
+}
+
+/// Open any target: the sim card on its own path, a PCI device as `open_device` decides.
+pub fn open(host: &Host, target: &Target, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
+    match target {
+        Target::Sim => {
+            if via.is_some_and(|v| v != Via::Sim) {
+                return Err(Error::usage(
+                    "the simulated card has its own access path: drop --via (sysfs and VFIO need a real device)",
+                ));
+            }
+            Ok(Box::new(crate::access::sim::SimDevice::new()?))
+        }
+        Target::Pci(_) => open_device(host, info, via),
+    }
+}
+
+/// BARs that hold a DMA engine's registers, which PIO must not fill with patterns. Probed only
+/// on the sim card and Xilinx devices (10ee), where XDMA's identifier rule applies; reading
+/// arbitrary registers of unknown hardware could have side effects.
+pub fn dma_register_bars(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<u8> {
+    if !(info.simulated || info.vendor_id == 0x10ee) {
+        return Vec::new();
+    }
+    let bars: Vec<u8> = info.bars.iter().filter(|b| b.is_memory()).map(|b| b.index).collect();
+    match crate::dma::engines::xdma::find_dma_bar(dev, &bars) {
+        Ok(Some(b)) => vec![b],
+        _ => Vec::new(),
+    }
 }

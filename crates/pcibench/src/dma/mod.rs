@@ -1,9 +1,40 @@
 //! DMA: host buffers the card can reach (`buffers`), and drivers for card DMA engines (`engines`).
 
-use crate::Result;
+pub mod buffers;
+pub mod engines;
+
+use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt;
 use std::time::Duration;
+
+/// `--buffer`: where DMA buffers come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BufferSource {
+    /// Page-aligned anonymous memory.
+    Heap,
+    /// 2 MiB hugepages (heap with a note when none are reserved).
+    Hugepage,
+    /// A u-dma-buf device `/dev/NAME`: reserved, physically contiguous memory.
+    UDmaBuf(String),
+}
+
+impl std::str::FromStr for BufferSource {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "heap" => Ok(BufferSource::Heap),
+            "hugepage" => Ok(BufferSource::Hugepage),
+            _ => match s.strip_prefix("u-dma-buf:") {
+                Some(name) if !name.is_empty() && !name.contains('/') => Ok(BufferSource::UDmaBuf(name.to_string())),
+                _ => Err(Error::usage(format!(
+                    "invalid buffer '{s}': use heap, hugepage, or u-dma-buf:NAME (e.g. u-dma-buf:udmabuf0)"
+                ))),
+            },
+        }
+    }
+}
 
 /// `h2c`: host to card; `c2h`: card to host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

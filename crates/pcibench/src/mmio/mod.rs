@@ -1,24 +1,98 @@
 //! Copy routines by access width for BAR mappings (volatile scalar, SIMD, non-temporal,
 //! movdir64b, memcpy), and the fences that order them.
+//!
+//! On real MMIO the width and order of each access is what is being measured (and what a
+//! device may decode), so every routine but `Memcpy` makes exactly one access of `w.bytes()`
+//! per granule on the BAR side, in ascending address order, that the compiler can neither
+//! merge, split, widen nor drop: scalars through `read_volatile`/`write_volatile` (here),
+//! vectors through inline assembly (`x86_64.rs`, `aarch64.rs`). The host side of a copy is
+//! ordinary memory and may be unaligned.
+//!
+//! Before calling `copy_to_io`/`copy_from_io` with a width, check it with `available` (and,
+//! for reads, `Width::reads`): a vector width the CPU lacks would fault with SIGILL.
 
-use serde::Serialize;
+use crate::{Error, Result};
+use serde::{Serialize, Serializer};
 use std::fmt;
+use std::ptr;
+use std::str::FromStr;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+#[cfg(target_arch = "aarch64")]
+use aarch64 as arch;
+#[cfg(target_arch = "x86_64")]
+use x86_64 as arch;
+
+/// Targets without vector routines: only the scalar widths and memcpy (handled in this file).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod arch {
+    use super::Width;
+    use crate::{Error, Result};
+
+    pub(super) fn available(w: Width) -> Result<()> {
+        Err(Error::Unsupported(format!(
+            "{w} copies are implemented for x86-64 and aarch64 only: use --width 64 or --width memcpy"
+        )))
+    }
+    pub(super) unsafe fn copy_to_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
+        unreachable!("copy_to_io({w}) on a target without vector routines: check mmio::available first")
+    }
+    pub(super) unsafe fn copy_from_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
+        unreachable!("copy_from_io({w}) on a target without vector routines: check mmio::available first")
+    }
+    pub(super) fn store_fence() {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 /// An access width / copy routine (`--width`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Width {
     B8,
     B16,
     B32,
     B64,
+    /// 128-bit vectors (SSE2 / NEON); reads use streaming loads where the CPU has them.
     V128,
+    /// 256-bit vectors (AVX2).
     V256,
+    /// 512-bit vectors (AVX-512F).
     V512,
+    /// 128-bit non-temporal stores (MOVNTDQ), then SFENCE.
+    Nt128,
+    /// 256-bit non-temporal stores (AVX2), then SFENCE.
+    Nt256,
+    /// 512-bit non-temporal stores (AVX-512F), then SFENCE.
+    Nt512,
+    /// 64-byte direct stores (MOVDIR64B), then SFENCE. Store-only.
     Movdir64b,
+    /// glibc memcpy: may use any width, order and instruction.
     Memcpy,
 }
 
+const NAMES: &str = "8, 16, 32, 64, 128, 256, 512, nt128, nt256, nt512, movdir64b, memcpy";
+
 impl Width {
+    /// Every routine, narrow to wide, then the special ones (the order `--width all` runs them).
+    pub const ALL: [Width; 12] = [
+        Width::B8,
+        Width::B16,
+        Width::B32,
+        Width::B64,
+        Width::V128,
+        Width::V256,
+        Width::V512,
+        Width::Nt128,
+        Width::Nt256,
+        Width::Nt512,
+        Width::Movdir64b,
+        Width::Memcpy,
+    ];
+
     /// The size of one access in bytes: offsets and lengths must be multiples of it.
     pub fn bytes(&self) -> usize {
         match self {
@@ -26,10 +100,21 @@ impl Width {
             Width::B16 => 2,
             Width::B32 => 4,
             Width::B64 => 8,
-            Width::V128 => 16,
-            Width::V256 => 32,
-            Width::V512 | Width::Movdir64b => 64,
+            Width::V128 | Width::Nt128 => 16,
+            Width::V256 | Width::Nt256 => 32,
+            Width::V512 | Width::Nt512 | Width::Movdir64b => 64,
         }
+    }
+
+    /// An 8/16/32/64-bit access: usable for a single register access (peek/poke).
+    pub fn is_scalar(&self) -> bool {
+        matches!(self, Width::B8 | Width::B16 | Width::B32 | Width::B64)
+    }
+
+    /// Whether `copy_from_io` has a routine of this width. MOVDIR64B is store-only: there is
+    /// no 64-byte direct load, so `Movdir64b` measures writes only.
+    pub fn reads(&self) -> bool {
+        *self != Width::Movdir64b
     }
 
     /// Scalar widths usable for a single register access (peek/poke).
@@ -42,11 +127,9 @@ impl Width {
             _ => return None,
         })
     }
-}
 
-impl fmt::Display for Width {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+    fn name(&self) -> &'static str {
+        match self {
             Width::B8 => "8",
             Width::B16 => "16",
             Width::B32 => "32",
@@ -54,8 +137,136 @@ impl fmt::Display for Width {
             Width::V128 => "128",
             Width::V256 => "256",
             Width::V512 => "512",
+            Width::Nt128 => "nt128",
+            Width::Nt256 => "nt256",
+            Width::Nt512 => "nt512",
             Width::Movdir64b => "movdir64b",
             Width::Memcpy => "memcpy",
-        })
+        }
     }
 }
+
+impl fmt::Display for Width {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Serialized as on the command line ("256", "nt512"), so JSON reports match `--width`.
+impl Serialize for Width {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl FromStr for Width {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Width> {
+        let t = s.trim();
+        Width::ALL
+            .into_iter()
+            .find(|w| w.name().eq_ignore_ascii_case(t))
+            .ok_or_else(|| Error::usage(format!("unknown width '{s}': use one of {NAMES}")))
+    }
+}
+
+/// Whether this CPU can run the routine for `w` (run-time detection; scalar widths and memcpy
+/// always can). The error names the missing CPU feature and the widest width that works.
+pub fn available(w: Width) -> Result<()> {
+    if w.is_scalar() || w == Width::Memcpy {
+        return Ok(());
+    }
+    arch::available(w)
+}
+
+/// Copy `len` bytes from host memory at `src` to a BAR mapping at `dst` (host → card).
+///
+/// Each access to `dst` is one store of `w.bytes()` bytes, in ascending address order, never
+/// merged, split, widened or elided by the compiler (except `Memcpy`, which may use any
+/// width). `Nt*` and `Movdir64b` end with SFENCE, so their weakly-ordered stores are ordered
+/// before any later store (a doorbell, say); the others may leave stores in WC buffers: call
+/// `store_fence` when that matters. On a write-back mapping (the sim card) the 128/256/512-bit
+/// routines also issue PREFETCHW for the destination; on UC/WC mappings the CPU ignores it.
+///
+/// # Safety
+/// - `available(w)` returned `Ok` (otherwise the CPU may fault on an unknown instruction).
+/// - `dst` is aligned to `w.bytes()` and `len` is a multiple of `w.bytes()`.
+/// - `dst..dst+len` is writable (mapped BAR or memory) and `src..src+len` is readable host
+///   memory of any alignment; the two ranges do not overlap.
+pub unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
+    debug_assert!(dst as usize % w.bytes() == 0, "BAR side misaligned for {w}");
+    debug_assert!(len % w.bytes() == 0, "length not a multiple of {w}");
+    // SAFETY (all arms): the caller's contract above, per routine.
+    match w {
+        Width::B8 => scalar_to_io::<u8>(dst, src, len),
+        Width::B16 => scalar_to_io::<u16>(dst, src, len),
+        Width::B32 => scalar_to_io::<u32>(dst, src, len),
+        Width::B64 => scalar_to_io::<u64>(dst, src, len),
+        Width::Memcpy => ptr::copy_nonoverlapping(src, dst, len),
+        _ => arch::copy_to_io(w, dst, src, len),
+    }
+}
+
+/// Copy `len` bytes from a BAR mapping at `src` to host memory at `dst` (card → host).
+///
+/// Each access to `src` is one load of `w.bytes()` bytes, in ascending address order, never
+/// merged, split, widened or elided by the compiler (except `Memcpy`). 128/256/512-bit loads
+/// are streaming loads (MOVNTDQA) where the CPU has them: on WC memory one fetches a whole
+/// line, on WB memory it is a plain load. `Nt*` additionally writes the host buffer with
+/// non-temporal stores when `dst` is aligned to `w.bytes()` (as memcpy does for large copies),
+/// then SFENCE. `Movdir64b` has no load form (see `Width::reads`); it reads like `Memcpy`.
+///
+/// # Safety
+/// - `available(w)` returned `Ok`.
+/// - `src` is aligned to `w.bytes()` and `len` is a multiple of `w.bytes()`.
+/// - `src..src+len` is readable (mapped BAR or memory) and `dst..dst+len` is writable host
+///   memory of any alignment; the two ranges do not overlap.
+pub unsafe fn copy_from_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
+    debug_assert!(src as usize % w.bytes() == 0, "BAR side misaligned for {w}");
+    debug_assert!(len % w.bytes() == 0, "length not a multiple of {w}");
+    // SAFETY (all arms): the caller's contract above, per routine.
+    match w {
+        Width::B8 => scalar_from_io::<u8>(dst, src, len),
+        Width::B16 => scalar_from_io::<u16>(dst, src, len),
+        Width::B32 => scalar_from_io::<u32>(dst, src, len),
+        Width::B64 => scalar_from_io::<u64>(dst, src, len),
+        Width::Memcpy | Width::Movdir64b => ptr::copy_nonoverlapping(src, dst, len),
+        _ => arch::copy_from_io(w, dst, src, len),
+    }
+}
+
+/// Order and drain earlier stores (write-combining buffers included) before later ones:
+/// SFENCE on x86-64, DSB ST on aarch64 (Linux's wmb(), arch/arm64/include/asm/barrier.h).
+/// The `wc-flush` mapping calls this (then reads the BAR) to time the drain of posted writes.
+pub fn store_fence() {
+    arch::store_fence();
+}
+
+/// One `write_volatile` of `T` per granule: volatile accesses of a naturally aligned
+/// primitive the target loads in one instruction are emitted as exactly that instruction,
+/// in program order, and are never merged or elided (LLVM LangRef, "Volatile Memory Accesses").
+unsafe fn scalar_to_io<T: Copy>(dst: *mut u8, src: *const u8, len: usize) {
+    let n = len / std::mem::size_of::<T>();
+    let d = dst.cast::<T>();
+    let s = src.cast::<T>();
+    for i in 0..n {
+        // SAFETY: i < n keeps both within len bytes; the host side may be unaligned, the BAR
+        // side is aligned to size_of::<T>() (caller's contract).
+        unsafe { ptr::write_volatile(d.add(i), ptr::read_unaligned(s.add(i))) };
+    }
+}
+
+/// One `read_volatile` of `T` per granule (see `scalar_to_io`).
+unsafe fn scalar_from_io<T: Copy>(dst: *mut u8, src: *const u8, len: usize) {
+    let n = len / std::mem::size_of::<T>();
+    let d = dst.cast::<T>();
+    let s = src.cast::<T>();
+    for i in 0..n {
+        // SAFETY: as in scalar_to_io, with the roles of the two sides swapped.
+        unsafe { ptr::write_unaligned(d.add(i), ptr::read_volatile(s.add(i))) };
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -2,6 +2,14 @@
 //! BAR2 128 KiB, BAR4 64 KiB, all 64-bit prefetchable, Gen2 x4, MPS 256, MRRS 512).
 //! Its BARs are host memory, so its figures are host-memory figures and are labelled so.
 
+pub mod config_space;
+pub mod host_map;
+pub mod mem;
+mod xdma_engine;
+pub mod xdma_model;
+#[cfg(test)]
+mod xdma_tests;
+
 use crate::pci::config::{Capability, CMD_MEMORY};
 use crate::pci::device::{Command, DeviceInfo, LinkStatus};
 use crate::pci::resource::{Bar, BarKind};

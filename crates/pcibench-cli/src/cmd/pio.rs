@@ -1,0 +1,181 @@
+use super::{open_device, parse_target, print_json, progress_bar};
+use clap::{Args, ValueEnum};
+use pcibench::access::{IoMode, Via};
+use pcibench::bench::pio::{self, MapMode, PioPlan, Verdict};
+use pcibench::dma::Direction;
+use pcibench::host::Host;
+use pcibench::mmio::Width;
+use pcibench::pci::{self, Target};
+use pcibench::report::pio as out;
+use pcibench::units::{parse_size, parse_size_list};
+use std::process::ExitCode;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum MapArg {
+    Uc,
+    Wc,
+    WcFlush,
+    All,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum DirArg {
+    H2c,
+    C2h,
+    Both,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum Format {
+    Table,
+    Seed,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum IoArg {
+    Mmap,
+    Syscall,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ViaArg {
+    Sysfs,
+    Vfio,
+    VfioNoiommu,
+}
+
+impl ViaArg {
+    pub fn via(self) -> Via {
+        match self {
+            ViaArg::Sysfs => Via::Sysfs,
+            ViaArg::Vfio => Via::Vfio,
+            ViaArg::VfioNoiommu => Via::VfioNoiommu,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct PioArgs {
+    /// The device: DDDD:BB:DD.F, BB:DD.F or sim.
+    #[arg(value_parser = parse_target)]
+    device: Target,
+    /// BAR index to measure (repeatable; default: every memory BAR that is not a DMA register block).
+    #[arg(long = "bar", value_name = "N")]
+    bars: Vec<u8>,
+    /// Access path (default: sysfs when no driver is bound, vfio when bound to vfio-pci).
+    #[arg(long, value_enum)]
+    via: Option<ViaArg>,
+    /// Memory type of the mapping; wc-flush adds a read after the writes inside the timed part.
+    #[arg(long, value_enum, default_value = "all")]
+    map: MapArg,
+    #[arg(long, value_enum, default_value = "both")]
+    dir: DirArg,
+    /// Copy routine: 8 16 32 64 128 256 512 nt128 nt256 nt512 movdir64b memcpy, or all (repeatable).
+    #[arg(long = "width", value_name = "WIDTH", default_value = "64")]
+    widths: Vec<String>,
+    /// Transfer size(s): 4K, 1M, 0x1000, or a power-of-two range such as 8..1M (default: the whole BAR).
+    #[arg(long = "size", value_name = "BYTES")]
+    sizes: Vec<String>,
+    /// Bytes to move per configuration (default 64M, as fpga_sio).
+    #[arg(long, default_value = "64M")]
+    total: String,
+    /// Offset into the BAR.
+    #[arg(long, default_value = "0")]
+    offset: String,
+    /// mmap (default) or one pread/pwrite per access (VFIO only: seed 002's comparison).
+    #[arg(long, value_enum, default_value = "mmap")]
+    io: IoArg,
+    /// Allow host-to-card writes to this device's BARs (not needed for sim).
+    #[arg(long)]
+    allow_write: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// Same as --format json.
+    #[arg(long)]
+    json: bool,
+    /// Also print per-transfer latency percentiles.
+    #[arg(long)]
+    latency: bool,
+}
+
+pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
+    let info = pci::describe(host, &a.device)?;
+    let dev = open_device(host, &a.device, &info, a.via.map(ViaArg::via))?;
+    let mut widths = Vec::new();
+    let mut strict = true;
+    for w in &a.widths {
+        if w == "all" {
+            widths.extend(Width::ALL);
+            strict = false;
+        } else {
+            widths.push(w.parse::<Width>()?);
+        }
+    }
+    let maps = match a.map {
+        MapArg::Uc => vec![MapMode::Uc],
+        MapArg::Wc => vec![MapMode::Wc],
+        MapArg::WcFlush => vec![MapMode::WcFlush],
+        MapArg::All => {
+            strict = false;
+            MapMode::ALL.to_vec()
+        }
+    };
+    let mut sizes = Vec::new();
+    for s in &a.sizes {
+        sizes.extend(parse_size_list(s)?);
+    }
+    let bars = if a.bars.is_empty() { super::default_pio_bars(&info, dev.as_ref()) } else { a.bars.clone() };
+    for b in &bars {
+        match info.bar(*b) {
+            None => anyhow::bail!(pcibench::Error::usage(format!(
+                "{} has no BAR{b}: `pcibench info {}` lists its BARs",
+                info.address, info.address
+            ))),
+            Some(bar) if !bar.is_memory() => anyhow::bail!(pcibench::Error::Refused(format!(
+                "BAR{b} is an I/O port BAR: it cannot be memory-mapped (only memory BARs have PIO mappings); use --bar with a memory BAR"
+            ))),
+            _ => {}
+        }
+    }
+    let plan = PioPlan {
+        bars,
+        maps,
+        dirs: match a.dir {
+            DirArg::H2c => vec![Direction::H2c],
+            DirArg::C2h => vec![Direction::C2h],
+            DirArg::Both => vec![Direction::H2c, Direction::C2h],
+        },
+        widths,
+        sizes,
+        total: parse_size(&a.total)?,
+        offset: parse_size(&a.offset)?,
+        io: match a.io {
+            IoArg::Mmap => IoMode::Mmap,
+            IoArg::Syscall => IoMode::Syscall,
+        },
+        allow_write: a.allow_write || info.simulated,
+        strict,
+    };
+    let link = info.link.as_ref().and_then(|l| l.model_link());
+    let mut bar = progress_bar(plan.planned_bytes(), "pio");
+    let report = pio::run(dev.as_ref(), &info.address, info.simulated, link, &plan, &mut |n| bar.inc(n))?;
+    bar.finish_and_clear();
+    let format = if a.json { Format::Json } else { a.format };
+    match format {
+        Format::Json => print_json(&report)?,
+        Format::Seed => print!("{}", out::seed_format(&report)),
+        Format::Table => {
+            print!("{}", out::table(&report));
+            if a.latency {
+                print!("{}", out::latency_table(&report));
+            }
+        }
+    }
+    let bad = report.results.iter().any(|r| matches!(r.verify, Some(Verdict::Mismatch { .. })));
+    if bad {
+        eprintln!("pcibench: data did not verify: see the MISMATCH rows (offset, expected, found)");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

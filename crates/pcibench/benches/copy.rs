@@ -1,0 +1,192 @@
+//! `cargo bench --bench copy [-- WIDTH... SIZE...]`: MB/s (10^6 bytes/s) of every copy routine
+//! this CPU has beside glibc memcpy, host memory to host memory (what the sim card's BARs are),
+//! both directions, at 4 KiB .. 16 MiB, with the ratio of the widest plain and non-temporal
+//! routines to memcpy (above 1: faster than memcpy).
+//!
+//! Self-timed, no criterion: for each direction and size the routines take turns, one sample
+//! each per round, until the time budget is spent, so a burst of load from another process
+//! hits all of them alike. Before each sample a routine copies 32 MiB untimed, so it is
+//! measured in its own steady state whatever the previous routine left in the caches. A
+//! sample is a batch of copies lasting about 200 us (the clock's overhead is then negligible).
+//! Reported: the median and the best (shortest) per-copy time of the samples, as MB/s.
+
+use pcibench::mmio::{self, Width};
+use std::alloc::{alloc, dealloc, Layout};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const SIZES: [usize; 5] = [4 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20];
+const SAMPLE: Duration = Duration::from_micros(200);
+const BUDGET: Duration = Duration::from_millis(1500);
+/// Bytes each routine copies untimed before each of its samples.
+const WARM_BYTES: usize = 32 << 20;
+const MIN_ROUNDS: usize = 15;
+const MAX_ROUNDS: usize = 3000;
+
+/// Page-aligned heap memory: the BAR side must be aligned to the widest granule, and a page
+/// boundary keeps both sides' alignment identical from run to run.
+struct Page {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+impl Page {
+    fn new(len: usize, fill: u8) -> Page {
+        let layout = Layout::from_size_align(len, 4096).expect("valid layout");
+        // SAFETY: len > 0 (every size in SIZES).
+        let ptr = unsafe { alloc(layout) };
+        assert!(!ptr.is_null(), "out of memory allocating {len} bytes");
+        // SAFETY: ptr is valid for len bytes; touching every page also faults them in.
+        unsafe { ptr.write_bytes(fill, len) };
+        Page { ptr, layout }
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        // SAFETY: allocated in Page::new with this layout.
+        unsafe { dealloc(self.ptr, self.layout) };
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Dir {
+    Write,
+    Read,
+}
+
+/// Run `w` `n` times over the buffers; return the elapsed time.
+fn run(w: Width, dir: Dir, bar: &Page, host: &Page, len: usize, n: usize) -> Duration {
+    let t = Instant::now();
+    for _ in 0..n {
+        // SAFETY: both buffers are page-aligned, `len` bytes, distinct; `w` passed
+        // `mmio::available` (and `reads` for reads). black_box keeps repeated identical copies
+        // from being merged into one.
+        unsafe {
+            match dir {
+                Dir::Write => mmio::copy_to_io(w, black_box(bar.ptr), black_box(host.ptr), len),
+                Dir::Read => mmio::copy_from_io(w, black_box(host.ptr), black_box(bar.ptr), len),
+            }
+        }
+    }
+    t.elapsed()
+}
+
+struct Stats {
+    median: f64,
+    best: f64,
+}
+
+/// Per-copy times (seconds) of every routine in `widths` at one size, sampled round-robin.
+fn measure(widths: &[Width], dir: Dir, len: usize) -> Vec<Stats> {
+    let bar = Page::new(len, 0x5a);
+    let host = Page::new(len, 0xc3);
+    // Warm up (caches, TLB, CPU frequency) and calibrate the batch size of each routine.
+    let batches: Vec<usize> = widths
+        .iter()
+        .map(|&w| {
+            run(w, dir, &bar, &host, len, 3);
+            let one = run(w, dir, &bar, &host, len, 3) / 3;
+            (SAMPLE.as_nanos() / one.as_nanos().max(1)).max(1) as usize
+        })
+        .collect();
+    let warm = (WARM_BYTES / len).max(3);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); widths.len()];
+    let start = Instant::now();
+    let mut rounds = 0;
+    while rounds < MIN_ROUNDS || (start.elapsed() < BUDGET && rounds < MAX_ROUNDS) {
+        for (i, &w) in widths.iter().enumerate() {
+            // Non-temporal stores evict the buffers; after them a single untimed copy of
+            // 1-16 MiB left memcpy up to 25% below its steady state, hence `warm` copies.
+            run(w, dir, &bar, &host, len, warm);
+            let t = run(w, dir, &bar, &host, len, batches[i]);
+            samples[i].push(t.as_secs_f64() / batches[i] as f64);
+        }
+        rounds += 1;
+    }
+    samples
+        .into_iter()
+        .map(|mut s| {
+            s.sort_by(f64::total_cmp);
+            Stats { median: s[s.len() / 2], best: s[0] }
+        })
+        .collect()
+}
+
+fn size_name(len: usize) -> String {
+    if len >= 1 << 20 {
+        format!("{} MiB", len >> 20)
+    } else {
+        format!("{} KiB", len >> 10)
+    }
+}
+
+fn mbps(len: usize, secs: f64) -> f64 {
+    len as f64 / secs / 1e6
+}
+
+fn main() {
+    // Optional filters: `cargo bench --bench copy -- 512 nt512 64K 16M` (widths by their
+    // --width names, sizes with a suffix); memcpy is always measured. Flags (cargo's `--bench`)
+    // are ignored.
+    let mut only_widths = Vec::new();
+    let mut sizes = Vec::new();
+    for arg in std::env::args().skip(1).filter(|a| !a.starts_with("--")) {
+        if let Ok(w) = arg.parse::<Width>() {
+            only_widths.push(w);
+        } else if let Ok(n) = pcibench::units::parse_size(&arg) {
+            // Whole 64-byte granules, at least one, so every width can run.
+            sizes.push((n as usize / 64).max(1) * 64);
+        } else {
+            eprintln!("ignoring argument '{arg}': neither a width nor a size such as 64K");
+        }
+    }
+    if sizes.is_empty() {
+        sizes = SIZES.to_vec();
+    }
+    let mut widths = vec![Width::Memcpy];
+    for w in Width::ALL {
+        if w == Width::Memcpy || !(only_widths.is_empty() || only_widths.contains(&w)) {
+            continue;
+        }
+        match mmio::available(w) {
+            Ok(()) => widths.push(w),
+            Err(e) => println!("skipping {w}: {e}"),
+        }
+    }
+    let widest = [Width::V512, Width::V256, Width::V128].into_iter().find(|w| widths.contains(w));
+    let widest_nt = [Width::Nt512, Width::Nt256, Width::Nt128].into_iter().find(|w| widths.contains(w));
+
+    for dir in [Dir::Write, Dir::Read] {
+        let ws: Vec<Width> = widths.iter().copied().filter(|w| dir == Dir::Write || w.reads()).collect();
+        let results: Vec<Vec<Stats>> = sizes.iter().map(|&len| measure(&ws, dir, len)).collect();
+        let title = match dir {
+            Dir::Write => "writes: host buffer -> mapping (copy_to_io)",
+            Dir::Read => "reads: mapping -> host buffer (copy_from_io)",
+        };
+        for (label, pick) in [("median", 0), ("best", 1)] {
+            println!("\n{title}, MB/s, {label} of the samples; RAM-backed mapping, page-aligned buffers");
+            print!("{:>8}", "size");
+            for w in &ws {
+                print!("{:>10}", w.to_string());
+            }
+            let ratio = |w: Option<Width>| w.map(|w| format!("{w}/memcpy")).unwrap_or_default();
+            println!("{:>14}{:>14}", ratio(widest), ratio(widest_nt));
+            for (len, stats) in sizes.iter().zip(&results) {
+                let secs = |s: &Stats| if pick == 0 { s.median } else { s.best };
+                print!("{:>8}", size_name(*len));
+                for s in stats {
+                    print!("{:>10.0}", mbps(*len, secs(s)));
+                }
+                let memcpy = secs(&stats[0]);
+                for w in [widest, widest_nt] {
+                    match w.and_then(|w| ws.iter().position(|&x| x == w)) {
+                        Some(i) => print!("{:>14.3}", memcpy / secs(&stats[i])),
+                        None => print!("{:>14}", ""),
+                    }
+                }
+                println!();
+            }
+        }
+    }
+}

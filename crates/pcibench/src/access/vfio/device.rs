@@ -1,0 +1,251 @@
+//! A VFIO device fd: region info (with the sparse-mmap capability), region I/O by pread/pwrite,
+//! config space (region 7) and Bus Master, MSI through an eventfd, reset.
+
+use super::caps::{parse_region_info, RegionInfo};
+use super::ioctl;
+use crate::access::mapped::check_access;
+use crate::access::{BarRegion, Mapping, Via};
+use crate::mmio::Width;
+use crate::pci::PciAddress;
+use crate::{Error, Result};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Command register offset and its Bus Master Enable bit (PCI Local Bus spec 6.2.2).
+const COMMAND: u64 = 0x04;
+const CMD_BUS_MASTER: u16 = 1 << 2;
+
+pub struct Device {
+    file: File,
+    addr: PciAddress,
+    info: ioctl::DeviceInfo,
+}
+
+impl Device {
+    pub fn new(file: File, addr: PciAddress) -> Result<Device> {
+        let info =
+            ioctl::device_info(&file).map_err(|e| Error::io("VFIO_DEVICE_GET_INFO failed for", label(&addr), e))?;
+        if info.flags & ioctl::DEVICE_FLAGS_PCI == 0 {
+            return Err(Error::Unsupported(format!(
+                "VFIO device {addr} is not a PCI device (flags {:#x})",
+                info.flags
+            )));
+        }
+        Ok(Device { file, addr, info })
+    }
+
+    pub fn address(&self) -> &PciAddress {
+        &self.addr
+    }
+
+    pub fn num_regions(&self) -> u32 {
+        self.info.num_regions
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// VFIO_DEVICE_GET_REGION_INFO with its capability chain decoded.
+    pub fn region(&self, index: u32) -> Result<RegionInfo> {
+        if index >= self.info.num_regions {
+            return Err(Error::usage(format!(
+                "{} has {} VFIO regions; there is no region {index}",
+                self.addr, self.info.num_regions
+            )));
+        }
+        let buf = ioctl::region_info(&self.file, index)
+            .map_err(|e| Error::io("VFIO_DEVICE_GET_REGION_INFO failed for", label(&self.addr), e))?;
+        parse_region_info(&buf)
+    }
+
+    /// pread of `buf.len()` bytes at `offset` into region `r` (the kernel does the accesses).
+    pub fn read_region(&self, r: &RegionInfo, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let at = r.offset.checked_add(offset).ok_or_else(|| Error::usage("region offset overflows"))?;
+        match self.file.read_at(buf, at) {
+            Ok(n) if n == buf.len() => Ok(()),
+            Ok(n) => Err(self.region_io_error(
+                r,
+                offset,
+                io::Error::new(io::ErrorKind::UnexpectedEof, format!("{n} of {} bytes", buf.len())),
+            )),
+            Err(e) => Err(self.region_io_error(r, offset, e)),
+        }
+    }
+
+    pub fn write_region(&self, r: &RegionInfo, offset: u64, data: &[u8]) -> Result<()> {
+        let at = r.offset.checked_add(offset).ok_or_else(|| Error::usage("region offset overflows"))?;
+        match self.file.write_at(data, at) {
+            Ok(n) if n == data.len() => Ok(()),
+            Ok(n) => Err(self.region_io_error(
+                r,
+                offset,
+                io::Error::new(io::ErrorKind::WriteZero, format!("{n} of {} bytes", data.len())),
+            )),
+            Err(e) => Err(self.region_io_error(r, offset, e)),
+        }
+    }
+
+    fn region_io_error(&self, r: &RegionInfo, offset: u64, e: io::Error) -> Error {
+        let what = if r.index == ioctl::PCI_CONFIG_REGION_INDEX {
+            "config space".to_string()
+        } else {
+            format!("BAR{}", r.index)
+        };
+        Error::io_hint(
+            "VFIO region I/O failed on",
+            label(&self.addr),
+            e,
+            format!(
+                "{what} offset {offset:#x}: is Memory Space enabled and the device responding? see pcibench doctor {}",
+                self.addr
+            ),
+        )
+    }
+
+    pub fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let r = self.region(ioctl::PCI_CONFIG_REGION_INDEX)?;
+        self.read_region(&r, offset, buf)
+    }
+
+    pub fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let r = self.region(ioctl::PCI_CONFIG_REGION_INDEX)?;
+        self.write_region(&r, offset, data)
+    }
+
+    pub fn command(&self) -> Result<u16> {
+        let mut b = [0u8; 2];
+        self.config_read(COMMAND, &mut b)?;
+        Ok(u16::from_le_bytes(b))
+    }
+
+    /// Set or clear Bus Master Enable; returns the command register as it was.
+    pub fn set_bus_master(&self, on: bool) -> Result<u16> {
+        let old = self.command()?;
+        let new = if on { old | CMD_BUS_MASTER } else { old & !CMD_BUS_MASTER };
+        if new != old {
+            self.config_write(COMMAND, &new.to_le_bytes())?;
+        }
+        Ok(old)
+    }
+
+    pub fn can_reset(&self) -> bool {
+        self.info.flags & ioctl::DEVICE_FLAGS_RESET != 0
+    }
+
+    /// VFIO_DEVICE_RESET (function-level or another reset the kernel found for the device).
+    pub fn reset(&self) -> Result<()> {
+        if !self.can_reset() {
+            return Err(Error::Unsupported(format!(
+                "{} offers no reset through VFIO (no FLR, PM or bus reset available)",
+                self.addr
+            )));
+        }
+        ioctl::reset(&self.file).map_err(|e| Error::io("VFIO_DEVICE_RESET failed for", label(&self.addr), e))
+    }
+
+    /// Route MSI vector 0 to a new eventfd. The returned `Msi` disables MSI again on drop.
+    pub fn enable_msi(self: &Arc<Self>) -> Result<Msi> {
+        let info = ioctl::irq_info(&self.file, ioctl::PCI_MSI_IRQ_INDEX)
+            .map_err(|e| Error::io("VFIO_DEVICE_GET_IRQ_INFO failed for", label(&self.addr), e))?;
+        if info.count == 0 || info.flags & ioctl::IRQ_INFO_EVENTFD == 0 {
+            return Err(Error::Unsupported(format!(
+                "{} has no MSI capability VFIO can signal through an eventfd",
+                self.addr
+            )));
+        }
+        let efd = ioctl::eventfd().map_err(|e| Error::io("cannot create an eventfd for", label(&self.addr), e))?;
+        ioctl::set_irq_eventfds(&self.file, ioctl::PCI_MSI_IRQ_INDEX, &[efd.as_raw_fd()])
+            .map_err(|e| Error::io("VFIO_DEVICE_SET_IRQS (MSI) failed for", label(&self.addr), e))?;
+        Ok(Msi { efd, device: self.clone() })
+    }
+}
+
+fn label(addr: &PciAddress) -> PathBuf {
+    PathBuf::from(format!("VFIO device {addr}"))
+}
+
+/// MSI vector 0 of a VFIO device, signalled through an eventfd.
+pub struct Msi {
+    efd: File,
+    device: Arc<Device>,
+}
+
+impl Msi {
+    /// Wait up to `timeout` for interrupts; returns how many arrived (0 on timeout).
+    pub fn wait(&self, timeout: Duration) -> Result<u64> {
+        ioctl::eventfd_wait(&self.efd, timeout)
+            .map_err(|e| Error::io("waiting for MSI failed on", label(&self.device.addr), e))
+    }
+}
+
+impl Drop for Msi {
+    fn drop(&mut self) {
+        // Best effort: closing the device fd tears the IRQ down anyway (vfio_pci_core_disable).
+        let _ = ioctl::set_irq_eventfds(&self.device.file, ioctl::PCI_MSI_IRQ_INDEX, &[]);
+    }
+}
+
+/// A BAR reached by one pread/pwrite on the device fd per access: no CPU mapping, every access a
+/// system call (seed 002's slowness, kept for comparison and for BARs that cannot be mmapped).
+pub struct SyscallBar {
+    device: Arc<Device>,
+    region: RegionInfo,
+    via: Via,
+}
+
+impl SyscallBar {
+    pub fn new(device: Arc<Device>, region: RegionInfo, via: Via) -> Self {
+        SyscallBar { device, region, via }
+    }
+}
+
+impl BarRegion for SyscallBar {
+    fn index(&self) -> u8 {
+        self.region.index as u8
+    }
+    fn len(&self) -> u64 {
+        self.region.size
+    }
+    fn mapping(&self) -> Mapping {
+        Mapping::Uc
+    }
+    fn via(&self) -> Via {
+        self.via
+    }
+    fn ptr(&self) -> Option<*mut u8> {
+        None
+    }
+    fn read(&self, offset: u64, width: Width) -> Result<u64> {
+        check_access(self.region.size, offset, width)?;
+        let mut b = [0u8; 8];
+        self.device.read_region(&self.region, offset, &mut b[..width.bytes()])?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
+        check_access(self.region.size, offset, width)?;
+        crate::access::mapped::check_value(width, value)?;
+        self.device.write_region(&self.region, offset, &value.to_le_bytes()[..width.bytes()])
+    }
+    fn read_bulk(&self, offset: u64, buf: &mut [u8], width: Width) -> Result<()> {
+        crate::access::mapped::check_bulk(self.region.size, offset, buf.len(), width)?;
+        let n = width.bytes();
+        for (i, chunk) in buf.chunks_exact_mut(n).enumerate() {
+            self.device.read_region(&self.region, offset + (i * n) as u64, chunk)?;
+        }
+        Ok(())
+    }
+    fn write_bulk(&self, offset: u64, buf: &[u8], width: Width) -> Result<()> {
+        crate::access::mapped::check_bulk(self.region.size, offset, buf.len(), width)?;
+        let n = width.bytes();
+        for (i, chunk) in buf.chunks_exact(n).enumerate() {
+            self.device.write_region(&self.region, offset + (i * n) as u64, chunk)?;
+        }
+        Ok(())
+    }
+}

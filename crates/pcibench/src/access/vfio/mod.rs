@@ -1,0 +1,217 @@
+//! The VFIO access paths: type1 (with an IOMMU) and no-IOMMU, through the legacy container/group
+//! interface (Documentation/driver-api/vfio.rst). Our own thin wrapper: the rust-vmm crates do
+//! not support no-IOMMU. `ioctl` holds the kernel ABI and all the unsafe; `caps` parses replies.
+
+pub mod caps;
+pub mod container;
+pub mod device;
+pub mod group;
+pub mod ioctl;
+
+use super::mapped::{MappedBar, Mmap};
+use super::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
+use crate::dma::buffers::{physical::PhysicalAllocator, udmabuf::UDmaBufAllocator, vfio::VfioAllocator};
+use crate::dma::{BufferSource, DmaAllocator};
+use crate::host::Host;
+use crate::pci::PciAddress;
+use crate::{Error, Result};
+use container::{Container, IommuType};
+use device::{Device, Msi, SyscallBar};
+use group::{Group, GroupKind};
+use std::sync::{Arc, Mutex};
+
+/// A device bound to vfio-pci, opened through its group and a container of its own.
+///
+/// Field order is drop order: the device fd closes before its group, the group before the
+/// container (buffers hold the container until they are unmapped).
+pub struct VfioDevice {
+    device: Arc<Device>,
+    group: Group,
+    container: Arc<Container>,
+    via: Via,
+    host: Host,
+    /// The command register before we set Bus Master, restored on drop.
+    saved_command: Mutex<Option<u16>>,
+}
+
+impl VfioDevice {
+    /// Open `addr` (bound to vfio-pci). `want` is an explicit `--via`; the group decides
+    /// between type1 and no-IOMMU, and a mismatch is explained.
+    pub fn open(host: &Host, addr: &PciAddress, want: Option<Via>) -> Result<VfioDevice> {
+        if matches!(want, Some(Via::Sysfs) | Some(Via::Sim)) {
+            return Err(Error::usage(format!(
+                "VfioDevice cannot open {addr} --via {}",
+                want.map(|v| v.to_string()).unwrap_or_default()
+            )));
+        }
+        let (n, kind, node) = group::locate(host, addr)?;
+        match (want, kind) {
+            (Some(Via::Vfio), GroupKind::NoIommu) => {
+                return Err(Error::Unsupported(format!(
+                    "{addr} is in a no-IOMMU VFIO group ({}): there is no IOMMU to translate for it, so type1 VFIO cannot work: use --via vfio-noiommu, or enable the IOMMU (intel_iommu=on / amd_iommu=on)",
+                    node.display()
+                )))
+            }
+            (Some(Via::VfioNoiommu), GroupKind::Iommu) => {
+                return Err(Error::Unsupported(format!(
+                    "{addr} is behind an IOMMU (group {n}, {}): no-IOMMU mode applies only to devices without one: use --via vfio",
+                    node.display()
+                )))
+            }
+            _ => {}
+        }
+        let group = Group::open(host, addr)?;
+        let mut container = Container::open(host)?;
+        group.attach(&container)?;
+        let (iommu, via) = match group.kind() {
+            GroupKind::Iommu => (IommuType::Type1v2, Via::Vfio),
+            GroupKind::NoIommu => (IommuType::NoIommu, Via::VfioNoiommu),
+        };
+        container.set_iommu(iommu)?;
+        let device = Device::new(group.device_fd(addr)?, *addr)?;
+        Ok(VfioDevice {
+            device: Arc::new(device),
+            group,
+            container: Arc::new(container),
+            via,
+            host: host.clone(),
+            saved_command: Mutex::new(None),
+        })
+    }
+
+    pub fn address(&self) -> &PciAddress {
+        self.device.address()
+    }
+
+    pub fn group(&self) -> &Group {
+        &self.group
+    }
+
+    pub fn container(&self) -> &Arc<Container> {
+        &self.container
+    }
+
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// Set Bus Master Enable (the device may then DMA); the old command register is restored on drop.
+    pub fn enable_bus_master(&self) -> Result<()> {
+        let old = self.device.set_bus_master(true)?;
+        let mut saved =
+            self.saved_command.lock().map_err(|_| Error::Device("command register state poisoned".into()))?;
+        saved.get_or_insert(old);
+        Ok(())
+    }
+
+    /// VFIO_DEVICE_RESET, where the device offers one.
+    pub fn reset(&self) -> Result<()> {
+        self.device.reset()
+    }
+
+    /// MSI vector 0 through an eventfd (optional completion wait).
+    pub fn enable_msi(&self) -> Result<Msi> {
+        self.device.enable_msi()
+    }
+}
+
+impl Drop for VfioDevice {
+    fn drop(&mut self) {
+        // Put Bus Master back as we found it. Best effort: vfio-pci also clears it when the
+        // device fd closes (vfio_pci_core_disable), so a failure here leaves nothing enabled.
+        if let Ok(Some(old)) = self.saved_command.lock().map(|s| *s) {
+            if old & 0x4 == 0 {
+                let _ = self.device.set_bus_master(false);
+            }
+        }
+    }
+}
+
+fn uncached_only(addr: &PciAddress, index: u8) -> Error {
+    Error::Unsupported(format!(
+        "write-combining is unavailable for BAR{index} of {addr} through VFIO: vfio-pci maps BARs uncached only (pgprot_noncached in drivers/vfio/pci/vfio_pci_core.c vfio_pci_core_mmap): use --map uc, or release the device (sudo pcibench setup {addr} --release) and use --via sysfs --map wc"
+    ))
+}
+
+impl DeviceAccess for VfioDevice {
+    fn via(&self) -> Via {
+        self.via
+    }
+
+    fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>> {
+        let addr = *self.address();
+        if index > 5 {
+            return Err(Error::usage(format!("BAR index {index} is out of range: BARs are 0-5")));
+        }
+        let region = self.device.region(index as u32)?;
+        if region.size == 0 {
+            return Err(Error::usage(format!("{addr} has no BAR{index} (VFIO reports a zero-size region)")));
+        }
+        if mapping == Mapping::Wc {
+            return Err(uncached_only(&addr, index));
+        }
+        if io == IoMode::Syscall {
+            if !region.readable() {
+                return Err(Error::Unsupported(format!(
+                    "vfio-pci offers no read/write access to BAR{index} of {addr}"
+                )));
+            }
+            return Ok(Box::new(SyscallBar::new(self.device.clone(), region, self.via)));
+        }
+        if !region.whole_mmap_allowed() {
+            let why = match &region.sparse {
+                Some(areas) if region.mmappable() => {
+                    let a: Vec<String> = areas.iter().map(|(o, s)| format!("{o:#x}-{:#x}", o + s)).collect();
+                    format!("only parts of it may be mapped (sparse areas {}; the rest, such as an MSI-X table, is trapped by the kernel)", a.join(", "))
+                }
+                _ => "vfio-pci does not allow mapping it (an I/O port BAR, or one smaller than a page)".to_string(),
+            };
+            return Err(Error::Unsupported(format!(
+                "cannot mmap BAR{index} of {addr} through VFIO: {why}: use syscall I/O (one pread/pwrite per access) for this BAR"
+            )));
+        }
+        let len = usize::try_from(region.size).map_err(|_| {
+            Error::Unsupported(format!("BAR{index} ({} bytes) is larger than the address space", region.size))
+        })?;
+        let map = Mmap::file(self.device.file(), region.offset, len, true).map_err(|e| {
+            Error::io_hint(
+                "cannot mmap VFIO region of",
+                std::path::Path::new(&format!("VFIO device {addr}")),
+                e,
+                format!("BAR{index} at device-fd offset {:#x}", region.offset),
+            )
+        })?;
+        Ok(Box::new(MappedBar::new(map, index, region.size, Mapping::Uc, self.via)))
+    }
+
+    fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.device.config_read(offset, buf)
+    }
+
+    fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.device.config_write(offset, data)
+    }
+
+    fn dma_allocator(&self, source: &BufferSource, dma_bits: u32) -> Result<Box<dyn DmaAllocator>> {
+        let addr = *self.address();
+        let alloc: Box<dyn DmaAllocator> = match (self.container.iommu(), source) {
+            (Some(IommuType::Type1v2), BufferSource::Heap | BufferSource::Hugepage) => Box::new(VfioAllocator::new(
+                self.container.clone(),
+                &self.host,
+                dma_bits,
+                *source == BufferSource::Hugepage,
+            )),
+            (Some(IommuType::Type1v2), BufferSource::UDmaBuf(name)) => {
+                return Err(Error::Unsupported(format!(
+                    "u-dma-buf {name} has a bus address for u-dma-buf's own device, not one {addr} can use behind the IOMMU: use --buffer heap or hugepage with --via vfio"
+                )))
+            }
+            (_, BufferSource::Heap | BufferSource::Hugepage) => {
+                Box::new(PhysicalAllocator::new(&self.host, dma_bits, *source == BufferSource::Hugepage))
+            }
+            (_, BufferSource::UDmaBuf(name)) => Box::new(UDmaBufAllocator::open(&self.host, name, dma_bits)?),
+        };
+        self.enable_bus_master()?;
+        Ok(alloc)
+    }
+}

@@ -1,0 +1,180 @@
+//! The PIO runner against memory-backed regions: statistics, verification, refusals.
+
+use super::*;
+use crate::access::{BarRegion, DeviceAccess};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A BAR made of host memory, optionally faulty.
+struct MemBar {
+    mem: Vec<u64>,
+    mapping: Mapping,
+    /// 0: honest; 1: corrupt one byte on every bulk write; 2: reads all-ones.
+    fault: u8,
+}
+
+impl BarRegion for MemBar {
+    fn index(&self) -> u8 {
+        2
+    }
+    fn len(&self) -> u64 {
+        (self.mem.len() * 8) as u64
+    }
+    fn mapping(&self) -> Mapping {
+        self.mapping
+    }
+    fn via(&self) -> Via {
+        Via::Sim
+    }
+    fn ptr(&self) -> Option<*mut u8> {
+        if self.fault == 0 {
+            Some(self.mem.as_ptr() as *mut u8)
+        } else {
+            None
+        }
+    }
+    fn read(&self, offset: u64, _w: Width) -> Result<u64> {
+        let b = self.mem.as_ptr() as *const u8;
+        // SAFETY: test region, offsets inside.
+        Ok(unsafe { *b.add(offset as usize) } as u64)
+    }
+    fn write(&self, _offset: u64, _w: Width, _v: u64) -> Result<()> {
+        Ok(())
+    }
+    fn read_bulk(&self, offset: u64, buf: &mut [u8], _w: Width) -> Result<()> {
+        if self.fault == 2 {
+            buf.fill(0xff);
+            return Ok(());
+        }
+        let b = self.mem.as_ptr() as *const u8;
+        // SAFETY: test region, offsets inside.
+        unsafe { std::ptr::copy_nonoverlapping(b.add(offset as usize), buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+    fn write_bulk(&self, offset: u64, buf: &[u8], _w: Width) -> Result<()> {
+        let b = self.mem.as_ptr() as *mut u8;
+        // SAFETY: test region, offsets inside.
+        unsafe {
+            std::ptr::copy_nonoverlapping(buf.as_ptr(), b.add(offset as usize), buf.len());
+            if self.fault == 1 {
+                *b.add(offset as usize + 3) ^= 0x40;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct MemDev {
+    fault: AtomicU8,
+    wc: bool,
+}
+
+impl DeviceAccess for MemDev {
+    fn via(&self) -> Via {
+        Via::Sim
+    }
+    fn open_bar(&self, _index: u8, mapping: Mapping, _io: IoMode) -> Result<Box<dyn BarRegion>> {
+        if mapping == Mapping::Wc && !self.wc {
+            return Err(Error::Unsupported("WC is unavailable for BAR2: it is not prefetchable".into()));
+        }
+        Ok(Box::new(MemBar { mem: vec![0; 8192], mapping, fault: self.fault.load(Ordering::Relaxed) }))
+    }
+    fn config_read(&self, _o: u64, _b: &mut [u8]) -> Result<()> {
+        Ok(())
+    }
+    fn config_write(&self, _o: u64, _d: &[u8]) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn plan() -> PioPlan {
+    PioPlan {
+        bars: vec![2],
+        maps: vec![MapMode::Uc],
+        dirs: vec![Direction::H2c, Direction::C2h],
+        widths: vec![Width::B32, Width::B64],
+        sizes: vec![],
+        total: 1 << 20,
+        offset: 0,
+        io: IoMode::Mmap,
+        allow_write: true,
+        strict: true,
+    }
+}
+
+fn link() -> Option<Link> {
+    Some(Link { gen: 2, width: 4, mps: 256, mrrs: 512 })
+}
+
+#[test]
+fn whole_bar_both_ways_verified() {
+    let dev = MemDev { fault: AtomicU8::new(0), wc: true };
+    let mut moved = 0;
+    let r = run(&dev, "test", true, link(), &plan(), &mut |b| moved += b).unwrap();
+    assert_eq!(r.results.len(), 4);
+    for x in &r.results {
+        assert_eq!(x.size, 65536);
+        assert_eq!(x.verify, Some(Verdict::Ok), "{x:?}");
+        let st = x.stats.as_ref().unwrap();
+        assert_eq!(st.transfers, 16);
+        assert!(st.min_mbps <= st.median_mbps && st.median_mbps <= st.max_mbps);
+        assert!(x.limit_mbps.unwrap() > 0.0 && x.efficiency_pct.is_some());
+    }
+    assert_eq!(moved, 4 << 20);
+    // UC 32-bit writes: one 4-byte TLP each (4 / (4 + 24) of the TLP bandwidth).
+    let l = link().unwrap();
+    assert!((r.results[0].limit_mbps.unwrap() - l.write_bps(4) / 1e6).abs() < 1e-6);
+}
+
+#[test]
+fn tiny_transfers_are_batched_and_said_so() {
+    let dev = MemDev { fault: AtomicU8::new(0), wc: true };
+    let p = PioPlan { sizes: vec![8], widths: vec![Width::B64], total: 4096, ..plan() };
+    let r = run(&dev, "test", true, link(), &p, &mut |_| {}).unwrap();
+    let x = &r.results[0];
+    assert!(x.notes.iter().any(|n| n.starts_with("batched")), "{:?}", x.notes);
+    assert!(x.stats.as_ref().unwrap().batch > 1);
+    assert_eq!(x.verify, Some(Verdict::Ok));
+}
+
+#[test]
+fn corruption_names_the_first_mismatch() {
+    let dev = MemDev { fault: AtomicU8::new(1), wc: true };
+    let p = PioPlan { io: IoMode::Syscall, sizes: vec![256], total: 1024, ..plan() };
+    let r = run(&dev, "test", false, None, &p, &mut |_| {}).unwrap();
+    match &r.results[0].verify {
+        Some(Verdict::Mismatch { mismatch }) => assert_eq!(mismatch.offset, 3),
+        v => panic!("expected a mismatch, got {v:?}"),
+    }
+    assert!(!r.warnings.is_empty());
+}
+
+#[test]
+fn all_ones_bar_warns() {
+    let dev = MemDev { fault: AtomicU8::new(2), wc: true };
+    let p = PioPlan { dirs: vec![Direction::C2h], allow_write: false, sizes: vec![64], total: 64, ..plan() };
+    let r = run(&dev, "test", false, None, &p, &mut |_| {}).unwrap();
+    assert!(r.results[0].notes.iter().any(|n| n.contains("all-ones")));
+    assert!(matches!(r.results[0].verify, Some(Verdict::Unverified { .. })));
+}
+
+#[test]
+fn refusals_and_skips() {
+    let dev = MemDev { fault: AtomicU8::new(0), wc: false };
+    // No --allow-write: writes are skipped, never made.
+    let p = PioPlan { allow_write: false, dirs: vec![Direction::H2c], sizes: vec![64], ..plan() };
+    let r = run(&dev, "test", false, None, &p, &mut |_| {}).unwrap();
+    assert!(r.results.iter().all(|x| x.stats.is_none() && x.notes[0].contains("--allow-write")));
+    // Past the end of the BAR.
+    let p = PioPlan { offset: 65536 - 8, sizes: vec![64], ..plan() };
+    let e = run(&dev, "test", false, None, &p, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("past the end of BAR2"), "{e}");
+    // Misaligned for the width.
+    let p = PioPlan { offset: 2, sizes: vec![64], ..plan() };
+    assert!(run(&dev, "test", false, None, &p, &mut |_| {}).unwrap_err().to_string().contains("multiples of 4"));
+    // WC asked for explicitly: an error; with `all`, a skipped row.
+    let p = PioPlan { maps: vec![MapMode::Wc], ..plan() };
+    assert!(run(&dev, "test", false, None, &p, &mut |_| {}).is_err());
+    let p = PioPlan { maps: MapMode::ALL.to_vec(), strict: false, sizes: vec![64], ..plan() };
+    let r = run(&dev, "test", false, None, &p, &mut |_| {}).unwrap();
+    assert_eq!(r.results.iter().filter(|x| x.notes.iter().any(|n| n.contains("WC is unavailable"))).count(), 2);
+}

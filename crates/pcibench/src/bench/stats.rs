@@ -1,0 +1,118 @@
+//! Samples to statistics: throughput (min is the slowest sample; mean = bytes / mean time) and
+//! latency percentiles per transfer.
+
+use serde::Serialize;
+
+/// Timed samples of one configuration. Each sample moved `batch` transfers of `size` bytes.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    pub size: u64,
+    pub batch: u64,
+    pub secs: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Latency {
+    pub min_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Stats {
+    /// Transfers of `size` bytes (samples × batch).
+    pub transfers: u64,
+    pub samples: usize,
+    pub batch: u64,
+    pub bytes: u64,
+    pub min_mbps: f64,
+    pub mean_mbps: f64,
+    pub median_mbps: f64,
+    pub max_mbps: f64,
+    /// Per transfer (a batched sample's time divided by its batch).
+    pub latency: Latency,
+}
+
+/// Nearest-rank percentile of sorted data.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    // The epsilon keeps 99.9% of 1000 at rank 999 despite binary rounding.
+    let rank = ((p / 100.0) * sorted.len() as f64 - 1e-9).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+impl Samples {
+    pub fn new(size: u64, batch: u64) -> Self {
+        Samples { size, batch: batch.max(1), secs: Vec::new() }
+    }
+
+    pub fn stats(&self) -> Option<Stats> {
+        if self.secs.is_empty() {
+            return None;
+        }
+        let per_sample = (self.size * self.batch) as f64;
+        let mut t = self.secs.clone();
+        t.sort_by(f64::total_cmp);
+        let total: f64 = t.iter().sum();
+        let rate = |s: f64| if s > 0.0 { per_sample / s / 1e6 } else { f64::INFINITY };
+        let n = t.len();
+        let median_t = if n % 2 == 1 { t[n / 2] } else { (t[n / 2 - 1] + t[n / 2]) / 2.0 };
+        let lat: Vec<f64> = t.iter().map(|s| s / self.batch as f64 * 1e6).collect();
+        Some(Stats {
+            transfers: n as u64 * self.batch,
+            samples: n,
+            batch: self.batch,
+            bytes: per_sample as u64 * n as u64,
+            min_mbps: rate(t[n - 1]),
+            mean_mbps: rate(total / n as f64),
+            median_mbps: rate(median_t),
+            max_mbps: rate(t[0]),
+            latency: Latency {
+                min_us: lat[0],
+                p50_us: percentile(&lat, 50.0),
+                p90_us: percentile(&lat, 90.0),
+                p99_us: percentile(&lat, 99.0),
+                p999_us: percentile(&lat, 99.9),
+                max_us: lat[n - 1],
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_statistics_from_known_samples() {
+        // 1 MB per sample at 1, 2 and 4 ms: 1000, 500 and 250 MB/s.
+        let s = Samples { size: 500_000, batch: 2, secs: vec![0.002, 0.001, 0.004] };
+        let st = s.stats().unwrap();
+        assert_eq!(st.transfers, 6);
+        assert_eq!(st.bytes, 3_000_000);
+        assert!((st.min_mbps - 250.0).abs() < 1e-9);
+        assert!((st.max_mbps - 1000.0).abs() < 1e-9);
+        assert!((st.median_mbps - 500.0).abs() < 1e-9);
+        // mean = bytes / mean time = 1 MB / (7/3 ms)
+        assert!((st.mean_mbps - 1e6 / (0.007 / 3.0) / 1e6).abs() < 1e-9);
+        assert!((st.latency.min_us - 500.0).abs() < 1e-9);
+        assert!((st.latency.max_us - 2000.0).abs() < 1e-9);
+        assert!((st.latency.p50_us - 1000.0).abs() < 1e-9);
+        assert!(Samples::new(1, 1).stats().is_none());
+    }
+
+    #[test]
+    fn percentiles_nearest_rank() {
+        let v: Vec<f64> = (1..=1000).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 500.0);
+        assert_eq!(percentile(&v, 99.0), 990.0);
+        assert_eq!(percentile(&v, 99.9), 999.0);
+        assert_eq!(percentile(&v, 100.0), 1000.0);
+        assert_eq!(percentile(&[7.0], 99.9), 7.0);
+    }
+}

@@ -1,0 +1,8 @@
+//! Host buffers a card can reach, one file per way of getting them.
+
+pub mod memlock;
+pub mod physical;
+pub mod sim;
+pub mod space;
+pub mod udmabuf;
+pub mod vfio;

@@ -1,0 +1,104 @@
+//! DMA buffers behind an IOMMU (VFIO type1): anonymous memory (2 MiB hugepages when asked and
+//! available) mapped with VFIO_IOMMU_MAP_DMA at an IOVA the device can drive, unmapped on drop.
+
+use super::memlock;
+use crate::access::mapped::{page_size, Mmap, HUGE_2M};
+use crate::access::vfio::container::Container;
+use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
+use crate::host::Host;
+use crate::units::human_size;
+use crate::{Error, Result};
+use std::sync::Arc;
+
+pub struct VfioAllocator {
+    container: Arc<Container>,
+    host: Host,
+    dma_bits: u32,
+    hugepages: bool,
+}
+
+impl VfioAllocator {
+    pub fn new(container: Arc<Container>, host: &Host, dma_bits: u32, hugepages: bool) -> Self {
+        VfioAllocator { container, host: host.clone(), dma_bits, hugepages }
+    }
+}
+
+/// Anonymous memory of at least `len` bytes: 2 MiB hugepages when `huge` and the kernel has them
+/// reserved, else page-aligned memory and a note saying why. Returns (memory, description, align).
+pub fn host_memory(len: usize, huge: bool) -> Result<(Mmap, String, usize)> {
+    if len == 0 {
+        return Err(Error::usage("a DMA buffer needs a size above 0"));
+    }
+    let page = page_size();
+    let mut note = String::new();
+    if huge {
+        let size = len.div_ceil(HUGE_2M) * HUGE_2M;
+        match Mmap::anonymous(size, true) {
+            Ok(m) => return Ok((m, "2 MiB hugepages".into(), HUGE_2M)),
+            Err(e) => {
+                note = format!(
+                    " (no 2 MiB hugepages: {e}: reserve some with echo {} | sudo tee /proc/sys/vm/nr_hugepages)",
+                    size / HUGE_2M
+                )
+            }
+        }
+    }
+    let size = len.div_ceil(page) * page;
+    let m = Mmap::anonymous(size, false)
+        .map_err(|e| Error::Unsupported(format!("cannot allocate a {} DMA buffer: {e}", human_size(size as u64))))?;
+    Ok((m, format!("heap{note}"), page))
+}
+
+impl DmaAllocator for VfioAllocator {
+    fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>> {
+        let (mem, kind, align) = host_memory(len, self.hugepages)?;
+        let size = mem.len() as u64;
+        memlock::check(&self.host, size, &format!("a {} DMA buffer", human_size(size)))?;
+        let iova = self.container.map_dma(mem.as_ptr() as u64, size, align as u64, self.dma_bits)?;
+        Ok(Box::new(VfioBuffer {
+            segments: vec![Segment { offset: 0, bus: iova, len: size }],
+            iova,
+            container: self.container.clone(),
+            describe: format!("vfio-mapped {kind} at IOVA {iova:#x}"),
+            mem,
+        }))
+    }
+
+    fn dma_bits(&self) -> u32 {
+        self.dma_bits
+    }
+}
+
+pub struct VfioBuffer {
+    mem: Mmap,
+    iova: u64,
+    container: Arc<Container>,
+    segments: Vec<Segment>,
+    describe: String,
+}
+
+impl DmaBuffer for VfioBuffer {
+    fn as_ptr(&self) -> *mut u8 {
+        self.mem.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.mem.len()
+    }
+    fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+    fn addressing(&self) -> Addressing {
+        Addressing::Iova
+    }
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+impl Drop for VfioBuffer {
+    fn drop(&mut self) {
+        // Unmap from the IOMMU before the memory goes back (field drop runs after this). Drop
+        // cannot report: a failure here means the container is already gone, which unmaps all.
+        let _ = self.container.unmap_dma(self.iova, self.mem.len() as u64);
+    }
+}

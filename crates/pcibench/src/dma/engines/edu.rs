@@ -1,0 +1,279 @@
+//! QEMU's `edu` device (1234:11e8, hw/misc/edu.c; docs/specs/edu.rst) as a DMA engine.
+//!
+//! BAR0 registers: +0x80 source, +0x88 destination, +0x90 count, +0x98 command (bit 0 start,
+//! bit 1 direction: 1 = EDU to RAM, bit 2 raise IRQ 0x100 when done). The card side is a
+//! 4096-byte buffer at device address 0x40000. A transfer completes after a ~100 ms
+//! virtual-clock timer: edu is a functional target, not a speed one.
+//!
+//! QEMU up to 7.2 checks `end < 0x41000` strictly (edu_check_range) and aborts the whole VM on
+//! failure, so a transfer must end at least one byte before the end of the buffer: 4095 bytes at
+//! most. Host addresses are ANDed with the `dma_mask` property (28 bits by default, often raised
+//! to 32), silently, so addresses beyond the mask are refused here before starting.
+
+use crate::access::BarRegion;
+use crate::dma::{Direction, DmaBuffer, Engine, Transfer};
+use crate::mmio::Width;
+use crate::{Error, Result};
+use std::time::{Duration, Instant};
+
+pub const EDU_VENDOR: u16 = 0x1234;
+pub const EDU_DEVICE: u16 = 0x11e8;
+const REG_ID: u64 = 0x00;
+const REG_DMA_SRC: u64 = 0x80;
+const REG_DMA_DST: u64 = 0x88;
+const REG_DMA_COUNT: u64 = 0x90;
+const REG_DMA_CMD: u64 = 0x98;
+const CMD_START: u64 = 1 << 0;
+const CMD_TO_RAM: u64 = 1 << 1;
+/// The card buffer's device address and size.
+pub const EDU_BUF_ADDR: u64 = 0x40000;
+pub const EDU_BUF_SIZE: u64 = 4096;
+/// Largest transfer QEMU 7.2 accepts without aborting (see the module comment).
+pub const EDU_MAX_TRANSFER: u64 = EDU_BUF_SIZE - 1;
+/// The edu device's default `dma_mask` property (hw/misc/edu.c: (1UL << 28) - 1).
+pub const EDU_DEFAULT_DMA_BITS: u32 = 28;
+
+/// What a prepared transfer writes to the registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Program {
+    pub src: u64,
+    pub dst: u64,
+    pub count: u64,
+    pub cmd: u64,
+}
+
+pub struct EduEngine {
+    bar: Box<dyn BarRegion>,
+    dma_bits: u32,
+    prepared: Option<Program>,
+}
+
+/// The card offset of `card_addr`: an offset into the 4 KiB buffer (0..4095), or the absolute
+/// device address 0x40000..0x40fff.
+pub fn card_offset(card_addr: u64) -> Result<u64> {
+    if card_addr < EDU_BUF_SIZE {
+        Ok(card_addr)
+    } else if (EDU_BUF_ADDR..EDU_BUF_ADDR + EDU_BUF_SIZE).contains(&card_addr) {
+        Ok(card_addr - EDU_BUF_ADDR)
+    } else {
+        Err(Error::usage(format!(
+            "edu card address {card_addr:#x} is outside its 4 KiB buffer: give an offset 0-0xfff or a device address 0x40000-0x40fff"
+        )))
+    }
+}
+
+/// Check a transfer against edu's limits and build its register program.
+pub fn program(t: &Transfer, host_bus: Option<u64>, dma_bits: u32) -> Result<Program> {
+    let off = card_offset(t.card_addr)?;
+    if t.len == 0 {
+        return Err(Error::usage("an edu transfer needs at least 1 byte"));
+    }
+    if off + t.len > EDU_MAX_TRANSFER {
+        return Err(Error::Refused(format!(
+            "edu transfer of {} bytes at card offset {off:#x} would end at {:#x}: edu's buffer allows transfers ending by 0xfff (QEMU 7.2 aborts the VM on a full 4096): use --size 4095 or less",
+            t.len,
+            off + t.len
+        )));
+    }
+    let bus = host_bus.ok_or_else(|| {
+        Error::Refused(format!(
+            "the host buffer is not bus-contiguous over [{:#x}, {:#x}): edu needs one contiguous range per transfer: use --buffer hugepage or u-dma-buf:NAME",
+            t.buf_offset,
+            t.buf_offset + t.len
+        ))
+    })?;
+    let last = bus.checked_add(t.len - 1).ok_or_else(|| Error::usage("bus address overflows"))?;
+    if dma_bits < 64 && last >> dma_bits != 0 {
+        return Err(Error::Refused(format!(
+            "buffer bus address {bus:#x}-{last:#x} is beyond edu's {dma_bits}-bit dma_mask: edu would silently clamp it and write elsewhere; no DMA was started (raise the device's dma_mask property and --dma-bits, or get a lower buffer)"
+        )));
+    }
+    let card = EDU_BUF_ADDR + off;
+    Ok(match t.dir {
+        Direction::H2c => Program { src: bus, dst: card, count: t.len, cmd: CMD_START },
+        Direction::C2h => Program { src: card, dst: bus, count: t.len, cmd: CMD_START | CMD_TO_RAM },
+    })
+}
+
+impl EduEngine {
+    /// Drive the edu device through its BAR0. `dma_bits` is its dma_mask width (28 by default
+    /// in QEMU; 32 when started with `-device edu,dma_mask=0xffffffff`).
+    pub fn new(bar0: Box<dyn BarRegion>, dma_bits: u32) -> Result<EduEngine> {
+        if bar0.index() != 0 || bar0.len() < 0x100 {
+            return Err(Error::usage(format!(
+                "the edu engine needs BAR0 (1 MiB), not BAR{} of {} bytes",
+                bar0.index(),
+                bar0.len()
+            )));
+        }
+        // The identification register reads 0x010000ed (version 1.0, 0xed).
+        let id = bar0.read(REG_ID, Width::B32)?;
+        if id & 0xff != 0xed {
+            return Err(Error::Device(format!(
+                "BAR0 +0x00 reads {id:#010x}, not edu's identification 0x010000ed: is this QEMU's edu device (1234:11e8) with memory decoding on?"
+            )));
+        }
+        Ok(EduEngine { bar: bar0, dma_bits, prepared: None })
+    }
+
+    fn cmd(&self) -> Result<u64> {
+        self.bar.read(REG_DMA_CMD, Width::B32)
+    }
+
+    /// Addresses that fit 32 bits are written with one 32-bit store (a VFIO pwrite of 8 bytes is
+    /// split into two 32-bit accesses on older kernels, and edu ignores the upper one).
+    fn write_addr(&self, reg: u64, v: u64) -> Result<()> {
+        match u32::try_from(v) {
+            Ok(v32) => self.bar.write(reg, Width::B32, v32 as u64),
+            Err(_) => self.bar.write(reg, Width::B64, v),
+        }
+    }
+}
+
+impl Engine for EduEngine {
+    fn name(&self) -> &'static str {
+        "edu"
+    }
+
+    fn card_size(&self) -> u64 {
+        EDU_MAX_TRANSFER
+    }
+
+    fn max_transfer(&self) -> u64 {
+        EDU_MAX_TRANSFER
+    }
+
+    fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
+        if !matches!(t.buf_offset.checked_add(t.len), Some(end) if end <= buf.len() as u64) {
+            return Err(Error::usage(format!(
+                "transfer of {} bytes at buffer offset {:#x} is past the {}-byte buffer",
+                t.len,
+                t.buf_offset,
+                buf.len()
+            )));
+        }
+        self.prepared = Some(program(t, buf.bus_range(t.buf_offset, t.len), self.dma_bits)?);
+        Ok(())
+    }
+
+    fn run(&mut self, timeout: Duration) -> Result<()> {
+        let p = self.prepared.ok_or_else(|| Error::usage("edu: run() without prepare()"))?;
+        if self.cmd()? & CMD_START != 0 {
+            return Err(Error::Device("edu: a DMA is still running from before: wait for it to finish".into()));
+        }
+        self.write_addr(REG_DMA_SRC, p.src)?;
+        self.write_addr(REG_DMA_DST, p.dst)?;
+        self.bar.write(REG_DMA_COUNT, Width::B32, p.count)?;
+        self.bar.write(REG_DMA_CMD, Width::B32, p.cmd)?;
+        let start = Instant::now();
+        loop {
+            let cmd = self.cmd()?;
+            if cmd & CMD_START == 0 {
+                return Ok(());
+            }
+            if cmd == 0xffff_ffff {
+                return Err(Error::Device(
+                    "edu: the command register reads all-ones: the device stopped responding (memory decoding off, or removed)".into(),
+                ));
+            }
+            if start.elapsed() > timeout {
+                let status = self.stop()?;
+                return Err(Error::Device(format!(
+                    "edu DMA did not finish within {} ms: {status}",
+                    timeout.as_millis()
+                )));
+            }
+            // edu finishes on a ~100 ms timer: poll gently rather than flood the VM with exits.
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    fn stop(&mut self) -> Result<String> {
+        // edu has no abort: its timer always completes the transfer. Report what it holds.
+        let cmd = self.cmd()?;
+        let rd = |r| self.bar.read(r, Width::B64);
+        Ok(format!(
+            "command {cmd:#x} ({}), source {:#x}, destination {:#x}, count {}",
+            if cmd & CMD_START != 0 { "still running: edu cannot be stopped, its timer completes it" } else { "idle" },
+            rd(REG_DMA_SRC)?,
+            rd(REG_DMA_DST)?,
+            rd(REG_DMA_COUNT)?
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::mapped::{page_size, MappedBar, Mmap};
+    use crate::access::{Mapping, Via};
+
+    fn t(dir: Direction, card_addr: u64, len: u64) -> Transfer {
+        Transfer { dir, buf_offset: 0, card_addr, len }
+    }
+
+    #[test]
+    fn programs_both_directions() {
+        let p = program(&t(Direction::H2c, 0, 4095), Some(0x1000), 32).unwrap();
+        assert_eq!(p, Program { src: 0x1000, dst: 0x40000, count: 4095, cmd: 1 });
+        let p = program(&t(Direction::C2h, 0x40010, 16), Some(0x2000), 32).unwrap();
+        assert_eq!(p, Program { src: 0x40010, dst: 0x2000, count: 16, cmd: 3 });
+    }
+
+    #[test]
+    fn refuses_what_would_abort_or_misdirect() {
+        let e = program(&t(Direction::H2c, 0, 4096), Some(0x1000), 32).unwrap_err().to_string();
+        assert!(e.contains("4095"), "{e}");
+        assert!(program(&t(Direction::H2c, 0x800, 0x800), Some(0x1000), 32).is_err());
+        assert!(program(&t(Direction::H2c, 0x7ff, 0x800), Some(0x1000), 32).is_ok());
+        let e = program(&t(Direction::C2h, 0, 16), Some(0xffff_fff8), 32).unwrap_err().to_string();
+        assert!(e.contains("32-bit dma_mask") && e.contains("no DMA was started"), "{e}");
+        assert!(program(&t(Direction::C2h, 0, 16), Some(0x1000_0000), EDU_DEFAULT_DMA_BITS).is_err());
+        let e = program(&t(Direction::C2h, 0, 16), None, 32).unwrap_err().to_string();
+        assert!(e.contains("not bus-contiguous"), "{e}");
+        assert!(card_offset(0x41000).is_err());
+        assert!(program(&t(Direction::C2h, 0, 0), Some(0), 32).is_err());
+    }
+
+    /// A fake BAR0 in host memory: the ID register is set, and since nothing clears the start bit,
+    /// `run` must time out and report the registers.
+    #[test]
+    fn a_device_that_never_finishes_times_out_with_its_status() {
+        let bar = MappedBar::new(Mmap::anonymous(page_size(), false).unwrap(), 0, 0x1000, Mapping::Uc, Via::Sim);
+        bar.write(0, Width::B32, 0x0100_00ed).unwrap();
+        let mut e = EduEngine::new(Box::new(bar), 32).unwrap();
+        struct B(Vec<crate::dma::Segment>);
+        impl DmaBuffer for B {
+            fn as_ptr(&self) -> *mut u8 {
+                std::ptr::null_mut()
+            }
+            fn len(&self) -> usize {
+                4096
+            }
+            fn segments(&self) -> &[crate::dma::Segment] {
+                &self.0
+            }
+            fn addressing(&self) -> crate::dma::Addressing {
+                crate::dma::Addressing::Iova
+            }
+            fn describe(&self) -> String {
+                String::new()
+            }
+        }
+        let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x10_0000, len: 4096 }]);
+        e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+        let err = e.run(Duration::from_millis(1)).unwrap_err().to_string();
+        assert!(
+            err.contains("did not finish") && err.contains("destination 0x100000") && err.contains("count 64"),
+            "{err}"
+        );
+        assert!(e.prepare(&buf, &Transfer { dir: Direction::H2c, buf_offset: 4090, card_addr: 0, len: 16 }).is_err());
+    }
+
+    #[test]
+    fn rejects_a_bar_that_is_not_edu() {
+        let bar = MappedBar::new(Mmap::anonymous(page_size(), false).unwrap(), 0, 0x1000, Mapping::Uc, Via::Sim);
+        let e = EduEngine::new(Box::new(bar), 32).err().unwrap().to_string();
+        assert!(e.contains("0x010000ed"), "{e}");
+    }
+}

@@ -1,0 +1,151 @@
+//! The sim card's 256-byte config space: a type 0 header (ids as `device_info()`), 64-bit
+//! prefetchable BARs that size like real ones, and a PCI Express capability at 0x70 reporting
+//! Gen2 x4, MPS 256, MRRS 512 (seed 000's memmapped_blkram). Writes go through a per-byte mask
+//! of writable bits, so read-only fields ignore writes as on hardware.
+
+use super::{SIM_BARS, SIM_DEVICE, SIM_VENDOR};
+use crate::pci::config::{CMD_BUS_MASTER, CMD_MEMORY, COMMAND};
+use crate::{Error, Result};
+
+pub const CONFIG_SIZE: usize = 256;
+/// Where the PCI Express capability sits (as `device_info()` reports).
+pub const PCIE_CAP: usize = 0x70;
+
+/// Writable command bits: Memory Space, Bus Master, Parity Error Response, SERR#, INTx Disable
+/// (PCI Local Bus 3.0 §6.2.2). I/O Space stays 0: the card has no I/O BARs.
+const CMD_WRITABLE: u16 = CMD_MEMORY | CMD_BUS_MASTER | 0x0040 | 0x0100 | 0x0400;
+
+pub struct ConfigSpace {
+    bytes: [u8; CONFIG_SIZE],
+    wmask: [u8; CONFIG_SIZE],
+}
+
+impl Default for ConfigSpace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConfigSpace {
+    pub fn new() -> ConfigSpace {
+        let mut c = ConfigSpace { bytes: [0; CONFIG_SIZE], wmask: [0; CONFIG_SIZE] };
+        c.put16(0x00, SIM_VENDOR);
+        c.put16(0x02, SIM_DEVICE);
+        c.put16(COMMAND, CMD_MEMORY);
+        c.mask16(COMMAND, CMD_WRITABLE);
+        c.put16(0x06, 0x0010); // status: capability list present
+        c.put32(0x08, 0x0580_0000); // class 05 80 00 (memory controller), revision 0
+        c.put16(0x2c, 0x0002); // subsystem vendor
+        c.put16(0x2e, 0x0001); // subsystem device
+        c.bytes[0x34] = PCIE_CAP as u8;
+        c.bytes[0x3d] = 1; // INTA
+        c.bytes[0x3c] = 0xff;
+        c.wmask[0x3c] = 0xff; // interrupt line is scratch for software
+        for &(index, size) in &SIM_BARS {
+            // 64-bit (type 10b) prefetchable memory BAR: low bits 0xc are read-only; the address
+            // bits below the size read as zero, so writing all-ones reads back the size mask.
+            let off = 0x10 + 4 * index as usize;
+            c.put32(off, 0x0000_000c);
+            c.mask32(off, !(size as u32 - 1) & 0xffff_fff0);
+            c.mask32(off + 4, 0xffff_ffff);
+        }
+        // PCI Express capability (PCIe Base 4.0 §7.5.3): v2, endpoint.
+        let p = PCIE_CAP;
+        c.bytes[p] = 0x10;
+        c.bytes[p + 1] = 0;
+        c.put16(p + 2, 0x0002);
+        c.put32(p + 4, 0x0000_0002); // DevCap: MPS supported 512
+        c.put16(p + 8, (1 << 5) | (2 << 12)); // DevCtl: MPS 256, MRRS 512
+        c.mask16(p + 8, 0x7fff);
+        c.put32(p + 0x0c, (4 << 4) | 2); // LinkCap: 5 GT/s, x4
+        c.put16(p + 0x12, 0x1000 | (4 << 4) | 2); // LinkSta: slot clock, 5 GT/s, x4
+        c.put32(p + 0x2c, 0b110); // LinkCap2: 2.5 and 5 GT/s supported
+        c
+    }
+
+    fn put16(&mut self, off: usize, v: u16) {
+        self.bytes[off..off + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put32(&mut self, off: usize, v: u32) {
+        self.bytes[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn mask16(&mut self, off: usize, m: u16) {
+        self.wmask[off..off + 2].copy_from_slice(&m.to_le_bytes());
+    }
+    fn mask32(&mut self, off: usize, m: u32) {
+        self.wmask[off..off + 4].copy_from_slice(&m.to_le_bytes());
+    }
+
+    fn range(offset: u64, len: usize) -> Result<usize> {
+        match usize::try_from(offset).ok().filter(|o| o.checked_add(len).is_some_and(|e| e <= CONFIG_SIZE)) {
+            Some(o) => Ok(o),
+            None => Err(Error::Refused(format!(
+                "config access of {len} bytes at {offset:#x} is past the sim card's {CONFIG_SIZE}-byte config space"
+            ))),
+        }
+    }
+
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let o = Self::range(offset, buf.len())?;
+        buf.copy_from_slice(&self.bytes[o..o + buf.len()]);
+        Ok(())
+    }
+
+    /// Bytes land only where the mask allows; read-only bits keep their value.
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let o = Self::range(offset, data.len())?;
+        for (i, &b) in data.iter().enumerate() {
+            let m = self.wmask[o + i];
+            self.bytes[o + i] = (self.bytes[o + i] & !m) | (b & m);
+        }
+        Ok(())
+    }
+
+    pub fn command(&self) -> u16 {
+        u16::from_le_bytes([self.bytes[COMMAND], self.bytes[COMMAND + 1]])
+    }
+
+    pub fn bytes(&self) -> &[u8; CONFIG_SIZE] {
+        &self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pci::config;
+
+    #[test]
+    fn parses_as_the_described_card() {
+        let c = ConfigSpace::new();
+        let info = config::parse(c.bytes());
+        assert!(info.warnings.is_empty(), "{:?}", info.warnings);
+        assert_eq!(info.command, Some(CMD_MEMORY));
+        let pcie = info.pcie.expect("PCIe capability");
+        assert_eq!((pcie.offset, pcie.mps, pcie.mrrs, pcie.mps_supported), (0x70, 256, 512, 512));
+        assert_eq!((pcie.cur_gen, pcie.cur_width, pcie.max_gen, pcie.max_width), (Some(2), 4, Some(2), 4));
+        assert_eq!(&c.bytes()[0..4], &[0xee, 0x10, 0x24, 0x70]);
+    }
+
+    #[test]
+    fn command_bits_and_bar_sizing_follow_the_masks() {
+        let mut c = ConfigSpace::new();
+        c.write(4, &[0x07]).unwrap(); // I/O (read-only 0), Memory, Bus Master
+        assert_eq!(c.command(), CMD_MEMORY | CMD_BUS_MASTER);
+        c.write(4, &(CMD_MEMORY).to_le_bytes()).unwrap();
+        assert_eq!(c.command(), CMD_MEMORY);
+        // BAR sizing: all-ones reads back ~(size-1) | flags.
+        c.write(0x10, &[0xff; 4]).unwrap();
+        let mut b = [0u8; 4];
+        c.read(0x10, &mut b).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 0xfff0_000c);
+        c.write(0x20, &[0xff; 4]).unwrap();
+        c.read(0x20, &mut b).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 0xffff_000c);
+        // Read-only ids ignore writes; out-of-range accesses are refused.
+        c.write(0, &[0; 4]).unwrap();
+        assert_eq!(&c.bytes()[0..2], &[0xee, 0x10]);
+        assert!(c.read(255, &mut [0; 2]).is_err());
+        assert!(c.write(256, &[0]).is_err());
+    }
+}

@@ -1,0 +1,217 @@
+//! Host memory as the sim card sees it: the ranges of bus addresses it may touch.
+//!
+//! The sim card's bus addresses are process virtual addresses. A buffer is reachable only while
+//! it is registered here (as an IOMMU mapping would make it), and the registration owns the
+//! memory: dropping it first removes the range under the write lock (waiting out any DMA copy in
+//! flight, which holds the read lock), then unmaps. An address outside every registered range is
+//! a fault the DMA model reports as a read/write error, never undefined behaviour.
+
+use super::mem::{Pages, Scattered};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+/// The memory behind one registration.
+enum Backing {
+    Pages(Pages),
+    Scattered(Scattered),
+}
+
+#[derive(Clone, Copy)]
+struct Range {
+    end: u64,
+    ptr: *mut u8,
+}
+
+// SAFETY: `ptr` points into memory owned by a live `Registration`; it is only dereferenced under
+// the map's read lock, and the registration removes it under the write lock before unmapping.
+unsafe impl Send for Range {}
+// SAFETY: as above.
+unsafe impl Sync for Range {}
+
+/// The sim card's view of host memory (one per sim card).
+#[derive(Default)]
+pub struct HostMap {
+    ranges: RwLock<BTreeMap<u64, Range>>,
+}
+
+/// Why a DMA access to host memory failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFault {
+    pub bus: u64,
+    pub len: u64,
+}
+
+impl std::fmt::Display for HostFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes at bus address {:#x} are not inside any registered buffer", self.len, self.bus)
+    }
+}
+
+impl HostMap {
+    pub fn new() -> Arc<HostMap> {
+        Arc::new(HostMap::default())
+    }
+
+    fn read_lock(&self) -> RwLockReadGuard<'_, BTreeMap<u64, Range>> {
+        // A poisoned lock only means a panic elsewhere; the map itself is always consistent.
+        self.ranges.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn insert(self: &Arc<Self>, ptr: *mut u8, len: usize, backing: Backing) -> Registration {
+        let start = ptr as u64;
+        let mut map = self.ranges.write().unwrap_or_else(|e| e.into_inner());
+        map.insert(start, Range { end: start + len as u64, ptr });
+        Registration { map: Arc::clone(self), start, backing: Some(backing) }
+    }
+
+    /// Make `pages` reachable by the card at bus address = its virtual address.
+    pub fn register_pages(self: &Arc<Self>, pages: Pages) -> Registration {
+        let (ptr, len) = (pages.as_ptr(), pages.len());
+        self.insert(ptr, len, Backing::Pages(pages))
+    }
+
+    /// Make a scattered buffer's bus view reachable by the card.
+    pub fn register_scattered(self: &Arc<Self>, s: Scattered) -> Registration {
+        let (ptr, len) = (s.bus_ptr(), s.len());
+        self.insert(ptr, len, Backing::Scattered(s))
+    }
+
+    /// Number of registered ranges (buffers alive).
+    pub fn len(&self) -> usize {
+        self.read_lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `[bus, bus+len)` lies inside one registered range.
+    pub fn contains(&self, bus: u64, len: u64) -> bool {
+        Self::find(&self.read_lock(), bus, len).is_some()
+    }
+
+    fn find(map: &BTreeMap<u64, Range>, bus: u64, len: u64) -> Option<*mut u8> {
+        let end = bus.checked_add(len)?;
+        let (&start, r) = map.range(..=bus).next_back()?;
+        // The offset stays inside the registered range, so later derefs stay in bounds.
+        (end <= r.end).then(|| r.ptr.wrapping_add((bus - start) as usize))
+    }
+
+    /// Run `f` with a pointer to `[bus, bus+len)` while the range cannot be unregistered.
+    /// `f` must stay within `len` bytes of the pointer.
+    pub(crate) fn with_range<R>(&self, bus: u64, len: u64, f: impl FnOnce(*mut u8) -> R) -> Result<R, HostFault> {
+        let map = self.read_lock();
+        let p = Self::find(&map, bus, len).ok_or(HostFault { bus, len })?;
+        Ok(f(p))
+    }
+
+    /// Copy host memory at `bus` into `out`.
+    pub fn read(&self, bus: u64, out: &mut [u8]) -> Result<(), HostFault> {
+        self.with_range(bus, out.len() as u64, |p| {
+            // SAFETY: `p` covers out.len() bytes of a registered range held by the read lock.
+            unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) }
+        })
+    }
+
+    /// Copy `data` into host memory at `bus`.
+    pub fn write(&self, bus: u64, data: &[u8]) -> Result<(), HostFault> {
+        self.with_range(bus, data.len() as u64, |p| {
+            // SAFETY: `p` covers data.len() bytes of a registered range held by the read lock.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) }
+        })
+    }
+
+    /// Store a 32-bit little-endian word with release ordering (a writeback the CPU polls):
+    /// a CPU that sees it also sees every byte the card wrote before it.
+    pub fn store_u32_release(&self, bus: u64, value: u32) -> Result<(), HostFault> {
+        if bus % 4 != 0 {
+            std::sync::atomic::fence(Ordering::Release);
+            return self.write(bus, &value.to_le_bytes());
+        }
+        self.with_range(bus, 4, |p| {
+            // SAFETY: `p` is 4-byte aligned, covers 4 bytes of a registered range held by the
+            // read lock, and the CPU side reads it atomically too.
+            let word = unsafe { AtomicU32::from_ptr(p.cast::<u32>()) };
+            word.store(value.to_le(), Ordering::Release);
+        })
+    }
+}
+
+/// Keeps one buffer registered (and its memory alive); unregisters, then unmaps, on drop.
+pub struct Registration {
+    map: Arc<HostMap>,
+    start: u64,
+    backing: Option<Backing>,
+}
+
+impl Registration {
+    /// The CPU's pointer to the buffer (contiguous in both cases).
+    pub fn cpu_ptr(&self) -> *mut u8 {
+        match &self.backing {
+            Some(Backing::Pages(p)) => p.as_ptr(),
+            Some(Backing::Scattered(s)) => s.cpu_ptr(),
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.backing {
+            Some(Backing::Pages(p)) => p.len(),
+            Some(Backing::Scattered(s)) => s.len(),
+            None => 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bus address of the first byte of CPU-view page `i` (bus-contiguous for plain pages).
+    pub fn bus_of_page(&self, i: usize) -> u64 {
+        match &self.backing {
+            Some(Backing::Pages(p)) => p.as_ptr() as u64 + (i * super::mem::PAGE) as u64,
+            Some(Backing::Scattered(s)) => s.bus_of_page(i),
+            None => 0,
+        }
+    }
+
+    pub fn is_scattered(&self) -> bool {
+        matches!(self.backing, Some(Backing::Scattered(_)))
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut map = self.map.ranges.write().unwrap_or_else(|e| e.into_inner());
+        map.remove(&self.start);
+        drop(map);
+        // Only now, with no DMA copy able to find the range, release the memory.
+        self.backing.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_registered_ranges_are_reachable_and_drop_unregisters() {
+        let map = HostMap::new();
+        let reg = map.register_pages(Pages::new("t", 4096).unwrap());
+        let bus = reg.bus_of_page(0);
+        map.write(bus + 8, &[1, 2, 3]).unwrap();
+        let mut out = [0u8; 3];
+        map.read(bus + 8, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3]);
+        assert!(map.contains(bus, 4096));
+        assert_eq!(map.read(bus + 4095, &mut [0; 2]), Err(HostFault { bus: bus + 4095, len: 2 }));
+        assert!(map.write(bus.wrapping_sub(1), &[0]).is_err());
+        map.store_u32_release(bus + 16, 0x8000_0003).unwrap();
+        map.read(bus + 16, &mut out[..2]).unwrap();
+        assert_eq!(out[..2], [3, 0]);
+        drop(reg);
+        assert!(map.is_empty());
+        assert!(map.read(bus, &mut out).is_err(), "a dropped buffer is a fault, not a dangling read");
+    }
+}

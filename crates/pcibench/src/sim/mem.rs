@@ -1,0 +1,273 @@
+//! Host memory for the sim card: page-aligned anonymous mappings (BAR backing, card memory,
+//! DMA buffers) and "scattered" buffers whose bus view places each page elsewhere, so drivers
+//! are tested against non-contiguous buffers as on a physical-address (no-IOMMU) path.
+//!
+//! All raw-pointer work of the sim card's memory lives here; callers get bounds-checked methods.
+
+use crate::{Error, Result};
+use std::ptr::NonNull;
+
+/// The sim card's page size: buffers, BARs and scatter pieces are multiples of it.
+pub const PAGE: usize = 4096;
+
+fn round_up(len: usize) -> Option<usize> {
+    len.checked_add(PAGE - 1).map(|l| l & !(PAGE - 1))
+}
+
+fn os_error(what: &str, len: usize) -> Error {
+    Error::Unsupported(format!(
+        "could not map {len} bytes of host memory for the sim card's {what}: {}",
+        std::io::Error::last_os_error()
+    ))
+}
+
+/// One mmap'd range, unmapped on drop.
+struct Map {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; concurrent access goes through raw
+// pointers whose users (BAR copy routines, the DMA model) coordinate as device memory would.
+unsafe impl Send for Map {}
+// SAFETY: as above; `Map` itself is never mutated after creation.
+unsafe impl Sync for Map {}
+
+impl Map {
+    /// mmap with the given flags/fd; `len` is already page-rounded and non-zero.
+    fn new(what: &str, len: usize, prot: i32, flags: i32, fd: i32, addr: *mut u8) -> Result<Map> {
+        // SAFETY: a fresh mapping (or MAP_FIXED into a reservation this module owns); the
+        // result is checked against MAP_FAILED before use.
+        let p = unsafe { libc::mmap(addr.cast(), len, prot, flags, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(os_error(what, len));
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| os_error(what, len))?;
+        Ok(Map { ptr, len })
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the range this value mapped; nobody holds it any more (owners
+        // unregister from the sim card's host map before dropping, see host_map.rs).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Zeroed, page-aligned anonymous memory.
+pub struct Pages {
+    map: Map,
+}
+
+impl Pages {
+    /// At least `len` bytes (rounded up to whole pages), zeroed.
+    pub fn new(what: &str, len: usize) -> Result<Pages> {
+        let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
+        let map = Map::new(
+            what,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            std::ptr::null_mut(),
+        )?;
+        Ok(Pages { map })
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.len == 0
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.ptr.as_ptr()
+    }
+
+    fn range(&self, off: u64, len: usize) -> Result<usize> {
+        let off_us = usize::try_from(off).ok();
+        match off_us.and_then(|o| o.checked_add(len).map(|end| (o, end))) {
+            Some((o, end)) if end <= self.map.len => Ok(o),
+            _ => Err(Error::Refused(format!(
+                "{len} bytes at offset {off:#x} run past the end of a {:#x}-byte sim region",
+                self.map.len
+            ))),
+        }
+    }
+
+    pub fn read(&self, off: u64, out: &mut [u8]) -> Result<()> {
+        let o = self.range(off, out.len())?;
+        // SAFETY: [o, o+len) is inside the mapping (checked above); `out` is a distinct buffer.
+        unsafe { std::ptr::copy_nonoverlapping(self.as_ptr().add(o), out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    pub fn write(&self, off: u64, data: &[u8]) -> Result<()> {
+        let o = self.range(off, data.len())?;
+        // SAFETY: [o, o+len) is inside the mapping (checked above); `data` is a distinct buffer.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.as_ptr().add(o), data.len()) };
+        Ok(())
+    }
+
+    /// One naturally aligned 1/2/4/8-byte volatile load, as a CPU access to a BAR would be.
+    pub fn read_scalar(&self, off: u64, bytes: usize) -> Result<u64> {
+        let o = self.scalar_range(off, bytes)?;
+        // SAFETY: in bounds and naturally aligned (checked), the mapping is page-aligned.
+        let v = unsafe {
+            let p = self.as_ptr().add(o);
+            match bytes {
+                1 => p.read_volatile() as u64,
+                2 => p.cast::<u16>().read_volatile() as u64,
+                4 => p.cast::<u32>().read_volatile() as u64,
+                _ => p.cast::<u64>().read_volatile(),
+            }
+        };
+        Ok(u64::from_le(v))
+    }
+
+    pub fn write_scalar(&self, off: u64, bytes: usize, value: u64) -> Result<()> {
+        let o = self.scalar_range(off, bytes)?;
+        // SAFETY: in bounds and naturally aligned (checked), the mapping is page-aligned.
+        unsafe {
+            let p = self.as_ptr().add(o);
+            match bytes {
+                1 => p.write_volatile(value as u8),
+                2 => p.cast::<u16>().write_volatile((value as u16).to_le()),
+                4 => p.cast::<u32>().write_volatile((value as u32).to_le()),
+                _ => p.cast::<u64>().write_volatile(value.to_le()),
+            }
+        }
+        Ok(())
+    }
+
+    fn scalar_range(&self, off: u64, bytes: usize) -> Result<usize> {
+        if !matches!(bytes, 1 | 2 | 4 | 8) || off % bytes as u64 != 0 {
+            return Err(Error::Refused(format!(
+                "a {}-bit access at offset {off:#x} must be naturally aligned",
+                bytes * 8
+            )));
+        }
+        self.range(off, bytes)
+    }
+}
+
+/// A buffer whose CPU view is contiguous but whose bus view (what the sim card is given) puts
+/// page `i` at bus page `n - 1 - i`: every page is its own bus segment, in reverse order, as a
+/// buffer of scattered physical pages would be. Both views map the same memfd pages.
+pub struct Scattered {
+    cpu: Map,
+    bus: Map,
+}
+
+impl Scattered {
+    pub fn new(len: usize) -> Result<Scattered> {
+        let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
+        let name = c"pcibench-sim-scattered";
+        // SAFETY: memfd_create with a valid NUL-terminated name; the result is checked.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(os_error("scattered buffer (memfd_create)", len));
+        }
+        let result = Self::map_views(fd, len);
+        // SAFETY: fd is ours; the mappings keep the memfd's pages alive after close.
+        unsafe { libc::close(fd) };
+        result
+    }
+
+    fn map_views(fd: i32, len: usize) -> Result<Scattered> {
+        // SAFETY: fd is a fresh memfd owned by the caller.
+        if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+            return Err(os_error("scattered buffer (ftruncate)", len));
+        }
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let cpu = Map::new("scattered buffer", len, rw, libc::MAP_SHARED, fd, std::ptr::null_mut())?;
+        // Reserve the bus view, then place each file page into it at its reversed slot.
+        let bus = Map::new(
+            "scattered buffer",
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            std::ptr::null_mut(),
+        )?;
+        let pages = len / PAGE;
+        for i in 0..pages {
+            let slot = pages - 1 - i;
+            // SAFETY: MAP_FIXED replaces one page inside the reservation `bus` owns; the file
+            // offset i*PAGE is inside the memfd (ftruncate above).
+            let p = unsafe {
+                libc::mmap(
+                    bus.ptr.as_ptr().add(slot * PAGE).cast(),
+                    PAGE,
+                    rw,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    fd,
+                    (i * PAGE) as libc::off_t,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(os_error("scattered buffer (page alias)", len));
+            }
+        }
+        Ok(Scattered { cpu, bus })
+    }
+
+    pub fn len(&self) -> usize {
+        self.cpu.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cpu.len == 0
+    }
+
+    pub fn cpu_ptr(&self) -> *mut u8 {
+        self.cpu.ptr.as_ptr()
+    }
+
+    pub fn bus_ptr(&self) -> *mut u8 {
+        self.bus.ptr.as_ptr()
+    }
+
+    /// Bus address of CPU-view page `i`.
+    pub fn bus_of_page(&self, i: usize) -> u64 {
+        let pages = self.cpu.len / PAGE;
+        self.bus.ptr.as_ptr() as u64 + ((pages - 1 - i) * PAGE) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_zeroed_aligned_and_bounds_checked() {
+        let p = Pages::new("test", 5000).unwrap();
+        assert_eq!(p.len(), 8192);
+        assert_eq!(p.as_ptr() as usize % PAGE, 0);
+        assert_eq!(p.read_scalar(8184, 8).unwrap(), 0);
+        p.write_scalar(16, 4, 0xdead_beef).unwrap();
+        assert_eq!(p.read_scalar(16, 4).unwrap(), 0xdead_beef);
+        assert_eq!(p.read_scalar(16, 2).unwrap(), 0xbeef);
+        assert!(p.read_scalar(8190, 4).is_err(), "misaligned");
+        assert!(p.read_scalar(8192, 1).is_err(), "past the end");
+        assert!(p.write(8190, &[0; 4]).is_err());
+        assert!(p.read(u64::MAX, &mut [0; 1]).is_err());
+    }
+
+    #[test]
+    fn scattered_views_share_pages_in_reverse_order() {
+        let s = Scattered::new(3 * PAGE).unwrap();
+        // SAFETY: both views are 3 pages long and map the same file pages.
+        unsafe {
+            s.cpu_ptr().write(0x11);
+            s.cpu_ptr().add(2 * PAGE + 5).write(0x33);
+            assert_eq!((s.bus_of_page(0) as *const u8).read(), 0x11);
+            assert_eq!((s.bus_of_page(2) as *const u8).add(5).read(), 0x33);
+        }
+        assert_eq!(s.bus_of_page(0), s.bus_ptr() as u64 + 2 * PAGE as u64);
+        assert_eq!(s.bus_of_page(2), s.bus_ptr() as u64);
+    }
+}

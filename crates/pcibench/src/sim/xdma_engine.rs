@@ -1,0 +1,332 @@
+//! The sim XDMA engine proper: one worker thread per channel that, on each rising edge of run,
+//! fetches descriptors from host memory, checks them as PG195 describes, moves the bytes between
+//! the host buffer and card memory with one memcpy per descriptor, and reports through the
+//! status register, the completed count and the poll-mode writeback word.
+//!
+//! Descriptor (PG195 "Descriptor Format"): +0x00 [31:16] magic 0xAD4B, [13:8] Nxt_adj,
+//! [7:0] control (0 STOP, 1 COMPLETED, 4 EOP); +0x04 length; +0x08 source; +0x10 destination;
+//! +0x18 next descriptor. A block of 1 + adj adjacent descriptors is fetched together: within it
+//! the next descriptor is the following 32 bytes; the block's last descriptor names the next
+//! block and its adjacent count. A block crossing a 4 KiB boundary is reported as
+//! align_mismatch (hardware behaviour there is undefined; the model makes the mistake visible).
+
+use super::host_map::HostFault;
+use super::mem::Pages;
+use super::xdma_model::*;
+use crate::dma::Direction;
+use crate::{Error, Result};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const MAGIC: u32 = 0xad4b;
+const DESC_STOP: u32 = 1 << 0;
+const DESC_COMPLETED: u32 = 1 << 1;
+const MAX_LEN: u32 = 0x0fff_ffff;
+/// After a chain the worker spins this long before sleeping, so back-to-back runs (a benchmark
+/// loop) start without a futex wake-up; idle engines cost nothing after it.
+const SPIN: Duration = Duration::from_micros(100);
+
+/// Card (AXI) memory: the engine's other side.
+pub(crate) struct CardMemory {
+    pages: Pages,
+    size: u64,
+    /// Serializes the channels' copies (two engines writing the same card bytes at once is a
+    /// race on hardware too, but must not be one in Rust).
+    lock: Mutex<()>,
+}
+
+impl CardMemory {
+    pub fn new(pages: Pages, size: u64) -> CardMemory {
+        CardMemory { pages, size, lock: Mutex::new(()) }
+    }
+
+    /// `[addr, addr+len)` as an offset, if it lies inside card memory.
+    fn range(&self, addr: u64, len: u64) -> Option<usize> {
+        (addr.checked_add(len)? <= self.size).then_some(addr as usize)
+    }
+
+    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<()> {
+        self.range(addr, out.len() as u64).ok_or_else(|| self.refuse(addr, out.len()))?;
+        let _g = self.guard();
+        self.pages.read(addr, out)
+    }
+
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.range(addr, data.len() as u64).ok_or_else(|| self.refuse(addr, data.len()))?;
+        let _g = self.guard();
+        self.pages.write(addr, data)
+    }
+
+    fn refuse(&self, addr: u64, len: usize) -> Error {
+        Error::Refused(format!(
+            "{len} bytes at card address {addr:#x} are outside the sim card's {:#x} bytes of card memory",
+            self.size
+        ))
+    }
+
+    /// Host → card. SAFETY: `src` must be valid for reads of `len` bytes for the whole call
+    /// (a range held by the host map's read lock) and `off + len` must be inside card memory.
+    unsafe fn copy_in(&self, off: usize, src: *const u8, len: usize) {
+        let _g = self.guard();
+        // SAFETY: per the function contract; card memory and host buffers never overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src, self.pages.as_ptr().add(off), len) }
+    }
+
+    /// Card → host, with the same contract for `dst` (writes).
+    unsafe fn copy_out(&self, off: usize, dst: *mut u8, len: usize) {
+        let _g = self.guard();
+        // SAFETY: per the function contract.
+        unsafe { std::ptr::copy_nonoverlapping(self.pages.as_ptr().add(off), dst, len) }
+    }
+}
+
+struct Desc {
+    control: u32,
+    nxt_adj: u32,
+    len: u32,
+    src: u64,
+    dst: u64,
+    next: u64,
+}
+
+/// Why the engine stopped: the status bits to log (if enabled) and the model's own words.
+type Stop = (u32, String);
+
+fn le32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+fn le64(b: &[u8], o: usize) -> u64 {
+    le32(b, o) as u64 | (le32(b, o + 4) as u64) << 32
+}
+
+pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
+    let Some(ch) = shared.channel(dir, index) else { return };
+    let mut served = 0u64;
+    while let Some((gen, start)) = wait_for_start(&shared, ch, &mut served) {
+        if let Err((bits, why)) = run_chain(&shared, ch, gen, start) {
+            finish(&shared, ch, gen, bits, Some(why));
+        }
+    }
+}
+
+fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
+    let deadline = Instant::now() + SPIN;
+    let mut spins = 0u32;
+    while ch.gen_hint.load(Ordering::Acquire) == *served && !shared.shutdown.load(Ordering::Acquire) {
+        spins = spins.wrapping_add(1);
+        if spins % 64 == 0 && Instant::now() >= deadline {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    let mut st = ch.lock();
+    loop {
+        if shared.shutdown.load(Ordering::Acquire) {
+            return None;
+        }
+        if st.gen != *served {
+            *served = st.gen;
+            return Some((st.gen, st.start));
+        }
+        st.parked = true;
+        st = ch.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        st.parked = false;
+    }
+}
+
+/// Still the run we are serving: run set, no newer rising edge, model alive.
+fn current(shared: &Shared, ch: &Channel, gen: u64) -> bool {
+    ch.control.load(Ordering::Acquire) & CTRL_RUN != 0
+        && ch.gen_hint.load(Ordering::Acquire) == gen
+        && !shared.shutdown.load(Ordering::Acquire)
+}
+
+/// Wait out the stall test hook; false when run was cleared (or a new run began) meanwhile.
+fn runnable(shared: &Shared, ch: &Channel, gen: u64) -> bool {
+    while ch.stalled.load(Ordering::Acquire) {
+        if !current(shared, ch, gen) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    current(shared, ch, gen)
+}
+
+fn check_block(addr: u64, extra: u32) -> Result<(), Stop> {
+    if addr % 32 != 0 {
+        return Err((ST_ALIGN_MISMATCH, format!("descriptor address {addr:#x} is not 32-byte aligned")));
+    }
+    if (addr & 0xfff) + (extra as u64 + 1) * 32 > 0x1000 {
+        return Err((
+            ST_ALIGN_MISMATCH,
+            format!("a block of {} adjacent descriptors at {addr:#x} crosses a 4 KiB boundary", extra + 1),
+        ));
+    }
+    Ok(())
+}
+
+fn run_chain(shared: &Shared, ch: &Channel, gen: u64, start: Start) -> Result<(), Stop> {
+    let (mut addr, mut extra) = (start.addr, start.adj);
+    check_block(addr, extra)?;
+    loop {
+        // Clearing run stops the engine after the descriptor in flight (PG195 control bit 0).
+        if !runnable(shared, ch, gen) {
+            finish(shared, ch, gen, ST_IDLE_STOPPED, None);
+            return Ok(());
+        }
+        let d = fetch(shared, addr)?;
+        move_data(shared, ch.dir, &d)?;
+        if !complete(shared, ch, gen, &d)? {
+            return Ok(());
+        }
+        if extra > 0 {
+            addr += 32;
+            extra -= 1;
+        } else {
+            (addr, extra) = (d.next, d.nxt_adj);
+            check_block(addr, extra)?;
+        }
+    }
+}
+
+fn fetch(shared: &Shared, addr: u64) -> Result<Desc, Stop> {
+    let mut b = [0u8; 32];
+    if !shared.bus_master.load(Ordering::Acquire) {
+        return Err((ST_DESC_ERROR0, "descriptor fetch with Bus Master Enable off (command register bit 2)".into()));
+    }
+    shared.host.read(addr, &mut b).map_err(|f| (ST_DESC_ERROR0, format!("descriptor fetch failed: {f}")))?;
+    let w0 = le32(&b, 0);
+    if w0 >> 16 != MAGIC {
+        return Err((ST_MAGIC_STOPPED, format!("descriptor at {addr:#x} has magic {:#06x}, not 0xad4b", w0 >> 16)));
+    }
+    let d = Desc {
+        control: w0 & 0xff,
+        nxt_adj: (w0 >> 8) & 0x3f,
+        len: le32(&b, 4),
+        src: le64(&b, 8),
+        dst: le64(&b, 16),
+        next: le64(&b, 24),
+    };
+    if d.len == 0 || d.len > MAX_LEN {
+        return Err((ST_INVALID_LENGTH, format!("descriptor at {addr:#x} has length {:#x}", d.len)));
+    }
+    let cfg = &shared.cfg;
+    let (align, gran) = (cfg.addr_align.max(1) as u64, cfg.len_granularity.max(1) as u32);
+    if d.src % align != 0 || d.dst % align != 0 || d.len % gran != 0 {
+        return Err((
+            ST_ALIGN_MISMATCH,
+            format!(
+                "descriptor at {addr:#x}: source {:#x} / destination {:#x} not {align}-byte aligned or length {:#x} not a multiple of {gran}",
+                d.src, d.dst, d.len
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+fn host_fault(bits: u32, what: &str, f: HostFault) -> Stop {
+    (bits, format!("host {what} failed: {f}"))
+}
+
+fn move_data(shared: &Shared, dir: Direction, d: &Desc) -> Result<(), Stop> {
+    let len = d.len as u64;
+    let card = &shared.card;
+    let master = shared.bus_master.load(Ordering::Acquire);
+    match dir {
+        Direction::H2c => {
+            // AXI write past card memory: write_error decode error; PCIe read of unmapped host
+            // memory: read_error unsupported request (what an IOMMU fault completes with).
+            let off = card.range(d.dst, len).ok_or_else(|| {
+                (
+                    ST_WRITE_ERROR0,
+                    format!("card address {:#x} + {len:#x} is past card memory ({:#x} bytes)", d.dst, card.size),
+                )
+            })?;
+            if !master {
+                return Err((ST_READ_ERROR0, "host read with Bus Master Enable off (command register bit 2)".into()));
+            }
+            shared
+                .host
+                // SAFETY: the host map holds `p` valid for `len` bytes during the closure and
+                // `off + len` is inside card memory (checked above).
+                .with_range(d.src, len, |p| unsafe { card.copy_in(off, p, len as usize) })
+                .map_err(|f| host_fault(ST_READ_ERROR0, "read", f))
+        }
+        Direction::C2h => {
+            let off = card.range(d.src, len).ok_or_else(|| {
+                (
+                    ST_READ_ERROR0,
+                    format!("card address {:#x} + {len:#x} is past card memory ({:#x} bytes)", d.src, card.size),
+                )
+            })?;
+            // A real card cannot see a dropped posted write; the sim reports it as write_error.
+            if !master {
+                return Err((ST_WRITE_ERROR0, "host write with Bus Master Enable off (command register bit 2)".into()));
+            }
+            shared
+                .host
+                // SAFETY: as above, for writes.
+                .with_range(d.dst, len, |p| unsafe { card.copy_out(off, p, len as usize) })
+                .map_err(|f| host_fault(ST_WRITE_ERROR0, "write", f))
+        }
+    }
+}
+
+/// Count a finished descriptor; true to go on with the next one.
+fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, Stop> {
+    let st = ch.lock();
+    if st.gen != gen {
+        return Ok(false); // a newer run owns the registers now
+    }
+    let count = ch.completed.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+    let control = ch.control.load(Ordering::Acquire);
+    if d.control & DESC_COMPLETED != 0 {
+        ch.status.fetch_or(ST_DESC_COMPLETED & control, Ordering::AcqRel);
+        if control & CTRL_POLL_WB != 0 {
+            let wb = ch.wb_addr();
+            if let Err(f) = shared.host.store_u32_release(wb, count & 0x00ff_ffff) {
+                drop(st);
+                return Err(host_fault(ST_WRITE_ERROR0, "writeback", f));
+            }
+        }
+    }
+    if d.control & DESC_STOP != 0 {
+        ch.status.fetch_or(ST_DESC_STOPPED & control, Ordering::AcqRel);
+        ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Stop the run `gen`: log `bits` where enabled, write back the error (poll mode), clear busy.
+/// The model also writes the word on an error stop (Sts_err set) so a poller sees it at once;
+/// hardware may not, which is why the driver also watches the status register.
+fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String>) {
+    let st = ch.lock();
+    if st.gen != gen {
+        return;
+    }
+    let control = ch.control.load(Ordering::Acquire);
+    let mut logged = bits & control & ST_LOGGABLE;
+    if let Some(mut why) = why {
+        if control & CTRL_POLL_WB != 0 {
+            let count = ch.completed.load(Ordering::Acquire) & 0x00ff_ffff;
+            let err = if logged & ST_ERRORS != 0 { 1 << 31 } else { 0 };
+            if let Err(f) = shared.host.store_u32_release(ch.wb_addr(), count | err) {
+                // Only the status register can tell now.
+                logged |= ST_WRITE_ERROR0 & control;
+                why.push_str(&format!("; the error writeback failed too: {f}"));
+            }
+        }
+        ch.set_fault(why);
+    }
+    ch.status.fetch_or(logged, Ordering::AcqRel);
+    ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
+    drop(st);
+}
