@@ -47,7 +47,7 @@ expect_rc 2 '"via": *"none"' as_user pcibench doctor "$a" --json
 expect_out 'bound it to vfio-pci' pcibench setup "$a" --vfio
 [ "$(driver_of "$a")" = vfio-pci ] || fail "$a not bound to vfio-pci after setup --vfio"
 [ "$(cat "$SYS/$a/driver_override")" = vfio-pci ] || fail "driver_override is $(cat "$SYS/$a/driver_override")"
-g=$(basename "$(readlink "$SYS/$a/iommu_group")")
+g=$(group_of "$a")
 node=/dev/vfio/$node_prefix$g
 [ -c "$node" ] || fail "$node missing (have: $(ls /dev/vfio))"
 ok "$a bound to vfio-pci, $node exists"
@@ -57,6 +57,8 @@ expect_out 'nothing to change' pcibench setup "$a" --vfio
 
 # After: root is ready on the VFIO flavour of this machine; the user is told exactly what to run.
 expect_rc "0 1" "^recommended: $via: ready\$" pcibench doctor "$a"
+# The command it recommends works (reads only).
+expect_out "^pcibench pio $a via $via" pcibench pio "$a" --via "$via" --map uc --dir c2h --size 4K --total 64K
 expect_rc 2 "^  (run|then): sudo chown user $node\$" as_user pcibench doctor "$a"
 if [ "$LAB_MACHINE" = pc ]; then
 	expect_rc 2 '^FAIL  cap-sys-rawio ' as_user pcibench doctor "$a"
@@ -84,4 +86,5 @@ expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release
 # --sysfs-user: the user reaches it through sysfs.
 expect_out 'gave user \(1000:1000\) resource0' pcibench setup "$a" --sysfs-user user
 expect_rc "0 1" '^recommended: sysfs: ready$' as_user pcibench doctor "$a"
+expect_out "^pcibench pio $a via sysfs" as_user pcibench pio "$a" --via sysfs --map uc --dir c2h --size 4K --total 64K
 expect_out 'nothing to change' pcibench setup "$a" --sysfs-user user
