@@ -34,6 +34,8 @@ enum Command {
     Peek(cmd::peek::PeekArgs),
     /// Write one register of a BAR (needs --allow-write except on sim).
     Poke(cmd::peek::PokeArgs),
+    /// DMA throughput of a card's engine both ways, verified (edu, xdma, sim).
+    Dma(cmd::dma::DmaArgs),
     /// The suite on one device: info, then the measurements its access paths allow (default: sim).
     Run(cmd::run::RunArgs),
 }
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(&host, a),
         Command::Run(a) => cmd::run::run(&host, a),
         Command::Pio(a) => cmd::pio::run(&host, a),
+        Command::Dma(a) => cmd::dma::run(&host, a),
         Command::Peek(a) => cmd::peek::peek(&host, a),
         Command::Poke(a) => cmd::peek::poke(&host, a),
     };

@@ -1,3 +1,4 @@
+pub mod dma;
 pub mod info;
 pub mod list;
 pub mod peek;

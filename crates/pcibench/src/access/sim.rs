@@ -3,6 +3,7 @@
 //! and config space is a 256-byte model. Its figures are host-memory figures ("simulated card").
 
 use super::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
+use crate::dma::{BufferSource, DmaAllocator};
 use crate::mmio::Width;
 use crate::pci::config::CMD_BUS_MASTER;
 use crate::sim::config_space::ConfigSpace;
@@ -77,6 +78,12 @@ impl DeviceAccess for SimDevice {
 
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.config().read(offset, buf)
+    }
+
+    /// Sim buffers live in process memory the sim card's engine may touch (its "IOMMU" is the
+    /// registry of these buffers); the source and width do not change that.
+    fn dma_allocator(&self, _source: &BufferSource, _dma_bits: u32) -> Result<Box<dyn DmaAllocator>> {
+        Ok(Box::new(crate::dma::buffers::sim::SimAllocator::new(self)))
     }
 
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
