@@ -8,11 +8,13 @@
 pub mod access;
 pub mod bench;
 pub mod dma;
+pub mod doctor;
 pub mod error;
 pub mod host;
 pub mod mmio;
 pub mod pci;
 pub mod report;
+pub mod setup;
 pub mod sim;
 pub mod units;
 

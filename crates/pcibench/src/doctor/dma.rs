@@ -1,0 +1,93 @@
+//! Checks for DMA buffers: the memory-lock limit VFIO pins against, and free hugepages (the
+//! physically contiguous buffers no-IOMMU DMA needs).
+
+use super::caller::CAP_IPC_LOCK;
+use super::state::{meminfo, read_trim};
+use super::{Ctx, Finding, Severity};
+use crate::access::Via;
+use crate::units::human_size;
+use std::fs;
+
+/// Below this a typical DMA test (fpga_sio's 64 MiB total, seed 000's 1.2 MB buffers x2) may not fit.
+const MEMLOCK_ENOUGH: u64 = 64 << 20;
+
+pub(super) fn checks(c: &Ctx) -> Vec<Finding> {
+    vec![memlock(c), hugepages(c)]
+}
+
+fn memlock(c: &Ctx) -> Finding {
+    // vfio_iommu_type1 (vfio_lock_acct) charges pinned pages to RLIMIT_MEMLOCK unless the
+    // task has CAP_IPC_LOCK.
+    if c.caller.has_cap(CAP_IPC_LOCK) {
+        return Finding::new("memlock", Severity::Pass, "CAP_IPC_LOCK: pinned memory is not limited").dma();
+    }
+    match c.caller.memlock {
+        None => Finding::new("memlock", Severity::Pass, "RLIMIT_MEMLOCK unlimited").dma(),
+        Some(n) if n >= MEMLOCK_ENOUGH => {
+            Finding::new("memlock", Severity::Pass, format!("RLIMIT_MEMLOCK {}", human_size(n))).dma()
+        }
+        Some(n) => Finding::new(
+            "memlock",
+            Severity::Warn,
+            format!(
+                "RLIMIT_MEMLOCK {}: VFIO pins DMA buffers against it, so larger buffers fail with ENOMEM",
+                human_size(n)
+            ),
+        )
+        .fix(format!(
+            "raise it for this shell: sudo prlimit --pid $$ --memlock=unlimited (for good: \
+             `{} - memlock unlimited` in /etc/security/limits.conf)",
+            c.caller.user
+        ))
+        .dma(),
+    }
+}
+
+/// (page size in kB, total, free) per hugepage size, from /sys/kernel/mm/hugepages, else /proc/meminfo.
+fn pools(c: &Ctx) -> Vec<(u64, u64, u64)> {
+    let mut v: Vec<(u64, u64, u64)> = fs::read_dir(c.host.path("/sys/kernel/mm/hugepages"))
+        .map(|rd| {
+            rd.filter_map(|e| {
+                let e = e.ok()?;
+                let kb = e.file_name().to_str()?.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
+                let n = |f: &str| read_trim(&e.path().join(f)).and_then(|s| s.parse::<u64>().ok());
+                Some((kb, n("nr_hugepages")?, n("free_hugepages")?))
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    if v.is_empty() {
+        if let (Some(kb), Some(t), Some(f)) =
+            (meminfo(c.host, "Hugepagesize"), meminfo(c.host, "HugePages_Total"), meminfo(c.host, "HugePages_Free"))
+        {
+            v.push((kb, t, f));
+        }
+    }
+    v.sort();
+    v
+}
+
+fn hugepages(c: &Ctx) -> Finding {
+    let pools = pools(c);
+    if pools.is_empty() {
+        return Finding::new(
+            "hugepages",
+            Severity::Info,
+            "no hugepage support found (/sys/kernel/mm/hugepages absent)",
+        )
+        .dma();
+    }
+    let desc: Vec<String> =
+        pools.iter().map(|(kb, t, f)| format!("{f} of {t} free at {}", human_size(kb << 10))).collect();
+    if pools.iter().any(|p| p.2 > 0) {
+        return Finding::new("hugepages", Severity::Pass, desc.join(", ")).dma();
+    }
+    let default_kb = meminfo(c.host, "Hugepagesize").unwrap_or(2048);
+    let fix = format!("echo 64 | sudo tee /sys/kernel/mm/hugepages/hugepages-{default_kb}kB/nr_hugepages");
+    let (base, why) = if c.vfio == Via::VfioNoiommu {
+        (Severity::Warn, "no-IOMMU DMA needs physically contiguous buffers, which hugepages are")
+    } else {
+        (Severity::Info, "heap buffers work through the IOMMU; hugepages need fewer IOMMU mappings")
+    };
+    Finding::new("hugepages", base, format!("none free ({}): {why}", desc.join(", "))).fix(fix).dma()
+}

@@ -1,0 +1,407 @@
+//! `pcibench doctor`: why a device cannot be reached, and the exact command that fixes it.
+//!
+//! Each check reads host state (through `Host`, so fixture trees work) and returns a finding:
+//! evidence, the fix, and which access paths it blocks. The report then picks the one access
+//! path to recommend (the first of sysfs / vfio / vfio-noiommu that works, else the first whose
+//! blockers all have a command) and marks the findings that block it as failures.
+//!
+//! JSON (`serde_json::to_string(&report)`), field names stable:
+//! ```text
+//! { "device": "0000:00:04.0",
+//!   "checks": [ { "name": "driver", "severity": "pass|warn|fail|info", "evidence": "...",
+//!                 "fix": "..." | null, "blocks": ["sysfs", "vfio", "vfio-noiommu"] } ... ],
+//!   "recommended": { "via": "sysfs|vfio|vfio-noiommu|sim|none", "goal": "vfio" | null,
+//!                    "ready": true, "blocked_by": ["driver"], "command": "..." | null,
+//!                    "then": ["..."], "summary": "..." },
+//!   "worst": "pass|info|warn|fail" }
+//! ```
+//! `via` is the path usable now (`none` when a fix is needed first); `goal` the path the
+//! commands lead to; `command` the one command to run (to use the path when ready, else the
+//! first fix) and `then` any further fixes in order. Exit codes: `Report::exit_code`.
+
+mod caller;
+mod device;
+mod dma;
+pub(crate) mod state;
+mod sysfs;
+mod vfio;
+
+pub(crate) use caller::passwd_lookup;
+pub use caller::Caller;
+pub(crate) use vfio::holders;
+
+use crate::access::Via;
+use crate::host::Host;
+use crate::pci::{DeviceInfo, PciAddress, Target};
+use crate::Result;
+use serde::{Serialize, Serializer};
+use std::fmt::Write;
+
+/// How bad a finding is. Ordered: `Pass < Info < Warn < Fail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The check found what access needs.
+    Pass,
+    /// Context, or a problem only for a path other than the recommended one.
+    Info,
+    /// A caveat on the recommended path: a degraded link, counted errors, DMA limits, or
+    /// something (lockdown, a bound driver) that takes away another path.
+    Warn,
+    /// It stops the recommended access path until fixed.
+    Fail,
+}
+
+impl Severity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Pass => "PASS",
+            Severity::Info => "INFO",
+            Severity::Warn => "WARN",
+            Severity::Fail => "FAIL",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Stable identifier: device, driver, memory-space, bus-master, resource-files, lockdown,
+    /// strict-devmem, iommu, iommu-group, vfio-modules, noiommu-mode, vfio-nodes, cap-sys-rawio,
+    /// memlock, hugepages, link, aer.
+    pub name: &'static str,
+    pub severity: Severity,
+    /// What was found, with the values read (files, bits, modes).
+    pub evidence: String,
+    /// What to do about it (the exact command where there is one).
+    pub fix: Option<String>,
+    /// The access paths this finding stops until fixed.
+    pub blocks: Vec<Via>,
+}
+
+fn via_or_none<S: Serializer>(v: &Option<Via>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_str("none"),
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Recommendation {
+    /// The path to use now; `None` (JSON "none") until the blockers are fixed.
+    #[serde(serialize_with = "via_or_none")]
+    pub via: Option<Via>,
+    /// The path the commands lead to (`None` when the device does not exist).
+    pub goal: Option<Via>,
+    pub ready: bool,
+    /// Names of the checks that stop `goal`.
+    pub blocked_by: Vec<&'static str>,
+    /// The one command to run: how to use `goal` when ready, else the first fix.
+    pub command: Option<String>,
+    /// Further fixes, in order, after `command`.
+    pub then: Vec<String>,
+    /// One line for people.
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub device: String,
+    pub checks: Vec<Check>,
+    pub recommended: Recommendation,
+    pub worst: Severity,
+}
+
+impl Report {
+    /// 0: every check passed or is information; 1: a warning; 2: a failure (the recommended
+    /// path does not work until a fix is applied).
+    pub fn exit_code(&self) -> u8 {
+        match self.worst {
+            Severity::Pass | Severity::Info => 0,
+            Severity::Warn => 1,
+            Severity::Fail => 2,
+        }
+    }
+
+    pub fn check(&self, name: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+}
+
+/// What a check found, before the report decides which path to recommend.
+#[derive(Debug, Clone)]
+pub(crate) struct Finding {
+    pub name: &'static str,
+    /// Severity when this finding does not block the recommended path.
+    pub base: Severity,
+    pub evidence: String,
+    pub fix: Option<String>,
+    /// Paths this finding stops, each with the command that lifts it for that path
+    /// (`None`: no command can, e.g. kernel lockdown for sysfs).
+    pub blocks: Vec<(Via, Option<String>)>,
+    /// Matters only for DMA (memlock, hugepages): information when the path is sysfs.
+    pub dma_only: bool,
+}
+
+impl Finding {
+    pub fn new(name: &'static str, base: Severity, evidence: impl Into<String>) -> Self {
+        Finding { name, base, evidence: evidence.into(), fix: None, blocks: Vec::new(), dma_only: false }
+    }
+
+    pub fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+
+    pub fn blocks(mut self, via: Via, command: Option<String>) -> Self {
+        self.blocks.push((via, command));
+        self
+    }
+
+    pub fn dma(mut self) -> Self {
+        self.dma_only = true;
+        self
+    }
+}
+
+/// Everything the checks share about one PCI device.
+pub(crate) struct Ctx<'a> {
+    pub host: &'a Host,
+    pub caller: &'a Caller,
+    pub addr: PciAddress,
+    pub info: DeviceInfo,
+    pub driver: Option<String>,
+    pub group: Option<u32>,
+    /// The device's group is a vfio no-IOMMU group.
+    pub noiommu_group: bool,
+    pub iommus: Vec<String>,
+    pub cmdline: String,
+    /// The VFIO flavour this device would use: `Vfio` with an IOMMU, else `VfioNoiommu`.
+    pub vfio: Via,
+}
+
+impl Ctx<'_> {
+    pub fn bound_to_vfio(&self) -> bool {
+        self.driver.as_deref() == Some("vfio-pci")
+    }
+
+    /// `sudo pcibench setup ADDR --vfio`.
+    pub fn setup_vfio(&self) -> String {
+        format!("sudo pcibench setup {} --vfio", self.addr)
+    }
+
+    pub fn setup_sysfs(&self) -> String {
+        format!("sudo pcibench setup {} --sysfs-user {}", self.addr, self.caller.user)
+    }
+
+    pub fn sysfs_dir(&self) -> String {
+        format!("/sys/bus/pci/devices/{}", self.addr)
+    }
+}
+
+/// Diagnose `target` as the running process.
+pub fn run(host: &Host, target: &Target) -> Result<Report> {
+    run_as(host, target, &Caller::current())
+}
+
+/// Diagnose `target` as `caller` (tests inject uid, capabilities and limits).
+pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
+    let addr = match target {
+        Target::Sim => return Ok(sim_report()),
+        Target::Pci(a) => *a,
+    };
+    let info = match crate::pci::describe(host, target) {
+        Ok(i) => i,
+        Err(crate::Error::NoDevice(_)) => return Ok(missing_report(host, &addr)),
+        Err(e) => return Err(e),
+    };
+    let group = state::iommu_group_of(host, &addr);
+    let noiommu_group = group.is_some_and(|g| state::group_is_noiommu(host, g));
+    let iommus = state::iommus(host);
+    let has_iommu = !noiommu_group && (!iommus.is_empty() || group.is_some());
+    let ctx = Ctx {
+        host,
+        caller,
+        addr,
+        driver: info.driver.clone(),
+        info,
+        group,
+        noiommu_group,
+        iommus,
+        cmdline: state::cmdline(host),
+        vfio: if has_iommu { Via::Vfio } else { Via::VfioNoiommu },
+    };
+    let mut findings = vec![device::exists(&ctx)];
+    findings.extend(device::checks(&ctx));
+    findings.extend(sysfs::checks(&ctx));
+    findings.extend(vfio::checks(&ctx));
+    findings.extend(dma::checks(&ctx));
+    findings.extend(device::link_checks(&ctx));
+    // With vfio-pci bound only VFIO applies; with another driver bound VFIO comes first (setup
+    // rebinds it and it brings DMA); with no driver sysfs comes first (no rebinding, and WC).
+    let candidates = match ctx.driver.as_deref() {
+        Some("vfio-pci") => vec![ctx.vfio],
+        Some(_) => vec![ctx.vfio, Via::Sysfs],
+        None => vec![Via::Sysfs, ctx.vfio],
+    };
+    Ok(finish(addr.to_string(), findings, &candidates))
+}
+
+/// Pick the path, then turn findings into checks: blockers of the chosen path fail.
+fn finish(device: String, findings: Vec<Finding>, candidates: &[Via]) -> Report {
+    let blockers =
+        |via: Via| -> Vec<&Finding> { findings.iter().filter(|f| f.blocks.iter().any(|(v, _)| *v == via)).collect() };
+    let command_for = |f: &Finding, via: Via| f.blocks.iter().find(|(v, _)| *v == via).and_then(|(_, c)| c.clone());
+    let ready = candidates.iter().copied().find(|v| blockers(*v).is_empty());
+    let fixable = candidates.iter().copied().find(|v| blockers(*v).iter().all(|f| command_for(f, *v).is_some()));
+    // Candidates are never empty (every device has a VFIO flavour); sysfs is a harmless default.
+    let goal = ready.or(fixable).or(candidates.last().copied()).unwrap_or(Via::Sysfs);
+    let recommended = match ready {
+        Some(v) => Recommendation {
+            via: Some(v),
+            goal: Some(v),
+            ready: true,
+            blocked_by: Vec::new(),
+            command: Some(format!("pcibench pio {device} --via {v}")),
+            then: Vec::new(),
+            summary: format!("{v}: ready"),
+        },
+        None => {
+            let g = goal;
+            let bs = blockers(g);
+            let mut cmds: Vec<String> = Vec::new();
+            for c in bs.iter().filter_map(|f| command_for(f, g)) {
+                if !cmds.contains(&c) {
+                    cmds.push(c);
+                }
+            }
+            let names: Vec<&'static str> = bs.iter().map(|f| f.name).collect();
+            let command = (!cmds.is_empty()).then(|| cmds.remove(0));
+            let summary = if command.is_some() {
+                format!("none until you fix {} (then {g})", names.join(", "))
+            } else {
+                format!("none until you fix {} (no command can: see its fix)", names.join(", "))
+            };
+            Recommendation { via: None, goal: Some(g), ready: false, blocked_by: names, command, then: cmds, summary }
+        }
+    };
+    let checks: Vec<Check> = findings
+        .into_iter()
+        .map(|f| {
+            let blocks_goal = !recommended.ready && f.blocks.iter().any(|(v, _)| Some(*v) == recommended.goal);
+            let mut severity = if blocks_goal { Severity::Fail } else { f.base };
+            if f.dma_only && recommended.goal == Some(Via::Sysfs) && severity == Severity::Warn {
+                severity = Severity::Info;
+            }
+            let fix = if severity == Severity::Pass { None } else { f.fix };
+            Check {
+                name: f.name,
+                severity,
+                evidence: f.evidence,
+                fix,
+                blocks: f.blocks.into_iter().map(|b| b.0).collect(),
+            }
+        })
+        .collect();
+    let worst = checks.iter().map(|c| c.severity).max().unwrap_or(Severity::Pass);
+    Report { device, checks, recommended, worst }
+}
+
+fn missing_report(host: &Host, addr: &PciAddress) -> Report {
+    let why = if host.path("/sys/bus/pci").exists() {
+        format!("no {} in /sys/bus/pci/devices", addr)
+    } else {
+        "no /sys/bus/pci on this host (no PCI, or sysfs not mounted)".to_string()
+    };
+    let check = Check {
+        name: "device",
+        severity: Severity::Fail,
+        evidence: why,
+        fix: Some("pcibench list (the devices present, with their addresses)".into()),
+        blocks: vec![Via::Sysfs, Via::Vfio, Via::VfioNoiommu],
+    };
+    Report {
+        device: addr.to_string(),
+        checks: vec![check],
+        recommended: Recommendation {
+            via: None,
+            goal: None,
+            ready: false,
+            blocked_by: vec!["device"],
+            command: Some("pcibench list".into()),
+            then: Vec::new(),
+            summary: format!("none until you fix device: no PCI device {addr}"),
+        },
+        worst: Severity::Fail,
+    }
+}
+
+/// Every check name, in report order (the sim card reports each as information).
+pub const CHECK_NAMES: [&str; 17] = [
+    "device",
+    "driver",
+    "memory-space",
+    "bus-master",
+    "resource-files",
+    "lockdown",
+    "strict-devmem",
+    "iommu",
+    "iommu-group",
+    "vfio-modules",
+    "noiommu-mode",
+    "vfio-nodes",
+    "cap-sys-rawio",
+    "memlock",
+    "hugepages",
+    "link",
+    "aer",
+];
+
+fn sim_report() -> Report {
+    let checks = CHECK_NAMES
+        .iter()
+        .map(|n| Check {
+            name: n,
+            severity: Severity::Info,
+            evidence: crate::sim::SIM_LABEL.to_string(),
+            fix: None,
+            blocks: Vec::new(),
+        })
+        .collect();
+    Report {
+        device: "sim".into(),
+        checks,
+        recommended: Recommendation {
+            via: Some(Via::Sim),
+            goal: Some(Via::Sim),
+            ready: true,
+            blocked_by: Vec::new(),
+            command: Some("pcibench pio sim".into()),
+            then: Vec::new(),
+            summary: format!("sim: ready ({}, BARs in host memory)", crate::sim::SIM_LABEL),
+        },
+        worst: Severity::Info,
+    }
+}
+
+/// The report for people: `PASS  name  evidence` lines aligned, `fix:` lines under them for
+/// anything not passing, then the recommendation and the command.
+pub fn render_text(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "doctor: {}", r.device);
+    let w = r.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for c in &r.checks {
+        let _ = writeln!(s, "{}  {:<w$}  {}", c.severity.label(), c.name, c.evidence);
+        if let Some(fix) = &c.fix {
+            let _ = writeln!(s, "{:6}{:<w$}  fix: {fix}", "", "");
+        }
+    }
+    let rec = &r.recommended;
+    let _ = writeln!(s, "recommended: {}", rec.summary);
+    if let Some(c) = &rec.command {
+        let _ = writeln!(s, "  run: {c}");
+    }
+    for t in &rec.then {
+        let _ = writeln!(s, "  then: {t}");
+    }
+    s
+}

@@ -1,0 +1,286 @@
+//! Checks for the VFIO paths: the IOMMU, the device's IOMMU group, the vfio modules and
+//! no-IOMMU mode, the /dev/vfio nodes, and CAP_SYS_RAWIO for no-IOMMU groups.
+
+use super::caller::CAP_SYS_RAWIO;
+use super::state::{
+    class_is_bridge, class_of, cmdline_param, driver_of, group_members, kernel_version, module_loaded, noiommu_enabled,
+    vfio_node, NOIOMMU_PARAM,
+};
+use super::{Ctx, Finding, Severity};
+use crate::access::Via;
+use std::fs;
+
+pub(super) fn checks(c: &Ctx) -> Vec<Finding> {
+    vec![iommu(c), iommu_group(c), modules(c), noiommu_mode(c), nodes(c), cap_sys_rawio(c)]
+}
+
+fn iommu(c: &Ctx) -> Finding {
+    let params: Vec<String> = ["intel_iommu", "amd_iommu", "iommu"]
+        .iter()
+        .filter_map(|k| cmdline_param(&c.cmdline, k).map(|v| format!("{k}={v}")))
+        .collect();
+    let params = if params.is_empty() { "no IOMMU options on the command line".to_string() } else { params.join(" ") };
+    if c.vfio == Via::Vfio {
+        let what = if c.iommus.is_empty() {
+            format!("the device is in IOMMU group {}", c.group.unwrap_or(0))
+        } else {
+            c.iommus.join(" ")
+        };
+        return Finding::new("iommu", Severity::Pass, format!("{what} ({params})"));
+    }
+    let off = params.contains("=off");
+    let mut ev = format!("no IOMMU in /sys/class/iommu ({params})");
+    if off {
+        ev.push_str(": the command line turns it off");
+    }
+    ev.push_str("; VFIO type1 is unavailable, no-IOMMU mode works without DMA protection");
+    Finding::new("iommu", Severity::Info, ev)
+        .fix("enable VT-d (Intel) or AMD-Vi in the firmware and boot with intel_iommu=on (Intel) or amd_iommu=on (AMD)")
+        .blocks(Via::Vfio, None)
+}
+
+/// Group viability, as VFIO decides it: since Linux 5.19 every member must be driver-less or
+/// bound to a driver that manages its own DMA (`driver_managed_dma`: vfio-pci and its variants,
+/// pci-stub, pcieport), else iommu_group_dma_owner_claimed fails (drivers/iommu/iommu.c). Before
+/// 5.19 vfio_dev_viable also accepted any driver on a bridge (non-type-0 header).
+fn member_ok(c: &Ctx, member: &str, driver: Option<&str>) -> bool {
+    match driver {
+        None => true,
+        Some(d) if d.contains("vfio") || d == "pci-stub" || d == "pcieport" => true,
+        Some(_) => {
+            let old = kernel_version(c.host).is_some_and(|v| v < (5, 19));
+            old && class_of(c.host, member).is_some_and(class_is_bridge)
+        }
+    }
+}
+
+fn iommu_group(c: &Ctx) -> Finding {
+    let Some(g) = c.group else {
+        if c.vfio == Via::Vfio {
+            return Finding::new(
+                "iommu-group",
+                Severity::Warn,
+                format!("not in an IOMMU group although the host has an IOMMU ({})", c.iommus.join(" ")),
+            )
+            .fix(format!("look for DMAR or AMD-Vi messages about it: dmesg | grep -i -e iommu -e dmar -e {}", c.addr))
+            .blocks(Via::Vfio, None);
+        }
+        return Finding::new(
+            "iommu-group",
+            Severity::Info,
+            "none: with no IOMMU, vfio-pci creates a no-IOMMU group when it binds (enable_unsafe_noiommu_mode=1)",
+        );
+    };
+    if c.noiommu_group {
+        return Finding::new(
+            "iommu-group",
+            Severity::Pass,
+            format!("no-IOMMU group {g} (created by vfio-pci; no isolation between devices)"),
+        );
+    }
+    let me = c.addr.to_string();
+    let mut listed = Vec::new();
+    let mut offenders = Vec::new();
+    for m in group_members(c.host, g) {
+        let d = driver_of(c.host, &m);
+        listed.push(format!("{m} ({})", d.as_deref().unwrap_or("no driver")));
+        // The device's own driver is the driver check's business.
+        if m != me && !member_ok(c, &m, d.as_deref()) {
+            offenders.push((m, d.unwrap_or_default()));
+        }
+    }
+    if offenders.is_empty() {
+        return Finding::new("iommu-group", Severity::Pass, format!("group {g} is viable: {}", listed.join(", ")));
+    }
+    let names: Vec<String> = offenders.iter().map(|(m, d)| format!("{m} (bound to {d})")).collect();
+    let cmd: Vec<String> = offenders.iter().map(|(m, _)| format!("sudo pcibench setup {m} --vfio")).collect();
+    Finding::new(
+        "iommu-group",
+        Severity::Info,
+        format!(
+            "group {g} is not viable: {} share it; VFIO needs every member bound to vfio-pci, pci-stub, \
+             pcieport or no driver",
+            names.join(", ")
+        ),
+    )
+    .fix(format!("move them to vfio-pci too: {}", cmd.join(" && ")))
+    .blocks(Via::Vfio, Some(cmd.join(" && ")))
+}
+
+fn modules(c: &Ctx) -> Finding {
+    let mut want = vec!["vfio", "vfio_pci"];
+    if c.vfio == Via::Vfio {
+        want.push("vfio_iommu_type1");
+    }
+    let vfio_pci_driver = c.host.path("/sys/bus/pci/drivers/vfio-pci").is_dir();
+    let missing: Vec<&str> =
+        want.iter().copied().filter(|m| !(module_loaded(c.host, m) || (*m == "vfio_pci" && vfio_pci_driver))).collect();
+    if missing.is_empty() {
+        return Finding::new("vfio-modules", Severity::Pass, format!("{} loaded", want.join(", ")));
+    }
+    let by_hand = if c.vfio == Via::VfioNoiommu && missing.contains(&"vfio") {
+        "sudo modprobe vfio enable_unsafe_noiommu_mode=1 && sudo modprobe vfio-pci"
+    } else if missing.contains(&"vfio_iommu_type1") && missing.len() == 1 {
+        "sudo modprobe vfio_iommu_type1"
+    } else {
+        "sudo modprobe vfio-pci"
+    };
+    Finding::new("vfio-modules", Severity::Info, format!("not loaded: {}", missing.join(", ")))
+        .fix(format!("{} loads them (by hand: {by_hand})", c.setup_vfio()))
+        .blocks(c.vfio, Some(c.setup_vfio()))
+}
+
+fn noiommu_mode(c: &Ctx) -> Finding {
+    let param = noiommu_enabled(c.host);
+    if c.vfio == Via::Vfio {
+        return match param {
+            Some(true) => Finding::new(
+                "noiommu-mode",
+                Severity::Info,
+                "enabled, unused for this device: it has an IOMMU group, so VFIO uses type1",
+            ),
+            _ => Finding::new("noiommu-mode", Severity::Pass, "off (not needed: the host has an IOMMU)"),
+        };
+    }
+    let warn = "it taints the kernel and gives the card unchecked DMA to all of memory";
+    match param {
+        Some(true) => Finding::new(
+            "noiommu-mode",
+            Severity::Pass,
+            format!("enabled ({NOIOMMU_PARAM} = Y): VFIO works without an IOMMU; {warn}"),
+        ),
+        Some(false) => {
+            Finding::new("noiommu-mode", Severity::Info, format!("off ({NOIOMMU_PARAM} = N), and there is no IOMMU"))
+                .fix(format!("{} enables it (by hand: echo 1 | sudo tee {NOIOMMU_PARAM}); {warn}", c.setup_vfio()))
+                .blocks(Via::VfioNoiommu, Some(c.setup_vfio()))
+        }
+        None if module_loaded(c.host, "vfio") => Finding::new(
+            "noiommu-mode",
+            Severity::Info,
+            format!("vfio is loaded without {NOIOMMU_PARAM}: this kernel was built without CONFIG_VFIO_NOIOMMU"),
+        )
+        .fix("use a kernel built with CONFIG_VFIO_NOIOMMU=y, or a machine with an IOMMU")
+        .blocks(Via::VfioNoiommu, None),
+        None => Finding::new("noiommu-mode", Severity::Info, "vfio is not loaded, and there is no IOMMU")
+            .fix(format!("{} loads it with enable_unsafe_noiommu_mode=1; {warn}", c.setup_vfio()))
+            .blocks(Via::VfioNoiommu, Some(c.setup_vfio())),
+    }
+}
+
+/// A node's state for this caller: Ok(()) when it can open it read+write, else the problem and
+/// the command that fixes it (None when no command can).
+fn node_access(c: &Ctx, path: &std::path::Path, shown: &str, fix: String) -> Result<(), (String, Option<String>)> {
+    use std::os::unix::fs::MetadataExt;
+    match fs::metadata(path) {
+        Ok(m) if c.caller.can_read_write(&m) => Ok(()),
+        Ok(m) => Err((
+            format!(
+                "{} cannot open {shown} for read+write (owner {}:{}, mode {:04o})",
+                c.caller.user,
+                m.uid(),
+                m.gid(),
+                m.mode() & 0o7777
+            ),
+            Some(fix),
+        )),
+        Err(_) => Err((format!("{shown} is missing"), None)),
+    }
+}
+
+fn nodes(c: &Ctx) -> Finding {
+    let container = c.host.path("/dev/vfio/vfio");
+    let container_state = node_access(c, &container, "/dev/vfio/vfio", "sudo chmod 0666 /dev/vfio/vfio".into());
+    if !c.bound_to_vfio() {
+        let later = "the group node appears when the device is bound to vfio-pci";
+        return match container_state {
+            Err((what, Some(cmd))) => {
+                Finding::new("vfio-nodes", Severity::Info, what).fix(cmd.clone()).blocks(c.vfio, Some(cmd))
+            }
+            Err(_) => {
+                Finding::new("vfio-nodes", Severity::Info, format!("no /dev/vfio/vfio (vfio is not loaded); {later}"))
+            }
+            Ok(()) => Finding::new("vfio-nodes", Severity::Info, format!("/dev/vfio/vfio usable; {later}")),
+        };
+    }
+    let Some(g) = c.group else {
+        return Finding::new("vfio-nodes", Severity::Warn, "bound to vfio-pci but the device has no iommu_group link")
+            .fix(format!("rebind it: sudo pcibench setup {} --release && {}", c.addr, c.setup_vfio()))
+            .blocks(c.vfio, None);
+    };
+    let shown = format!("/dev/vfio/{}{g}", if c.noiommu_group { "noiommu-" } else { "" });
+    let node = vfio_node(c.host, g, c.noiommu_group);
+    let node_state = node_access(c, &node, &shown, format!("sudo chown {} {shown}", c.caller.user));
+    let holders = holders(c.host, &shown);
+    let mut problems: Vec<(String, Option<String>)> =
+        [container_state.err(), node_state.err()].into_iter().flatten().collect();
+    if !holders.is_empty() {
+        problems.push((format!("{shown} is held open by {} (VFIO allows one opener)", holders.join(", ")), None));
+    }
+    if problems.is_empty() {
+        return Finding::new(
+            "vfio-nodes",
+            Severity::Pass,
+            format!("/dev/vfio/vfio and {shown}: read+write for {}", c.caller.user),
+        );
+    }
+    let what: Vec<&str> = problems.iter().map(|p| p.0.as_str()).collect();
+    let cmds: Vec<String> = problems.iter().filter_map(|p| p.1.clone()).collect();
+    let hard = problems.iter().any(|p| p.1.is_none());
+    let fix = if !holders.is_empty() {
+        "wait for that process to finish, or stop it".to_string()
+    } else if hard {
+        "is devtmpfs mounted on /dev? ls -l /dev/vfio; dmesg | grep -i vfio".to_string()
+    } else {
+        format!("{} (pcibench setup run through sudo gives the invoking user the node)", cmds.join(" && "))
+    };
+    let cmd = (!hard).then(|| cmds.join(" && "));
+    Finding::new("vfio-nodes", Severity::Info, what.join("; ")).fix(fix).blocks(c.vfio, cmd)
+}
+
+/// Processes with `node` (an absolute path such as /dev/vfio/5) open: `PID (comm)`. Reading other
+/// processes' fd links needs root; without it this finds only our own.
+pub(crate) fn holders(host: &crate::host::Host, node: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(procs) = fs::read_dir(host.path("/proc")) else { return out };
+    for p in procs.filter_map(|e| e.ok()) {
+        let pid = p.file_name().to_string_lossy().to_string();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(fds) = fs::read_dir(p.path().join("fd")) else { continue };
+        let held = fds.filter_map(|e| e.ok()).any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == node));
+        if held {
+            let comm = super::state::read_trim(&p.path().join("comm")).unwrap_or_default();
+            out.push(format!("PID {pid} ({comm})"));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn cap_sys_rawio(c: &Ctx) -> Finding {
+    let caps = format!("CapEff {:016x}", c.caller.cap_eff);
+    let has = c.caller.has_cap(CAP_SYS_RAWIO);
+    if c.vfio == Via::Vfio {
+        let state = if has { "present" } else { "absent" };
+        return Finding::new(
+            "cap-sys-rawio",
+            Severity::Info,
+            format!("{state} ({caps}); only no-IOMMU groups need it"),
+        );
+    }
+    if has {
+        return Finding::new("cap-sys-rawio", Severity::Pass, format!("present ({caps})"));
+    }
+    let setcap = format!("sudo setcap cap_sys_rawio=ep {}", c.caller.exe.display());
+    Finding::new(
+        "cap-sys-rawio",
+        Severity::Info,
+        format!(
+            "absent ({caps}): opening a no-IOMMU group needs CAP_SYS_RAWIO, else EPERM \
+             (drivers/vfio/vfio_main.c, vfio_group_fops_open)"
+        ),
+    )
+    .fix(format!("{setcap} (or run pcibench with sudo)"))
+    .blocks(Via::VfioNoiommu, Some(setcap))
+}

@@ -1,0 +1,188 @@
+//! `pcibench setup`: make a device reachable, and undo it.
+//!
+//! - `vfio`: load vfio-pci (and no-IOMMU mode where there is no IOMMU), remember the original
+//!   driver, unbind it, bind vfio-pci through driver_override + drivers_probe, wait for the
+//!   group node and give it to the invoking user.
+//! - `sysfs_user`: give a user the resourceN files and enable Memory Space.
+//! - `release`: back to the original driver.
+//!
+//! Each returns the changes it made and is idempotent: run twice, the second run returns no
+//! changes. Unbinding a driver that backs a mounted filesystem, active swap or an interface that
+//! is up is refused unless `SetupOptions::force`. Kernel writes and commands go through
+//! `System`, so tests run every step on a fixture tree with a fake kernel.
+
+mod guard;
+mod sysfs;
+mod system;
+mod vfio;
+
+pub use sysfs::sysfs_user;
+pub use system::{RealSystem, System};
+pub use vfio::{release, vfio};
+
+use crate::doctor::state::read_trim;
+use crate::host::Host;
+use crate::pci::PciAddress;
+use crate::{Error, Result};
+use serde::Serialize;
+use std::fmt::Write;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One thing setup changed on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub what: String,
+    /// Set for changes with consequences the user must hear about (no-IOMMU mode).
+    pub warning: Option<String>,
+}
+
+impl Change {
+    pub(crate) fn new(what: impl Into<String>) -> Self {
+        Change { what: what.into(), warning: None }
+    }
+
+    pub(crate) fn warn(what: impl Into<String>, warning: impl Into<String>) -> Self {
+        Change { what: what.into(), warning: Some(warning.into()) }
+    }
+}
+
+/// The loud warning that goes with enabling no-IOMMU mode.
+pub const NOIOMMU_WARNING: &str = "no-IOMMU mode taints the kernel and removes DMA protection: the card can read \
+     and write all of host memory, and a wrong DMA address corrupts the running system";
+
+/// A user to give access to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct User {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl User {
+    /// `NAME` (looked up in the host's /etc/passwd), `UID` or `UID:GID`.
+    pub fn resolve(host: &Host, spec: &str) -> Result<User> {
+        let spec = spec.trim();
+        let passwd = fs::read_to_string(host.path("/etc/passwd")).unwrap_or_default();
+        if let Some((name, uid, gid)) = crate::doctor::passwd_lookup(&passwd, |n, _, _| n == spec) {
+            return Ok(User { name, uid, gid });
+        }
+        let (u, g) = spec.split_once(':').unwrap_or((spec, ""));
+        let uid: u32 = u.parse().map_err(|_| {
+            Error::usage(format!("unknown user '{spec}': give a name from /etc/passwd, a uid, or uid:gid"))
+        })?;
+        let gid = if g.is_empty() {
+            crate::doctor::passwd_lookup(&passwd, |_, id, _| id == uid).map(|e| e.2).unwrap_or(uid)
+        } else {
+            g.parse().map_err(|_| Error::usage(format!("invalid group in '{spec}': use uid:gid")))?
+        };
+        let name = crate::doctor::passwd_lookup(&passwd, |_, id, _| id == uid).map(|e| e.0).unwrap_or(u.to_string());
+        Ok(User { name, uid, gid })
+    }
+
+    /// The user who ran `sudo pcibench ...` (SUDO_USER, SUDO_UID, SUDO_GID); None without sudo
+    /// or when that user is root.
+    pub fn from_sudo_env() -> Option<User> {
+        let name = std::env::var("SUDO_USER").ok().filter(|n| !n.is_empty())?;
+        let uid: u32 = std::env::var("SUDO_UID").ok()?.parse().ok()?;
+        let gid: u32 = std::env::var("SUDO_GID").ok()?.parse().ok()?;
+        (uid != 0).then_some(User { name, uid, gid })
+    }
+}
+
+pub struct SetupOptions {
+    /// Unbind even when the driver backs a mounted filesystem or an interface that is up,
+    /// and release a VFIO device a process holds.
+    pub force: bool,
+    /// Who gets read+write on the VFIO group node (`None`: leave it root's).
+    pub user: Option<User>,
+    /// How long to wait for the kernel to bind a driver or create a node.
+    pub timeout: Duration,
+    pub system: Arc<dyn System>,
+}
+
+impl Default for SetupOptions {
+    fn default() -> Self {
+        SetupOptions { force: false, user: None, timeout: Duration::from_secs(5), system: Arc::new(RealSystem) }
+    }
+}
+
+impl std::fmt::Debug for SetupOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetupOptions")
+            .field("force", &self.force)
+            .field("user", &self.user)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SetupOptions {
+    /// Defaults, with `user` the invoking user when run through sudo.
+    pub fn from_env() -> Self {
+        SetupOptions { user: User::from_sudo_env(), ..Default::default() }
+    }
+
+    /// Poll `cond` until it holds or the timeout passes; true when it held.
+    pub(crate) fn wait_for(&self, mut cond: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if cond() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            self.system.sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The text for people: one line per change (warnings after `WARNING:`), or that nothing changed.
+pub fn render_changes(device: &str, changes: &[Change]) -> String {
+    if changes.is_empty() {
+        return format!("{device}: nothing to change, already set up\n");
+    }
+    let mut s = String::new();
+    for c in changes {
+        let _ = writeln!(s, "{device}: {}", c.what);
+        if let Some(w) = &c.warning {
+            let _ = writeln!(s, "WARNING: {w}");
+        }
+    }
+    s
+}
+
+/// Where `vfio` remembers the driver it replaced: /run/pcibench/ADDR (tmpfs: gone at reboot,
+/// as the binding is).
+pub fn record_path(host: &Host, addr: &PciAddress) -> PathBuf {
+    host.path("/run/pcibench").join(addr.to_string())
+}
+
+/// The remembered original driver: `Some(None)` for "had no driver", `None` for no record.
+pub(crate) fn load_record(host: &Host, addr: &PciAddress) -> Option<Option<String>> {
+    let text = read_trim(&record_path(host, addr))?;
+    let d = text.lines().find_map(|l| l.strip_prefix("driver="))?.trim().to_string();
+    Some((!d.is_empty()).then_some(d))
+}
+
+pub(crate) fn save_record(host: &Host, addr: &PciAddress, driver: Option<&str>) -> Result<PathBuf> {
+    let p = record_path(host, addr);
+    let dir = host.path("/run/pcibench");
+    fs::create_dir_all(&dir).map_err(|e| Error::io("cannot create", &dir, e))?;
+    fs::write(&p, format!("driver={}\n", driver.unwrap_or(""))).map_err(|e| Error::io("cannot write", &p, e))?;
+    Ok(p)
+}
+
+/// A sysfs attribute write, with an error that names the file and the likely cause.
+pub(crate) fn write_attr(opts: &SetupOptions, path: &std::path::Path, data: &str) -> Result<()> {
+    opts.system.write(path, data).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::PermissionDenied => "run it as root: sudo pcibench setup ...",
+            _ => "see dmesg | tail for the kernel's reason",
+        };
+        Error::io_hint("cannot write", path, e, hint)
+    })
+}

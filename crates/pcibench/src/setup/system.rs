@@ -1,0 +1,74 @@
+//! The seam between `setup` and the kernel: attribute writes, config-space writes, ownership
+//! and mode changes, and commands (modprobe). `RealSystem` does them; tests substitute a fake
+//! kernel that also plays the kernel's part (a write to drivers_probe binds the device).
+
+use crate::{Error, Result};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+pub trait System: Send + Sync {
+    /// Write a kernel attribute (sysfs file, module parameter) in one write, as `echo > file` does.
+    fn write(&self, path: &Path, data: &str) -> std::io::Result<()>;
+    /// Write bytes at an offset of a file (the device's `config`).
+    fn write_at(&self, path: &Path, offset: u64, data: &[u8]) -> std::io::Result<()>;
+    /// Run a command (modprobe); fails with its stderr when it exits non-zero.
+    fn run(&self, program: &str, args: &[&str]) -> Result<()>;
+    /// (uid, gid, permission bits) of a file.
+    fn owner(&self, path: &Path) -> std::io::Result<(u32, u32, u32)>;
+    fn chown(&self, path: &Path, uid: u32, gid: u32) -> std::io::Result<()>;
+    fn chmod(&self, path: &Path, mode: u32) -> std::io::Result<()>;
+    /// Pause while waiting for the kernel (a device to bind, a node to appear).
+    fn sleep(&self, d: Duration);
+}
+
+/// The host's kernel and commands.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealSystem;
+
+impl System for RealSystem {
+    fn write(&self, path: &Path, data: &str) -> std::io::Result<()> {
+        // No create: a missing attribute is an error, not a new file in /sys.
+        let mut f = fs::OpenOptions::new().write(true).truncate(true).open(path)?;
+        f.write_all(data.as_bytes())
+    }
+
+    fn write_at(&self, path: &Path, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        fs::OpenOptions::new().write(true).open(path)?.write_all_at(data, offset)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> Result<()> {
+        let line = format!("{program} {}", args.join(" "));
+        let out = Command::new(program).args(args).output().map_err(|e| {
+            Error::io_hint("cannot run", program, e, format!("`{line}` needs {program} in PATH (kmod)"))
+        })?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let err = String::from_utf8_lossy(&out.stderr).trim().replace('\n', " ");
+        Err(Error::Unsupported(format!(
+            "`{line}` failed ({}): {err}: is the module in your kernel's modules package?",
+            out.status
+        )))
+    }
+
+    fn owner(&self, path: &Path) -> std::io::Result<(u32, u32, u32)> {
+        let m = fs::metadata(path)?;
+        Ok((m.uid(), m.gid(), m.mode() & 0o7777))
+    }
+
+    fn chown(&self, path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+        std::os::unix::fs::chown(path, Some(uid), Some(gid))
+    }
+
+    fn chmod(&self, path: &Path, mode: u32) -> std::io::Result<()> {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+    }
+
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d)
+    }
+}

@@ -1,0 +1,238 @@
+//! Binding a device to vfio-pci, and giving it back (Documentation/driver-api/vfio.rst; the
+//! driver_override route of Documentation/ABI/testing/sysfs-bus-pci, which works for any
+//! vendor/device id without touching vfio-pci's id table).
+
+use super::{guard, load_record, record_path, save_record, write_attr, Change, SetupOptions, NOIOMMU_WARNING};
+use crate::doctor::state::{
+    class_is_bridge, class_of, device_dir, driver_of, group_is_noiommu, iommu_group_of, iommus, module_loaded,
+    noiommu_enabled, read_trim, vfio_node, NOIOMMU_PARAM,
+};
+use crate::host::Host;
+use crate::pci::PciAddress;
+use crate::{Error, Result};
+use std::fs;
+use std::path::PathBuf;
+
+fn check_device(host: &Host, addr: &PciAddress) -> Result<PathBuf> {
+    let dir = device_dir(host, addr);
+    if !dir.is_dir() {
+        return Err(Error::NoDevice(addr.to_string()));
+    }
+    Ok(dir)
+}
+
+/// driver_override reads `(null)` when unset.
+fn override_of(dir: &std::path::Path) -> Option<String> {
+    read_trim(&dir.join("driver_override")).filter(|s| !s.is_empty() && s != "(null)")
+}
+
+/// Bind `addr` to vfio-pci (see the module docs of `setup` for the steps).
+pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<Change>> {
+    let dir = check_device(host, addr)?;
+    let a = addr.to_string();
+    if class_of(host, &a).is_some_and(class_is_bridge) {
+        return Err(Error::Refused(format!(
+            "{a} is a PCI bridge: vfio-pci takes only endpoints (type 0 headers); choose the device behind it"
+        )));
+    }
+    let driver = driver_of(host, &a);
+    if let Some(d) = driver.as_deref().filter(|d| *d != "vfio-pci") {
+        let why = guard::in_use(host, &dir);
+        if !why.is_empty() && !opts.force {
+            return Err(Error::Refused(format!(
+                "refusing to unbind {a} from {d}: {}; stop using it first, or pass --force",
+                why.join(", ")
+            )));
+        }
+    }
+    let mut ch = Vec::new();
+    let group = iommu_group_of(host, addr);
+    let has_iommu = match group {
+        Some(g) => !group_is_noiommu(host, g),
+        None => !iommus(host).is_empty(),
+    };
+    load_modules(host, opts, &a, has_iommu, &mut ch)?;
+
+    if driver.as_deref() != Some("vfio-pci") {
+        if load_record(host, addr).is_none() {
+            let p = save_record(host, addr, driver.as_deref())?;
+            ch.push(Change::new(format!(
+                "remembered its driver ({}) in {} for --release",
+                driver.as_deref().unwrap_or("none"),
+                p.display()
+            )));
+        }
+        if let Some(d) = &driver {
+            write_attr(opts, &host.path(format!("/sys/bus/pci/drivers/{d}/unbind")), &a)?;
+            ch.push(Change::new(format!("unbound it from {d}")));
+        }
+    }
+    if override_of(&dir).as_deref() != Some("vfio-pci") {
+        write_attr(opts, &dir.join("driver_override"), "vfio-pci")?;
+        ch.push(Change::new("set driver_override to vfio-pci"));
+    }
+    if driver_of(host, &a).as_deref() != Some("vfio-pci") {
+        write_attr(opts, &host.path("/sys/bus/pci/drivers_probe"), &a)?;
+        if !opts.wait_for(|| driver_of(host, &a).as_deref() == Some("vfio-pci")) {
+            let now = driver_of(host, &a).unwrap_or_else(|| "none".into());
+            let hint = if has_iommu {
+                "see dmesg | tail"
+            } else {
+                "with no IOMMU, vfio-pci binds only in no-IOMMU mode; see dmesg | tail"
+            };
+            let back = match &driver {
+                Some(d) if d != "vfio-pci" => format!("; give it back to {d}: sudo pcibench setup {a} --release"),
+                _ => String::new(),
+            };
+            return Err(Error::Device(format!(
+                "{a} did not bind to vfio-pci within {:.0?} (driver now: {now}): {hint}{back}",
+                opts.timeout
+            )));
+        }
+        ch.push(Change::new("bound it to vfio-pci (drivers_probe)"));
+    }
+
+    // The group link (and for no-IOMMU the group itself) exists once vfio-pci has bound.
+    let mut node = None;
+    opts.wait_for(|| {
+        node = iommu_group_of(host, addr).map(|g| (g, vfio_node(host, g, group_is_noiommu(host, g))));
+        node.as_ref().is_some_and(|(_, p)| p.exists())
+    });
+    let Some((g, node)) = node.filter(|(_, p)| p.exists()) else {
+        return Err(Error::Device(format!(
+            "{a} is bound to vfio-pci but its /dev/vfio group node did not appear within {:.0?}: \
+             is devtmpfs mounted on /dev? (ls -l /dev/vfio)",
+            opts.timeout
+        )));
+    };
+    if let Some(u) = &opts.user {
+        let (uid, gid, mode) = opts.system.owner(&node).map_err(|e| Error::io("cannot read the owner of", &node, e))?;
+        let shown = format!("/dev/vfio/{}{g}", if group_is_noiommu(host, g) { "noiommu-" } else { "" });
+        if uid != u.uid || gid != u.gid {
+            opts.system.chown(&node, u.uid, u.gid).map_err(|e| Error::io("cannot chown", &node, e))?;
+            ch.push(Change::new(format!("gave {} {shown} (chown {}:{})", u.name, u.uid, u.gid)));
+        }
+        if mode & 0o600 != 0o600 {
+            opts.system.chmod(&node, mode | 0o600).map_err(|e| Error::io("cannot chmod", &node, e))?;
+            ch.push(Change::new(format!("made {shown} read+write for its owner")));
+        }
+    }
+    Ok(ch)
+}
+
+fn modprobe(opts: &SetupOptions, args: &[&str], ch: &mut Vec<Change>) -> Result<()> {
+    opts.system.run("modprobe", args)?;
+    ch.push(Change::new(format!("loaded {} (modprobe {})", args[0], args.join(" "))));
+    Ok(())
+}
+
+fn load_modules(host: &Host, opts: &SetupOptions, a: &str, has_iommu: bool, ch: &mut Vec<Change>) -> Result<()> {
+    if !has_iommu && !module_loaded(host, "vfio") {
+        opts.system.run("modprobe", &["vfio", "enable_unsafe_noiommu_mode=1"])?;
+        ch.push(Change::warn(
+            "loaded vfio in no-IOMMU mode (modprobe vfio enable_unsafe_noiommu_mode=1): this host has no IOMMU",
+            NOIOMMU_WARNING,
+        ));
+    }
+    if !module_loaded(host, "vfio_pci") && !host.path("/sys/bus/pci/drivers/vfio-pci").is_dir() {
+        modprobe(opts, &["vfio-pci"], ch)?;
+    }
+    if has_iommu && !module_loaded(host, "vfio_iommu_type1") {
+        modprobe(opts, &["vfio_iommu_type1"], ch)?;
+    }
+    if has_iommu {
+        return Ok(());
+    }
+    match noiommu_enabled(host) {
+        Some(true) => Ok(()),
+        Some(false) => {
+            write_attr(opts, &host.path(NOIOMMU_PARAM), "1")?;
+            ch.push(Change::warn(
+                format!("enabled no-IOMMU mode (1 > {NOIOMMU_PARAM}): this host has no IOMMU"),
+                NOIOMMU_WARNING,
+            ));
+            Ok(())
+        }
+        None => Err(Error::Unsupported(format!(
+            "this host has no IOMMU and its vfio has no no-IOMMU mode ({NOIOMMU_PARAM} is missing: \
+             CONFIG_VFIO_NOIOMMU is off): enable VT-d/AMD-Vi with intel_iommu=on or amd_iommu=on, \
+             or use sysfs: sudo pcibench setup {a} --sysfs-user USER"
+        ))),
+    }
+}
+
+/// Undo `vfio`: unbind from vfio-pci, clear driver_override, and give the device back to the
+/// driver it had (from the record `vfio` left), or let the kernel choose when there is none.
+pub fn release(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<Change>> {
+    let dir = check_device(host, addr)?;
+    let a = addr.to_string();
+    let record = load_record(host, addr);
+    let mut ch = Vec::new();
+    let driver = driver_of(host, &a);
+    if driver.as_deref() == Some("vfio-pci") {
+        // vfio-pci's remove waits until every user closes the device: the write would hang.
+        if let Some(g) = iommu_group_of(host, addr) {
+            let shown = format!("/dev/vfio/{}{g}", if group_is_noiommu(host, g) { "noiommu-" } else { "" });
+            let holders = crate::doctor::holders(host, &shown);
+            if !holders.is_empty() && !opts.force {
+                return Err(Error::Refused(format!(
+                    "{a} is in use: {shown} is held open by {}; stop it first (or pass --force, which \
+                     waits until it closes the device)",
+                    holders.join(", ")
+                )));
+            }
+        }
+        write_attr(opts, &host.path("/sys/bus/pci/drivers/vfio-pci/unbind"), &a)?;
+        ch.push(Change::new("unbound it from vfio-pci"));
+    }
+    if override_of(&dir).is_some() {
+        // A lone newline clears it (drivers/pci/pci-sysfs.c, driver_override_store).
+        write_attr(opts, &dir.join("driver_override"), "\n")?;
+        ch.push(Change::new("cleared driver_override"));
+    }
+    match &record {
+        Some(Some(orig)) if driver_of(host, &a).as_deref() != Some(orig.as_str()) => {
+            restore(host, opts, &a, orig)?;
+            ch.push(Change::new(format!("gave it back to {orig}")));
+        }
+        // It had no driver before `vfio`: leave it without one.
+        Some(_) => {}
+        // No record: what vfio-pci held goes back to whatever driver the kernel picks.
+        None if !ch.is_empty() => {
+            // The probe runs inside the write (drivers/base/bus.c, drivers_probe_store →
+            // bus_rescan_devices_helper → device_attach): what is bound after it is the kernel's choice.
+            write_attr(opts, &host.path("/sys/bus/pci/drivers_probe"), &a)?;
+            let now = driver_of(host, &a);
+            ch.push(Change::new(format!(
+                "asked the kernel to probe it (drivers_probe): driver now {}",
+                now.as_deref().unwrap_or("none")
+            )));
+        }
+        None => {}
+    }
+    if record.is_some() {
+        let p = record_path(host, addr);
+        fs::remove_file(&p).map_err(|e| Error::io("cannot remove", &p, e))?;
+        ch.push(Change::new(format!("forgot the remembered driver ({})", p.display())));
+    }
+    Ok(ch)
+}
+
+/// Reprobe (the kernel normally picks the original driver again), else bind it explicitly.
+fn restore(host: &Host, opts: &SetupOptions, a: &str, orig: &str) -> Result<()> {
+    write_attr(opts, &host.path("/sys/bus/pci/drivers_probe"), a)?;
+    opts.wait_for(|| driver_of(host, a).is_some());
+    if driver_of(host, a).is_none() && host.path(format!("/sys/bus/pci/drivers/{orig}")).is_dir() {
+        write_attr(opts, &host.path(format!("/sys/bus/pci/drivers/{orig}/bind")), a)?;
+        opts.wait_for(|| driver_of(host, a).is_some());
+    }
+    let now = driver_of(host, a);
+    if now.as_deref() == Some(orig) {
+        return Ok(());
+    }
+    Err(Error::Device(format!(
+        "{a} did not go back to {orig} (driver now: {}): see dmesg | tail; by hand: \
+         echo {a} | sudo tee /sys/bus/pci/drivers/{orig}/bind",
+        now.as_deref().unwrap_or("none")
+    )))
+}

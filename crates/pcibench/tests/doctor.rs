@@ -1,0 +1,563 @@
+//! `doctor` on fixture host trees: each check's passing and failing finding, the recommended
+//! access path and its command, the text rendering and the JSON field names.
+
+mod common;
+
+use common::{root, user, Tree, EDU, MEM32, PREF64};
+use pcibench::access::Via;
+use pcibench::doctor::{self, render_text, Caller, Check, Report, Severity, CHECK_NAMES};
+use pcibench::pci::Target;
+use std::io::Write;
+
+fn doc(t: &Tree, addr: &str, caller: &Caller) -> Report {
+    doctor::run_as(&t.host(), &addr.parse::<Target>().unwrap(), caller).unwrap()
+}
+
+fn check<'a>(r: &'a Report, name: &str) -> &'a Check {
+    r.check(name).unwrap_or_else(|| panic!("no check {name} in {r:#?}"))
+}
+
+/// Severity, and the evidence must contain `ev`.
+fn expect(r: &Report, name: &str, sev: Severity, ev: &str) {
+    let c = check(r, name);
+    assert_eq!(c.severity, sev, "{name}: {c:#?}\n{}", render_text(r));
+    assert!(c.evidence.contains(ev), "{name}: evidence {:?} lacks {ev:?}", c.evidence);
+}
+
+fn fix(r: &Report, name: &str) -> String {
+    check(r, name).fix.clone().unwrap_or_else(|| panic!("{name} has no fix: {:#?}", check(r, name)))
+}
+
+/// edu bound to vfio-pci behind an IOMMU, group 7, node 0666, modules loaded.
+fn type1_bound() -> Tree {
+    let t = Tree::new();
+    t.edu().iommu().vfio_loaded(false).bind(EDU, "vfio-pci").group(EDU, 7).node("7", 0o666);
+    t
+}
+
+/// edu bound to vfio-pci in no-IOMMU mode, group 0, node root-only.
+fn noiommu_bound() -> Tree {
+    let t = Tree::new();
+    t.edu().vfio_loaded(true).bind(EDU, "vfio-pci").noiommu_group(EDU, 0).node("noiommu-0", 0o600);
+    t
+}
+
+#[test]
+fn sim_is_information_only() {
+    let t = Tree::new();
+    let r = doc(&t, "sim", &user());
+    assert_eq!(r.checks.len(), CHECK_NAMES.len());
+    assert!(r.checks.iter().all(|c| c.severity == Severity::Info && c.evidence == "simulated card"));
+    assert_eq!((r.recommended.via, r.recommended.ready), (Some(Via::Sim), true));
+    assert_eq!(r.recommended.command.as_deref(), Some("pcibench pio sim"));
+    assert_eq!(r.exit_code(), 0);
+}
+
+#[test]
+fn device_missing_fails_and_points_to_list() {
+    let t = Tree::new();
+    let r = doc(&t, "05:00.0", &root());
+    assert_eq!(r.checks.len(), 1);
+    expect(&r, "device", Severity::Fail, "no 0000:05:00.0 in /sys/bus/pci/devices");
+    assert_eq!(r.recommended.command.as_deref(), Some("pcibench list"));
+    assert_eq!(r.recommended.via, None);
+    assert_eq!(r.exit_code(), 2);
+
+    t.edu();
+    let r = doc(&t, "00:04.0", &root());
+    expect(&r, "device", Severity::Pass, "0000:00:04.0 [1234:11e8]");
+}
+
+#[test]
+fn root_with_free_device_is_ready_for_sysfs() {
+    let t = Tree::new();
+    t.edu();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "driver", Severity::Pass, "no driver bound");
+    expect(&r, "memory-space", Severity::Pass, "Memory Space enabled (command 0x0002");
+    expect(&r, "resource-files", Severity::Pass, "resource0: read+write for root");
+    expect(&r, "lockdown", Severity::Pass, "absent");
+    // No-IOMMU DMA wants hugepages, but DMA is not on the sysfs path: information only.
+    expect(&r, "hugepages", Severity::Info, "none free");
+    let rec = &r.recommended;
+    assert_eq!((rec.via, rec.goal, rec.ready), (Some(Via::Sysfs), Some(Via::Sysfs), true));
+    assert_eq!(rec.command.as_deref(), Some("pcibench pio 0000:00:04.0 --via sysfs"));
+    assert_eq!(r.worst, Severity::Info);
+    assert_eq!(r.exit_code(), 0);
+}
+
+#[test]
+fn render_text_aligns_columns_and_ends_with_the_recommendation() {
+    let t = Tree::new();
+    t.edu();
+    let r = doc(&t, EDU, &user());
+    let text = render_text(&r);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "doctor: 0000:00:04.0");
+    let w = CHECK_NAMES.iter().map(|n| n.len()).max().unwrap();
+    let col = 4 + 2 + w + 2;
+    let mut seen = 0;
+    for l in &lines[1..] {
+        if let Some(label) = ["PASS", "INFO", "WARN", "FAIL"].iter().find(|p| l.starts_with(**p)) {
+            let c = &r.checks[seen];
+            assert_eq!(*label, c.severity.label());
+            assert_eq!(l[6..col].trim_end(), c.name, "{l}");
+            assert_eq!(&l[col..], c.evidence, "{l}");
+            seen += 1;
+        } else if l.trim_start().starts_with("fix: ") {
+            assert_eq!(l.find("fix: "), Some(col), "{l}");
+        }
+    }
+    assert_eq!(seen, r.checks.len());
+    let n = lines.len();
+    assert_eq!(lines[n - 2], "recommended: none until you fix resource-files (then sysfs)");
+    assert_eq!(lines[n - 1], "  run: sudo pcibench setup 0000:00:04.0 --sysfs-user user");
+}
+
+#[test]
+fn resource_files_need_read_write_for_the_user() {
+    let t = Tree::new();
+    t.edu();
+    let r = doc(&t, EDU, &user());
+    expect(&r, "resource-files", Severity::Fail, "user cannot open for read+write: resource0 (owner ");
+    assert!(check(&r, "resource-files").evidence.contains(", mode 0600)"));
+    let f = fix(&r, "resource-files");
+    assert!(f.starts_with("sudo pcibench setup 0000:00:04.0 --sysfs-user user"), "{f}");
+    assert!(f.contains("sudo chown user /sys/bus/pci/devices/0000:00:04.0/resource0"), "{f}");
+    assert_eq!(r.recommended.goal, Some(Via::Sysfs));
+    assert_eq!(r.recommended.blocked_by, vec!["resource-files"]);
+    assert_eq!(r.exit_code(), 2);
+    // Neither CAP_SYS_RAWIO nor the memlock limit matters on the sysfs path.
+    expect(&r, "cap-sys-rawio", Severity::Info, "absent");
+    expect(&r, "memlock", Severity::Info, "RLIMIT_MEMLOCK 8 MiB");
+
+    t.chmod(&format!("{}/resource0", t.devdir(EDU)), 0o666);
+    let r = doc(&t, EDU, &user());
+    expect(&r, "resource-files", Severity::Pass, "resource0: read+write for user");
+    assert!(r.recommended.ready);
+}
+
+#[test]
+fn prefetchable_bars_have_wc_files() {
+    let t = Tree::new();
+    t.device(
+        EDU,
+        0x10ee,
+        0x7024,
+        0x058000,
+        &[(0, 0xfe00_0000, 1 << 20, MEM32), (2, 0x8_0000_0000, 128 << 10, PREF64)],
+        2,
+    );
+    let r = doc(&t, EDU, &root());
+    expect(&r, "resource-files", Severity::Pass, "resource0, resource2, resource2_wc: read+write for root");
+    assert!(!check(&r, "resource-files").evidence.contains("no write-combining"));
+
+    std::fs::remove_file(t.path(&format!("{}/resource2_wc", t.devdir(EDU)))).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "resource-files", Severity::Pass, "no write-combining file for prefetchable BAR2");
+
+    std::fs::remove_file(t.path(&format!("{}/resource0", t.devdir(EDU)))).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "resource-files", Severity::Warn, "resource0 missing");
+    assert_eq!(check(&r, "resource-files").blocks, vec![Via::Sysfs]);
+    // sysfs cannot be fixed by a command: VFIO becomes the goal.
+    assert_eq!(r.recommended.goal, Some(Via::VfioNoiommu));
+}
+
+#[test]
+fn memory_space_and_bus_master_bits() {
+    let t = Tree::new();
+    t.device(EDU, 0x1234, 0x11e8, 0x00ff00, &[(0, 0xfea0_0000, 1 << 20, MEM32)], 0x0000);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "memory-space", Severity::Fail, "Memory Space disabled (command 0x0000");
+    assert!(fix(&r, "memory-space").contains("sudo setpci -s 0000:00:04.0 COMMAND=0x02:0x02"));
+    assert_eq!(r.recommended.command.as_deref(), Some("sudo pcibench setup 0000:00:04.0 --sysfs-user root"));
+    expect(&r, "bus-master", Severity::Info, "Bus Master disabled");
+
+    // vfio-pci enables Memory Space itself when the device is opened.
+    t.iommu().vfio_loaded(false).bind(EDU, "vfio-pci").group(EDU, 7).node("7", 0o666);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "memory-space", Severity::Info, "vfio-pci enables it when the device is opened");
+
+    let t = Tree::new();
+    t.device(EDU, 0x1234, 0x11e8, 0x00ff00, &[(0, 0xfea0_0000, 1 << 20, MEM32)], 0x0006);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "bus-master", Severity::Pass, "Bus Master enabled");
+}
+
+#[test]
+fn another_driver_names_unbind_and_bind_commands() {
+    let t = Tree::new();
+    t.edu().iommu().bind(EDU, "e1000e").group(EDU, 5);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "driver", Severity::Fail, "bound to e1000e");
+    let f = fix(&r, "driver");
+    for want in [
+        "sudo pcibench setup 0000:00:04.0 --vfio",
+        "echo 0000:00:04.0 | sudo tee /sys/bus/pci/drivers/e1000e/unbind",
+        "echo vfio-pci | sudo tee /sys/bus/pci/devices/0000:00:04.0/driver_override",
+        "echo 0000:00:04.0 | sudo tee /sys/bus/pci/drivers_probe",
+    ] {
+        assert!(f.contains(want), "{f} lacks {want}");
+    }
+    assert_eq!(r.recommended.goal, Some(Via::Vfio));
+    assert_eq!(r.recommended.command.as_deref(), Some("sudo pcibench setup 0000:00:04.0 --vfio"));
+    assert_eq!(r.exit_code(), 2);
+
+    t.unbind(EDU).bind(EDU, "vfio-pci").vfio_loaded(false).node("5", 0o600);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "driver", Severity::Pass, "vfio-pci");
+    assert_eq!(r.recommended.via, Some(Via::Vfio));
+    assert_eq!(r.recommended.command.as_deref(), Some("pcibench pio 0000:00:04.0 --via vfio"));
+}
+
+#[test]
+fn bridges_cannot_go_to_vfio() {
+    let t = Tree::new();
+    t.device("0000:00:1c.0", 0x8086, 0xa110, 0x060400, &[(0, 0xfe10_0000, 4096, MEM32)], 2);
+    let r = doc(&t, "00:1c.0", &root());
+    expect(&r, "driver", Severity::Pass, "a bridge, which vfio-pci does not take");
+    assert!(check(&r, "driver").blocks.contains(&Via::VfioNoiommu));
+    assert_eq!(r.recommended.via, Some(Via::Sysfs));
+}
+
+#[test]
+fn lockdown_blocks_sysfs_even_for_root() {
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 3);
+    t.lockdown("none [integrity] confidentiality");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "lockdown", Severity::Warn, "integrity: the kernel refuses mmap of sysfs BARs");
+    assert!(fix(&r, "lockdown").contains("sudo pcibench setup 0000:00:04.0 --vfio"));
+    let rec = &r.recommended;
+    assert_eq!((rec.via, rec.goal), (None, Some(Via::Vfio)));
+    assert_eq!(rec.command.as_deref(), Some("sudo pcibench setup 0000:00:04.0 --vfio"));
+
+    t.lockdown("[none] integrity confidentiality");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "lockdown", Severity::Pass, "none");
+    assert_eq!(r.recommended.via, Some(Via::Sysfs));
+
+    // No lockdown LSM: securityfs mounted, no lockdown file.
+    std::fs::remove_file(t.path("sys/kernel/security/lockdown")).unwrap();
+    expect(&doc(&t, EDU, &root()), "lockdown", Severity::Pass, "no lockdown (/sys/kernel/security/lockdown absent)");
+    // securityfs not mounted: the file is absent whatever the mode.
+    std::fs::remove_dir_all(t.path("sys/kernel/security")).unwrap();
+    t.file("proc/cmdline", "root=/dev/sda1 lockdown=integrity\n");
+    let r = doc(&t, EDU, &root());
+    expect(
+        &r,
+        "lockdown",
+        Severity::Info,
+        "cannot tell: securityfs is not mounted (lockdown=integrity on the command line)",
+    );
+    assert!(check(&r, "lockdown").evidence.contains("mount -t securityfs securityfs /sys/kernel/security"));
+}
+
+fn gzip(text: &str) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn strict_devmem_matters_when_a_driver_is_bound() {
+    let strict = "CONFIG_STRICT_DEVMEM=y\nCONFIG_IO_STRICT_DEVMEM=y\n";
+    let t = Tree::new();
+    t.edu().bind(EDU, "e1000e").file("boot/config-6.1.0-test", strict);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "strict-devmem", Severity::Info, "CONFIG_IO_STRICT_DEVMEM=y (/boot/config-6.1.0-test)");
+    assert!(check(&r, "strict-devmem").evidence.contains("cannot be mapped through sysfs"));
+    assert!(fix(&r, "strict-devmem").contains("iomem=relaxed"));
+    assert_eq!(check(&r, "strict-devmem").blocks, vec![Via::Sysfs]);
+
+    t.file("proc/cmdline", "root=/dev/sda1 iomem=relaxed\n");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "strict-devmem", Severity::Pass, "iomem=relaxed on the command line: BARs claimed by e1000e can still");
+
+    // The seed 002 kernel: CONFIG_IO_STRICT_DEVMEM not set, read from /proc/config.gz.
+    let t = Tree::new();
+    t.edu().bind(EDU, "e1000e");
+    t.file("proc/config.gz", gzip("CONFIG_STRICT_DEVMEM=y\n# CONFIG_IO_STRICT_DEVMEM is not set\n"));
+    let r = doc(&t, EDU, &root());
+    expect(&r, "strict-devmem", Severity::Pass, "CONFIG_IO_STRICT_DEVMEM not set (/proc/config.gz)");
+    t.file("proc/config.gz", gzip(strict));
+    let r = doc(&t, EDU, &root());
+    expect(&r, "strict-devmem", Severity::Info, "CONFIG_IO_STRICT_DEVMEM=y (/proc/config.gz)");
+
+    std::fs::remove_file(t.path("proc/config.gz")).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "strict-devmem", Severity::Info, "cannot tell: no /boot/config-6.1.0-test and no /proc/config.gz");
+
+    t.unbind(EDU).file("boot/config-6.1.0-test", strict);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "strict-devmem", Severity::Pass, "no driver has claimed the BARs");
+}
+
+#[test]
+fn iommu_present_or_absent() {
+    let t = Tree::new();
+    t.edu();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu", Severity::Info, "no IOMMU in /sys/class/iommu (no IOMMU options on the command line)");
+    assert!(fix(&r, "iommu").contains("intel_iommu=on"));
+    assert_eq!(check(&r, "iommu").blocks, vec![Via::Vfio]);
+
+    t.file("proc/cmdline", "root=/dev/sda1 intel_iommu=off\n");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu", Severity::Info, "intel_iommu=off): the command line turns it off");
+
+    t.iommu().group(EDU, 3);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu", Severity::Pass, "dmar0 (intel_iommu=on)");
+}
+
+#[test]
+fn iommu_group_viability_names_the_offenders() {
+    let t = type1_bound();
+    t.device("0000:00:1c.0", 0x8086, 0xa110, 0x060400, &[], 0)
+        .bind("0000:00:1c.0", "pcieport")
+        .group("0000:00:1c.0", 7);
+    t.device("0000:00:04.1", 0x1234, 0x11e9, 0x00ff00, &[], 0).group("0000:00:04.1", 7);
+    let r = doc(&t, EDU, &root());
+    expect(
+        &r,
+        "iommu-group",
+        Severity::Pass,
+        "group 7 is viable: 0000:00:04.0 (vfio-pci), 0000:00:04.1 (no driver), 0000:00:1c.0 (pcieport)",
+    );
+
+    t.device("0000:00:04.2", 0x8086, 0x2668, 0x040300, &[], 0)
+        .bind("0000:00:04.2", "snd_hda_intel")
+        .group("0000:00:04.2", 7);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu-group", Severity::Fail, "0000:00:04.2 (bound to snd_hda_intel)");
+    assert_eq!(r.recommended.command.as_deref(), Some("sudo pcibench setup 0000:00:04.2 --vfio"));
+
+    // A bridge on another driver: not viable since 5.19, viable before.
+    t.unbind("0000:00:04.2").unbind("0000:00:1c.0").bind("0000:00:1c.0", "shpchp");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu-group", Severity::Fail, "0000:00:1c.0 (bound to shpchp)");
+    t.file("proc/sys/kernel/osrelease", "5.4.0-150-generic\n");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu-group", Severity::Pass, "0000:00:1c.0 (shpchp)");
+}
+
+#[test]
+fn iommu_group_noiommu_and_missing() {
+    let t = noiommu_bound();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu-group", Severity::Pass, "no-IOMMU group 0");
+    let rec = &r.recommended;
+    assert_eq!((rec.via, rec.ready), (Some(Via::VfioNoiommu), true));
+    assert_eq!(rec.command.as_deref(), Some("pcibench pio 0000:00:04.0 --via vfio-noiommu"));
+
+    let t = Tree::new();
+    t.edu().iommu();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu-group", Severity::Warn, "not in an IOMMU group although the host has an IOMMU (dmar0)");
+    assert_eq!(check(&r, "iommu-group").blocks, vec![Via::Vfio]);
+
+    let t = Tree::new();
+    t.edu();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "iommu-group", Severity::Info, "vfio-pci creates a no-IOMMU group when it binds");
+}
+
+#[test]
+fn vfio_modules_and_noiommu_mode() {
+    let t = Tree::new();
+    t.edu().bind(EDU, "e1000e");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "vfio-modules", Severity::Fail, "not loaded: vfio, vfio_pci");
+    assert!(
+        fix(&r, "vfio-modules").contains("sudo modprobe vfio enable_unsafe_noiommu_mode=1 && sudo modprobe vfio-pci")
+    );
+    expect(&r, "noiommu-mode", Severity::Fail, "vfio is not loaded, and there is no IOMMU");
+    assert!(fix(&r, "noiommu-mode").contains("taints the kernel"));
+
+    t.vfio_loaded(false);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "vfio-modules", Severity::Pass, "vfio, vfio_pci loaded");
+    expect(&r, "noiommu-mode", Severity::Fail, "off (/sys/module/vfio/parameters/enable_unsafe_noiommu_mode = N)");
+    assert!(
+        fix(&r, "noiommu-mode").contains("echo 1 | sudo tee /sys/module/vfio/parameters/enable_unsafe_noiommu_mode")
+    );
+
+    t.file("sys/module/vfio/parameters/enable_unsafe_noiommu_mode", "Y\n");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "noiommu-mode", Severity::Pass, "enabled");
+
+    // vfio without the parameter: built without CONFIG_VFIO_NOIOMMU. No command fixes that, so
+    // the goal falls back to sysfs after unbinding the driver.
+    std::fs::remove_dir_all(t.path("sys/module/vfio/parameters")).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "noiommu-mode", Severity::Info, "CONFIG_VFIO_NOIOMMU");
+    assert_eq!(r.recommended.goal, Some(Via::Sysfs));
+    assert_eq!(
+        r.recommended.command.as_deref(),
+        Some("echo 0000:00:04.0 | sudo tee /sys/bus/pci/drivers/e1000e/unbind")
+    );
+
+    let t = type1_bound();
+    t.module("vfio").file("sys/module/vfio/parameters/enable_unsafe_noiommu_mode", "N\n");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "vfio-modules", Severity::Pass, "vfio, vfio_pci, vfio_iommu_type1 loaded");
+    expect(&r, "noiommu-mode", Severity::Pass, "off (not needed: the host has an IOMMU)");
+    std::fs::remove_dir_all(t.path("sys/module/vfio_iommu_type1")).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "vfio-modules", Severity::Fail, "not loaded: vfio_iommu_type1");
+}
+
+#[test]
+fn vfio_nodes_and_cap_sys_rawio_for_a_user() {
+    let t = noiommu_bound();
+    let r = doc(&t, EDU, &user());
+    expect(&r, "vfio-nodes", Severity::Fail, "user cannot open /dev/vfio/noiommu-0 for read+write");
+    expect(&r, "cap-sys-rawio", Severity::Fail, "absent (CapEff 0000000000000000)");
+    assert_eq!(
+        fix(&r, "cap-sys-rawio"),
+        "sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench (or run pcibench with sudo)"
+    );
+    let rec = &r.recommended;
+    assert_eq!(rec.goal, Some(Via::VfioNoiommu));
+    assert_eq!(rec.blocked_by, vec!["vfio-nodes", "cap-sys-rawio"]);
+    assert_eq!(rec.command.as_deref(), Some("sudo chown user /dev/vfio/noiommu-0"));
+    assert_eq!(rec.then, vec!["sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench".to_string()]);
+
+    let r = doc(&t, EDU, &root());
+    expect(&r, "vfio-nodes", Severity::Pass, "/dev/vfio/vfio and /dev/vfio/noiommu-0: read+write for root");
+    expect(&r, "cap-sys-rawio", Severity::Pass, "present");
+
+    let mut raw = user();
+    raw.cap_eff = 1 << 17;
+    t.chmod("dev/vfio/noiommu-0", 0o666);
+    let r = doc(&t, EDU, &raw);
+    expect(&r, "cap-sys-rawio", Severity::Pass, "present (CapEff 0000000000020000)");
+    assert!(r.recommended.ready);
+
+    // With an IOMMU the capability is not needed; /dev/vfio/vfio itself can be the problem.
+    let t = type1_bound();
+    t.chmod("dev/vfio/vfio", 0o600);
+    let r = doc(&t, EDU, &user());
+    expect(&r, "cap-sys-rawio", Severity::Info, "only no-IOMMU groups need it");
+    expect(&r, "vfio-nodes", Severity::Fail, "user cannot open /dev/vfio/vfio for read+write");
+    assert_eq!(r.recommended.command.as_deref(), Some("sudo chmod 0666 /dev/vfio/vfio"));
+}
+
+#[test]
+fn vfio_node_held_by_another_process() {
+    let t = type1_bound();
+    t.file("proc/321/comm", "qemu-system-x86\n");
+    std::fs::create_dir_all(t.path("proc/321/fd")).unwrap();
+    std::os::unix::fs::symlink("/dev/vfio/7", t.path("proc/321/fd/12")).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "vfio-nodes", Severity::Fail, "/dev/vfio/7 is held open by PID 321 (qemu-system-x86)");
+    assert_eq!(r.recommended.command, None);
+    assert!(r.recommended.summary.contains("no command can"), "{}", r.recommended.summary);
+}
+
+#[test]
+fn memlock_limits_vfio_dma() {
+    let t = type1_bound();
+    let r = doc(&t, EDU, &user());
+    expect(&r, "memlock", Severity::Warn, "RLIMIT_MEMLOCK 8 MiB: VFIO pins DMA buffers against it");
+    assert!(fix(&r, "memlock").contains("sudo prlimit --pid $$ --memlock=unlimited"));
+    assert_eq!(r.exit_code(), 1);
+
+    let mut u = user();
+    u.memlock = None;
+    expect(&doc(&t, EDU, &u), "memlock", Severity::Pass, "RLIMIT_MEMLOCK unlimited");
+    u.memlock = Some(1 << 30);
+    expect(&doc(&t, EDU, &u), "memlock", Severity::Pass, "RLIMIT_MEMLOCK 1 GiB");
+    u.memlock = Some(64 << 10);
+    u.cap_eff = 1 << 14;
+    expect(&doc(&t, EDU, &u), "memlock", Severity::Pass, "CAP_IPC_LOCK");
+}
+
+#[test]
+fn hugepages_for_dma_buffers() {
+    let t = noiommu_bound();
+    let r = doc(&t, EDU, &root());
+    expect(
+        &r,
+        "hugepages",
+        Severity::Warn,
+        "none free (0 of 0 free at 2 MiB): no-IOMMU DMA needs physically contiguous",
+    );
+    assert_eq!(fix(&r, "hugepages"), "echo 64 | sudo tee /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+
+    t.hugepages(2048, 16, 16).hugepages(1048576, 1, 0);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "hugepages", Severity::Pass, "16 of 16 free at 2 MiB, 0 of 1 free at 1 GiB");
+
+    // Older kernels or containers: /proc/meminfo only.
+    std::fs::remove_dir_all(t.path("sys/kernel/mm/hugepages")).unwrap();
+    t.file("proc/meminfo", "HugePages_Total: 8\nHugePages_Free: 4\nHugepagesize: 2048 kB\n");
+    expect(&doc(&t, EDU, &root()), "hugepages", Severity::Pass, "4 of 8 free at 2 MiB");
+
+    let t = type1_bound();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "hugepages", Severity::Info, "heap buffers work through the IOMMU");
+}
+
+#[test]
+fn link_trained_below_its_maximum() {
+    let t = Tree::new();
+    t.edu().link_speed(EDU, "2.5 GT/s PCIe", 1, "8.0 GT/s PCIe", 8);
+    let r = doc(&t, EDU, &root());
+    expect(&r, "link", Severity::Warn, "trained at Gen1 x1 (2.5 GT/s PCIe), below its maximum Gen3 x8 (8.0 GT/s PCIe)");
+    assert!(fix(&r, "link").contains("reseat the card"));
+    assert_eq!(r.exit_code(), 1);
+
+    t.link_speed(EDU, "8.0 GT/s PCIe", 8, "8.0 GT/s PCIe", 8);
+    expect(&doc(&t, EDU, &root()), "link", Severity::Pass, "Gen3 x8 (8.0 GT/s PCIe), its maximum");
+
+    let t = Tree::new();
+    t.edu();
+    expect(&doc(&t, EDU, &root()), "link", Severity::Info, "no PCIe link information");
+}
+
+#[test]
+fn aer_error_counts() {
+    let t = Tree::new();
+    t.edu()
+        .dev_file(EDU, "aer_dev_correctable", "RxErr 0\nBadTLP 2\nBadDLLP 1\nTOTAL_ERR_COR 3\n")
+        .dev_file(EDU, "aer_dev_nonfatal", "Undefined 0\nTOTAL_ERR_NONFATAL 0\n")
+        .dev_file(EDU, "aer_dev_fatal", "Undefined 0\nTOTAL_ERR_FATAL 0\n");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "aer", Severity::Warn, "correctable 3, non-fatal 0, fatal 0 (BadDLLP 1, BadTLP 2)");
+    assert_eq!(r.exit_code(), 1);
+
+    t.dev_file(EDU, "aer_dev_correctable", "RxErr 0\nBadTLP 0\nTOTAL_ERR_COR 0\n");
+    expect(&doc(&t, EDU, &root()), "aer", Severity::Pass, "no errors counted");
+
+    let t = Tree::new();
+    t.edu();
+    expect(&doc(&t, EDU, &root()), "aer", Severity::Info, "no AER counters");
+}
+
+#[test]
+fn json_field_names_are_stable() {
+    let t = Tree::new();
+    t.edu();
+    let r = doc(&t, EDU, &user());
+    let v: serde_json::Value = serde_json::to_value(&r).unwrap();
+    let keys = |o: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = o.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&v), ["checks", "device", "recommended", "worst"]);
+    assert_eq!(keys(&v["checks"][0]), ["blocks", "evidence", "fix", "name", "severity"]);
+    assert_eq!(keys(&v["recommended"]), ["blocked_by", "command", "goal", "ready", "summary", "then", "via"]);
+    assert_eq!(v["device"], "0000:00:04.0");
+    assert_eq!(v["worst"], "fail");
+    assert_eq!(v["recommended"]["via"], "none");
+    assert_eq!(v["recommended"]["goal"], "sysfs");
+    let rf = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "resource-files").unwrap();
+    assert_eq!(rf["severity"], "fail");
+    assert_eq!(rf["blocks"], serde_json::json!(["sysfs"]));
+    let names: Vec<&str> = v["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, CHECK_NAMES);
+}

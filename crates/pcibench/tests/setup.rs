@@ -1,0 +1,523 @@
+//! `setup` on fixture trees with a fake kernel: the writes land in the fixture's files
+//! (unbind, driver_override, drivers_probe, the no-IOMMU parameter, config), the fake plays
+//! the kernel's part (binding, group nodes), and each action is idempotent and refuses to
+//! take away a mounted filesystem or an interface that is up.
+
+mod common;
+
+use common::{root, Tree, EDU, USER_UID};
+use pcibench::access::Via;
+use pcibench::doctor;
+use pcibench::pci::{PciAddress, Target};
+use pcibench::setup::{self, Change, SetupOptions, System, User};
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A kernel for the fixture: attribute writes go to the files and have the kernel's effects.
+struct FakeKernel {
+    root: PathBuf,
+    log: Mutex<Vec<String>>,
+    /// Ownership changes (chown needs root; the tests need not run as root).
+    owners: Mutex<HashMap<PathBuf, (u32, u32, u32)>>,
+    /// The driver the kernel picks on a probe without driver_override.
+    native: HashMap<String, String>,
+}
+
+impl FakeKernel {
+    fn new(t: &Tree) -> Arc<FakeKernel> {
+        Self::with_native(t, &[])
+    }
+
+    fn with_native(t: &Tree, native: &[(&str, &str)]) -> Arc<FakeKernel> {
+        Arc::new(FakeKernel {
+            root: t.root().to_path_buf(),
+            log: Mutex::new(Vec::new()),
+            owners: Mutex::new(HashMap::new()),
+            native: native.iter().map(|(a, d)| (a.to_string(), d.to_string())).collect(),
+        })
+    }
+
+    /// Ownership is keyed by the real path: setup reaches files through the
+    /// /sys/bus/pci/devices symlink, the tests through /sys/devices.
+    fn key(path: &Path) -> PathBuf {
+        fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+    }
+
+    fn rel(&self, p: &Path) -> String {
+        p.strip_prefix(&self.root).unwrap().to_string_lossy().to_string()
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn devdir(&self, addr: &str) -> PathBuf {
+        fs::canonicalize(self.root.join("sys/bus/pci/devices").join(addr)).unwrap()
+    }
+
+    fn link_driver(&self, addr: &str, driver: &str) {
+        let l = self.devdir(addr).join("driver");
+        let _ = fs::remove_file(&l);
+        std::os::unix::fs::symlink(self.root.join("sys/bus/pci/drivers").join(driver), l).unwrap();
+    }
+
+    /// vfio-pci's probe: a no-IOMMU group when the device has none (only in no-IOMMU mode), and the node.
+    fn vfio_probe(&self, addr: &str) {
+        let dir = self.devdir(addr);
+        let group =
+            fs::read_link(dir.join("iommu_group")).ok().map(|l| l.file_name().unwrap().to_string_lossy().to_string());
+        let node = match group {
+            Some(g) => format!("dev/vfio/{g}"),
+            None => {
+                let on = fs::read_to_string(self.root.join("sys/module/vfio/parameters/enable_unsafe_noiommu_mode"));
+                if on.map(|s| s.trim() != "Y").unwrap_or(true) {
+                    return; // vfio_group_find_or_alloc: -EINVAL without an IOMMU group
+                }
+                let g = self.root.join("sys/kernel/iommu_groups/0");
+                fs::create_dir_all(g.join("devices")).unwrap();
+                fs::write(g.join("name"), "vfio-noiommu\n").unwrap();
+                std::os::unix::fs::symlink(&dir, g.join("devices").join(addr)).unwrap();
+                std::os::unix::fs::symlink(&g, dir.join("iommu_group")).unwrap();
+                "dev/vfio/noiommu-0".to_string()
+            }
+        };
+        fs::create_dir_all(self.root.join("dev/vfio")).unwrap();
+        fs::write(self.root.join(node), "").unwrap();
+        self.link_driver(addr, "vfio-pci");
+    }
+}
+
+impl System for FakeKernel {
+    fn write(&self, path: &Path, data: &str) -> std::io::Result<()> {
+        let rel = self.rel(path);
+        self.log.lock().unwrap().push(format!("write {rel} {data:?}"));
+        fs::OpenOptions::new().write(true).truncate(true).open(path)?;
+        fs::write(path, data)?;
+        let addr = data.trim();
+        if rel == "sys/bus/pci/drivers_probe" {
+            let ovr = fs::read_to_string(self.devdir(addr).join("driver_override")).unwrap_or_default();
+            match ovr.trim() {
+                // A failed probe only shows in dmesg: the write itself succeeds.
+                "vfio-pci" if self.root.join("sys/bus/pci/drivers/vfio-pci").is_dir() => self.vfio_probe(addr),
+                "" | "(null)" => {
+                    if let Some(d) = self.native.get(addr) {
+                        self.link_driver(addr, d);
+                    }
+                }
+                _ => {}
+            }
+        } else if let Some(drv) = rel.strip_prefix("sys/bus/pci/drivers/").and_then(|r| r.strip_suffix("/unbind")) {
+            let dir = self.devdir(addr);
+            fs::remove_file(dir.join("driver")).unwrap();
+            if drv == "vfio-pci"
+                && fs::read_to_string(dir.join("iommu_group/name")).is_ok_and(|n| n.trim() == "vfio-noiommu")
+            {
+                fs::remove_file(dir.join("iommu_group")).unwrap();
+                fs::remove_dir_all(self.root.join("sys/kernel/iommu_groups/0")).unwrap();
+                fs::remove_file(self.root.join("dev/vfio/noiommu-0")).unwrap();
+            }
+        } else if let Some(drv) = rel.strip_prefix("sys/bus/pci/drivers/").and_then(|r| r.strip_suffix("/bind")) {
+            self.link_driver(addr, drv);
+        } else if rel.ends_with("enable_unsafe_noiommu_mode") {
+            fs::write(path, if addr == "1" { "Y\n" } else { "N\n" })?;
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, path: &Path, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.log.lock().unwrap().push(format!("write_at {} {offset:#x} {data:02x?}", self.rel(path)));
+        use std::os::unix::fs::FileExt;
+        fs::OpenOptions::new().write(true).open(path)?.write_all_at(data, offset)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> pcibench::Result<()> {
+        self.log.lock().unwrap().push(format!("run {program} {}", args.join(" ")));
+        let m = self.root.join("sys/module");
+        let param = m.join("vfio/parameters/enable_unsafe_noiommu_mode");
+        let load_vfio = |noiommu: bool| {
+            if !param.exists() {
+                fs::create_dir_all(param.parent().unwrap()).unwrap();
+                fs::write(&param, if noiommu { "Y\n" } else { "N\n" }).unwrap();
+                fs::create_dir_all(self.root.join("dev/vfio")).unwrap();
+                fs::write(self.root.join("dev/vfio/vfio"), "").unwrap();
+            }
+        };
+        match args {
+            ["vfio", "enable_unsafe_noiommu_mode=1"] => load_vfio(true),
+            ["vfio-pci"] => {
+                load_vfio(false);
+                fs::create_dir_all(m.join("vfio_pci")).unwrap();
+                let d = self.root.join("sys/bus/pci/drivers/vfio-pci");
+                fs::create_dir_all(&d).unwrap();
+                fs::write(d.join("bind"), "").unwrap();
+                fs::write(d.join("unbind"), "").unwrap();
+            }
+            ["vfio_iommu_type1"] => fs::create_dir_all(m.join("vfio_iommu_type1")).unwrap(),
+            _ => return Err(pcibench::Error::Unsupported(format!("fake modprobe: unknown {args:?}"))),
+        }
+        Ok(())
+    }
+
+    fn owner(&self, path: &Path) -> std::io::Result<(u32, u32, u32)> {
+        if let Some(o) = self.owners.lock().unwrap().get(&Self::key(path)) {
+            return Ok(*o);
+        }
+        let m = fs::metadata(path)?;
+        Ok((m.uid(), m.gid(), m.mode() & 0o7777))
+    }
+
+    fn chown(&self, path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+        self.log.lock().unwrap().push(format!("chown {} {uid}:{gid}", self.rel(path)));
+        let mode = self.owner(path)?.2;
+        self.owners.lock().unwrap().insert(Self::key(path), (uid, gid, mode));
+        Ok(())
+    }
+
+    fn chmod(&self, path: &Path, mode: u32) -> std::io::Result<()> {
+        self.log.lock().unwrap().push(format!("chmod {} {mode:o}", self.rel(path)));
+        let (u, g, _) = self.owner(path)?;
+        self.owners.lock().unwrap().insert(Self::key(path), (u, g, mode));
+        Ok(())
+    }
+
+    fn sleep(&self, _: Duration) {}
+}
+
+fn opts(k: &Arc<FakeKernel>) -> SetupOptions {
+    SetupOptions {
+        force: false,
+        user: Some(User { name: "user".into(), uid: USER_UID, gid: USER_UID }),
+        timeout: Duration::from_secs(5),
+        system: k.clone(),
+    }
+}
+
+fn edu() -> PciAddress {
+    EDU.parse().unwrap()
+}
+
+fn whats(ch: &[Change]) -> Vec<&str> {
+    ch.iter().map(|c| c.what.as_str()).collect()
+}
+
+fn recommended_via(t: &Tree) -> Option<Via> {
+    doctor::run_as(&t.host(), &Target::Pci(edu()), &root()).unwrap().recommended.via
+}
+
+#[test]
+fn vfio_without_iommu_enables_noiommu_and_binds() {
+    let t = Tree::new();
+    t.edu();
+    let k = FakeKernel::new(&t);
+    let ch = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert_eq!(
+        whats(&ch),
+        [
+            "loaded vfio in no-IOMMU mode (modprobe vfio enable_unsafe_noiommu_mode=1): this host has no IOMMU",
+            "loaded vfio-pci (modprobe vfio-pci)",
+            &format!("remembered its driver (none) in {} for --release", t.path("run/pcibench/0000:00:04.0").display()),
+            "set driver_override to vfio-pci",
+            "bound it to vfio-pci (drivers_probe)",
+            "gave user /dev/vfio/noiommu-0 (chown 4242:4242)",
+        ]
+    );
+    assert!(ch[0].warning.as_deref().is_some_and(|w| w.contains("taints the kernel")), "{:?}", ch[0]);
+    let dev = t.devdir(EDU);
+    assert_eq!(t.read(&format!("{dev}/driver_override")), "vfio-pci");
+    assert_eq!(t.read("sys/bus/pci/drivers_probe"), EDU);
+    assert_eq!(t.read("run/pcibench/0000:00:04.0"), "driver=\n");
+    assert_eq!(recommended_via(&t), Some(Via::VfioNoiommu));
+
+    // Twice: nothing left to change, nothing written.
+    let before = k.log().len();
+    let again = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert_eq!(again, vec![]);
+    assert_eq!(k.log().len(), before, "{:?}", &k.log()[before..]);
+    assert_eq!(setup::render_changes(EDU, &again), "0000:00:04.0: nothing to change, already set up\n");
+}
+
+#[test]
+fn vfio_with_noiommu_param_off_writes_it() {
+    let t = Tree::new();
+    t.edu().vfio_loaded(false);
+    let k = FakeKernel::new(&t);
+    let ch = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert!(ch[0]
+        .what
+        .starts_with("enabled no-IOMMU mode (1 > /sys/module/vfio/parameters/enable_unsafe_noiommu_mode)"));
+    assert!(ch[0].warning.is_some());
+    assert!(k.log().contains(&"write sys/module/vfio/parameters/enable_unsafe_noiommu_mode \"1\"".to_string()));
+    assert_eq!(t.read("sys/module/vfio/parameters/enable_unsafe_noiommu_mode"), "Y\n");
+    let text = setup::render_changes(EDU, &ch);
+    assert!(text.contains("\nWARNING: no-IOMMU mode taints the kernel"), "{text}");
+}
+
+#[test]
+fn vfio_refuses_without_noiommu_support() {
+    let t = Tree::new();
+    t.edu().module("vfio").module("vfio_pci");
+    let k = FakeKernel::new(&t);
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("CONFIG_VFIO_NOIOMMU"), "{e}");
+    assert!(e.contains("sudo pcibench setup 0000:00:04.0 --sysfs-user USER"), "{e}");
+    assert!(k.log().is_empty(), "{:?}", k.log());
+}
+
+#[test]
+fn vfio_with_iommu_unbinds_the_driver_and_release_restores_it() {
+    let t = Tree::new();
+    t.edu().iommu().bind(EDU, "e1000e").group(EDU, 7).module("vfio").module("vfio_pci").node("vfio", 0o666);
+    t.file("sys/bus/pci/drivers/vfio-pci/unbind", "").file("sys/bus/pci/drivers/vfio-pci/bind", "");
+    let k = FakeKernel::with_native(&t, &[(EDU, "e1000e")]);
+    let ch = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert_eq!(
+        whats(&ch)[..2],
+        [
+            "loaded vfio_iommu_type1 (modprobe vfio_iommu_type1)",
+            &*format!(
+                "remembered its driver (e1000e) in {} for --release",
+                t.path("run/pcibench/0000:00:04.0").display()
+            )
+        ]
+    );
+    assert_eq!(
+        whats(&ch)[2..5],
+        ["unbound it from e1000e", "set driver_override to vfio-pci", "bound it to vfio-pci (drivers_probe)"]
+    );
+    assert_eq!(ch[5].what, "gave user /dev/vfio/7 (chown 4242:4242)");
+    assert!(ch.iter().all(|c| c.warning.is_none()));
+    assert_eq!(t.read("sys/bus/pci/drivers/e1000e/unbind"), EDU);
+    assert_eq!(t.read("run/pcibench/0000:00:04.0"), "driver=e1000e\n");
+    assert_eq!(recommended_via(&t), Some(Via::Vfio));
+
+    let rel = setup::release(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert_eq!(
+        whats(&rel),
+        [
+            "unbound it from vfio-pci",
+            "cleared driver_override",
+            "gave it back to e1000e",
+            &*format!("forgot the remembered driver ({})", t.path("run/pcibench/0000:00:04.0").display()),
+        ]
+    );
+    assert_eq!(t.read("sys/bus/pci/drivers/vfio-pci/unbind"), EDU);
+    assert_eq!(t.read(&format!("{}/driver_override", t.devdir(EDU))), "\n");
+    assert_eq!(fs::read_link(t.path(&format!("{}/driver", t.devdir(EDU)))).unwrap().file_name().unwrap(), "e1000e");
+    assert!(!t.path("run/pcibench/0000:00:04.0").exists());
+
+    let before = k.log().len();
+    assert_eq!(setup::release(&t.host(), &edu(), &opts(&k)).unwrap(), vec![]);
+    assert_eq!(k.log().len(), before);
+}
+
+#[test]
+fn release_of_a_device_that_had_no_driver_leaves_it_free() {
+    let t = Tree::new();
+    t.edu();
+    let k = FakeKernel::with_native(&t, &[(EDU, "edu_drv")]);
+    setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
+    let rel = setup::release(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert_eq!(whats(&rel)[..2], ["unbound it from vfio-pci", "cleared driver_override"]);
+    assert!(!t.path(&format!("{}/driver", t.devdir(EDU))).exists(), "no reprobe: it had no driver");
+    assert!(!t.path("dev/vfio/noiommu-0").exists());
+    assert_eq!(recommended_via(&t), Some(Via::Sysfs));
+}
+
+#[test]
+fn release_without_record_lets_the_kernel_choose() {
+    let t = Tree::new();
+    t.edu().iommu().vfio_loaded(false).bind(EDU, "vfio-pci").group(EDU, 7).node("7", 0o600);
+    t.file(&format!("{}/driver_override", t.devdir(EDU)), "vfio-pci\n");
+    let k = FakeKernel::with_native(&t, &[(EDU, "edu_drv")]);
+    t.file("sys/bus/pci/drivers/edu_drv/bind", "");
+    let rel = setup::release(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert_eq!(
+        whats(&rel),
+        [
+            "unbound it from vfio-pci",
+            "cleared driver_override",
+            "asked the kernel to probe it (drivers_probe): driver now edu_drv"
+        ]
+    );
+}
+
+#[test]
+fn release_refuses_while_a_process_holds_the_group() {
+    let t = Tree::new();
+    t.edu().iommu().vfio_loaded(false).bind(EDU, "vfio-pci").group(EDU, 7).node("7", 0o600);
+    t.file("proc/555/comm", "pcibench\n");
+    fs::create_dir_all(t.path("proc/555/fd")).unwrap();
+    std::os::unix::fs::symlink("/dev/vfio/7", t.path("proc/555/fd/5")).unwrap();
+    let k = FakeKernel::new(&t);
+    let e = setup::release(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("/dev/vfio/7 is held open by PID 555 (pcibench)"), "{e}");
+    assert!(k.log().is_empty());
+    let forced = SetupOptions { force: true, ..opts(&k) };
+    let rel = setup::release(&t.host(), &edu(), &forced).unwrap();
+    assert_eq!(rel[0].what, "unbound it from vfio-pci");
+}
+
+/// The device with an NVMe-like block device under it: disk nvme0n1, partition nvme0n1p1,
+/// and dm-0 stacked on the partition.
+fn with_disk(t: &Tree) {
+    let d = t.devdir(EDU);
+    let disk = format!("{d}/nvme/nvme0/nvme0n1");
+    t.file(&format!("{disk}/dev"), "259:0\n").link(&format!("{disk}/subsystem"), "sys/class/block");
+    t.file(&format!("{disk}/nvme0n1p1/dev"), "259:1\n").file(&format!("{disk}/nvme0n1p1/partition"), "1\n");
+    fs::create_dir_all(t.path("sys/class/block")).unwrap();
+    fs::create_dir_all(t.path("sys/devices/virtual/block/dm-0/dm")).unwrap();
+    t.file("sys/devices/virtual/block/dm-0/dev", "253:0\n").file("sys/devices/virtual/block/dm-0/dm/name", "vg-data\n");
+    t.link("sys/class/block/dm-0", "sys/devices/virtual/block/dm-0");
+    t.link(&format!("{disk}/nvme0n1p1/holders/dm-0"), "sys/devices/virtual/block/dm-0");
+}
+
+#[test]
+fn refuses_to_unbind_a_driver_with_a_mounted_filesystem() {
+    let t = Tree::new();
+    t.edu().bind(EDU, "nvme");
+    with_disk(&t);
+    t.file("proc/mounts", "proc /proc proc rw 0 0\n/dev/nvme0n1p1 /boot ext4 rw 0 0\n");
+    let k = FakeKernel::new(&t);
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.starts_with("refusing to unbind 0000:00:04.0 from nvme: /dev/nvme0n1p1 is mounted on /boot"), "{e}");
+    assert!(e.contains("--force"));
+    assert!(k.log().is_empty(), "nothing may change: {:?}", k.log());
+    assert_eq!(t.read(&format!("{}/driver_override", t.devdir(EDU))), "(null)\n");
+    assert!(!t.path("run/pcibench/0000:00:04.0").exists());
+
+    // Stacked device-mapper volume, found through holders; and by major:minor in mountinfo.
+    t.file("proc/mounts", "/dev/mapper/vg-data /data xfs rw 0 0\n");
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("/dev/mapper/vg-data (dm-0) is mounted on /data"), "{e}");
+    t.file("proc/mounts", "/dev/root / ext4 rw 0 0\n");
+    t.file("proc/self/mountinfo", "22 1 259:0 / / rw,relatime - ext4 /dev/root rw\n");
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("/dev/nvme0n1 is mounted on /"), "{e}");
+    t.file("proc/self/mountinfo", "")
+        .file("proc/swaps", "Filename Type Size Used Priority\n/dev/nvme0n1p1 partition 1024 0 -2\n");
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("/dev/nvme0n1p1 is in use as swap"), "{e}");
+
+    let forced = SetupOptions { force: true, ..opts(&k) };
+    let ch = setup::vfio(&t.host(), &edu(), &forced).unwrap();
+    assert!(whats(&ch).contains(&"unbound it from nvme"));
+}
+
+#[test]
+fn refuses_to_unbind_a_driver_with_an_interface_up() {
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 7).bind(EDU, "e1000e").vfio_loaded(false);
+    let d = t.devdir(EDU);
+    t.file(&format!("{d}/net/enp0s4/operstate"), "up\n").file(&format!("{d}/net/enp0s4/flags"), "0x1003\n");
+    let k = FakeKernel::with_native(&t, &[(EDU, "e1000e")]);
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("network interface enp0s4 is up"), "{e}");
+    // Administratively up but no carrier still counts (IFF_UP).
+    t.file(&format!("{d}/net/enp0s4/operstate"), "down\n");
+    assert!(setup::vfio(&t.host(), &edu(), &opts(&k)).is_err());
+    t.file(&format!("{d}/net/enp0s4/flags"), "0x1002\n");
+    let ch = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert!(whats(&ch).contains(&"unbound it from e1000e"));
+}
+
+#[test]
+fn vfio_refuses_bridges_and_reports_a_failed_bind() {
+    let t = Tree::new();
+    t.device("0000:00:1c.0", 0x8086, 0xa110, 0x060400, &[], 0);
+    let k = FakeKernel::new(&t);
+    let e = setup::vfio(&t.host(), &"00:1c.0".parse().unwrap(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("is a PCI bridge"), "{e}");
+
+    // An IOMMU host where the fake vfio-pci driver directory is missing: the probe binds nothing.
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 7).module("vfio").module("vfio_pci").module("vfio_iommu_type1");
+    let k = FakeKernel::new(&t);
+    let o = SetupOptions { timeout: Duration::ZERO, ..opts(&k) };
+    let e = setup::vfio(&t.host(), &edu(), &o).unwrap_err().to_string();
+    assert!(e.starts_with("0000:00:04.0 did not bind to vfio-pci within 0ns (driver now: none)"), "{e}");
+
+    // Unbound from its driver but not taken by vfio-pci: the error says how to give it back, and a
+    // second attempt keeps the first record (the driver it had before pcibench touched it).
+    fs::remove_file(t.path("run/pcibench/0000:00:04.0")).unwrap();
+    t.bind(EDU, "e1000e");
+    let e = setup::vfio(&t.host(), &edu(), &o).unwrap_err().to_string();
+    assert!(e.ends_with("give it back to e1000e: sudo pcibench setup 0000:00:04.0 --release"), "{e}");
+    assert_eq!(t.read("run/pcibench/0000:00:04.0"), "driver=e1000e\n");
+    assert!(setup::vfio(&t.host(), &edu(), &o).is_err());
+    assert_eq!(t.read("run/pcibench/0000:00:04.0"), "driver=e1000e\n");
+}
+
+#[test]
+fn sysfs_user_gives_the_files_and_enables_memory_space() {
+    let t = Tree::new();
+    t.device(
+        EDU,
+        0x10ee,
+        0x7024,
+        0x058000,
+        &[(0, 0xfe00_0000, 1 << 20, common::MEM32), (2, 0x8_0000_0000, 1 << 17, common::PREF64)],
+        0x0400,
+    );
+    let k = FakeKernel::new(&t);
+    let ch = setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap();
+    assert_eq!(
+        whats(&ch),
+        [
+            "gave user (4242:4242) resource0, resource2, resource2_wc (chown)",
+            "enabled Memory Space (command 0x0400 -> 0x0402)",
+        ]
+    );
+    let cfg = fs::read(t.path(&format!("{}/config", t.devdir(EDU)))).unwrap();
+    assert_eq!(u16::from_le_bytes([cfg[4], cfg[5]]), 0x0402);
+    let owner = k.owner(&t.path(&format!("{}/resource2_wc", t.devdir(EDU)))).unwrap();
+    assert_eq!((owner.0, owner.1), (USER_UID, USER_UID));
+
+    let before = k.log().len();
+    assert_eq!(setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap(), vec![]);
+    assert_eq!(k.log().len(), before);
+
+    // By uid, with a file the owner cannot write.
+    let t = Tree::new();
+    t.edu().chmod(&format!("{}/resource0", t.devdir(EDU)), 0o400);
+    let k = FakeKernel::new(&t);
+    let ch = setup::sysfs_user(&t.host(), &edu(), "4242", &opts(&k)).unwrap();
+    assert_eq!(
+        whats(&ch),
+        ["gave user (4242:4242) resource0 (chown)", "made resource0 read+write for their owner (chmod u+rw)"]
+    );
+    assert!(setup::sysfs_user(&t.host(), &edu(), "nosuchuser", &opts(&k))
+        .unwrap_err()
+        .to_string()
+        .contains("unknown user"));
+}
+
+#[test]
+fn sysfs_user_warns_about_a_bound_driver_and_unknown_devices_fail() {
+    let t = Tree::new();
+    t.edu().bind(EDU, "edu_drv");
+    let k = FakeKernel::new(&t);
+    let ch = setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap();
+    assert!(ch[0].warning.as_deref().is_some_and(|w| w.contains("edu_drv is bound")), "{ch:?}");
+    let missing: PciAddress = "0000:09:00.0".parse().unwrap();
+    for r in [
+        setup::vfio(&t.host(), &missing, &opts(&k)),
+        setup::release(&t.host(), &missing, &opts(&k)),
+        setup::sysfs_user(&t.host(), &missing, "user", &opts(&k)),
+    ] {
+        assert!(r.unwrap_err().to_string().starts_with("no PCI device 0000:09:00.0"));
+    }
+}
+
+#[test]
+fn users_resolve_from_the_hosts_passwd() {
+    let t = Tree::new();
+    let h = t.host();
+    assert_eq!(User::resolve(&h, "user").unwrap(), User { name: "user".into(), uid: USER_UID, gid: USER_UID });
+    assert_eq!(User::resolve(&h, "0").unwrap().name, "root");
+    assert_eq!(User::resolve(&h, "1234:99").unwrap(), User { name: "1234".into(), uid: 1234, gid: 99 });
+    assert!(User::resolve(&h, "x:y").is_err());
+}

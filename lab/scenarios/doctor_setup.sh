@@ -1,0 +1,90 @@
+# doctor and setup on edu: before (free device: sysfs, and the user is told the --sysfs-user fix), setup --vfio
+# (twice: the second run changes nothing), after (vfio on q35-iommu, vfio-noiommu on pc; the user is told the
+# chown, and on pc the setcap line), --release (back to no driver, twice), setup through sudo (the user gets the
+# group node), then --sysfs-user for the user.
+# machines: pc q35-iommu
+# timeout: 90
+. /lab/lib.sh
+
+# expect_rc "RC..." PATTERN CMD...: CMD must exit with one of the statuses RC... and print a line matching PATTERN.
+expect_rc() {
+	want=$1 pat=$2
+	shift 2
+	rc=0
+	out=$("$@" 2>&1) || rc=$?
+	printf '%s\n' "$out"
+	case " $want " in *" $rc "*) ;; *) fail "exit status $rc, want $want: $*" ;; esac
+	printf '%s\n' "$out" | grep -Eq -- "$pat" || fail "no line matches /$pat/: $*"
+	ok "status $rc and /$pat/ in: $*"
+}
+
+# The lockdown check reads /sys/kernel/security/lockdown.
+grep -q ' /sys/kernel/security ' /proc/mounts || mount -t securityfs securityfs /sys/kernel/security
+a=$(find_dev 1234:11e8)
+echo "edu at $a"
+[ -z "$(driver_of "$a")" ] || fail "$a is bound to $(driver_of "$a") at boot"
+# Leave edu free for the scenarios after this one, whatever happens here.
+trap 'pcibench setup "$a" --release >/dev/null 2>&1 || unbind "$a"; chown 0:0 "$SYS/$a"/resource*' EXIT
+
+case $LAB_MACHINE in
+pc) via=vfio-noiommu node_prefix=noiommu- ;;
+*) via=vfio node_prefix= ;;
+esac
+
+# Before: no driver. Root reaches it through sysfs unless firmware left Memory Space off.
+mem=$(od -An -tu1 -j4 -N1 "$SYS/$a/config" | tr -d ' ')
+if [ $((mem & 2)) != 0 ]; then
+	expect_rc "0 1" '^recommended: sysfs: ready$' pcibench doctor "$a"
+else
+	expect_rc 2 "^  run: sudo pcibench setup $a --sysfs-user root\$" pcibench doctor "$a"
+fi
+expect_rc "0 1 2" '^PASS  lockdown +none$' pcibench doctor "$a"
+expect_rc 2 '^FAIL  resource-files +user cannot open for read\+write: resource0' as_user pcibench doctor "$a"
+expect_rc 2 "^  run: sudo pcibench setup $a --sysfs-user user\$" as_user pcibench doctor "$a"
+expect_rc 2 '"via": *"none"' as_user pcibench doctor "$a" --json
+
+# setup --vfio, twice.
+expect_out 'bound it to vfio-pci' pcibench setup "$a" --vfio
+[ "$(driver_of "$a")" = vfio-pci ] || fail "$a not bound to vfio-pci after setup --vfio"
+[ "$(cat "$SYS/$a/driver_override")" = vfio-pci ] || fail "driver_override is $(cat "$SYS/$a/driver_override")"
+g=$(group_of "$a")
+node=/dev/vfio/$node_prefix$g
+[ -c "$node" ] || fail "$node missing (have: $(ls /dev/vfio))"
+ok "$a bound to vfio-pci, $node exists"
+[ -f "/run/pcibench/$a" ] || fail "setup --vfio left no /run/pcibench/$a"
+ok "original driver remembered: $(cat "/run/pcibench/$a")"
+expect_out 'nothing to change' pcibench setup "$a" --vfio
+
+# After: root is ready on the VFIO flavour of this machine; the user is told exactly what to run.
+expect_rc "0 1" "^recommended: $via: ready\$" pcibench doctor "$a"
+# The command it recommends works (reads only).
+expect_out "^pcibench pio $a via $via" pcibench pio "$a" --via "$via" --map uc --dir c2h --size 4K --total 64K
+expect_rc 2 "^  (run|then): sudo chown user $node\$" as_user pcibench doctor "$a"
+if [ "$LAB_MACHINE" = pc ]; then
+	expect_rc 2 '^FAIL  cap-sys-rawio ' as_user pcibench doctor "$a"
+	expect_rc 2 '^  (run|then): sudo setcap cap_sys_rawio=ep /.*pcibench$' as_user pcibench doctor "$a"
+fi
+
+# --release restores the original state (no driver), twice.
+expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release
+[ -z "$(driver_of "$a")" ] || fail "$a still bound to $(driver_of "$a") after --release"
+[ "$(cat "$SYS/$a/driver_override")" = "(null)" ] || fail "driver_override is $(cat "$SYS/$a/driver_override")"
+[ ! -e "/run/pcibench/$a" ] || fail "/run/pcibench/$a left behind"
+ok "$a released: no driver, no driver_override"
+expect_out 'nothing to change' pcibench setup "$a" --release
+
+# Through sudo (SUDO_USER and friends as sudo sets them), setup gives the invoking user the group node: with an
+# IOMMU the user is then ready; without one only CAP_SYS_RAWIO is left.
+expect_out "gave user /dev/vfio/$node_prefix[0-9]+ \\(chown 1000:1000\\)" env SUDO_USER=user SUDO_UID=1000 SUDO_GID=1000 pcibench setup "$a" --vfio
+if [ "$LAB_MACHINE" = pc ]; then
+	expect_rc 2 '^recommended: none until you fix cap-sys-rawio \(then vfio-noiommu\)$' as_user pcibench doctor "$a"
+else
+	expect_rc "0 1" '^recommended: vfio: ready$' as_user pcibench doctor "$a"
+fi
+expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release
+
+# --sysfs-user: the user reaches it through sysfs.
+expect_out 'gave user \(1000:1000\) resource0' pcibench setup "$a" --sysfs-user user
+expect_rc "0 1" '^recommended: sysfs: ready$' as_user pcibench doctor "$a"
+expect_out "^pcibench pio $a via sysfs" as_user pcibench pio "$a" --via sysfs --map uc --dir c2h --size 4K --total 64K
+expect_out 'nothing to change' pcibench setup "$a" --sysfs-user user
