@@ -36,6 +36,10 @@ enum Command {
     Poke(cmd::peek::PokeArgs),
     /// DMA throughput of a card's engine both ways, verified (edu, xdma, sim).
     Dma(cmd::dma::DmaArgs),
+    /// Why a device can't be reached, each check with its evidence and the exact fix.
+    Doctor(cmd::doctor::DoctorArgs),
+    /// Prepare a device for an access path: --vfio, --sysfs-user USER, or --release.
+    Setup(cmd::setup::SetupArgs),
     /// The suite on one device: info, then the measurements its access paths allow (default: sim).
     Run(cmd::run::RunArgs),
 }
@@ -51,6 +55,8 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(&host, a),
         Command::Run(a) => cmd::run::run(&host, a),
         Command::Pio(a) => cmd::pio::run(&host, a),
+        Command::Doctor(a) => cmd::doctor::run(&host, a),
+        Command::Setup(a) => cmd::setup::run(&host, a),
         Command::Dma(a) => cmd::dma::run(&host, a),
         Command::Peek(a) => cmd::peek::peek(&host, a),
         Command::Poke(a) => cmd::peek::poke(&host, a),

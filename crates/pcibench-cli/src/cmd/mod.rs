@@ -1,9 +1,11 @@
 pub mod dma;
+pub mod doctor;
 pub mod info;
 pub mod list;
 pub mod peek;
 pub mod pio;
 pub mod run;
+pub mod setup;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pcibench::access::{DeviceAccess, Via};

@@ -1,0 +1,42 @@
+use clap::Args;
+use pcibench::host::Host;
+use pcibench::pci::PciAddress;
+use pcibench::setup::{self, SetupOptions};
+use std::process::ExitCode;
+
+fn parse_addr(s: &str) -> Result<PciAddress, String> {
+    s.parse::<PciAddress>().map_err(|e| e.to_string())
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["vfio", "sysfs_user", "release"])))]
+pub struct SetupArgs {
+    /// The device: DDDD:BB:DD.F or BB:DD.F.
+    #[arg(value_parser = parse_addr)]
+    device: PciAddress,
+    /// Bind to vfio-pci (enabling no-IOMMU mode where there is no IOMMU) and give the invoking user the group.
+    #[arg(long)]
+    vfio: bool,
+    /// Give USER the resource files and enable Memory Space, for sysfs access.
+    #[arg(long, value_name = "USER")]
+    sysfs_user: Option<String>,
+    /// Unbind from vfio-pci and restore the original driver.
+    #[arg(long)]
+    release: bool,
+    /// Unbind even a driver that backs a mounted filesystem or an up network interface.
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn run(host: &Host, a: SetupArgs) -> anyhow::Result<ExitCode> {
+    let opts = SetupOptions { force: a.force, ..SetupOptions::from_env() };
+    let changes = if a.vfio {
+        setup::vfio(host, &a.device, &opts)?
+    } else if let Some(u) = &a.sysfs_user {
+        setup::sysfs_user(host, &a.device, u, &opts)?
+    } else {
+        setup::release(host, &a.device, &opts)?
+    };
+    print!("{}", setup::render_changes(&a.device.to_string(), &changes));
+    Ok(ExitCode::SUCCESS)
+}
