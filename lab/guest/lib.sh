@@ -73,6 +73,19 @@ expect_fail() {
 	ok "fails as it should: $*"
 }
 
+# expect_err PATTERN CMD...: CMD must exit non-zero and its output (stdout+stderr) match the extended regex PATTERN.
+expect_err() {
+	pat=$1
+	shift
+	if out=$("$@" 2>&1); then
+		printf '%s\n' "$out"
+		fail "succeeded but should fail: $*"
+	fi
+	printf '%s\n' "$out"
+	printf '%s\n' "$out" | grep -Eq -- "$pat" || fail "no line matches /$pat/: $*"
+	ok "fails as it should, with /$pat/: $*"
+}
+
 # expect_out PATTERN CMD...: CMD must succeed and its output (stdout+stderr) match the extended regex PATTERN.
 expect_out() {
 	pat=$1

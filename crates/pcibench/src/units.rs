@@ -48,7 +48,7 @@ pub fn parse_size_list(s: &str) -> Result<Vec<u64>> {
     Ok(vec![parse_size(s)?])
 }
 
-/// A size the way the seeds and lspci show it: `1 MiB`, `128 KiB`, `4 KiB`, `100 B`.
+/// A size the way lspci shows it: `1 MiB`, `128 KiB`, `4 KiB`, and exact bytes otherwise (`4095 B`).
 pub fn human_size(n: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (name, unit) in UNITS {
@@ -56,11 +56,7 @@ pub fn human_size(n: u64) -> String {
             return format!("{} {name}", n / unit);
         }
     }
-    for (name, unit) in UNITS {
-        if n >= unit {
-            return format!("{:.1} {name}", n as f64 / unit as f64);
-        }
-    }
+    // Not a whole number of any unit: exact bytes, so 4095 never reads as "4.0 KiB".
     format!("{n} B")
 }
 
@@ -103,6 +99,6 @@ mod tests {
         assert_eq!(human_size(128 << 10), "128 KiB");
         assert_eq!(human_size(0x128000), "1184 KiB");
         assert_eq!(human_size(100), "100 B");
-        assert_eq!(human_size(1536 + (1 << 20)), "1.0 MiB");
+        assert_eq!(human_size(4095), "4095 B");
     }
 }

@@ -103,11 +103,11 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
     let info = pci::describe(host, &a.device)?;
     let dev = open_device(host, &a.device, &info, a.via.map(ViaArg::via))?;
     let mut widths = Vec::new();
-    let mut strict = true;
+    let mut strict_width = true;
     for w in &a.widths {
         if w == "all" {
             widths.extend(Width::ALL);
-            strict = false;
+            strict_width = false;
         } else {
             widths.push(w.parse::<Width>()?);
         }
@@ -116,10 +116,7 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
         MapArg::Uc => vec![MapMode::Uc],
         MapArg::Wc => vec![MapMode::Wc],
         MapArg::WcFlush => vec![MapMode::WcFlush],
-        MapArg::All => {
-            strict = false;
-            MapMode::ALL.to_vec()
-        }
+        MapArg::All => MapMode::ALL.to_vec(),
     };
     let mut sizes = Vec::new();
     for s in &a.sizes {
@@ -155,7 +152,8 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
             IoArg::Syscall => IoMode::Syscall,
         },
         allow_write: a.allow_write || info.simulated,
-        strict,
+        strict_map: !matches!(a.map, MapArg::All),
+        strict_width,
     };
     let link = info.link.as_ref().and_then(|l| l.model_link());
     let mut bar = progress_bar(plan.planned_bytes(), "pio");

@@ -75,7 +75,8 @@ pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
         offset: 0,
         io: IoMode::Mmap,
         allow_write,
-        strict: false,
+        strict_map: false,
+        strict_width: false,
     };
     if !allow_write {
         println!("(reads only: add --allow-write to measure and verify host-to-card writes)");

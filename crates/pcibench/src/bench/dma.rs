@@ -101,8 +101,10 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, stop: &AtomicBool, progress: &mut dyn Fn
     let sizes = if plan.sizes.is_empty() { vec![card_room.min(engine.max_transfer())] } else { plan.sizes.clone() };
     for &size in &sizes {
         if size == 0 || size > card_room {
+            let more = if engine.name() == "xdma" { " or set --card-size" } else { "" };
             return Err(Error::usage(format!(
-                "transfer size {size:#x} does not fit the card memory from {:#x} ({card_room:#x} bytes): use a smaller --size or set --card-size",
+                "transfer size {size:#x} does not fit the {} engine's card memory from offset {:#x} ({card_room:#x} bytes): use a smaller --size{more}",
+                engine.name(),
                 plan.card_addr
             )));
         }

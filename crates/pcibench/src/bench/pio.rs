@@ -63,9 +63,11 @@ pub struct PioPlan {
     pub offset: u64,
     pub io: IoMode,
     pub allow_write: bool,
-    /// When the user named one mapping / width, a failure to provide it is an error;
+    /// When the user named the mapping(s), a mapping the path cannot provide is an error;
     /// with `all`, it becomes a skipped row with the reason.
-    pub strict: bool,
+    pub strict_map: bool,
+    /// The same for copy widths this CPU lacks.
+    pub strict_width: bool,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -157,7 +159,7 @@ pub fn run(
         for &map in &plan.maps {
             let region = match dev.open_bar(bar, map.mapping(), plan.io) {
                 Ok(r) => r,
-                Err(e) if !plan.strict => {
+                Err(e) if !plan.strict_map => {
                     report.results.push(skipped(bar, map, plan, e.to_string()));
                     continue;
                 }
@@ -165,7 +167,7 @@ pub fn run(
             };
             for &w in &plan.widths {
                 if let Err(e) = mmio::available(w) {
-                    if plan.strict {
+                    if plan.strict_width {
                         return Err(e);
                     }
                     report.results.push(PioResult { width: w, ..skipped(bar, map, plan, e.to_string()) });

@@ -97,7 +97,8 @@ fn plan() -> PioPlan {
         offset: 0,
         io: IoMode::Mmap,
         allow_write: true,
-        strict: true,
+        strict_map: true,
+        strict_width: true,
     }
 }
 
@@ -174,7 +175,7 @@ fn refusals_and_skips() {
     // WC asked for explicitly: an error; with `all`, a skipped row.
     let p = PioPlan { maps: vec![MapMode::Wc], ..plan() };
     assert!(run(&dev, "test", false, None, &p, &mut |_| {}).is_err());
-    let p = PioPlan { maps: MapMode::ALL.to_vec(), strict: false, sizes: vec![64], ..plan() };
+    let p = PioPlan { maps: MapMode::ALL.to_vec(), strict_map: false, sizes: vec![64], ..plan() };
     let r = run(&dev, "test", false, None, &p, &mut |_| {}).unwrap();
     assert_eq!(r.results.iter().filter(|x| x.notes.iter().any(|n| n.contains("WC is unavailable"))).count(), 2);
 }

@@ -1,0 +1,32 @@
+# DMA with QEMU's edu engine, both ways, verified: VFIO type1 with IOVAs (q35-iommu), no-IOMMU with physical
+# addresses (pc). Refusals: no --allow-dma, a buffer beyond the DMA width (before any DMA starts), an unprivileged
+# user (no-IOMMU: the setcap line; type1: the group permission fix).
+# machines: pc q35-iommu
+# timeout: 120
+. /lab/lib.sh
+a=$(find_dev 1234:11e8)
+trap 'unbind "$a"' EXIT
+bind_vfio "$a"
+case $LAB_VFIO in
+noiommu) via=vfio-noiommu addr=physical ;;
+*) via=vfio addr='IOVA' ;;
+esac
+# Hugepages for the buffers (physically contiguous for no-IOMMU).
+echo 8 >/proc/sys/vm/nr_hugepages
+
+expect_err 'add --allow-dma' pcibench dma "$a" --engine edu
+expect_out "the card was given $addr" pcibench dma "$a" --engine edu --via "$via" --dma-bits 32 --total 8K --allow-dma
+expect_out '^h2c +4095 B .* ok$' pcibench dma "$a" --engine edu --dma-bits 32 --total 8K --allow-dma
+expect_out '^c2h +1 KiB .* ok$' pcibench dma "$a" --engine edu --dir c2h --size 1K --card-addr 0x40800 --dma-bits 32 --total 2K --allow-dma
+expect_out 'card-to-host DMA timing for 2 transfers of 4095 bytes' pcibench dma "$a" --engine edu --dma-bits 32 --total 8K --allow-dma --format seed
+expect_err 'beyond|above|outside|below' pcibench dma "$a" --engine edu --dma-bits 16 --total 8K --allow-dma
+expect_err 'does not fit the edu engine' pcibench dma "$a" --engine edu --size 4096 --dma-bits 32 --allow-dma
+expect_err 'is (1234:11e8|1af4:1110), not|no XDMA register BAR' pcibench dma "$a" --engine xdma --allow-dma
+
+g=$(group_of "$a")
+if [ "$LAB_VFIO" = noiommu ]; then
+	chmod 666 "/dev/vfio/noiommu-$g"
+	expect_err 'setcap cap_sys_rawio=ep /.*pcibench' as_user pcibench dma "$a" --engine edu --dma-bits 32 --allow-dma
+else
+	expect_err "setup $a --vfio|/dev/vfio/$g" as_user pcibench dma "$a" --engine edu --dma-bits 32 --allow-dma
+fi
