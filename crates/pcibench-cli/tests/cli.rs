@@ -98,3 +98,80 @@ fn bad_input_gets_one_line_and_nonzero_exit() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("invalid id filter"));
 }
+
+#[test]
+fn pio_on_sim_verifies_and_prints_the_seed_format() {
+    let none = std::path::Path::new("/nonexistent");
+    let o = pcibench(none, &["pio", "sim", "--bar", "2", "--map", "uc", "--size", "64K", "--total", "256K", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["simulated"], true);
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert_eq!(r["verify"]["status"], "ok");
+        assert_eq!(r["stats"]["transfers"], 4);
+    }
+    let o = pcibench(none, &["pio", "sim", "--bar", "0", "--map", "wc", "--total", "2M", "--format", "seed"]);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "Testing BAR 0 memory size 0x100000 for sim");
+    assert_eq!(lines[1], "Test pattern pass");
+    assert_eq!(lines[2], "host-to-card PIO mapped with write-combining timing for 2 transfers of 1048576 bytes:");
+    assert!(lines[3].starts_with("   Min = ") && lines[3].ends_with(" (Mbytes/sec)"), "{}", lines[3]);
+    assert!(lines[4].starts_with("  Mean = ") && lines[5].starts_with("   Max = "));
+    // The DMA register BAR is not a PIO target by default.
+    let o = pcibench(none, &["pio", "sim", "--map", "uc", "--total", "1M", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let bars: std::collections::BTreeSet<u64> =
+        v["results"].as_array().unwrap().iter().map(|r| r["bar"].as_u64().unwrap()).collect();
+    assert_eq!(bars.into_iter().collect::<Vec<_>>(), vec![0, 2]);
+}
+
+#[test]
+fn dma_on_sim_round_trips() {
+    let none = std::path::Path::new("/nonexistent");
+    let o = pcibench(
+        none,
+        &["dma", "sim", "--engine", "sim", "--size", "4K", "--size", "0x128000", "--total", "8M", "--json"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["engine"], "xdma");
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r["verified"] == true));
+    let o = pcibench(none, &["dma", "sim", "--engine", "edu"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not QEMU's edu device"));
+}
+
+#[test]
+fn safety_refusals_on_fixture_devices() {
+    let t = tempfile::tempdir().unwrap();
+    seed_tree(t.path());
+    // Writes need consent.
+    let o = pcibench(t.path(), &["poke", "15:00.0", "0", "0", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--allow-write"));
+    let o = pcibench(t.path(), &["dma", "15:00.0", "--engine", "xdma"]);
+    assert!(stderr(&o).contains("--allow-dma"));
+    // A kernel driver owns the bridge's BARs.
+    let o = pcibench(t.path(), &["peek", "20:00.0", "0", "0"]);
+    assert!(stderr(&o).contains("bound to driver pcieport"), "{}", stderr(&o));
+    // I/O BARs cannot be mapped; BARs that do not exist are named.
+    let o = pcibench(t.path(), &["pio", "15:00.0", "--bar", "1"]);
+    assert!(stderr(&o).contains("has no BAR1"));
+}
+
+#[test]
+fn doctor_exit_code_reflects_the_worst_finding() {
+    let t = tempfile::tempdir().unwrap();
+    seed_tree(t.path());
+    let o = pcibench(t.path(), &["doctor", "20:00.0", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["worst"], "fail");
+    assert_eq!(o.status.code(), Some(2));
+    let o = pcibench(std::path::Path::new("/nonexistent"), &["doctor", "sim"]);
+    assert_eq!(o.status.code(), Some(0));
+}

@@ -51,6 +51,18 @@ impl Mmap {
         if len == 0 {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
+        // Touching a shared mapping past the end of a regular file raises SIGBUS, so refuse it up
+        // front (sysfs resourceN files have the BAR's size; VFIO fds and device nodes are not files).
+        let meta = file.metadata()?;
+        if meta.is_file() && meta.len() < offset.saturating_add(len as u64) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the file is {} bytes, too short for {len} bytes at offset {offset:#x} (not a real BAR resource file?)",
+                    meta.len()
+                ),
+            ));
+        }
         let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
         let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
         // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of an open descriptor; it aliases
