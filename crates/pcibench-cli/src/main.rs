@@ -45,7 +45,22 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                e.exit();
+            }
+            // One line: clap's message without its usage block and `--help` tip.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("pcibench: {} (see pcibench --help)", first.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
     let host = match &cli.sysroot {
         Some(r) if !r.as_os_str().is_empty() => Host::with_root(r),
         _ => Host::with_root("/"),

@@ -5,7 +5,7 @@
 
 use super::pattern::{verify, Mismatch, Pattern};
 use super::stats::{Samples, Stats};
-use super::timer::TimerOverhead;
+use super::timer::{calibrate, TimerOverhead};
 use crate::access::{DeviceAccess, Via};
 use crate::dma::{Addressing, Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::pci::config::{CMD_BUS_MASTER, COMMAND};
@@ -153,9 +153,13 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, stop: &AtomicBool, progress: &mut dyn Fn
             let buf: &dyn DmaBuffer = if dir == Direction::H2c { src.as_ref() } else { dst.as_ref() };
             let t = Transfer { dir, buf_offset: 0, card_addr: plan.card_addr, len: size };
             engine.prepare(buf, &t)?;
-            let t0 = Instant::now();
             timed_run(engine, plan.timeout)?;
-            let batch = timer.batch_for(t0.elapsed());
+            let batch = calibrate(&timer, |k| {
+                for _ in 0..k {
+                    timed_run(engine, plan.timeout)?;
+                }
+                Ok::<(), Error>(())
+            })?;
             let mut notes = Vec::new();
             if batch > 1 {
                 notes.push(format!(

@@ -4,7 +4,7 @@
 
 use super::pattern::{verify, Mismatch, Pattern};
 use super::stats::{Samples, Stats};
-use super::timer::TimerOverhead;
+use super::timer::{calibrate, TimerOverhead};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
 use crate::dma::Direction;
 use crate::mmio::{self, Width};
@@ -325,13 +325,17 @@ fn run_one(
             host.fill(0);
             &mut host
         };
-        // Warm up with one untimed transfer, which also estimates one transfer's duration.
-        let t0 = Instant::now();
+        // Warm up untimed, then find how many transfers a sample needs to dwarf the timer.
         transfer(region, dir, w, off, buf)?;
-        if dir == Direction::H2c && map == MapMode::WcFlush {
-            flush(region, map, off)?;
-        }
-        let batch = timer.batch_for(t0.elapsed());
+        let batch = calibrate(timer, |k| {
+            for _ in 0..k {
+                transfer(region, dir, w, off, buf)?;
+                if map == MapMode::WcFlush {
+                    flush(region, map, off)?;
+                }
+            }
+            Ok::<(), Error>(())
+        })?;
         if batch > 1 {
             notes.push(format!(
                 "batched {batch} transfers per sample: one transfer is too short to time alone (timer overhead {:.0} ns)",

@@ -43,6 +43,27 @@ impl TimerOverhead {
     }
 }
 
+/// Find how many back-to-back transfers make a sample of at least 100 timer overheads by
+/// timing growing runs of them (a single cold transfer is a poor estimate).
+pub fn calibrate<E>(
+    overhead: &TimerOverhead,
+    mut transfers: impl FnMut(u64) -> std::result::Result<(), E>,
+) -> std::result::Result<u64, E> {
+    let want = overhead.median_s * MIN_SAMPLE_OVERHEADS;
+    let mut n = 1u64;
+    loop {
+        let t = Instant::now();
+        transfers(n)?;
+        let took = t.elapsed().as_secs_f64();
+        if took >= want || n >= 1 << 24 {
+            return Ok(n);
+        }
+        // Aim past the target from this run's rate, at least doubling.
+        let per = (took / n as f64).max(1e-12);
+        n = ((want / per * 1.5).ceil() as u64).max(n * 2);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +76,21 @@ mod tests {
         assert_eq!(o.batch_for(Duration::from_nanos(100)), 20);
         let m = TimerOverhead::measure();
         assert!(m.median_s > 0.0 && m.median_s < 1e-3);
+    }
+
+    #[test]
+    fn calibration_reaches_the_target_sample_length() {
+        let o = TimerOverhead { median_s: 1e-6 };
+        let mut calls = vec![];
+        let n = calibrate(&o, |k| -> Result<(), ()> {
+            calls.push(k);
+            std::thread::sleep(Duration::from_micros(2 * k));
+            Ok(())
+        })
+        .unwrap();
+        // 100 µs wanted at >= 2 µs per transfer: at most 50 transfers, found by growing runs.
+        assert!((1..=75).contains(&n), "{n}");
+        assert_eq!(calls[0], 1);
+        assert_eq!(*calls.last().unwrap(), n);
     }
 }
