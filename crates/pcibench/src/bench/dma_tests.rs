@@ -151,12 +151,16 @@ fn both_directions_verified_and_bus_master_restored() {
     let mut moved = 0;
     let r = run(setup(&dev, &mut e), &plan(), &stop, &mut |n| moved += n).unwrap();
     assert_eq!(r.results.len(), 2);
+    let mut timed = 0;
     for x in &r.results {
         assert_eq!(x.size, 0x10000);
         assert_eq!(x.verified, Some(true));
-        assert_eq!(x.stats.as_ref().unwrap().transfers, 16);
+        let st = x.stats.as_ref().unwrap();
+        // 16 transfers reach --total; samples are whole batches.
+        assert!(st.transfers >= 16 && st.transfers % st.batch == 0 && st.transfers - 16 < st.batch, "{st:?}");
+        timed += st.bytes;
     }
-    assert_eq!(moved, 2 << 20);
+    assert_eq!(moved, timed);
     // h2c is a read by the card: its limit is the model's read limit.
     let l = Link { gen: 2, width: 4, mps: 256, mrrs: 512 };
     assert!((r.results[0].limit_mbps.unwrap() - l.read_bps(0x10000) / 1e6).abs() < 1e-6);
@@ -188,13 +192,13 @@ fn timeout_stops_the_engine_and_reports() {
 fn ctrl_c_keeps_samples_and_stops_engine() {
     static STOP: AtomicBool = AtomicBool::new(false);
     let dev = CfgDev { command: Mutex::new(0x0002) };
-    let mut e = MockEngine { card: vec![0; 4096], interrupt_after: Some((6, &STOP)), ..Default::default() };
-    let p = DmaPlan { dirs: vec![Direction::H2c], total: 4096 * 100, ..plan() };
+    let mut e = MockEngine { card: vec![0; 4096], interrupt_after: Some((20_000, &STOP)), ..Default::default() };
+    let p = DmaPlan { dirs: vec![Direction::H2c], total: 4096 << 20, ..plan() };
     let r = run(setup(&dev, &mut e), &p, &STOP, &mut |_| {}).unwrap();
     assert!(r.interrupted);
     assert_eq!(e.stops, 1);
     let st = r.results[0].stats.as_ref().unwrap();
-    assert!(st.samples >= 1 && st.samples < 100, "{}", st.samples);
+    assert!(st.samples >= 1 && st.transfers < 1 << 20, "{st:?}");
 }
 
 #[test]
