@@ -249,29 +249,10 @@ pub fn ext_cap_name(id: u16) -> &'static str {
 pub(crate) mod tests {
     use super::*;
 
-    /// A 4 KiB endpoint config space with PM at 0x40, MSI at 0x48, PCIe at 0x70 (Gen2 x4,
-    /// MPS 256, MRRS 512), AER at 0x100 and a Secondary PCIe cap at 0x1c0.
+    /// A 4 KiB endpoint: PM at 0x40, MSI at 0x48, PCIe at 0x70 (Gen2 x4, MPS 256, MRRS 512),
+    /// AER at 0x100 and a Secondary PCIe capability at 0x1c0.
     pub(crate) fn endpoint_config() -> Vec<u8> {
-        let mut c = vec![0u8; 4096];
-        c[0..2].copy_from_slice(&0x10eeu16.to_le_bytes());
-        c[2..4].copy_from_slice(&0x7024u16.to_le_bytes());
-        c[4..6].copy_from_slice(&0x0002u16.to_le_bytes());
-        c[6..8].copy_from_slice(&0x0010u16.to_le_bytes());
-        c[0x34] = 0x40;
-        c[0x40] = 0x01;
-        c[0x41] = 0x48;
-        c[0x48] = 0x05;
-        c[0x49] = 0x70;
-        c[0x70] = 0x10;
-        c[0x71] = 0x00;
-        c[0x72..0x74].copy_from_slice(&0x0002u16.to_le_bytes()); // v2, endpoint
-        c[0x74..0x78].copy_from_slice(&0x0000_0002u32.to_le_bytes()); // MPS supported 512
-        c[0x78..0x7a].copy_from_slice(&((1u16 << 5) | (2 << 12)).to_le_bytes()); // MPS 256, MRRS 512
-        c[0x7c..0x80].copy_from_slice(&(2u32 | (4 << 4)).to_le_bytes()); // Gen2 x4
-        c[0x82..0x84].copy_from_slice(&(2u16 | (4 << 4)).to_le_bytes());
-        c[0x100..0x104].copy_from_slice(&(0x0001u32 | (2 << 16) | (0x1c0 << 20)).to_le_bytes());
-        c[0x1c0..0x1c4].copy_from_slice(&(0x0019u32 | (1 << 16)).to_le_bytes());
-        c
+        crate::pci::fixture::endpoint_config(0x10ee, 0x7024, CMD_MEMORY, 2, 4, 256, 512, 4096)
     }
 
     #[test]
