@@ -17,7 +17,7 @@
 use pcibench::access::sim::{SimDevice, SIM_DMA_BAR};
 use pcibench::access::{DeviceAccess, IoMode, Mapping};
 use pcibench::dma::buffers::sim::SimAllocator;
-use pcibench::dma::engines::xdma::{self, XdmaEngine, XdmaOptions};
+use pcibench::dma::engines::xdma::{XdmaEngine, XdmaOptions};
 use pcibench::dma::{Addressing, Direction, DmaAllocator, DmaBuffer, Engine, Segment, Transfer};
 use pcibench::sim::xdma_model::{XdmaModelConfig, CARD_MEMORY_SIZE};
 use std::time::{Duration, Instant};
@@ -75,7 +75,7 @@ fn timer_overhead() -> f64 {
 
 fn sim(card: u64) -> (SimDevice, XdmaOptions) {
     let dev = SimDevice::with_xdma(XdmaModelConfig { card_size: card, ..Default::default() }).expect("sim card");
-    xdma::enable_bus_master(&dev).expect("bus master");
+    pcibench::access::set_bus_master(&dev, true).expect("bus master");
     (dev, XdmaOptions { card_size: card, ..Default::default() })
 }
 

@@ -94,8 +94,8 @@ pub trait DeviceAccess: Send + Sync {
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>>;
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()>;
-    /// Let the device master DMA (Bus Master Enable, restored when the device is closed) and
-    /// make an allocator for buffers from `source` it can reach within `dma_bits` address bits.
+    /// An allocator for buffers from `source` the device can reach within `dma_bits` address bits.
+    /// (Bus Master is the DMA runner's business: `BusMaster`.)
     fn dma_allocator(&self, source: &BufferSource, dma_bits: u32) -> Result<Box<dyn DmaAllocator>> {
         let _ = (source, dma_bits);
         Err(Error::Unsupported(format!(
@@ -158,5 +158,41 @@ pub fn dma_register_bars(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<u8> {
     match crate::dma::engines::xdma::find_dma_bar(dev, &bars) {
         Ok(Some(b)) => vec![b],
         _ => Vec::new(),
+    }
+}
+
+/// Set or clear Bus Master Enable (command register bit 2, PCI Local Bus 3.0 §6.2.2) through
+/// the device's config space on any access path; returns the command register as it was.
+pub fn set_bus_master(dev: &dyn DeviceAccess, on: bool) -> Result<u16> {
+    use crate::pci::config::{CMD_BUS_MASTER, COMMAND};
+    let mut b = [0u8; 2];
+    dev.config_read(COMMAND as u64, &mut b)?;
+    let old = u16::from_le_bytes(b);
+    let new = if on { old | CMD_BUS_MASTER } else { old & !CMD_BUS_MASTER };
+    if new != old {
+        dev.config_write(COMMAND as u64, &new.to_le_bytes())?;
+    }
+    Ok(old)
+}
+
+/// Bus Master enabled for as long as this lives, then put back as it was.
+pub struct BusMaster<'a> {
+    dev: &'a dyn DeviceAccess,
+    was_on: bool,
+}
+
+impl<'a> BusMaster<'a> {
+    pub fn enable(dev: &'a dyn DeviceAccess) -> Result<Self> {
+        let old = set_bus_master(dev, true)?;
+        Ok(BusMaster { dev, was_on: old & crate::pci::config::CMD_BUS_MASTER != 0 })
+    }
+}
+
+impl Drop for BusMaster<'_> {
+    fn drop(&mut self) {
+        if !self.was_on {
+            // Best effort on the way out: the run's own result matters more than this error.
+            let _ = set_bus_master(self.dev, false);
+        }
     }
 }

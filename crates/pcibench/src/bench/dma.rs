@@ -6,9 +6,8 @@
 use super::pattern::{verify, Mismatch, Pattern};
 use super::stats::{Samples, Stats};
 use super::timer::{calibrate, TimerOverhead};
-use crate::access::{DeviceAccess, Via};
+use crate::access::{BusMaster, DeviceAccess, Via};
 use crate::dma::{Addressing, Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
-use crate::pci::config::{CMD_BUS_MASTER, COMMAND};
 use crate::pci::link::Link;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -50,34 +49,6 @@ pub struct DmaReport {
     /// True when Ctrl-C ended the run early (the samples so far are reported).
     pub interrupted: bool,
     pub warnings: Vec<String>,
-}
-
-/// Bus Master Enable for the run, restored on every exit path (PCI Local Bus 3.0 §6.2.2).
-struct BusMaster<'a> {
-    dev: &'a dyn DeviceAccess,
-    original: Option<u16>,
-}
-
-impl<'a> BusMaster<'a> {
-    fn enable(dev: &'a dyn DeviceAccess) -> Result<Self> {
-        let mut b = [0u8; 2];
-        dev.config_read(COMMAND as u64, &mut b)?;
-        let cmd = u16::from_le_bytes(b);
-        if cmd & CMD_BUS_MASTER != 0 {
-            return Ok(BusMaster { dev, original: None });
-        }
-        dev.config_write(COMMAND as u64, &(cmd | CMD_BUS_MASTER).to_le_bytes())?;
-        Ok(BusMaster { dev, original: Some(cmd) })
-    }
-}
-
-impl Drop for BusMaster<'_> {
-    fn drop(&mut self) {
-        if let Some(cmd) = self.original {
-            // Best effort on the way out: the run's own result matters more than this error.
-            let _ = self.dev.config_write(COMMAND as u64, &cmd.to_le_bytes());
-        }
-    }
 }
 
 pub struct DmaSetup<'a> {

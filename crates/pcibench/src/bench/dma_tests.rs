@@ -4,6 +4,7 @@
 use super::*;
 use crate::access::{BarRegion, IoMode, Mapping};
 use crate::dma::Segment;
+use crate::pci::config::COMMAND;
 use std::sync::Mutex;
 
 struct HeapBuf {

@@ -16,7 +16,7 @@ const CTRL_ALL: u32 = 1 | 0x7e | 0x1f << 9 | 0x1f << 14 | 0x1f << 19 | 1 << 26;
 
 fn dev_with(cfg: XdmaModelConfig) -> (SimDevice, Box<dyn BarRegion>) {
     let dev = SimDevice::with_xdma(cfg).unwrap();
-    xdma::enable_bus_master(&dev).unwrap();
+    crate::access::set_bus_master(&dev, true).unwrap();
     let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
     (dev, bar)
 }
@@ -316,7 +316,7 @@ fn descriptor_fetch_faults_alignment_and_bus_master() {
     dev.config_write(4, &0x0002u16.to_le_bytes()).unwrap();
     assert_eq!(run_raw(bar, Direction::H2c, bus(&*mem, 0), 0, wb, CTRL_ALL), 1 << 19);
     assert!(dev.xdma_model().last_fault(Direction::H2c, 0).unwrap().contains("Bus Master"));
-    xdma::enable_bus_master(&dev).unwrap();
+    crate::access::set_bus_master(&dev, true).unwrap();
     assert_eq!(run_raw(bar, Direction::H2c, bus(&*mem, 0), 0, wb, CTRL_ALL), 0x6);
 }
 

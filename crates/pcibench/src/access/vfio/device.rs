@@ -16,10 +16,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Command register offset and its Bus Master Enable bit (PCI Local Bus spec 6.2.2).
-const COMMAND: u64 = 0x04;
-const CMD_BUS_MASTER: u16 = 1 << 2;
-
 pub struct Device {
     file: File,
     addr: PciAddress,
@@ -120,18 +116,8 @@ impl Device {
 
     pub fn command(&self) -> Result<u16> {
         let mut b = [0u8; 2];
-        self.config_read(COMMAND, &mut b)?;
+        self.config_read(crate::pci::config::COMMAND as u64, &mut b)?;
         Ok(u16::from_le_bytes(b))
-    }
-
-    /// Set or clear Bus Master Enable; returns the command register as it was.
-    pub fn set_bus_master(&self, on: bool) -> Result<u16> {
-        let old = self.command()?;
-        let new = if on { old | CMD_BUS_MASTER } else { old & !CMD_BUS_MASTER };
-        if new != old {
-            self.config_write(COMMAND, &new.to_le_bytes())?;
-        }
-        Ok(old)
     }
 
     pub fn can_reset(&self) -> bool {

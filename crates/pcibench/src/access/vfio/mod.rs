@@ -18,7 +18,7 @@ use crate::{Error, Result};
 use container::{Container, IommuType};
 use device::{Device, Msi, SyscallBar};
 use group::{Group, GroupKind};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A device bound to vfio-pci, opened through its group and a container of its own.
 ///
@@ -30,8 +30,6 @@ pub struct VfioDevice {
     container: Arc<Container>,
     via: Via,
     host: Host,
-    /// The command register before we set Bus Master, restored on drop.
-    saved_command: Mutex<Option<u16>>,
 }
 
 impl VfioDevice {
@@ -69,14 +67,7 @@ impl VfioDevice {
         };
         container.set_iommu(iommu)?;
         let device = Device::new(group.device_fd(addr)?, *addr)?;
-        Ok(VfioDevice {
-            device: Arc::new(device),
-            group,
-            container: Arc::new(container),
-            via,
-            host: host.clone(),
-            saved_command: Mutex::new(None),
-        })
+        Ok(VfioDevice { device: Arc::new(device), group, container: Arc::new(container), via, host: host.clone() })
     }
 
     pub fn address(&self) -> &PciAddress {
@@ -95,15 +86,6 @@ impl VfioDevice {
         &self.device
     }
 
-    /// Set Bus Master Enable (the device may then DMA); the old command register is restored on drop.
-    pub fn enable_bus_master(&self) -> Result<()> {
-        let old = self.device.set_bus_master(true)?;
-        let mut saved =
-            self.saved_command.lock().map_err(|_| Error::Device("command register state poisoned".into()))?;
-        saved.get_or_insert(old);
-        Ok(())
-    }
-
     /// VFIO_DEVICE_RESET, where the device offers one.
     pub fn reset(&self) -> Result<()> {
         self.device.reset()
@@ -112,18 +94,6 @@ impl VfioDevice {
     /// MSI vector 0 through an eventfd (optional completion wait).
     pub fn enable_msi(&self) -> Result<Msi> {
         self.device.enable_msi()
-    }
-}
-
-impl Drop for VfioDevice {
-    fn drop(&mut self) {
-        // Put Bus Master back as we found it. Best effort: vfio-pci also clears it when the
-        // device fd closes (vfio_pci_core_disable), so a failure here leaves nothing enabled.
-        if let Ok(Some(old)) = self.saved_command.lock().map(|s| *s) {
-            if old & 0x4 == 0 {
-                let _ = self.device.set_bus_master(false);
-            }
-        }
     }
 }
 
@@ -211,7 +181,6 @@ impl DeviceAccess for VfioDevice {
             }
             (_, BufferSource::UDmaBuf(name)) => Box::new(UDmaBufAllocator::open(&self.host, name, dma_bits)?),
         };
-        self.enable_bus_master()?;
         Ok(alloc)
     }
 }

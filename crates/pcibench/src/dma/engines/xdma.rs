@@ -11,7 +11,6 @@ use super::xdma_desc::{self, Chain, DESC_BYTES, MAX_DESC_LEN};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
-use crate::pci::config::{CMD_BUS_MASTER, COMMAND};
 use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt;
@@ -264,18 +263,6 @@ pub fn probe(bar: &dyn BarRegion) -> Result<XdmaInfo> {
         }
     }
     Ok(info)
-}
-
-/// Set Bus Master Enable (command register bit 2) so the card may start DMA; returns whether it
-/// was already set. Needed on every access path before the first transfer.
-pub fn enable_bus_master(dev: &dyn DeviceAccess) -> Result<bool> {
-    let mut cmd = [0u8; 2];
-    dev.config_read(COMMAND as u64, &mut cmd)?;
-    let v = u16::from_le_bytes(cmd);
-    if v & CMD_BUS_MASTER == 0 {
-        dev.config_write(COMMAND as u64, &(v | CMD_BUS_MASTER).to_le_bytes())?;
-    }
-    Ok(v & CMD_BUS_MASTER != 0)
 }
 
 /// Which channel and which window of card memory the engine works on.
