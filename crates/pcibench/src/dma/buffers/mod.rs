@@ -1,5 +1,6 @@
 //! Host buffers a card can reach, one file per way of getting them.
 
+pub mod mapped;
 pub mod memlock;
 pub mod physical;
 pub mod sim;

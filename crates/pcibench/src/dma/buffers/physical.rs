@@ -5,9 +5,10 @@
 //! mlock keeps pages resident; the kernel may still migrate them (compaction), which the
 //! contiguous hugepage or u-dma-buf buffers avoid in practice: prefer them for long runs.
 
+use super::mapped::MappedBuffer;
 use super::memlock;
 use super::vfio::host_memory;
-use crate::access::mapped::{page_size, Mmap};
+use crate::access::mapped::page_size;
 use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
 use crate::host::Host;
 use crate::units::human_size;
@@ -132,7 +133,7 @@ impl DmaAllocator for PhysicalAllocator {
             segments.len(),
             if segments.len() == 1 { "" } else { "s" }
         );
-        Ok(Box::new(PhysicalBuffer { mem, segments, describe }))
+        Ok(Box::new(MappedBuffer::new(mem, segments, Addressing::Physical, describe)))
     }
 
     fn dma_bits(&self) -> u32 {
@@ -140,33 +141,10 @@ impl DmaAllocator for PhysicalAllocator {
     }
 }
 
-pub struct PhysicalBuffer {
-    mem: Mmap,
-    segments: Vec<Segment>,
-    describe: String,
-}
-
-impl DmaBuffer for PhysicalBuffer {
-    fn as_ptr(&self) -> *mut u8 {
-        self.mem.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.mem.len()
-    }
-    fn segments(&self) -> &[Segment] {
-        &self.segments
-    }
-    fn addressing(&self) -> Addressing {
-        Addressing::Physical
-    }
-    fn describe(&self) -> String {
-        self.describe.clone()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::mapped::Mmap;
     use std::io::Write;
 
     #[test]
@@ -242,11 +220,12 @@ mod tests {
 
     #[test]
     fn bus_range_needs_one_segment() {
-        let buf = PhysicalBuffer {
-            mem: Mmap::anonymous(0x3000, false).unwrap(),
-            segments: coalesce(&[0x10000, 0x11000, 0x30000], 0x1000),
-            describe: String::new(),
-        };
+        let buf = MappedBuffer::new(
+            Mmap::anonymous(0x3000, false).unwrap(),
+            coalesce(&[0x10000, 0x11000, 0x30000], 0x1000),
+            Addressing::Physical,
+            String::new(),
+        );
         assert_eq!(buf.bus_range(0x800, 0x1000), Some(0x10800));
         assert_eq!(buf.bus_range(0x1800, 0x1000), None, "crosses into a non-adjacent page");
     }

@@ -4,6 +4,7 @@
 //! allocation takes a page-aligned piece of it. The mapping is opened without O_SYNC, so it is
 //! cached: right for cache-coherent DMA (x86); non-coherent hosts need u-dma-buf's sync_* files.
 
+use super::mapped::MappedBuffer;
 use super::space::Space;
 use crate::access::mapped::{page_size, Mmap};
 use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
@@ -112,51 +113,23 @@ impl DmaAllocator for UDmaBufAllocator {
         })?;
         let mem =
             Mmap::file(&file, off, want as usize, true).map_err(|e| release(Error::io("cannot mmap", &self.dev, e)))?;
-        Ok(Box::new(UDmaBuffer {
+        let space = self.space.clone();
+        let buf = MappedBuffer::new(
             mem,
-            segments: vec![Segment { offset: 0, bus, len: want }],
-            describe: format!("u-dma-buf {} at physical {bus:#x}", self.name),
-            off,
-            space: self.space.clone(),
-        }))
+            vec![Segment { offset: 0, bus, len: want }],
+            Addressing::Physical,
+            format!("u-dma-buf {} at physical {bus:#x}", self.name),
+        )
+        .on_release(move || {
+            if let Ok(mut s) = space.lock() {
+                s.release(off);
+            }
+        });
+        Ok(Box::new(buf))
     }
 
     fn dma_bits(&self) -> u32 {
         self.dma_bits
-    }
-}
-
-pub struct UDmaBuffer {
-    mem: Mmap,
-    segments: Vec<Segment>,
-    describe: String,
-    off: u64,
-    space: Arc<Mutex<Space>>,
-}
-
-impl DmaBuffer for UDmaBuffer {
-    fn as_ptr(&self) -> *mut u8 {
-        self.mem.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.mem.len()
-    }
-    fn segments(&self) -> &[Segment] {
-        &self.segments
-    }
-    fn addressing(&self) -> Addressing {
-        Addressing::Physical
-    }
-    fn describe(&self) -> String {
-        self.describe.clone()
-    }
-}
-
-impl Drop for UDmaBuffer {
-    fn drop(&mut self) {
-        if let Ok(mut s) = self.space.lock() {
-            s.release(self.off);
-        }
     }
 }
 

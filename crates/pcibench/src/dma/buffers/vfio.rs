@@ -1,6 +1,7 @@
 //! DMA buffers behind an IOMMU (VFIO type1): anonymous memory (2 MiB hugepages when asked and
 //! available) mapped with VFIO_IOMMU_MAP_DMA at an IOVA the device can drive, unmapped on drop.
 
+use super::mapped::MappedBuffer;
 use super::memlock;
 use crate::access::mapped::{page_size, Mmap, HUGE_2M};
 use crate::access::vfio::container::Container;
@@ -55,50 +56,22 @@ impl DmaAllocator for VfioAllocator {
         let size = mem.len() as u64;
         memlock::check(&self.host, size, &format!("a {} DMA buffer", human_size(size)))?;
         let iova = self.container.map_dma(mem.as_ptr() as u64, size, align as u64, self.dma_bits)?;
-        Ok(Box::new(VfioBuffer {
-            segments: vec![Segment { offset: 0, bus: iova, len: size }],
-            iova,
-            container: self.container.clone(),
-            describe: format!("vfio-mapped {kind} at IOVA {iova:#x}"),
+        let container = self.container.clone();
+        let buf = MappedBuffer::new(
             mem,
-        }))
+            vec![Segment { offset: 0, bus: iova, len: size }],
+            Addressing::Iova,
+            format!("vfio-mapped {kind} at IOVA {iova:#x}"),
+        )
+        // Unmap from the IOMMU before the memory goes back. Drop cannot report: a failure here
+        // means the container is already gone, which unmaps everything.
+        .on_release(move || {
+            let _ = container.unmap_dma(iova, size);
+        });
+        Ok(Box::new(buf))
     }
 
     fn dma_bits(&self) -> u32 {
         self.dma_bits
-    }
-}
-
-pub struct VfioBuffer {
-    mem: Mmap,
-    iova: u64,
-    container: Arc<Container>,
-    segments: Vec<Segment>,
-    describe: String,
-}
-
-impl DmaBuffer for VfioBuffer {
-    fn as_ptr(&self) -> *mut u8 {
-        self.mem.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.mem.len()
-    }
-    fn segments(&self) -> &[Segment] {
-        &self.segments
-    }
-    fn addressing(&self) -> Addressing {
-        Addressing::Iova
-    }
-    fn describe(&self) -> String {
-        self.describe.clone()
-    }
-}
-
-impl Drop for VfioBuffer {
-    fn drop(&mut self) {
-        // Unmap from the IOMMU before the memory goes back (field drop runs after this). Drop
-        // cannot report: a failure here means the container is already gone, which unmaps all.
-        let _ = self.container.unmap_dma(self.iova, self.mem.len() as u64);
     }
 }
