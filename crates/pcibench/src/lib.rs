@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod error;
 pub mod host;
 pub mod mmio;
+pub mod os;
 pub mod pci;
 pub mod report;
 pub mod setup;

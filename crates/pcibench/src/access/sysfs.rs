@@ -2,9 +2,10 @@
 //! (write-combining) for a device with no driver bound, config space through the `config` file.
 //! drivers/pci/pci-sysfs.c: pci_create_attr makes the files, pci_mmap_resource maps them.
 
-use super::mapped::{MappedBar, Mmap};
+use super::mapped::MappedBar;
 use super::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
 use crate::host::Host;
+use crate::os::mmap::Mmap;
 use crate::pci::{sysfs::device_dir, Bar, DeviceInfo, PciAddress};
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -53,7 +54,7 @@ impl SysfsDevice {
     }
 
     fn explain(&self, errno: i32) -> String {
-        explain_errno(&self.addr, errno, lockdown_mode(&self.host).as_deref(), &current_user())
+        explain_errno(&self.addr, errno, crate::host::state::lockdown_active(&self.host).as_deref(), &current_user())
     }
 
     fn open_file(&self, name: &str, write: bool) -> Result<File> {
@@ -80,20 +81,6 @@ fn current_user() -> String {
         .unwrap_or_else(|| "$USER".to_string())
 }
 
-/// The active kernel lockdown mode, when one is in force (`none [integrity] confidentiality`).
-pub fn lockdown_mode(host: &Host) -> Option<String> {
-    let text = std::fs::read_to_string(host.path("/sys/kernel/security/lockdown")).ok()?;
-    parse_lockdown(&text)
-}
-
-pub fn parse_lockdown(text: &str) -> Option<String> {
-    let start = text.find('[')? + 1;
-    let end = start + text[start..].find(']')?;
-    let mode = &text[start..end];
-    (mode != "none").then(|| mode.to_string())
-}
-
-/// Why opening or mapping a resource file failed, and the fix (one clause, no newline).
 pub fn explain_errno(addr: &PciAddress, errno: i32, lockdown: Option<&str>, user: &str) -> String {
     match errno {
         libc::EACCES | libc::EPERM => {
@@ -381,7 +368,8 @@ mod tests {
 
     #[test]
     fn lockdown_parsing() {
-        assert_eq!(parse_lockdown("[none] integrity confidentiality\n"), None);
+        use crate::host::state::parse_lockdown;
+        assert_eq!(parse_lockdown("[none] integrity confidentiality\n").as_deref(), Some("none"));
         assert_eq!(parse_lockdown("none [integrity] confidentiality\n").as_deref(), Some("integrity"));
         assert_eq!(parse_lockdown("none integrity [confidentiality]").as_deref(), Some("confidentiality"));
         assert_eq!(parse_lockdown("garbage"), None);

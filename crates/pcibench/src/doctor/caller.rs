@@ -98,11 +98,7 @@ mod sys {
         // and returns how many it wrote, or -1 (then we report no supplementary groups).
         let n = unsafe { libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr()) };
         groups.truncate(n.max(0) as usize);
-        let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: `rl` is a valid, writable rlimit struct for getrlimit to fill.
-        let ok = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut rl) } == 0;
-        let memlock = if !ok || rl.rlim_cur == libc::RLIM_INFINITY { None } else { Some(rl.rlim_cur) };
-        (uid, gid, groups, memlock)
+        (uid, gid, groups, crate::os::memlock::limit())
     }
 }
 

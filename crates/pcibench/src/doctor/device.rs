@@ -1,9 +1,9 @@
 //! Checks on the device itself: presence, bound driver, command register bits, link training
 //! and AER counters.
 
-use super::state::class_is_bridge;
 use super::{Ctx, Finding, Severity};
 use crate::access::Via;
+use crate::host::state::class_is_bridge;
 use crate::pci::device::LinkStatus;
 
 pub(super) fn exists(c: &Ctx) -> Finding {

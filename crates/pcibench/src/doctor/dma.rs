@@ -2,9 +2,9 @@
 //! physically contiguous buffers no-IOMMU DMA needs).
 
 use super::caller::CAP_IPC_LOCK;
-use super::state::{meminfo, read_trim};
 use super::{Ctx, Finding, Severity};
 use crate::access::Via;
+use crate::host::state::{meminfo, read_trim};
 use crate::units::human_size;
 use std::fs;
 

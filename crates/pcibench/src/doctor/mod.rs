@@ -22,7 +22,6 @@
 mod caller;
 mod device;
 mod dma;
-pub(crate) mod state;
 mod sysfs;
 mod vfio;
 
@@ -214,9 +213,9 @@ pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
         Err(crate::Error::NoDevice(_)) => return Ok(missing_report(host, &addr)),
         Err(e) => return Err(e),
     };
-    let group = state::iommu_group_of(host, &addr);
-    let noiommu_group = group.is_some_and(|g| state::group_is_noiommu(host, g));
-    let iommus = state::iommus(host);
+    let group = crate::host::state::iommu_group_of(host, &addr);
+    let noiommu_group = group.is_some_and(|g| crate::host::state::group_is_noiommu(host, g));
+    let iommus = crate::host::state::iommus(host);
     let has_iommu = !noiommu_group && (!iommus.is_empty() || group.is_some());
     let ctx = Ctx {
         host,
@@ -227,7 +226,7 @@ pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
         group,
         noiommu_group,
         iommus,
-        cmdline: state::cmdline(host),
+        cmdline: crate::host::state::cmdline(host),
         vfio: if has_iommu { Via::Vfio } else { Via::VfioNoiommu },
     };
     let mut findings = vec![device::exists(&ctx)];

@@ -1,9 +1,9 @@
 //! Checks for the sysfs path: the resourceN files and what can stop their mmap even for root
 //! (drivers/pci/pci-sysfs.c, pci_mmap_resource: kernel lockdown first, then iomem_is_exclusive).
 
-use super::state::{cmdline_param, kernel_config, kernel_release, lockdown};
 use super::{Ctx, Finding, Severity};
 use crate::access::Via;
+use crate::host::state::{cmdline_param, kernel_config, kernel_release, lockdown};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 
@@ -16,7 +16,7 @@ fn resource_files(c: &Ctx) -> Finding {
     if bars.is_empty() {
         return Finding::new("resource-files", Severity::Info, "no memory BARs");
     }
-    let dir = super::state::device_dir(c.host, &c.addr);
+    let dir = crate::host::state::device_dir(c.host, &c.addr);
     let (mut ok, mut denied, mut missing, mut no_wc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for b in &bars {
         let mut names = vec![format!("resource{}", b.index)];

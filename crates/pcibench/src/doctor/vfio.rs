@@ -2,12 +2,12 @@
 //! no-IOMMU mode, the /dev/vfio nodes, and CAP_SYS_RAWIO for no-IOMMU groups.
 
 use super::caller::CAP_SYS_RAWIO;
-use super::state::{
+use super::{Ctx, Finding, Severity};
+use crate::access::Via;
+use crate::host::state::{
     class_is_bridge, class_of, cmdline_param, driver_of, group_members, kernel_version, module_loaded, noiommu_enabled,
     vfio_node, NOIOMMU_PARAM,
 };
-use super::{Ctx, Finding, Severity};
-use crate::access::Via;
 use std::fs;
 
 pub(super) fn checks(c: &Ctx) -> Vec<Finding> {
@@ -250,7 +250,7 @@ pub(crate) fn holders(host: &crate::host::Host, node: &str) -> Vec<String> {
         let Ok(fds) = fs::read_dir(p.path().join("fd")) else { continue };
         let held = fds.filter_map(|e| e.ok()).any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == node));
         if held {
-            let comm = super::state::read_trim(&p.path().join("comm")).unwrap_or_default();
+            let comm = crate::host::state::read_trim(&p.path().join("comm")).unwrap_or_default();
             out.push(format!("PID {pid} ({comm})"));
         }
     }

@@ -7,6 +7,7 @@ use super::device::{AerCounters, Command, DeviceInfo, LinkStatus};
 use super::link::gen_from_speed;
 use super::names;
 use super::resource::parse_resource;
+use crate::host::state::{link_name, read_trim};
 use crate::host::Host;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -29,10 +30,6 @@ pub fn list_addresses(host: &Host) -> Result<Vec<PciAddress>> {
     Ok(v)
 }
 
-fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
-}
-
 fn read_hex(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Option<u32> {
     let s = read_trim(&dir.join(name))?;
     match u32::from_str_radix(s.trim_start_matches("0x"), 16) {
@@ -42,10 +39,6 @@ fn read_hex(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Option<u32> {
             None
         }
     }
-}
-
-fn link_name(p: &Path) -> Option<String> {
-    fs::read_link(p).ok()?.file_name()?.to_str().map(str::to_string)
 }
 
 /// Read one device. Fails only when the device directory does not exist.

@@ -11,7 +11,6 @@
 //! is up is refused unless `SetupOptions::force`. Kernel writes and commands go through
 //! `System`, so tests run every step on a fixture tree with a fake kernel.
 
-mod guard;
 mod sysfs;
 mod system;
 mod vfio;
@@ -20,7 +19,7 @@ pub use sysfs::sysfs_user;
 pub use system::{RealSystem, System};
 pub use vfio::{release, vfio};
 
-use crate::doctor::state::read_trim;
+use crate::host::state::read_trim;
 use crate::host::Host;
 use crate::pci::PciAddress;
 use crate::{Error, Result};

@@ -2,7 +2,7 @@
 //! set_pci_resource_user_permission.sh did) and Memory Space Enable in the command register.
 
 use super::{Change, SetupOptions, User};
-use crate::doctor::state::{device_dir, driver_of};
+use crate::host::state::{device_dir, driver_of};
 use crate::host::Host;
 use crate::pci::config::{CMD_MEMORY, COMMAND};
 use crate::pci::{PciAddress, Target};

@@ -2,8 +2,8 @@
 //! driver_override route of Documentation/ABI/testing/sysfs-bus-pci, which works for any
 //! vendor/device id without touching vfio-pci's id table).
 
-use super::{guard, load_record, record_path, save_record, write_attr, Change, SetupOptions, NOIOMMU_WARNING};
-use crate::doctor::state::{
+use super::{load_record, record_path, save_record, write_attr, Change, SetupOptions, NOIOMMU_WARNING};
+use crate::host::state::{
     class_is_bridge, class_of, device_dir, driver_of, group_is_noiommu, iommu_group_of, iommus, module_loaded,
     noiommu_enabled, read_trim, vfio_node, NOIOMMU_PARAM,
 };
@@ -37,7 +37,7 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
     }
     let driver = driver_of(host, &a);
     if let Some(d) = driver.as_deref().filter(|d| *d != "vfio-pci") {
-        let why = guard::in_use(host, &dir);
+        let why = crate::host::holders::in_use(host, &dir);
         if !why.is_empty() && !opts.force {
             return Err(Error::Refused(format!(
                 "refusing to unbind {a} from {d}: {}; stop using it first, or pass --force",

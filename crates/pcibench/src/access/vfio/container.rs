@@ -3,9 +3,9 @@
 
 use super::caps::{parse_iommu_info, IommuInfo};
 use super::ioctl;
-use crate::dma::buffers::memlock;
-use crate::dma::buffers::space::Space;
 use crate::host::Host;
+use crate::os::memlock;
+use crate::os::space::Space;
 use crate::units::human_size;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};

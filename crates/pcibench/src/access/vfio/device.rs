@@ -3,9 +3,9 @@
 
 use super::caps::{parse_region_info, RegionInfo};
 use super::ioctl;
-use crate::access::mapped::check_access;
 use crate::access::{BarRegion, Mapping, Via};
 use crate::mmio::Width;
+use crate::os::mmap::check_access;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
 use std::fs::File;
@@ -215,11 +215,11 @@ impl BarRegion for SyscallBar {
     }
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
         check_access(self.region.size, offset, width)?;
-        crate::access::mapped::check_value(width, value)?;
+        crate::os::mmap::check_value(width, value)?;
         self.device.write_region(&self.region, offset, &value.to_le_bytes()[..width.bytes()])
     }
     fn read_bulk(&self, offset: u64, buf: &mut [u8], width: Width) -> Result<()> {
-        crate::access::mapped::check_bulk(self.region.size, offset, buf.len(), width)?;
+        crate::os::mmap::check_bulk(self.region.size, offset, buf.len(), width)?;
         let n = width.bytes();
         for (i, chunk) in buf.chunks_exact_mut(n).enumerate() {
             self.device.read_region(&self.region, offset + (i * n) as u64, chunk)?;
@@ -227,7 +227,7 @@ impl BarRegion for SyscallBar {
         Ok(())
     }
     fn write_bulk(&self, offset: u64, buf: &[u8], width: Width) -> Result<()> {
-        crate::access::mapped::check_bulk(self.region.size, offset, buf.len(), width)?;
+        crate::os::mmap::check_bulk(self.region.size, offset, buf.len(), width)?;
         let n = width.bytes();
         for (i, chunk) in buf.chunks_exact(n).enumerate() {
             self.device.write_region(&self.region, offset + (i * n) as u64, chunk)?;

@@ -4,7 +4,7 @@
 
 use super::container::Container;
 use super::ioctl;
-use crate::host::Host;
+use crate::host::{state, Host};
 use crate::pci::PciAddress;
 use crate::{Error, Result};
 use std::ffi::CString;
@@ -27,21 +27,16 @@ pub struct Group {
     node: PathBuf,
 }
 
-fn link_name(p: &Path) -> Option<String> {
-    fs::read_link(p).ok()?.file_name()?.to_str().map(str::to_string)
-}
-
 /// The device's group number and kind, from its iommu_group link and which /dev/vfio node exists.
 pub fn locate(host: &Host, addr: &PciAddress) -> Result<(u32, GroupKind, PathBuf)> {
-    let dev = host.pci_devices_dir().join(addr.to_string());
-    let n: u32 = link_name(&dev.join("iommu_group")).and_then(|g| g.parse().ok()).ok_or_else(|| {
+    let n: u32 = state::iommu_group_of(host, addr).ok_or_else(|| {
         Error::Unsupported(format!(
             "{addr} has no IOMMU group: this host has no IOMMU (or it is off) and the device is not bound to vfio-pci in no-IOMMU mode: enable the IOMMU (intel_iommu=on / amd_iommu=on), or bind it with no-IOMMU mode on: sudo pcibench setup {addr} --vfio"
         ))
     })?;
     let noiommu = PathBuf::from(format!("/dev/vfio/noiommu-{n}"));
     let iommu = PathBuf::from(format!("/dev/vfio/{n}"));
-    if host.path(&noiommu).exists() {
+    if state::group_is_noiommu(host, n) && host.path(&noiommu).exists() {
         Ok((n, GroupKind::NoIommu, noiommu))
     } else if host.path(&iommu).exists() {
         Ok((n, GroupKind::Iommu, iommu))
@@ -92,7 +87,7 @@ pub fn members(host: &Host, n: u32) -> Vec<(String, Option<String>)> {
     let mut v: Vec<(String, Option<String>)> = fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
-                .map(|e| (e.file_name().to_string_lossy().into_owned(), link_name(&e.path().join("driver"))))
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), state::link_name(&e.path().join("driver"))))
                 .collect()
         })
         .unwrap_or_default();

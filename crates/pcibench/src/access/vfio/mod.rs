@@ -8,11 +8,12 @@ pub mod device;
 pub mod group;
 pub mod ioctl;
 
-use super::mapped::{MappedBar, Mmap};
+use super::mapped::MappedBar;
 use super::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
 use crate::dma::buffers::{physical::PhysicalAllocator, udmabuf::UDmaBufAllocator, vfio::VfioAllocator};
 use crate::dma::{BufferSource, DmaAllocator};
 use crate::host::Host;
+use crate::os::mmap::Mmap;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
 use container::{Container, IommuType};

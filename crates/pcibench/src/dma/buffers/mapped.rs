@@ -2,7 +2,7 @@
 //! mapped memory, its bus segments, and what to undo before the memory goes back.
 
 use super::super::{Addressing, DmaBuffer, Segment};
-use crate::access::mapped::Mmap;
+use crate::os::mmap::Mmap;
 
 type Release = Box<dyn FnOnce() + Send + Sync>;
 

@@ -1,9 +1,7 @@
 //! Host buffers a card can reach, one file per way of getting them.
 
 pub mod mapped;
-pub mod memlock;
 pub mod physical;
 pub mod sim;
-pub mod space;
 pub mod udmabuf;
 pub mod vfio;

@@ -5,10 +5,10 @@
 //! cached: right for cache-coherent DMA (x86); non-coherent hosts need u-dma-buf's sync_* files.
 
 use super::mapped::MappedBuffer;
-use super::space::Space;
-use crate::access::mapped::{page_size, Mmap};
 use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
 use crate::host::Host;
+use crate::os::mmap::{page_size, Mmap};
+use crate::os::space::Space;
 use crate::units::human_size;
 use crate::{Error, Result};
 use std::fs::OpenOptions;

@@ -2,11 +2,11 @@
 //! available) mapped with VFIO_IOMMU_MAP_DMA at an IOVA the device can drive, unmapped on drop.
 
 use super::mapped::MappedBuffer;
-use super::memlock;
-use crate::access::mapped::{page_size, Mmap, HUGE_2M};
 use crate::access::vfio::container::Container;
 use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
 use crate::host::Host;
+use crate::os::memlock;
+use crate::os::mmap::{page_size, Mmap, HUGE_2M};
 use crate::units::human_size;
 use crate::{Error, Result};
 use std::sync::Arc;

@@ -205,8 +205,9 @@ impl Engine for EduEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::mapped::{page_size, MappedBar, Mmap};
+    use crate::access::mapped::MappedBar;
     use crate::access::{Mapping, Via};
+    use crate::os::mmap::{page_size, Mmap};
 
     fn t(dir: Direction, card_addr: u64, len: u64) -> Transfer {
         Transfer { dir, buf_offset: 0, card_addr, len }

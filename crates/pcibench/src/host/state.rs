@@ -8,34 +8,38 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub(crate) fn read_trim(p: &Path) -> Option<String> {
+pub fn read_trim(p: &Path) -> Option<String> {
     fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }
 
 /// The last component of a symlink's target (`driver` → `e1000e`, `iommu_group` → `5`).
-pub(crate) fn link_name(p: &Path) -> Option<String> {
+pub fn link_name(p: &Path) -> Option<String> {
     fs::read_link(p).ok()?.file_name()?.to_str().map(str::to_string)
 }
 
-pub(crate) fn device_dir(host: &Host, addr: &PciAddress) -> PathBuf {
+pub fn device_dir(host: &Host, addr: &PciAddress) -> PathBuf {
     crate::pci::sysfs::device_dir(host, addr)
 }
 
-pub(crate) fn driver_of(host: &Host, addr: &str) -> Option<String> {
+pub fn driver_of(host: &Host, addr: &str) -> Option<String> {
     link_name(&host.path("/sys/bus/pci/devices").join(addr).join("driver"))
 }
 
-pub(crate) fn iommu_group_of(host: &Host, addr: &PciAddress) -> Option<u32> {
+pub fn iommu_group_of(host: &Host, addr: &PciAddress) -> Option<u32> {
     link_name(&device_dir(host, addr).join("iommu_group"))?.parse().ok()
 }
 
-/// vfio's no-IOMMU groups are named `vfio-noiommu` (drivers/vfio/vfio_main.c, vfio_noiommu_group_alloc).
-pub(crate) fn group_is_noiommu(host: &Host, group: u32) -> bool {
+/// Whether IOMMU group `group` is one vfio made for no-IOMMU mode: such a group is named
+/// `vfio-noiommu` and its node is /dev/vfio/noiommu-N (drivers/vfio/group.c,
+/// vfio_noiommu_group_alloc). Either sign is enough: the name file needs kernel >= 5.x sysfs,
+/// the node needs devtmpfs. Doctor and the VFIO path both ask here, so they cannot disagree.
+pub fn group_is_noiommu(host: &Host, group: u32) -> bool {
     read_trim(&host.path(format!("/sys/kernel/iommu_groups/{group}/name"))).is_some_and(|n| n == "vfio-noiommu")
+        || host.path(format!("/dev/vfio/noiommu-{group}")).exists()
 }
 
 /// The addresses in an IOMMU group, sorted.
-pub(crate) fn group_members(host: &Host, group: u32) -> Vec<String> {
+pub fn group_members(host: &Host, group: u32) -> Vec<String> {
     let dir = host.path(format!("/sys/kernel/iommu_groups/{group}/devices"));
     let mut v: Vec<String> = fs::read_dir(dir)
         .map(|rd| rd.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
@@ -45,12 +49,12 @@ pub(crate) fn group_members(host: &Host, group: u32) -> Vec<String> {
 }
 
 /// The group's character device: `/dev/vfio/N`, or `/dev/vfio/noiommu-N` for a no-IOMMU group.
-pub(crate) fn vfio_node(host: &Host, group: u32, noiommu: bool) -> PathBuf {
+pub fn vfio_node(host: &Host, group: u32, noiommu: bool) -> PathBuf {
     host.path(format!("/dev/vfio/{}{group}", if noiommu { "noiommu-" } else { "" }))
 }
 
 /// Names under /sys/class/iommu (dmar0, ivhd0, ...): one per IOMMU the kernel drives.
-pub(crate) fn iommus(host: &Host) -> Vec<String> {
+pub fn iommus(host: &Host) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(host.path("/sys/class/iommu"))
         .map(|rd| rd.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
         .unwrap_or_default();
@@ -60,41 +64,41 @@ pub(crate) fn iommus(host: &Host) -> Vec<String> {
 
 /// Modules appear under /sys/module when loaded, and when built in with parameters, as
 /// vfio, vfio_pci and vfio_iommu_type1 all have.
-pub(crate) fn module_loaded(host: &Host, name: &str) -> bool {
+pub fn module_loaded(host: &Host, name: &str) -> bool {
     host.path("/sys/module").join(name).is_dir()
 }
 
-pub(crate) const NOIOMMU_PARAM: &str = "/sys/module/vfio/parameters/enable_unsafe_noiommu_mode";
+pub const NOIOMMU_PARAM: &str = "/sys/module/vfio/parameters/enable_unsafe_noiommu_mode";
 
 /// `Some(true)` when vfio's no-IOMMU mode is on; None when the parameter is absent (vfio not
 /// loaded, or built without CONFIG_VFIO_NOIOMMU).
-pub(crate) fn noiommu_enabled(host: &Host) -> Option<bool> {
+pub fn noiommu_enabled(host: &Host) -> Option<bool> {
     read_trim(&host.path(NOIOMMU_PARAM)).map(|v| v == "Y" || v == "1")
 }
 
-pub(crate) fn cmdline(host: &Host) -> String {
+pub fn cmdline(host: &Host) -> String {
     read_trim(&host.path("/proc/cmdline")).unwrap_or_default()
 }
 
 /// The value of `key=` on the kernel command line (the last one wins, as the kernel parses it).
-pub(crate) fn cmdline_param<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
+pub fn cmdline_param<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
     cmdline.split_whitespace().filter_map(|w| w.strip_prefix(key)?.strip_prefix('=')).next_back()
 }
 
 /// `uname -r`, through the host so fixtures can name their own kernel.
-pub(crate) fn kernel_release(host: &Host) -> Option<String> {
+pub fn kernel_release(host: &Host) -> Option<String> {
     read_trim(&host.path("/proc/sys/kernel/osrelease")).filter(|s| !s.is_empty())
 }
 
 /// (major, minor) of the running kernel.
-pub(crate) fn kernel_version(host: &Host) -> Option<(u32, u32)> {
+pub fn kernel_version(host: &Host) -> Option<(u32, u32)> {
     let r = kernel_release(host)?;
     let mut it = r.split(|c: char| !c.is_ascii_digit());
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
 /// The kernel's build configuration: where it came from and its text.
-pub(crate) struct KernelConfig {
+pub struct KernelConfig {
     pub source: String,
     pub text: String,
 }
@@ -109,7 +113,7 @@ impl KernelConfig {
 }
 
 /// /boot/config-$(uname -r), else /proc/config.gz (CONFIG_IKCONFIG_PROC), else None.
-pub(crate) fn kernel_config(host: &Host) -> Option<KernelConfig> {
+pub fn kernel_config(host: &Host) -> Option<KernelConfig> {
     if let Some(rel) = kernel_release(host) {
         let p = host.path(format!("/boot/config-{rel}"));
         if let Ok(text) = fs::read_to_string(&p) {
@@ -123,16 +127,26 @@ pub(crate) fn kernel_config(host: &Host) -> Option<KernelConfig> {
 }
 
 /// Kernel lockdown mode from the bracketed word of /sys/kernel/security/lockdown
-/// (`none [integrity] confidentiality`); None when the file is absent (no lockdown LSM).
-pub(crate) fn lockdown(host: &Host) -> Option<String> {
-    let text = read_trim(&host.path("/sys/kernel/security/lockdown"))?;
-    let start = text.find('[')?;
-    let end = text[start..].find(']')? + start;
-    Some(text[start + 1..end].to_string())
+/// (`none [integrity] confidentiality`), `none` included; None when the file is absent (no
+/// lockdown LSM) or unreadable.
+pub fn lockdown(host: &Host) -> Option<String> {
+    parse_lockdown(&read_trim(&host.path("/sys/kernel/security/lockdown"))?)
+}
+
+pub fn parse_lockdown(text: &str) -> Option<String> {
+    let start = text.find('[')? + 1;
+    let end = start + text[start..].find(']')?;
+    Some(text[start..end].to_string())
+}
+
+/// The lockdown mode when one is in force (anything but `none`): it forbids user-space BAR
+/// access even for root (security/lockdown/lockdown.c, LOCKDOWN_PCI_ACCESS).
+pub fn lockdown_active(host: &Host) -> Option<String> {
+    lockdown(host).filter(|m| m != "none")
 }
 
 /// `/proc/meminfo` value in kB (or a plain count for HugePages_*).
-pub(crate) fn meminfo(host: &Host, key: &str) -> Option<u64> {
+pub fn meminfo(host: &Host, key: &str) -> Option<u64> {
     let text = fs::read_to_string(host.path("/proc/meminfo")).ok()?;
     let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
     line.split(':').nth(1)?.split_whitespace().next()?.parse().ok()
@@ -140,11 +154,11 @@ pub(crate) fn meminfo(host: &Host, key: &str) -> Option<u64> {
 
 /// Whether `class` (the 24-bit class code) is a bridge: vfio-pci only takes normal (type 0)
 /// headers (drivers/vfio/pci/vfio_pci_core.c, vfio_pci_core_register_device).
-pub(crate) fn class_is_bridge(class: u32) -> bool {
+pub fn class_is_bridge(class: u32) -> bool {
     matches!(class >> 8, 0x0604 | 0x0607 | 0x0609)
 }
 
-pub(crate) fn class_of(host: &Host, addr: &str) -> Option<u32> {
+pub fn class_of(host: &Host, addr: &str) -> Option<u32> {
     let s = read_trim(&host.path("/sys/bus/pci/devices").join(addr).join("class"))?;
     u32::from_str_radix(s.trim_start_matches("0x"), 16).ok()
 }

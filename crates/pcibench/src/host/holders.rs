@@ -2,7 +2,7 @@
 //! device's block devices (and on device-mapper / md devices stacked on them), and network
 //! interfaces that are up. `setup` refuses to unbind while any exist, unless forced.
 
-use crate::doctor::state::read_trim;
+use crate::host::state::read_trim;
 use crate::host::Host;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 }
 
 fn subsystem(dir: &Path) -> Option<String> {
-    crate::doctor::state::link_name(&dir.join("subsystem"))
+    crate::host::state::link_name(&dir.join("subsystem"))
 }
 
 fn name_of(p: &Path) -> String {

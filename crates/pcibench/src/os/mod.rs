@@ -1,0 +1,8 @@
+//! Operating-system primitives with no knowledge of PCI: memory mappings and volatile access,
+//! page size, locked-memory limits, the physical addresses of pages, address-space bookkeeping.
+//! Everything above (access paths, DMA buffers, the sim card) builds on these.
+
+pub mod memlock;
+pub mod mmap;
+pub mod pagemap;
+pub mod space;
