@@ -154,6 +154,10 @@ pub fn run(
         results: Vec::new(),
         warnings: Vec::new(),
     };
+    if !simulated {
+        // uc/wc are named after x86's PAT types: say what they are here (mmio::mapping_note).
+        report.warnings.extend(mmio::mapping_note().map(String::from));
+    }
     let mut pattern = Pattern::fresh();
     for &bar in &plan.bars {
         for &map in &plan.maps {

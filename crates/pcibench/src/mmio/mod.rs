@@ -1,15 +1,18 @@
 //! Copy routines by access width for BAR mappings (volatile scalar, SIMD, non-temporal,
-//! movdir64b, memcpy), and the fences that order them.
+//! movdir64b, memcpy), and the fences that order them, per architecture.
 //!
 //! On real MMIO the width and order of each access is what is being measured (and what a
 //! device may decode), so every routine but `Memcpy` makes exactly one access of `w.bytes()`
 //! per granule on the BAR side, in ascending address order, that the compiler can neither
-//! merge, split, widen nor drop: scalars through `read_volatile`/`write_volatile` (here),
-//! vectors through inline assembly (`x86_64.rs`, `aarch64.rs`). The host side of a copy is
-//! ordinary memory and may be unaligned.
+//! merge, split, widen nor drop: scalars through `read_volatile`/`write_volatile` (here, on
+//! every architecture), vectors through inline assembly (`x86_64.rs`: 128/256/512-bit,
+//! non-temporal, MOVDIR64B; `aarch64.rs`: 128-bit NEON). `riscv64.rs` has scalars only (its
+//! file says why). The host side of a copy is ordinary memory and may be unaligned.
 //!
 //! Before calling `copy_to_io`/`copy_from_io` with a width, check it with `available` (and,
-//! for reads, `Width::reads`): a vector width the CPU lacks would fault with SIGILL.
+//! for reads, `Width::reads`): a vector width the CPU lacks would fault with SIGILL. Widths
+//! an architecture has no routine for are refused there with the same one-line shape as a
+//! missing CPU feature on x86-64: what is missing, and which `--width` to use instead.
 
 use crate::{Error, Result};
 use serde::{Serialize, Serializer};
@@ -19,24 +22,34 @@ use std::str::FromStr;
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(target_arch = "riscv64")]
+mod riscv64;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 
 #[cfg(target_arch = "aarch64")]
 use aarch64 as arch;
+#[cfg(target_arch = "riscv64")]
+use riscv64 as arch;
 #[cfg(target_arch = "x86_64")]
 use x86_64 as arch;
 
-/// Targets without vector routines: only the scalar widths and memcpy (handled in this file).
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+/// Other targets: only the scalar widths and memcpy (handled in this file), and a full
+/// sequentially consistent fence (what the language guarantees everywhere).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 mod arch {
     use super::Width;
     use crate::{Error, Result};
 
     pub(super) fn available(w: Width) -> Result<()> {
-        Err(Error::Unsupported(format!(
-            "{w} copies are implemented for x86-64 and aarch64 only: use --width 64 or --width memcpy"
-        )))
+        match w {
+            Width::V128 | Width::V256 | Width::V512 => Err(Error::Unsupported(format!(
+                "pcibench has vector copy routines for x86-64 and aarch64 only: {w}-bit copies are unavailable \
+                 on {}; try --width 64",
+                std::env::consts::ARCH
+            ))),
+            _ => Err(super::x86_only(w, std::env::consts::ARCH, Width::B64)),
+        }
     }
     pub(super) unsafe fn copy_to_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
         unreachable!("copy_to_io({w}) on a target without vector routines: check mmio::available first")
@@ -49,6 +62,20 @@ mod arch {
     }
 }
 
+/// The refusal of an x86-64-only routine on another architecture: one line naming what the
+/// routine is and which width to use instead.
+#[cfg(not(target_arch = "x86_64"))]
+fn x86_only(w: Width, arch: &str, instead: Width) -> Error {
+    let what = match w {
+        Width::Movdir64b => "MOVDIR64B 64-byte direct stores",
+        Width::Nt128 | Width::Nt256 | Width::Nt512 => "MOVNTDQ non-temporal stores, then SFENCE",
+        _ => "SSE/AVX",
+    };
+    Error::Unsupported(format!(
+        "{w} is x86-64 only ({what}): {w} copies are unavailable on {arch}; try --width {instead}"
+    ))
+}
+
 /// An access width / copy routine (`--width`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Width {
@@ -56,7 +83,8 @@ pub enum Width {
     B16,
     B32,
     B64,
-    /// 128-bit vectors (SSE2 / NEON); reads use streaming loads where the CPU has them.
+    /// 128-bit vectors (SSE2 on x86-64, NEON on aarch64); x86-64 reads use streaming loads
+    /// where the CPU has them.
     V128,
     /// 256-bit vectors (AVX2).
     V256,
@@ -236,11 +264,36 @@ pub unsafe fn copy_from_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
-/// Order and drain earlier stores (write-combining buffers included) before later ones:
-/// SFENCE on x86-64, DSB ST on aarch64 (Linux's wmb(), arch/arm64/include/asm/barrier.h).
-/// The `wc-flush` mapping calls this (then reads the BAR) to time the drain of posted writes.
+/// Order and drain earlier stores (write-combining buffers included) before later accesses:
+/// SFENCE on x86-64, DSB ST on aarch64 (Linux's wmb(), arch/arm64/include/asm/barrier.h),
+/// `fence ow, iorw` on riscv64 (Linux's wmb() is `fence ow, ow`; the read that follows must be
+/// ordered too: `riscv64.rs`). The `wc-flush` mapping calls this, then reads the BAR, to time
+/// the drain of posted writes.
 pub fn store_fence() {
     arch::store_fence();
+}
+
+/// What `--map uc` and `--map wc` are on this architecture where they are not x86-64's PAT
+/// memory types (UC-, WC), which the seeds' words ("uncached-minus") and the README describe:
+/// one line for reports of real devices, or `None` on x86-64. Linux maps sysfs `resourceN`
+/// with pgprot_device and `resourceN_wc` with pgprot_writecombine (drivers/pci/mmap.c), and
+/// creates `resourceN_wc` only where arch_can_pci_mmap_wc() is true (drivers/pci/pci-sysfs.c).
+pub fn mapping_note() -> Option<&'static str> {
+    if cfg!(target_arch = "x86_64") {
+        None
+    } else if cfg!(target_arch = "aarch64") {
+        Some(
+            "on aarch64, --map uc is Device-nGnRE (sysfs resourceN; VFIO maps Device-nGnRnE) and wc is Normal \
+             Non-cacheable (resourceN_wc), not x86's PAT UC-/WC; wc-flush waits for the stores with DSB ST",
+        )
+    } else if cfg!(target_arch = "riscv64") {
+        Some(
+            "on riscv64, --map uc is an I/O mapping (PBMT=IO with Svpbmt, else the platform's PMAs), not x86's \
+             PAT UC-; Linux creates no resourceN_wc there (no arch_can_pci_mmap_wc), so --map wc is unavailable",
+        )
+    } else {
+        Some("--map uc and wc name x86-64's PAT memory types; on this architecture they are what the kernel's pgprot_device and pgprot_writecombine give")
+    }
 }
 
 /// One `write_volatile` of `T` per granule: volatile accesses of a naturally aligned

@@ -178,3 +178,37 @@ fn store_fence_returns() {
     store_fence();
     store_fence();
 }
+
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn available_agrees_with_the_kernels_hwcaps() {
+    // The kernel's view: /proc/cpuinfo's "Features" line in a guest or on hardware; under
+    // qemu-user /proc/cpuinfo may be the x86 host's, so fall back to AT_HWCAP (HWCAP_ASIMD is
+    // bit 1, arch/arm64/include/uapi/asm/hwcap.h).
+    let from_cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|info| {
+        info.lines().find(|l| l.starts_with("Features")).map(|l| l.split_whitespace().any(|f| f == "asimd"))
+    });
+    // SAFETY: getauxval has no preconditions.
+    let asimd = from_cpuinfo.unwrap_or_else(|| unsafe { libc::getauxval(libc::AT_HWCAP) } & (1 << 1) != 0);
+    assert_eq!(available(Width::V128).is_ok(), asimd);
+    for w in Width::ALL.into_iter().filter(|w| !w.is_scalar() && !matches!(w, Width::V128 | Width::Memcpy)) {
+        let msg = available(w).unwrap_err().to_string();
+        assert!(msg.contains("unavailable") && msg.contains("; try --width "), "{msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+    assert!(mapping_note().unwrap().contains("Device-nGnRE"));
+}
+
+#[cfg(target_arch = "riscv64")]
+#[test]
+fn only_scalar_widths_and_memcpy_on_riscv64() {
+    let have: Vec<Width> = available_widths();
+    assert_eq!(have, [Width::B8, Width::B16, Width::B32, Width::B64, Width::Memcpy]);
+    assert!(mapping_note().unwrap().contains("no resourceN_wc"));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn x86_64_needs_no_mapping_note() {
+    assert_eq!(mapping_note(), None);
+}
