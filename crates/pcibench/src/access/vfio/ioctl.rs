@@ -42,25 +42,31 @@ const IRQ_SET_ACTION_TRIGGER: u32 = 1 << 5;
 pub const PCI_CONFIG_REGION_INDEX: u32 = 7;
 pub const PCI_MSI_IRQ_INDEX: u32 = 1;
 
+/// ioctl(2)'s request argument: `unsigned long` in glibc, `int` in musl.
+#[cfg(not(target_env = "musl"))]
+type Request = libc::c_ulong;
+#[cfg(target_env = "musl")]
+type Request = libc::c_int;
+
 // _IO(VFIO_TYPE, VFIO_BASE + n): no size or direction bits, so just type << 8 | nr.
-const fn vfio_io(n: u32) -> libc::c_ulong {
-    ((b';' as u32) << 8 | (100 + n)) as libc::c_ulong
+const fn vfio_io(n: u32) -> Request {
+    ((b';' as u32) << 8 | (100 + n)) as Request
 }
-const GET_API_VERSION: libc::c_ulong = vfio_io(0);
-const CHECK_EXTENSION: libc::c_ulong = vfio_io(1);
-const SET_IOMMU: libc::c_ulong = vfio_io(2);
-const GROUP_GET_STATUS: libc::c_ulong = vfio_io(3);
-const GROUP_SET_CONTAINER: libc::c_ulong = vfio_io(4);
-const GROUP_GET_DEVICE_FD: libc::c_ulong = vfio_io(6);
-const DEVICE_GET_INFO: libc::c_ulong = vfio_io(7);
-const DEVICE_GET_REGION_INFO: libc::c_ulong = vfio_io(8);
-const DEVICE_GET_IRQ_INFO: libc::c_ulong = vfio_io(9);
-const DEVICE_SET_IRQS: libc::c_ulong = vfio_io(10);
-const DEVICE_RESET: libc::c_ulong = vfio_io(11);
+const GET_API_VERSION: Request = vfio_io(0);
+const CHECK_EXTENSION: Request = vfio_io(1);
+const SET_IOMMU: Request = vfio_io(2);
+const GROUP_GET_STATUS: Request = vfio_io(3);
+const GROUP_SET_CONTAINER: Request = vfio_io(4);
+const GROUP_GET_DEVICE_FD: Request = vfio_io(6);
+const DEVICE_GET_INFO: Request = vfio_io(7);
+const DEVICE_GET_REGION_INFO: Request = vfio_io(8);
+const DEVICE_GET_IRQ_INFO: Request = vfio_io(9);
+const DEVICE_SET_IRQS: Request = vfio_io(10);
+const DEVICE_RESET: Request = vfio_io(11);
 // The IOMMU ioctls reuse numbers 12-14 on the container fd.
-const IOMMU_GET_INFO: libc::c_ulong = vfio_io(12);
-const IOMMU_MAP_DMA: libc::c_ulong = vfio_io(13);
-const IOMMU_UNMAP_DMA: libc::c_ulong = vfio_io(14);
+const IOMMU_GET_INFO: Request = vfio_io(12);
+const IOMMU_MAP_DMA: Request = vfio_io(13);
+const IOMMU_UNMAP_DMA: Request = vfio_io(14);
 
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy)]
@@ -176,7 +182,7 @@ pub fn irq_info(device: &File, index: u32) -> io::Result<IrqInfo> {
 
 /// Ask twice when the reply has a capability chain: the first reply's argsz says how much room
 /// the whole chain needs. `head` is the fixed struct with argsz and any input fields filled in.
-fn info_with_caps(fd: RawFd, req: libc::c_ulong, head: &[u8], fixed: usize, caps_flag: u32) -> io::Result<Vec<u8>> {
+fn info_with_caps(fd: RawFd, req: Request, head: &[u8], fixed: usize, caps_flag: u32) -> io::Result<Vec<u8>> {
     let mut argsz = fixed as u32;
     for _ in 0..3 {
         // u64 storage keeps the buffer aligned for the struct's u64 fields.
