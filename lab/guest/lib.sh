@@ -29,6 +29,16 @@ driver_of() { if [ -e "$SYS/$1/driver" ]; then basename "$(readlink "$SYS/$1/dri
 # group_of ADDR: print the device's IOMMU group number (a no-IOMMU group too), or nothing.
 group_of() { if [ -e "$SYS/$1/iommu_group" ]; then basename "$(readlink "$SYS/$1/iommu_group")"; fi; }
 
+# mem_enable ADDR: make sure the device decodes its memory BARs (command register bit 1). On x86 the firmware
+# (SeaBIOS) sets it; the arm64 virt board boots the kernel without firmware, and Linux leaves it off for a device
+# no driver has enabled, so sysfs BAR reads return all-ones. The fix is the one `pcibench doctor` recommends.
+mem_enable() {
+	[ $(($(od -An -tu1 -j4 -N1 "$SYS/$1/config") & 2)) = 0 ] || return 0
+	pcibench setup "$1" --sysfs-user root >/dev/null || fail "pcibench setup $1 --sysfs-user root failed"
+	[ $(($(od -An -tu1 -j4 -N1 "$SYS/$1/config") & 2)) != 0 ] || fail "$1: Memory Space still disabled after setup"
+	ok "$1: Memory Space enabled by pcibench setup --sysfs-user root"
+}
+
 # unbind ADDR: detach the device from its driver (if any) and clear driver_override.
 unbind() {
 	if [ -e "$SYS/$1/driver" ]; then echo "$1" >"$SYS/$1/driver/unbind"; fi

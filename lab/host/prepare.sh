@@ -1,8 +1,9 @@
 # Sourced by lab/run: everything a guest boot needs, built once and cached under $CACHE.
-#   ensure_packages   host packages (QEMU, busybox, the module build tools)
-#   prepare_kernel    Debian cloud kernel + stock vfio modules + no-IOMMU vfio modules  -> $VMLINUZ, $KO_DIR
-#   build_pcibench    static pcibench (cargo)                                           -> $PCIBENCH
-#   pack_initramfs    busybox, pcibench, modules, guest scripts                         -> $1 (cpio newc + gzip)
+#   ensure_packages PKG...     host packages (QEMU, busybox, the module build tools, cross tools)
+#   prepare_kernel             Debian amd64 cloud kernel + stock vfio modules + no-IOMMU vfio modules
+#                                                               -> $VMLINUZ, $KO_DIR (aarch64: host/aarch64.sh)
+#   build_pcibench ARCH        static pcibench for x86_64 or aarch64 (cargo)   -> pcibench_path ARCH
+#   pack_initramfs ARCH OUT    busybox, pcibench, modules, guest scripts       -> OUT (cpio newc + gzip)
 
 APT_UPDATED=
 
@@ -13,12 +14,13 @@ apt_update() {
 	APT_UPDATED=1
 }
 
-# Host tools: QEMU, busybox for the guest, cpio, and what Debian's kbuild needs to build out-of-tree modules.
+# Host tools for the x86-64 machines: QEMU, busybox for the guest, cpio, and what Debian's kbuild needs to
+# build out-of-tree modules. (The aarch64 machine's: ARM64_PACKAGES in host/aarch64.sh.)
 HOST_PACKAGES=(qemu-system-x86 busybox-static cpio xz-utils gcc-12 make binutils libelf1)
 
 ensure_packages() {
 	local missing=() p
-	for p in "${HOST_PACKAGES[@]}"; do
+	for p in "$@"; do
 		[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
 	done
 	command -v python3 >/dev/null || missing+=(python3)
@@ -150,20 +152,26 @@ prepare_kernel() {
 	exec {lock}>&-
 }
 
-# A separate target dir keeps this static build from invalidating the normal one.
-PCIBENCH_TARGET=x86_64-unknown-linux-gnu
-PCIBENCH=$REPO/target/lab/$PCIBENCH_TARGET/release/pcibench
+# A separate target dir keeps this static build from invalidating the normal one. scripts/cross builds into
+# the same one with the same flags, so after it the lab's builds are up to date.
+rust_target() { echo "$1-unknown-linux-gnu"; } # x86_64 | aarch64
+pcibench_path() { echo "$REPO/target/lab/$(rust_target "$1")/release/pcibench"; }
 
-build_pcibench() {
-	local t0
+build_pcibench() { # ARCH
+	local t0 target bin
 	t0=$(now)
+	target=$(rust_target "$1")
+	bin=$(pcibench_path "$1")
 	command -v cargo >/dev/null || die "cargo not found: the lab builds pcibench from source"
-	RUSTFLAGS='-C target-feature=+crt-static' CARGO_TARGET_DIR="$REPO/target/lab" \
-		run_logged "$RUN/cargo.log" cargo build --manifest-path "$REPO/Cargo.toml" --release \
-		--target "$PCIBENCH_TARGET" -p pcibench-cli
-	[ -x "$PCIBENCH" ] || die "cargo built no $PCIBENCH"
-	if readelf -d "$PCIBENCH" | grep -q NEEDED; then die "$PCIBENCH is not statically linked"; fi
-	log_step "pcibench: static build ready in $(secs "$t0" "$(now)")s"
+	if [ "$1" != x86_64 ] && command -v rustup >/dev/null && ! rustup target list --installed | grep -qx "$target"; then
+		run_logged "$RUN/rustup.log" rustup target add "$target"
+	fi
+	# From the repository, so cargo reads .cargo/config.toml (the cross linker for aarch64).
+	(cd "$REPO" && RUSTFLAGS='-C target-feature=+crt-static' CARGO_TARGET_DIR="$REPO/target/lab" \
+		run_logged "$RUN/cargo-$1.log" cargo build --release --target "$target" -p pcibench-cli)
+	[ -x "$bin" ] || die "cargo built no $bin"
+	if readelf -d "$bin" | grep -q NEEDED; then die "$bin is not statically linked"; fi
+	log_step "pcibench ($1): static build ready in $(secs "$t0" "$(now)")s"
 }
 
 # extra_modules: uio + uio_pci_generic, a real kernel driver scenarios can bind to a device to prove pcibench
@@ -181,21 +189,29 @@ extra_modules() {
 	[ -f "$KO_DIR/extra/uio_pci_generic.ko" ] || die "uio_pci_generic.ko not found in $deb"
 }
 
-# pack_initramfs OUT: one image serves every boot of this run; the kernel command line picks what to do.
+# pack_initramfs ARCH OUT: one image per architecture serves every boot of this run; the kernel command line
+# picks what to do.
 pack_initramfs() {
-	local root=$RUN/initramfs
+	local arch=$1 out=$2 root=$RUN/initramfs-$1 d
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,etc,lab/scenarios,lib/vfio,root,home/user}
-	cp /bin/busybox "$root/bin/busybox"
+	if [ "$arch" = aarch64 ]; then
+		cp "$A64_BUSYBOX" "$root/bin/busybox"
+		aarch64-linux-gnu-strip --strip-debug -o "$root/bin/pcibench" "$(pcibench_path aarch64)"
+		cp -r "$A64_KO_DIR/type1" "$root/lib/vfio/"
+		cp -r "$A64_KO_DIR/extra" "$root/lib/"
+	else
+		cp /bin/busybox "$root/bin/busybox"
+		strip --strip-debug -o "$root/bin/pcibench" "$(pcibench_path x86_64)"
+		for d in type1 noiommu; do cp -r "$KO_DIR/$d" "$root/lib/vfio/"; done
+		extra_modules
+		cp -r "$KO_DIR/extra" "$root/lib/"
+	fi
 	ln -s busybox "$root/bin/sh"
-	strip --strip-debug -o "$root/bin/pcibench" "$PCIBENCH"
-	cp -r "$KO_DIR/type1" "$KO_DIR/noiommu" "$root/lib/vfio/"
-	extra_modules
-	cp -r "$KO_DIR/extra" "$root/lib/"
 	install -m 755 "$LAB/guest/init" "$root/init"
 	cp "$LAB/guest/lib.sh" "$root/lab/"
 	cp "$LAB"/scenarios/*.sh "$root/lab/scenarios/"
 	printf 'root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\n' >"$root/etc/passwd"
 	printf 'root:x:0:\nuser:x:1000:\n' >"$root/etc/group"
-	(cd "$root" && find . | cpio -o -H newc -R 0:0 --quiet) | gzip -1 >"$1"
+	(cd "$root" && find . | cpio -o -H newc -R 0:0 --quiet) | gzip -1 >"$out"
 }

@@ -2,7 +2,7 @@
 # (twice: the second run changes nothing), after (vfio on q35-iommu, vfio-noiommu on pc; the user is told the
 # chown, and on pc the setcap line), --release (back to no driver, twice), setup through sudo (the user gets the
 # group node), then --sysfs-user for the user.
-# machines: pc q35-iommu
+# machines: pc q35-iommu virt-smmuv3
 # timeout: 90
 . /lab/lib.sh
 

@@ -1,6 +1,6 @@
 # pcibench list finds edu (1234:11e8) and ivshmem-plain (1af4:1110), as root and as the unprivileged user;
 # -d and -s select; --json is one document that agrees with the text (host_check parses it).
-# machines: pc q35-iommu
+# machines: pc q35-iommu virt-smmuv3
 . /lab/lib.sh
 e=$(find_dev 1234:11e8)
 i=$(find_dev 1af4:1110)

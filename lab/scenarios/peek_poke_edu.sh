@@ -1,12 +1,13 @@
 # peek/poke on edu BAR0 through sysfs, then VFIO (type1 on q35-iommu, no-IOMMU on pc): the ID register
 # (0x010000ed) and the liveness register (reads back ~written); refusals: WC on a non-prefetchable BAR, a write
 # without --allow-write, an offset past the BAR, an unprivileged user, and a device a kernel driver owns.
-# machines: pc q35-iommu
+# machines: pc q35-iommu virt-smmuv3
 # timeout: 90
 . /lab/lib.sh
 a=$(find_dev 1234:11e8)
 trap 'unbind "$a"' EXIT
 [ -z "$(driver_of "$a")" ] || fail "$a is bound to $(driver_of "$a") at boot"
+mem_enable "$a"
 
 # sysfs (no driver bound).
 expect_out "^$a BAR0\\+0x0 = 0x010000ed\$" pcibench peek "$a" 0 0

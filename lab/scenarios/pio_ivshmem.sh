@@ -1,12 +1,13 @@
 # PIO on ivshmem BAR2 (1 MiB, 64-bit prefetchable, backed by the host's /dev/shm file): sysfs uc, wc and
 # wc-flush, the syscall path and the mmap path through VFIO (type1 on q35-iommu, no-IOMMU on pc). The host checks
 # every row verified and that the file holds exactly the last pattern the guest wrote.
-# machines: pc q35-iommu
+# machines: pc q35-iommu virt-smmuv3
 # timeout: 240
 . /lab/lib.sh
 a=$(find_dev 1af4:1110)
 trap 'unbind "$a"' EXIT
 echo "@@ADDR $a"
+mem_enable "$a"
 
 # sysfs: every mapping, two widths (TCG's CPU model has SSE2 but no AVX).
 emit sysfs pcibench pio "$a" --bar 2 --map all --width 64 --width 128 --size 256K --total 1M --allow-write --json

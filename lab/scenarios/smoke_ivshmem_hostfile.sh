@@ -1,8 +1,9 @@
 # The ivshmem-plain BAR2 is the host's /dev/shm backing file: the guest reads what host_setup put there and
 # writes words host_check must find; the unprivileged user exists and cannot reach /dev/mem.
-# machines: pc q35-iommu
+# machines: pc q35-iommu virt-smmuv3
 . /lab/lib.sh
 a=$(find_dev 1af4:1110)
+mem_enable "$a"
 bar2=$(bar_start "$a" 2)
 echo "ivshmem-plain at $a, BAR2 at $bar2"
 expect_out '^0x600DF00D$' devmem "$bar2" 32
