@@ -1,7 +1,7 @@
 # Helpers for lab scenarios (busybox sh); a scenario starts with `. /lab/lib.sh`.
 # Sourcing turns on `set -e`: any failing command ends the scenario as failed. Checks print "ok: ..." when
 # they pass and "FAIL: ..." (then exit 1) when they do not, so a failed scenario's output says what broke.
-# Environment from /init: LAB_MACHINE (pc | q35-iommu), LAB_VFIO (noiommu | type1).
+# Environment from /init: LAB_MACHINE (pc | q35-iommu | virt | virt-smmuv3), LAB_VFIO (noiommu | type1).
 set -e
 SYS=/sys/bus/pci/devices
 

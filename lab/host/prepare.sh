@@ -198,7 +198,7 @@ pack_initramfs() {
 	if [ "$arch" = aarch64 ]; then
 		cp "$A64_BUSYBOX" "$root/bin/busybox"
 		aarch64-linux-gnu-strip --strip-debug -o "$root/bin/pcibench" "$(pcibench_path aarch64)"
-		cp -r "$A64_KO_DIR/type1" "$root/lib/vfio/"
+		for d in type1 noiommu; do cp -r "$A64_KO_DIR/$d" "$root/lib/vfio/"; done
 		cp -r "$A64_KO_DIR/extra" "$root/lib/"
 	else
 		cp /bin/busybox "$root/bin/busybox"

@@ -1,7 +1,7 @@
-# DMA with QEMU's edu engine, both ways, verified: VFIO type1 with IOVAs (q35-iommu), no-IOMMU with physical
-# addresses (pc). Refusals: no --allow-dma, a buffer beyond the DMA width (before any DMA starts), an unprivileged
-# user (no-IOMMU: the setcap line; type1: the group permission fix).
-# machines: pc q35-iommu virt-smmuv3
+# DMA with QEMU's edu engine, both ways, verified: VFIO type1 with IOVAs (q35-iommu, virt-smmuv3), no-IOMMU with
+# physical addresses (pc, virt). Refusals: no --allow-dma, a buffer beyond the DMA width (before any DMA starts), an
+# unprivileged user (no-IOMMU: the setcap line; type1: the group permission fix).
+# machines: pc q35-iommu virt virt-smmuv3
 # timeout: 120
 . /lab/lib.sh
 a=$(find_dev 1234:11e8)

@@ -1,8 +1,8 @@
 # doctor and setup on edu: before (free device: sysfs, and the user is told the --sysfs-user fix), setup --vfio
-# (twice: the second run changes nothing), after (vfio on q35-iommu, vfio-noiommu on pc; the user is told the
-# chown, and on pc the setcap line), --release (back to no driver, twice), setup through sudo (the user gets the
-# group node), then --sysfs-user for the user.
-# machines: pc q35-iommu virt-smmuv3
+# (twice: the second run changes nothing), after (vfio behind an IOMMU, vfio-noiommu on pc and virt; the user is
+# told the chown, and without an IOMMU the setcap line), --release (back to no driver, twice), setup through sudo
+# (the user gets the group node), then --sysfs-user for the user.
+# machines: pc q35-iommu virt virt-smmuv3
 # timeout: 90
 . /lab/lib.sh
 
@@ -26,8 +26,8 @@ echo "edu at $a"
 # Leave edu free for the scenarios after this one, whatever happens here.
 trap 'pcibench setup "$a" --release >/dev/null 2>&1 || unbind "$a"; chown 0:0 "$SYS/$a"/resource*' EXIT
 
-case $LAB_MACHINE in
-pc) via=vfio-noiommu node_prefix=noiommu- ;;
+case $LAB_VFIO in
+noiommu) via=vfio-noiommu node_prefix=noiommu- ;;
 *) via=vfio node_prefix= ;;
 esac
 
@@ -60,7 +60,7 @@ expect_rc "0 1" "^recommended: $via: ready\$" pcibench doctor "$a"
 # The command it recommends works (reads only).
 expect_out "^pcibench pio $a via $via" pcibench pio "$a" --via "$via" --map uc --dir c2h --size 4K --total 64K
 expect_rc 2 "^  (run|then): sudo chown user $node\$" as_user pcibench doctor "$a"
-if [ "$LAB_MACHINE" = pc ]; then
+if [ "$LAB_VFIO" = noiommu ]; then
 	expect_rc 2 '^FAIL  cap-sys-rawio ' as_user pcibench doctor "$a"
 	expect_rc 2 '^  (run|then): sudo setcap cap_sys_rawio=ep /.*pcibench$' as_user pcibench doctor "$a"
 fi
@@ -76,7 +76,7 @@ expect_out 'nothing to change' pcibench setup "$a" --release
 # Through sudo (SUDO_USER and friends as sudo sets them), setup gives the invoking user the group node: with an
 # IOMMU the user is then ready; without one only CAP_SYS_RAWIO is left.
 expect_out "gave user /dev/vfio/$node_prefix[0-9]+ \\(chown 1000:1000\\)" env SUDO_USER=user SUDO_UID=1000 SUDO_GID=1000 pcibench setup "$a" --vfio
-if [ "$LAB_MACHINE" = pc ]; then
+if [ "$LAB_VFIO" = noiommu ]; then
 	expect_rc 2 '^recommended: none until you fix cap-sys-rawio \(then vfio-noiommu\)$' as_user pcibench doctor "$a"
 else
 	expect_rc "0 1" '^recommended: vfio: ready$' as_user pcibench doctor "$a"

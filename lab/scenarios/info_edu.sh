@@ -1,6 +1,6 @@
 # pcibench info on edu: one BAR, BAR0 1 MiB memory 32-bit non-prefetchable at the address sysfs has,
 # resource0 and no resource0_wc; no driver bound. The unprivileged user sees the BAR too.
-# machines: pc q35-iommu virt-smmuv3
+# machines: pc q35-iommu virt virt-smmuv3
 . /lab/lib.sh
 e=$(find_dev 1234:11e8)
 bar0='^ *BAR0: 0x[0-9a-f]+ size 1 MiB \(0x100000\) memory 32-bit non-prefetchable files: resource0$'

@@ -1,6 +1,6 @@
 # pcibench info on ivshmem-plain: BAR0 256 B registers; BAR2 1 MiB memory 64-bit prefetchable with
 # resource2 and resource2_wc, at the address sysfs has.
-# machines: pc q35-iommu virt-smmuv3
+# machines: pc q35-iommu virt virt-smmuv3
 . /lab/lib.sh
 i=$(find_dev 1af4:1110)
 bar2='^ *BAR2: 0x[0-9a-f]+ size 1 MiB \(0x100000\) memory 64-bit prefetchable files: resource2 resource2_wc$'

@@ -2,7 +2,7 @@
 # boot; behind virt's SMMUv3 (device tree) a device joins the SMMU, and so gets a group, only when a driver probes
 # it (of_dma_configure -> of_iommu_configure in really_probe), so edu has one once vfio-pci binds it; on pc none
 # has until vfio-pci binds edu into a no-IOMMU group. pcibench shows each.
-# machines: pc q35-iommu virt-smmuv3
+# machines: pc q35-iommu virt virt-smmuv3
 . /lab/lib.sh
 check_group() { # ADDR GROUP: text and JSON show GROUP
 	expect_out "^ *IOMMU group: +$2\$" pcibench info "$1"

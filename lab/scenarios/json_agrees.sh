@@ -1,6 +1,6 @@
 # pcibench info --json is one JSON document that agrees with the text output and with sysfs (host_check
 # parses both), for edu and ivshmem-plain, unbound and (edu) bound to vfio-pci.
-# machines: pc q35-iommu virt-smmuv3
+# machines: pc q35-iommu virt virt-smmuv3
 . /lab/lib.sh
 e=$(find_dev 1234:11e8)
 i=$(find_dev 1af4:1110)

@@ -1,7 +1,7 @@
-# peek/poke on edu BAR0 through sysfs, then VFIO (type1 on q35-iommu, no-IOMMU on pc): the ID register
+# peek/poke on edu BAR0 through sysfs, then VFIO (type1 on q35-iommu and virt-smmuv3, no-IOMMU on pc and virt): the ID register
 # (0x010000ed) and the liveness register (reads back ~written); refusals: WC on a non-prefetchable BAR, a write
 # without --allow-write, an offset past the BAR, an unprivileged user, and a device a kernel driver owns.
-# machines: pc q35-iommu virt-smmuv3
+# machines: pc q35-iommu virt virt-smmuv3
 # timeout: 90
 . /lab/lib.sh
 a=$(find_dev 1234:11e8)

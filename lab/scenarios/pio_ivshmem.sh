@@ -1,7 +1,7 @@
 # PIO on ivshmem BAR2 (1 MiB, 64-bit prefetchable, backed by the host's /dev/shm file): sysfs uc, wc and
-# wc-flush, the syscall path and the mmap path through VFIO (type1 on q35-iommu, no-IOMMU on pc). The host checks
+# wc-flush, the syscall path and the mmap path through VFIO (type1 on q35-iommu and virt-smmuv3, no-IOMMU on pc and virt). The host checks
 # every row verified and that the file holds exactly the last pattern the guest wrote.
-# machines: pc q35-iommu virt-smmuv3
+# machines: pc q35-iommu virt virt-smmuv3
 # timeout: 240
 . /lab/lib.sh
 a=$(find_dev 1af4:1110)

@@ -1,7 +1,7 @@
 # VFIO is ready for scenarios: /dev/vfio/vfio exists, no device is bound at boot, binding edu to vfio-pci
 # makes its group node appear (noiommu-N on pc, N behind the vIOMMU on q35-iommu and virt-smmuv3), unbinding
 # releases it.
-# machines: pc q35-iommu virt-smmuv3
+# machines: pc q35-iommu virt virt-smmuv3
 . /lab/lib.sh
 [ -c /dev/vfio/vfio ] || fail "/dev/vfio/vfio missing"
 ok "/dev/vfio/vfio exists"
