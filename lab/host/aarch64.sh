@@ -3,6 +3,7 @@
 #   prepare_arm64     Debian's arm64 cloud kernel (Image), its stock vfio (type1) and uio modules, vfio modules
 #                     cross-built with no-IOMMU support, arm64 busybox-static
 #                                                      -> $A64_VMLINUZ, $A64_KO_DIR/{type1,noiommu,extra}, $A64_BUSYBOX
+#   build_arm64_unit_tests   the library's unit-test binary for aarch64, for the guest -> $RUN/pcibench-tests-aarch64
 # The host is amd64 and its dpkg is left alone: arm64 packages are resolved and downloaded through apt with a
 # package-list folder of its own ($CACHE/aarch64/apt) and arm64 as apt's only architecture, from the host's own
 # sources (deb.debian.org on a stock Debian 12). Nothing is installed: the .debs are unpacked with dpkg-deb -x.
@@ -147,4 +148,21 @@ arm64_noiommu_modules() {
 	done
 	grep -q enable_unsafe_noiommu_mode "$A64_KO_DIR/noiommu/vfio.ko" ||
 		die "rebuilt arm64 vfio.ko lacks enable_unsafe_noiommu_mode"
+}
+
+# build_arm64_unit_tests: the library's unit tests built for aarch64 exactly as scripts/cross builds them (default
+# target folder, .cargo/config.toml's flags), so after it this is a cache hit; the guest runs the mmio ones
+# (scenario mmio_unit_tests) against the real kernel's view of the CPU.
+build_arm64_unit_tests() {
+	local t0 exe
+	t0=$(now)
+	exe=$(cd "$REPO" && cargo test --no-run --message-format=json -p pcibench --lib \
+		--target aarch64-unknown-linux-gnu 2>"$RUN/cargo-tests-aarch64.log" |
+		sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1) || true
+	if [ -z "$exe" ] || [ ! -x "$exe" ]; then
+		tail -n 40 "$RUN/cargo-tests-aarch64.log" | sed 's/^/    /' >&2
+		die "cargo built no aarch64 unit-test binary (log: $RUN/cargo-tests-aarch64.log)"
+	fi
+	aarch64-linux-gnu-strip --strip-debug -o "$RUN/pcibench-tests-aarch64" "$exe"
+	log_step "pcibench unit tests (aarch64): ready in $(secs "$t0" "$(now)")s"
 }

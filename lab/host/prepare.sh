@@ -199,6 +199,8 @@ pack_initramfs() {
 		cp "$A64_BUSYBOX" "$root/bin/busybox"
 		aarch64-linux-gnu-strip --strip-debug -o "$root/bin/pcibench" "$(pcibench_path aarch64)"
 		for d in type1 noiommu; do cp -r "$A64_KO_DIR/$d" "$root/lib/vfio/"; done
+		mkdir -p "$root/lab/bin"
+		cp "$RUN/pcibench-tests-aarch64" "$root/lab/bin/pcibench-tests"
 		cp -r "$A64_KO_DIR/extra" "$root/lib/"
 	else
 		cp /bin/busybox "$root/bin/busybox"
