@@ -9,7 +9,7 @@
 # sources (deb.debian.org on a stock Debian 12). Nothing is installed: the .debs are unpacked with dpkg-deb -x.
 
 # Host tools for these machines: QEMU for Arm; the cross compiler, which is also the linker (with glibc's static
-# libc.a for arm64) that .cargo/config.toml names for aarch64-unknown-linux-gnu; what kbuild needs on the host.
+# libc.a for arm64) that .cargo/cross.toml names for aarch64-unknown-linux-gnu; what kbuild needs on the host.
 ARM64_PACKAGES=(qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
 	make xz-utils libelf1)
 A64_ROOT=$CACHE/aarch64
@@ -151,12 +151,12 @@ arm64_noiommu_modules() {
 }
 
 # build_arm64_unit_tests: the library's unit tests built for aarch64 exactly as scripts/cross builds them (default
-# target folder, .cargo/config.toml's flags), so after it this is a cache hit; the guest runs the mmio ones
+# target folder, .cargo/cross.toml's flags), so after it this is a cache hit; the guest runs the mmio ones
 # (scenario mmio_unit_tests) against the real kernel's view of the CPU.
 build_arm64_unit_tests() {
 	local t0 exe
 	t0=$(now)
-	exe=$(cd "$REPO" && cargo test --no-run --message-format=json -p pcibench --lib \
+	exe=$(cd "$REPO" && cargo --config .cargo/cross.toml test --no-run --message-format=json -p pcibench --lib \
 		--target aarch64-unknown-linux-gnu 2>"$RUN/cargo-tests-aarch64.log" |
 		sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1) || true
 	if [ -z "$exe" ] || [ ! -x "$exe" ]; then

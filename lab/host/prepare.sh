@@ -166,9 +166,9 @@ build_pcibench() { # ARCH
 	if [ "$1" != x86_64 ] && command -v rustup >/dev/null && ! rustup target list --installed | grep -qx "$target"; then
 		run_logged "$RUN/rustup.log" rustup target add "$target"
 	fi
-	# From the repository, so cargo reads .cargo/config.toml (the cross linker for aarch64).
+	# .cargo/cross.toml names the cross linker for aarch64 (and nothing for x86_64).
 	(cd "$REPO" && RUSTFLAGS='-C target-feature=+crt-static' CARGO_TARGET_DIR="$REPO/target/lab" \
-		run_logged "$RUN/cargo-$1.log" cargo build --release --target "$target" -p pcibench-cli)
+		run_logged "$RUN/cargo-$1.log" cargo --config .cargo/cross.toml build --release --target "$target" -p pcibench-cli)
 	[ -x "$bin" ] || die "cargo built no $bin"
 	if readelf -d "$bin" | grep -q NEEDED; then die "$bin is not statically linked"; fi
 	log_step "pcibench ($1): static build ready in $(secs "$t0" "$(now)")s"
