@@ -8,13 +8,11 @@ pub mod run;
 pub mod setup;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pcibench::access::{DeviceAccess, Via};
-use pcibench::host::Host;
-use pcibench::pci::{DeviceInfo, Target};
+use pcibench::target::Target;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// Parse a DEVICE argument (`DDDD:BB:DD.F`, `BB:DD.F` or `sim`).
+/// Parse a DEVICE argument (`DDDD:BB:DD.F`, `BB:DD.F`, or a simulated card such as `sim`).
 pub fn parse_target(s: &str) -> Result<Target, String> {
     s.parse::<Target>().map_err(|e| e.to_string())
 }
@@ -23,22 +21,6 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
 pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
-}
-
-pub fn open_device(
-    host: &Host,
-    target: &Target,
-    info: &DeviceInfo,
-    via: Option<Via>,
-) -> anyhow::Result<Box<dyn DeviceAccess>> {
-    Ok(pcibench::access::open(host, target, info, via)?)
-}
-
-/// Memory BARs that are not DMA register blocks (writing patterns into engine registers would
-/// be wrong): the default for `pio`.
-pub fn default_pio_bars(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<u8> {
-    let dma = pcibench::access::dma_register_bars(info, dev);
-    info.bars.iter().filter(|b| b.is_memory() && !dma.contains(&b.index)).map(|b| b.index).collect()
 }
 
 /// A byte-progress bar on stderr that appears only for runs longer than about 2 s, and only

@@ -1,12 +1,13 @@
-use super::{open_device, parse_target, print_json, progress_bar};
+use super::{parse_target, print_json, progress_bar};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
 use pcibench::bench::pio::{self, MapMode, PioPlan, Verdict};
 use pcibench::dma::Direction;
 use pcibench::host::Host;
 use pcibench::mmio::Width;
-use pcibench::pci::{self, Target};
 use pcibench::report::pio as out;
+use pcibench::session::Session;
+use pcibench::target::Target;
 use pcibench::units::{parse_size, parse_size_list};
 use std::process::ExitCode;
 
@@ -100,8 +101,8 @@ pub struct PioArgs {
 }
 
 pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
-    let info = pci::describe(host, &a.device)?;
-    let dev = open_device(host, &a.device, &info, a.via.map(ViaArg::via))?;
+    let session = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
+    let (info, dev) = (&session.info, &session.dev);
     let mut widths = Vec::new();
     let mut strict_width = true;
     for w in &a.widths {
@@ -122,19 +123,7 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
     for s in &a.sizes {
         sizes.extend(parse_size_list(s)?);
     }
-    let bars = if a.bars.is_empty() { super::default_pio_bars(&info, dev.as_ref()) } else { a.bars.clone() };
-    for b in &bars {
-        match info.bar(*b) {
-            None => anyhow::bail!(pcibench::Error::usage(format!(
-                "{} has no BAR{b}: `pcibench info {}` lists its BARs",
-                info.address, info.address
-            ))),
-            Some(bar) if !bar.is_memory() => anyhow::bail!(pcibench::Error::Refused(format!(
-                "BAR{b} is an I/O port BAR: it cannot be memory-mapped (only memory BARs have PIO mappings); use --bar with a memory BAR"
-            ))),
-            _ => {}
-        }
-    }
+    let bars = session.pio_bars(&a.bars)?;
     let plan = PioPlan {
         bars,
         maps,
@@ -151,7 +140,7 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
             IoArg::Mmap => IoMode::Mmap,
             IoArg::Syscall => IoMode::Syscall,
         },
-        allow_write: a.allow_write || info.simulated,
+        allow_write: session.may_write(a.allow_write),
         strict_map: !matches!(a.map, MapArg::All),
         strict_width,
     };

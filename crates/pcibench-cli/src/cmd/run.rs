@@ -1,16 +1,17 @@
-use super::dma::{DmaArgs, EngineArg};
+use super::dma::DmaArgs;
 use super::pio::{DirArg, Format};
-use super::{open_device, parse_target, progress_bar};
+use super::{parse_target, progress_bar};
 use clap::Args;
 use pcibench::access::IoMode;
 use pcibench::bench::pio::{self, MapMode, PioPlan, Verdict};
-use pcibench::dma::engines::edu;
+use pcibench::dma::engines;
 use pcibench::dma::Direction;
 use pcibench::host::Host;
 use pcibench::mmio::{self, Width};
-use pcibench::pci::{self, DeviceInfo, Target};
 use pcibench::report::info::info_text;
 use pcibench::report::pio as pio_out;
+use pcibench::session::Session;
+use pcibench::target::{self, Target};
 use pcibench::units::parse_size;
 use std::process::ExitCode;
 
@@ -35,23 +36,11 @@ fn widest() -> Width {
     [Width::V512, Width::V256, Width::V128].into_iter().find(|w| mmio::available(*w).is_ok()).unwrap_or(Width::B64)
 }
 
-/// Which DMA engine the suite can drive on this device, if any.
-fn engine_for(info: &DeviceInfo) -> Option<EngineArg> {
-    if info.simulated {
-        Some(EngineArg::Sim)
-    } else if (info.vendor_id, info.device_id) == (edu::EDU_VENDOR, edu::EDU_DEVICE) {
-        Some(EngineArg::Edu)
-    } else if info.vendor_id == 0x10ee {
-        Some(EngineArg::Xdma)
-    } else {
-        None
-    }
-}
-
 pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
-    let info = pci::describe(host, &a.device)?;
+    let session = Session::open(host, &a.device, None)?;
+    let info = &session.info;
     println!("== info");
-    print!("{}", info_text(&info));
+    print!("{}", info_text(info));
     for w in &info.warnings {
         eprintln!("warning: {w}");
     }
@@ -63,10 +52,10 @@ pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut failed = false;
 
     println!("\n== PIO");
-    let dev = open_device(host, &a.device, &info, None)?;
-    let allow_write = a.allow_write || info.simulated;
+    let dev = &session.dev;
+    let allow_write = session.may_write(a.allow_write);
     let plan = PioPlan {
-        bars: super::default_pio_bars(&info, dev.as_ref()),
+        bars: session.pio_bars(&[])?,
         maps: MapMode::ALL.to_vec(),
         dirs: if allow_write { vec![Direction::H2c, Direction::C2h] } else { vec![Direction::C2h] },
         widths: vec![Width::B64, widest(), Width::Memcpy],
@@ -87,10 +76,12 @@ pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     print!("{}", pio_out::table(&report));
     failed |= report.results.iter().any(|r| matches!(r.verify, Some(Verdict::Mismatch { .. })));
-    drop(dev);
+    let found: Vec<_> = engines::detect(info, dev.as_ref()).into_iter().flatten().collect();
+    drop(session);
 
     println!("\n== DMA");
-    match engine_for(&info) {
+    let info = target::describe(host, &a.device)?;
+    match found.first() {
         None => println!("no DMA engine pcibench knows on {} ({}): skipped", info.address, info.ids()),
         Some(_) if !a.allow_dma && !info.simulated => {
             println!("skipped: add --allow-dma to let the card's engine read and write host memory")
@@ -98,15 +89,15 @@ pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
         Some(engine) => {
             let args = DmaArgs {
                 device: a.device,
-                engine,
+                engine: Some(engine.engine.to_string()),
                 via: None,
-                buffer: "hugepage".into(),
+                buffer: None,
                 dir: DirArg::Both,
                 sizes: Vec::new(),
                 total: a.total.clone().or_else(|| info.simulated.then(|| "64M".to_string())),
-                card_addr: "0".into(),
+                card_addr: None,
                 card_size: None,
-                channel: 0,
+                channel: None,
                 dma_bits: None,
                 timeout_ms: 2000,
                 allow_dma: a.allow_dma,

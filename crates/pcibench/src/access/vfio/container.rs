@@ -101,7 +101,7 @@ impl Container {
 
     /// Map `len` bytes at process address `vaddr` for device reads and writes, at an IOVA from
     /// the allowed ranges whose last byte fits in `dma_bits` address bits. Returns the IOVA.
-    pub fn map_dma(&self, vaddr: u64, len: u64, align: u64, dma_bits: u32) -> Result<u64> {
+    fn map(&self, vaddr: u64, len: u64, align: u64, dma_bits: u32) -> Result<u64> {
         let info = match (&self.iommu, &self.info) {
             (Some(IommuType::Type1v2), Some(i)) => i,
             _ => {
@@ -147,8 +147,8 @@ impl Container {
         Ok(iova)
     }
 
-    /// Undo `map_dma`. The IOVA is reusable once the kernel has unmapped it.
-    pub fn unmap_dma(&self, iova: u64, len: u64) -> Result<()> {
+    /// Undo `map`. The IOVA is reusable once the kernel has unmapped it.
+    fn unmap(&self, iova: u64, len: u64) -> Result<()> {
         let done = ioctl::unmap_dma(&self.file, iova, len)
             .map_err(|e| Error::io("VFIO_IOMMU_UNMAP_DMA failed on", &self.path, e))?;
         if done != len {
@@ -165,5 +165,14 @@ impl Container {
         if let Ok(mut s) = self.iovas.lock() {
             s.release(iova);
         }
+    }
+}
+
+impl crate::access::IommuMap for Container {
+    fn map_dma(&self, vaddr: u64, len: u64, align: u64, dma_bits: u32) -> Result<u64> {
+        self.map(vaddr, len, align, dma_bits)
+    }
+    fn unmap_dma(&self, iova: u64, len: u64) -> Result<()> {
+        self.unmap(iova, len)
     }
 }
