@@ -140,7 +140,7 @@ fn dma_on_sim_round_trips() {
     assert_eq!(v["engine"], "xdma");
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), 4);
-    assert!(rows.iter().all(|r| r["verified"] == true));
+    assert!(rows.iter().all(|r| r["verify"]["status"] == "ok"));
     let o = pcibench(none, &["dma", "sim", "--engine", "edu"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("has no edu engine"), "{}", stderr(&o));

@@ -19,6 +19,7 @@ pub mod report;
 pub mod session;
 pub mod setup;
 pub mod sim;
+pub mod suite;
 pub mod target;
 pub mod units;
 

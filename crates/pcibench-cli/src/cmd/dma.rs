@@ -1,19 +1,20 @@
-use super::{parse_target, print_json, progress_bar};
-use crate::cmd::pio::Format;
+use super::{interrupt_flag, parse_target, FormatArg, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
-use pcibench::bench::dma::{self, DmaPlan, DmaReport, DmaSetup};
+use pcibench::bench::clock::MonotonicClock;
+use pcibench::bench::dma::{self, DmaPlan, DmaSetup};
+use pcibench::bench::result::Report;
+use pcibench::bench::sampler::{Progress as _, Sampling};
+use pcibench::bench::timer::TimerOverhead;
 use pcibench::dma::engines::EngineOptions;
 use pcibench::dma::{BufferSource, Direction};
 use pcibench::host::Host;
 use pcibench::pci::DeviceInfo;
-use pcibench::report::dma as out;
+use pcibench::report;
 use pcibench::session::{DmaRequest, DmaRig, Session};
 use pcibench::target::Target;
 use pcibench::units::{parse_size, parse_size_list};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// `--engine`: a registered engine name, or `sim` for a simulated card's own engine.
@@ -70,8 +71,10 @@ pub struct DmaArgs {
     /// Consent to start DMA on this device (not needed for sim).
     #[arg(long)]
     pub allow_dma: bool,
+    /// Output: table, seed (the fpga_sio block format) or json.
     #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
+    pub format: FormatArg,
+    /// Same as --format json.
     #[arg(long)]
     pub json: bool,
 }
@@ -112,16 +115,7 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<DmaRequest> {
     })
 }
 
-/// Ctrl-C sets this; the runner stops the engine and reports what it has.
-pub fn interrupt_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let f = Arc::clone(&flag);
-    // A second handler install (e.g. `run` calling twice) fails harmlessly; the first stays.
-    let _ = ctrlc::set_handler(move || f.store(true, Ordering::SeqCst));
-    flag
-}
-
-pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, DmaReport)> {
+pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)> {
     let via = a.via.map(|v| match v {
         DmaVia::Vfio => Via::Vfio,
         DmaVia::VfioNoiommu => Via::VfioNoiommu,
@@ -133,8 +127,8 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, DmaRepor
     let stop = interrupt_flag();
     let info = &session.info;
     let link = info.link.as_ref().and_then(|l| l.model_link());
-    let planned = plan.total * plan.dirs.len() as u64 * plan.sizes.len().max(1) as u64;
-    let mut bar = progress_bar(planned, "dma");
+    let mut progress = Progress::new();
+    progress.begin("dma", plan.total * plan.dirs.len() as u64 * plan.sizes.len().max(1) as u64);
     let setup = DmaSetup {
         dev: session.dev.as_ref(),
         device: &info.address,
@@ -143,28 +137,23 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, DmaRepor
         engine: rig.engine.as_mut(),
         alloc: rig.alloc.as_ref(),
     };
-    let report = dma::run(setup, &plan, &stop, &mut |n| bar.inc(n))?;
-    bar.finish_and_clear();
+    let clock = MonotonicClock;
+    let mut sampling =
+        Sampling { clock: &clock, overhead: TimerOverhead::measure(&clock), stop: &stop, progress: &mut progress };
+    let report = dma::run(setup, &plan, &mut sampling)?;
+    progress.end();
     Ok((session.info, report))
 }
 
-pub fn print(report: &DmaReport, format: Format) -> anyhow::Result<()> {
-    match format {
-        Format::Json => print_json(report)?,
-        Format::Seed => print!("{}", out::seed_format(report)),
-        Format::Table => print!("{}", out::table(report)),
-    }
-    Ok(())
-}
-
 pub fn run(host: &Host, a: DmaArgs) -> anyhow::Result<ExitCode> {
-    let (_info, report) = measure(host, &a)?;
-    print(&report, if a.json { Format::Json } else { a.format })?;
-    if report.results.iter().any(|r| r.verified == Some(false)) {
+    let (_info, result) = measure(host, &a)?;
+    let exporter = report::exporter(a.format.resolve(a.json), report::Options::default());
+    print!("{}", exporter.report(&result)?);
+    if result.mismatched() {
         eprintln!("pcibench: DMA data did not verify: see the MISMATCH rows (offset, expected, found)");
         return Ok(ExitCode::from(1));
     }
-    if report.interrupted {
+    if result.interrupted {
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)

@@ -1,11 +1,14 @@
-use super::{parse_target, print_json, progress_bar};
+use super::{interrupt_flag, parse_target, FormatArg, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
-use pcibench::bench::pio::{self, MapMode, PioPlan, Verdict};
+use pcibench::bench::clock::MonotonicClock;
+use pcibench::bench::pio::{self, MapMode, PioPlan, PioTarget};
+use pcibench::bench::sampler::{Progress as _, Sampling};
+use pcibench::bench::timer::TimerOverhead;
 use pcibench::dma::Direction;
 use pcibench::host::Host;
 use pcibench::mmio::Width;
-use pcibench::report::pio as out;
+use pcibench::report;
 use pcibench::session::Session;
 use pcibench::target::Target;
 use pcibench::units::{parse_size, parse_size_list};
@@ -24,13 +27,6 @@ pub enum DirArg {
     H2c,
     C2h,
     Both,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-pub enum Format {
-    Table,
-    Seed,
-    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -90,8 +86,9 @@ pub struct PioArgs {
     /// Allow host-to-card writes to this device's BARs (not needed for sim).
     #[arg(long)]
     allow_write: bool,
+    /// Output: table, seed (the fpga_sio block format) or json.
     #[arg(long, value_enum, default_value = "table")]
-    format: Format,
+    format: FormatArg,
     /// Same as --format json.
     #[arg(long)]
     json: bool,
@@ -145,24 +142,23 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
         strict_width,
     };
     let link = info.link.as_ref().and_then(|l| l.model_link());
-    let mut bar = progress_bar(plan.planned_bytes(), "pio");
-    let report = pio::run(dev.as_ref(), &info.address, info.simulated, link, &plan, &mut |n| bar.inc(n))?;
-    bar.finish_and_clear();
-    let format = if a.json { Format::Json } else { a.format };
-    match format {
-        Format::Json => print_json(&report)?,
-        Format::Seed => print!("{}", out::seed_format(&report)),
-        Format::Table => {
-            print!("{}", out::table(&report));
-            if a.latency {
-                print!("{}", out::latency_table(&report));
-            }
-        }
-    }
-    let bad = report.results.iter().any(|r| matches!(r.verify, Some(Verdict::Mismatch { .. })));
-    if bad {
+    let stop = interrupt_flag();
+    let mut progress = Progress::new();
+    progress.begin("pio", plan.planned_bytes());
+    let clock = MonotonicClock;
+    let mut sampling =
+        Sampling { clock: &clock, overhead: TimerOverhead::measure(&clock), stop: &stop, progress: &mut progress };
+    let t = PioTarget { dev: dev.as_ref(), device: &info.address, simulated: info.simulated, link };
+    let result = pio::run(&t, &plan, &mut sampling)?;
+    progress.end();
+    let exporter = report::exporter(a.format.resolve(a.json), report::Options { latency: a.latency });
+    print!("{}", exporter.report(&result)?);
+    if result.mismatched() {
         eprintln!("pcibench: data did not verify: see the MISMATCH rows (offset, expected, found)");
         return Ok(ExitCode::from(1));
+    }
+    if result.interrupted {
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,7 @@
 //! Samples to statistics: throughput (min is the slowest sample; mean = bytes / mean time) and
 //! latency percentiles per transfer.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Timed samples of one configuration. Each sample moved `batch` transfers of `size` bytes.
 #[derive(Debug, Clone, Default)]
@@ -11,7 +11,7 @@ pub struct Samples {
     pub secs: Vec<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
     pub min_us: f64,
     pub p50_us: f64,
@@ -21,7 +21,7 @@ pub struct Latency {
     pub max_us: f64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Stats {
     /// Transfers of `size` bytes (samples × batch).
     pub transfers: u64,

@@ -37,7 +37,7 @@ impl std::str::FromStr for BufferSource {
 }
 
 /// What the card is given as the buffer's address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Addressing {
     /// An I/O virtual address mapped in the IOMMU (VFIO type1).
