@@ -74,7 +74,9 @@ fn timer_overhead() -> f64 {
 }
 
 fn sim(card: u64) -> (SimDevice, XdmaOptions) {
-    let dev = SimDevice::with_xdma(XdmaModelConfig { card_size: card, ..Default::default() }).expect("sim card");
+    let (built, _model) =
+        pcibench::sim::xdma_card::build(XdmaModelConfig { card_size: card, ..Default::default() }).expect("sim card");
+    let dev = SimDevice::from_card("sim", &pcibench::sim::CardSpec::info(&pcibench::sim::xdma_card::XdmaCard), built);
     pcibench::access::set_bus_master(&dev, true).expect("bus master");
     (dev, XdmaOptions { card_size: card, ..Default::default() })
 }
@@ -88,7 +90,7 @@ fn submission(timer: f64) {
     println!("1. host-side submission (XdmaEngine::submit alone; timer overhead {timer:.0} ns subtracted)");
     println!("   {:>12} {:>14} {:>16}", "descriptors", "ns per run", "ns per descriptor");
     let (dev, opts) = sim(16 << 20);
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let buf = alloc.alloc(4096 * 64).expect("buffer");
     for n in [1u64, 8, 64, 512, 4096] {
         let piece = 64;
@@ -117,7 +119,7 @@ fn end_to_end() {
     println!("2. end to end per descriptor (run on chains of 64-byte descriptors: submit + model + poll)");
     println!("   {:>12} {:>14} {:>16}", "descriptors", "us per run", "ns per descriptor");
     let (dev, opts) = sim(16 << 20);
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let buf = alloc.alloc(64 * 4096).expect("buffer");
     for n in [1u64, 16, 256, 4096] {
         let view = Pieces::new(&*buf, 64, n);
@@ -138,7 +140,7 @@ fn end_to_end() {
 
 fn prepare_cost() {
     let (dev, opts) = sim(16 << 20);
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let buf = alloc.alloc(64 * 4096).expect("buffer");
     let n = 4096u64;
     let view = Pieces::new(&*buf, 64, n);
@@ -181,7 +183,11 @@ fn throughput() {
     let len = CARD_MEMORY_SIZE;
     for scattered in [false, true] {
         let (dev, opts) = sim(CARD_MEMORY_SIZE);
-        let alloc = if scattered { SimAllocator::scattered(&dev) } else { SimAllocator::new(&dev) };
+        let alloc = if scattered {
+            SimAllocator::scattered(dev.host_map().clone())
+        } else {
+            SimAllocator::new(dev.host_map().clone())
+        };
         let src = alloc.alloc(len as usize).expect("buffer");
         let dst = alloc.alloc(len as usize).expect("buffer");
         fill(&*src, 0x5a);

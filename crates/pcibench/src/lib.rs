@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod bench;
+pub mod direction;
 pub mod dma;
 pub mod doctor;
 pub mod error;
@@ -15,8 +16,11 @@ pub mod mmio;
 pub mod os;
 pub mod pci;
 pub mod report;
+pub mod session;
 pub mod setup;
 pub mod sim;
+pub mod suite;
+pub mod target;
 pub mod units;
 
 pub use error::{Error, Result};

@@ -6,7 +6,7 @@ mod common;
 use common::{root, user, Tree, EDU, MEM32, PREF64};
 use pcibench::access::Via;
 use pcibench::doctor::{self, render_text, Caller, Check, Report, Severity, CHECK_NAMES};
-use pcibench::pci::Target;
+use pcibench::target::Target;
 use std::io::Write;
 
 fn doc(t: &Tree, addr: &str, caller: &Caller) -> Report {

@@ -2,7 +2,7 @@ use super::{parse_target, print_json};
 use clap::Args;
 use pcibench::doctor;
 use pcibench::host::Host;
-use pcibench::pci::Target;
+use pcibench::target::Target;
 use std::process::ExitCode;
 
 #[derive(Args)]

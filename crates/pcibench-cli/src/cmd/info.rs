@@ -1,10 +1,11 @@
 use super::{parse_target, print_json};
 use clap::Args;
-use pcibench::access::{self, IoMode, Mapping};
-use pcibench::dma::engines::xdma::{self, XdmaInfo};
+use pcibench::dma::engines::Detected;
 use pcibench::host::Host;
-use pcibench::pci::{self, DeviceInfo, Target};
+use pcibench::pci::DeviceInfo;
 use pcibench::report::info::info_text;
+use pcibench::session::Session;
+use pcibench::target::{self, Target};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -22,31 +23,19 @@ pub struct InfoArgs {
 struct InfoOut<'a> {
     #[serde(flatten)]
     info: &'a DeviceInfo,
-    /// The XDMA engine, when the device has one pcibench could read.
-    xdma: Option<XdmaInfo>,
-}
-
-/// XDMA's registers, read-only, where it is safe to look: the sim card, and Xilinx devices that
-/// pcibench can open (no kernel driver bound). Anything else is silently not probed.
-fn probe_xdma(host: &Host, target: &Target, info: &DeviceInfo) -> Option<XdmaInfo> {
-    if !(info.simulated || info.vendor_id == 0x10ee) {
-        return None;
-    }
-    let dev = access::open(host, target, info, None).ok()?;
-    let bar = access::dma_register_bars(info, dev.as_ref()).into_iter().next()?;
-    let region = dev.open_bar(bar, Mapping::Uc, IoMode::Mmap).ok()?;
-    xdma::probe(region.as_ref()).ok()
+    /// The DMA engines pcibench found on the device (where it could read their registers).
+    engines: Vec<Detected>,
 }
 
 pub fn run(host: &Host, a: InfoArgs) -> anyhow::Result<ExitCode> {
-    let info = pci::describe(host, &a.device)?;
-    let xdma = probe_xdma(host, &a.device, &info);
+    let info = target::describe(host, &a.device)?;
+    let engines = Session::engines_of(host, &a.device, &info);
     if a.json {
-        print_json(&InfoOut { info: &info, xdma })?;
+        print_json(&InfoOut { info: &info, engines })?;
     } else {
         print!("{}", info_text(&info));
-        if let Some(x) = xdma {
-            println!("  DMA engine:    {}", x.to_string().replace('\n', "\n                 "));
+        for e in &engines {
+            println!("  DMA engine:    {}", e.summary.replace('\n', "\n                 "));
         }
         for w in &info.warnings {
             eprintln!("warning: {w}");

@@ -1,8 +1,9 @@
 use super::{parse_target, print_json};
 use clap::Args;
 use pcibench::host::Host;
-use pcibench::pci::{self, IdFilter, Target};
+use pcibench::pci::IdFilter;
 use pcibench::report::info::list_line;
+use pcibench::target::{self, Target};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -19,7 +20,7 @@ pub struct ListArgs {
 }
 
 pub fn run(host: &Host, a: ListArgs) -> anyhow::Result<ExitCode> {
-    let devices = pci::list(host, a.ids, a.slot.as_ref())?;
+    let devices = target::list(host, a.ids, a.slot.as_ref())?;
     if a.json {
         print_json(&devices)?;
     } else {

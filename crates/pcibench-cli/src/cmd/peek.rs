@@ -1,10 +1,11 @@
-use super::{open_device, parse_target};
+use super::parse_target;
 use crate::cmd::pio::ViaArg;
 use clap::Args;
 use pcibench::access::{regs, IoMode, Mapping};
 use pcibench::host::Host;
 use pcibench::mmio::Width;
-use pcibench::pci::{self, Target};
+use pcibench::session::Session;
+use pcibench::target::{self, Target};
 use pcibench::units::parse_size;
 use std::process::ExitCode;
 
@@ -52,25 +53,24 @@ fn digits(w: Width) -> usize {
 }
 
 pub fn peek(host: &Host, a: PeekArgs) -> anyhow::Result<ExitCode> {
-    let info = pci::describe(host, &a.device)?;
-    let dev = open_device(host, &a.device, &info, a.via.map(ViaArg::via))?;
-    let region = dev.open_bar(a.bar, Mapping::Uc, IoMode::Mmap)?;
+    let s = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
+    let region = s.dev.open_bar(a.bar, Mapping::Uc, IoMode::Mmap)?;
     let v = regs::peek(region.as_ref(), a.offset, a.width)?;
-    println!("{} BAR{}+{:#x} = {:#0w$x}", info.address, a.bar, a.offset, v, w = digits(a.width) + 2);
+    println!("{} BAR{}+{:#x} = {:#0w$x}", s.info.address, a.bar, a.offset, v, w = digits(a.width) + 2);
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn poke(host: &Host, a: PokeArgs) -> anyhow::Result<ExitCode> {
-    let info = pci::describe(host, &a.device)?;
+    let info = target::describe(host, &a.device)?;
     if !a.allow_write && !info.simulated {
         anyhow::bail!(pcibench::Error::Refused(format!(
             "poke writes to {} BAR{}: add --allow-write to consent to writing this device",
             info.address, a.bar
         )));
     }
-    let dev = open_device(host, &a.device, &info, a.via.map(ViaArg::via))?;
-    let region = dev.open_bar(a.bar, Mapping::Uc, IoMode::Mmap)?;
+    let s = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
+    let region = s.dev.open_bar(a.bar, Mapping::Uc, IoMode::Mmap)?;
     regs::poke(region.as_ref(), a.offset, a.width, a.value)?;
-    println!("{} BAR{}+{:#x} <- {:#0w$x}", info.address, a.bar, a.offset, a.value, w = digits(a.width) + 2);
+    println!("{} BAR{}+{:#x} <- {:#0w$x}", s.info.address, a.bar, a.offset, a.value, w = digits(a.width) + 2);
     Ok(ExitCode::SUCCESS)
 }

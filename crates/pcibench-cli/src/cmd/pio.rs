@@ -1,12 +1,16 @@
-use super::{open_device, parse_target, print_json, progress_bar};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
-use pcibench::bench::pio::{self, MapMode, PioPlan, Verdict};
+use pcibench::bench::clock::MonotonicClock;
+use pcibench::bench::pio::{self, MapMode, PioPlan, PioTarget};
+use pcibench::bench::sampler::{Progress as _, Sampling};
+use pcibench::bench::timer::TimerOverhead;
 use pcibench::dma::Direction;
 use pcibench::host::Host;
 use pcibench::mmio::Width;
-use pcibench::pci::{self, Target};
-use pcibench::report::pio as out;
+use pcibench::report;
+use pcibench::session::Session;
+use pcibench::target::Target;
 use pcibench::units::{parse_size, parse_size_list};
 use std::process::ExitCode;
 
@@ -23,13 +27,6 @@ pub enum DirArg {
     H2c,
     C2h,
     Both,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-pub enum Format {
-    Table,
-    Seed,
-    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -89,19 +86,16 @@ pub struct PioArgs {
     /// Allow host-to-card writes to this device's BARs (not needed for sim).
     #[arg(long)]
     allow_write: bool,
-    #[arg(long, value_enum, default_value = "table")]
-    format: Format,
-    /// Same as --format json.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: MeasureArgs,
     /// Also print per-transfer latency percentiles.
     #[arg(long)]
     latency: bool,
 }
 
 pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
-    let info = pci::describe(host, &a.device)?;
-    let dev = open_device(host, &a.device, &info, a.via.map(ViaArg::via))?;
+    let session = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
+    let (info, dev) = (&session.info, &session.dev);
     let mut widths = Vec::new();
     let mut strict_width = true;
     for w in &a.widths {
@@ -122,19 +116,7 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
     for s in &a.sizes {
         sizes.extend(parse_size_list(s)?);
     }
-    let bars = if a.bars.is_empty() { super::default_pio_bars(&info, dev.as_ref()) } else { a.bars.clone() };
-    for b in &bars {
-        match info.bar(*b) {
-            None => anyhow::bail!(pcibench::Error::usage(format!(
-                "{} has no BAR{b}: `pcibench info {}` lists its BARs",
-                info.address, info.address
-            ))),
-            Some(bar) if !bar.is_memory() => anyhow::bail!(pcibench::Error::Refused(format!(
-                "BAR{b} is an I/O port BAR: it cannot be memory-mapped (only memory BARs have PIO mappings); use --bar with a memory BAR"
-            ))),
-            _ => {}
-        }
-    }
+    let bars = session.pio_bars(&a.bars)?;
     let plan = PioPlan {
         bars,
         maps,
@@ -151,29 +133,40 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
             IoArg::Mmap => IoMode::Mmap,
             IoArg::Syscall => IoMode::Syscall,
         },
-        allow_write: a.allow_write || info.simulated,
+        allow_write: session.may_write(a.allow_write),
         strict_map: !matches!(a.map, MapArg::All),
         strict_width,
     };
-    let link = info.link.as_ref().and_then(|l| l.model_link());
-    let mut bar = progress_bar(plan.planned_bytes(), "pio");
-    let report = pio::run(dev.as_ref(), &info.address, info.simulated, link, &plan, &mut |n| bar.inc(n))?;
-    bar.finish_and_clear();
-    let format = if a.json { Format::Json } else { a.format };
-    match format {
-        Format::Json => print_json(&report)?,
-        Format::Seed => print!("{}", out::seed_format(&report)),
-        Format::Table => {
-            print!("{}", out::table(&report));
-            if a.latency {
-                print!("{}", out::latency_table(&report));
-            }
-        }
-    }
-    let bad = report.results.iter().any(|r| matches!(r.verify, Some(Verdict::Mismatch { .. })));
-    if bad {
+    let m = session.measuring(a.common.placement(), &command_line())?;
+    let stop = interrupt_flag();
+    let mut progress = Progress::new();
+    progress.begin("pio", plan.planned_bytes());
+    let clock = MonotonicClock;
+    let mut sampling = Sampling {
+        clock: &clock,
+        overhead: TimerOverhead::measure(&clock),
+        stop: &stop,
+        progress: &mut progress,
+        health: m.health.as_ref(),
+    };
+    let t = PioTarget {
+        dev: dev.as_ref(),
+        device: &info.address,
+        simulated: info.simulated,
+        link: m.link,
+        bar_sizes: session.bar_sizes(),
+    };
+    let mut result = pio::run(&t, &plan, &mut sampling)?;
+    progress.end();
+    m.finish(&mut result);
+    let exporter = report::exporter(a.common.format(), report::Options { latency: a.latency });
+    print!("{}", exporter.report(&result)?);
+    if result.mismatched() {
         eprintln!("pcibench: data did not verify: see the MISMATCH rows (offset, expected, found)");
         return Ok(ExitCode::from(1));
+    }
+    if result.interrupted {
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,16 +1,10 @@
-use super::dma::{DmaArgs, EngineArg};
-use super::pio::{DirArg, Format};
-use super::{open_device, parse_target, progress_bar};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::Args;
-use pcibench::access::IoMode;
-use pcibench::bench::pio::{self, MapMode, PioPlan, Verdict};
-use pcibench::dma::engines::edu;
-use pcibench::dma::Direction;
+use pcibench::bench::clock::MonotonicClock;
 use pcibench::host::Host;
-use pcibench::mmio::{self, Width};
-use pcibench::pci::{self, DeviceInfo, Target};
-use pcibench::report::info::info_text;
-use pcibench::report::pio as pio_out;
+use pcibench::report;
+use pcibench::suite::{self, SuiteOptions};
+use pcibench::target::Target;
 use pcibench::units::parse_size;
 use std::process::ExitCode;
 
@@ -22,105 +16,38 @@ pub struct RunArgs {
     /// Allow PIO writes (host-to-card) on a real device; without it PIO only reads.
     #[arg(long)]
     allow_write: bool,
-    /// Allow the DMA suite on a real device with a known engine (edu, xdma).
+    /// Allow the DMA suite on a real device with an engine pcibench drives.
     #[arg(long)]
     allow_dma: bool,
     /// Bytes per PIO/DMA configuration (default: 64M on sim, 4M on a real device).
     #[arg(long)]
     total: Option<String>,
-}
-
-/// The widest plain SIMD routine this CPU has, for the suite's PIO rows.
-fn widest() -> Width {
-    [Width::V512, Width::V256, Width::V128].into_iter().find(|w| mmio::available(*w).is_ok()).unwrap_or(Width::B64)
-}
-
-/// Which DMA engine the suite can drive on this device, if any.
-fn engine_for(info: &DeviceInfo) -> Option<EngineArg> {
-    if info.simulated {
-        Some(EngineArg::Sim)
-    } else if (info.vendor_id, info.device_id) == (edu::EDU_VENDOR, edu::EDU_DEVICE) {
-        Some(EngineArg::Edu)
-    } else if info.vendor_id == 0x10ee {
-        Some(EngineArg::Xdma)
-    } else {
-        None
-    }
+    #[command(flatten)]
+    common: MeasureArgs,
 }
 
 pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
-    let info = pci::describe(host, &a.device)?;
-    println!("== info");
-    print!("{}", info_text(&info));
-    for w in &info.warnings {
+    let opts = SuiteOptions {
+        allow_write: a.allow_write,
+        allow_dma: a.allow_dma,
+        total: a.total.as_deref().map(parse_size).transpose()?,
+        placement: a.common.placement(),
+        args: command_line(),
+    };
+    let stop = interrupt_flag();
+    let mut progress = Progress::new();
+    let result = suite::run(host, &a.device, &opts, &MonotonicClock, &stop, &mut progress)?;
+    for w in &result.info.warnings {
         eprintln!("warning: {w}");
     }
-    let total = match &a.total {
-        Some(t) => parse_size(t)?,
-        None if info.simulated => 64 << 20,
-        None => 4 << 20,
-    };
-    let mut failed = false;
-
-    println!("\n== PIO");
-    let dev = open_device(host, &a.device, &info, None)?;
-    let allow_write = a.allow_write || info.simulated;
-    let plan = PioPlan {
-        bars: super::default_pio_bars(&info, dev.as_ref()),
-        maps: MapMode::ALL.to_vec(),
-        dirs: if allow_write { vec![Direction::H2c, Direction::C2h] } else { vec![Direction::C2h] },
-        widths: vec![Width::B64, widest(), Width::Memcpy],
-        sizes: Vec::new(),
-        total,
-        offset: 0,
-        io: IoMode::Mmap,
-        allow_write,
-        strict_map: false,
-        strict_width: false,
-    };
-    if !allow_write {
-        println!("(reads only: add --allow-write to measure and verify host-to-card writes)");
-    }
-    let link = info.link.as_ref().and_then(|l| l.model_link());
-    let mut bar = progress_bar(plan.planned_bytes(), "pio");
-    let report = pio::run(dev.as_ref(), &info.address, info.simulated, link, &plan, &mut |n| bar.inc(n))?;
-    bar.finish_and_clear();
-    print!("{}", pio_out::table(&report));
-    failed |= report.results.iter().any(|r| matches!(r.verify, Some(Verdict::Mismatch { .. })));
-    drop(dev);
-
-    println!("\n== DMA");
-    match engine_for(&info) {
-        None => println!("no DMA engine pcibench knows on {} ({}): skipped", info.address, info.ids()),
-        Some(_) if !a.allow_dma && !info.simulated => {
-            println!("skipped: add --allow-dma to let the card's engine read and write host memory")
-        }
-        Some(engine) => {
-            let args = DmaArgs {
-                device: a.device,
-                engine,
-                via: None,
-                buffer: "hugepage".into(),
-                dir: DirArg::Both,
-                sizes: Vec::new(),
-                total: a.total.clone().or_else(|| info.simulated.then(|| "64M".to_string())),
-                card_addr: "0".into(),
-                card_size: None,
-                channel: 0,
-                dma_bits: None,
-                timeout_ms: 2000,
-                allow_dma: a.allow_dma,
-                format: Format::Table,
-                json: false,
-            };
-            let (_, report) = super::dma::measure(host, &args)?;
-            super::dma::print(&report, Format::Table)?;
-            failed |= report.results.iter().any(|r| r.verified == Some(false));
-        }
-    }
-    if failed {
+    let exporter = report::exporter(a.common.format(), report::Options::default());
+    print!("{}", exporter.suite(&result)?);
+    if result.parts().any(|r| r.mismatched()) {
         eprintln!("pcibench: data did not verify: see the MISMATCH rows");
         return Ok(ExitCode::from(1));
+    }
+    if result.interrupted() {
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }

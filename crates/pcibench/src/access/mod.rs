@@ -1,6 +1,8 @@
-//! Access paths: how the host reaches a device's BARs and config space.
-//! One file per path behind two small traits: `DeviceAccess` (an opened device) and
-//! `BarRegion` (one reachable BAR). sysfs.rs, vfio/, sim.rs implement them.
+//! Access paths: how the host reaches a device's BARs, config space and (for DMA) how the device
+//! reaches host memory. One file per path behind small traits: `DeviceAccess` (an opened
+//! device), `BarRegion` (one reachable BAR) and `IommuMap` (the IOMMU boundary for DMA buffers).
+//! sysfs.rs, vfio/ and sim.rs implement them. Nothing here knows a DMA engine or a buffer kind:
+//! `dma` builds on `DeviceAccess::dma_path`.
 
 pub mod mapped;
 pub mod regs;
@@ -8,16 +10,17 @@ pub mod sim;
 pub mod sysfs;
 pub mod vfio;
 
-use crate::dma::{BufferSource, DmaAllocator};
 use crate::host::Host;
 use crate::mmio::Width;
-use crate::pci::{DeviceInfo, PciAddress, Target};
+use crate::pci::{DeviceInfo, PciAddress};
+use crate::sim::host_map::HostMap;
 use crate::{Error, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 /// `--via`: the access path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Via {
     Sysfs,
@@ -38,7 +41,7 @@ impl fmt::Display for Via {
 }
 
 /// The memory type of a BAR mapping (`--map`; `wc-flush` is WC plus a read in the timed part).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mapping {
     /// Uncached-minus (UC-): sysfs resourceN, every VFIO mmap.
@@ -57,7 +60,7 @@ impl fmt::Display for Mapping {
 }
 
 /// How bulk transfers reach the BAR: through a CPU mapping, or one pread/pwrite per access.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IoMode {
     Mmap,
@@ -94,10 +97,8 @@ pub trait DeviceAccess: Send + Sync {
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>>;
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()>;
-    /// An allocator for buffers from `source` the device can reach within `dma_bits` address bits.
-    /// (Bus Master is the DMA runner's business: `BusMaster`.)
-    fn dma_allocator(&self, source: &BufferSource, dma_bits: u32) -> Result<Box<dyn DmaAllocator>> {
-        let _ = (source, dma_bits);
+    /// How the device reaches host memory on this path (what DMA buffers must be made of).
+    fn dma_path(&self) -> Result<DmaPath> {
         Err(Error::Unsupported(format!(
             "DMA is not available through {}: bind the device to vfio-pci (sudo pcibench setup ADDR --vfio) and use --via vfio or vfio-noiommu",
             self.via()
@@ -105,10 +106,31 @@ pub trait DeviceAccess: Send + Sync {
     }
 }
 
+/// The IOMMU boundary: makes process memory reachable by the device at an I/O virtual address.
+/// The VFIO type1 container implements it; an iommufd IOAS would be a second implementation.
+pub trait IommuMap: Send + Sync {
+    /// Map `len` bytes at process address `vaddr` for device reads and writes, at an IOVA
+    /// aligned to `align` whose last byte fits in `dma_bits` address bits. Returns the IOVA.
+    fn map_dma(&self, vaddr: u64, len: u64, align: u64, dma_bits: u32) -> Result<u64>;
+    /// Undo `map_dma`.
+    fn unmap_dma(&self, iova: u64, len: u64) -> Result<()>;
+}
+
+/// How a device on an access path reaches host memory.
+#[derive(Clone)]
+pub enum DmaPath {
+    /// Behind an IOMMU: buffers are mapped through this and the card is given IOVAs.
+    Iommu(Arc<dyn IommuMap>),
+    /// No IOMMU (VFIO no-IOMMU): the card is given CPU physical addresses.
+    Physical,
+    /// A simulated card: buffers are registered in its view of host memory.
+    Sim(Arc<HostMap>),
+}
+
 /// Open a PCI device on the access path `via`, or on the default one:
 /// sysfs when no driver is bound, VFIO (type1 or no-IOMMU, as its group says) when bound to
-/// vfio-pci. A device bound to any other driver is refused. The sim card is not opened here:
-/// the CLI dispatches `Target::Sim` to `access::sim` itself.
+/// vfio-pci. A device bound to any other driver is refused. Simulated cards are opened by
+/// `access::sim` (see `target::open`).
 pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
     if info.simulated || via == Some(Via::Sim) {
         return Err(Error::usage(format!(
@@ -129,35 +151,6 @@ pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<B
         (None, Some(v)) => Err(Error::Refused(format!(
             "{addr} has no driver bound, so --via {v} cannot reach it: bind it to vfio-pci first: sudo pcibench setup {addr} --vfio (or use --via sysfs)"
         ))),
-    }
-}
-
-/// Open any target: the sim card on its own path, a PCI device as `open_device` decides.
-pub fn open(host: &Host, target: &Target, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
-    match target {
-        Target::Sim => {
-            if via.is_some_and(|v| v != Via::Sim) {
-                return Err(Error::usage(
-                    "the simulated card has its own access path: drop --via (sysfs and VFIO need a real device)",
-                ));
-            }
-            Ok(Box::new(crate::access::sim::SimDevice::new()?))
-        }
-        Target::Pci(_) => open_device(host, info, via),
-    }
-}
-
-/// BARs that hold a DMA engine's registers, which PIO must not fill with patterns. Probed only
-/// on the sim card and Xilinx devices (10ee), where XDMA's identifier rule applies; reading
-/// arbitrary registers of unknown hardware could have side effects.
-pub fn dma_register_bars(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<u8> {
-    if !(info.simulated || info.vendor_id == 0x10ee) {
-        return Vec::new();
-    }
-    let bars: Vec<u8> = info.bars.iter().filter(|b| b.is_memory()).map(|b| b.index).collect();
-    match crate::dma::engines::xdma::find_dma_bar(dev, &bars) {
-        Ok(Some(b)) => vec![b],
-        _ => Vec::new(),
     }
 }
 

@@ -1,62 +1,57 @@
-//! The `sim` access path: the simulated card as a device. BAR0 (1 MiB) and BAR2 (128 KiB) are
-//! plain host memory, BAR4 (64 KiB) is the XDMA register block of the sim card's DMA engine,
-//! and config space is a 256-byte model. Its figures are host-memory figures ("simulated card").
+//! The `sim` access path: a simulated card (`crate::sim`) as a device. Memory BARs are host
+//! memory with a CPU pointer; register BARs go to the engine model, access by access; config
+//! space is a 256-byte model built from the card's `DeviceInfo`. Its figures are host-memory
+//! figures ("simulated card").
 
-use super::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
-use crate::dma::{BufferSource, DmaAllocator};
+use super::{BarRegion, DeviceAccess, DmaPath, IoMode, Mapping, Via};
 use crate::mmio::Width;
 use crate::pci::config::CMD_BUS_MASTER;
 use crate::sim::config_space::ConfigSpace;
-use crate::sim::host_map::HostMap;
 use crate::sim::mem::Pages;
-use crate::sim::xdma_model::{XdmaModel, XdmaModelConfig, XDMA_BAR_LEN};
-use crate::sim::SIM_BARS;
+use crate::sim::{RegisterModel, SimBar, SimCard, SimId};
 use crate::{Error, Result};
 use std::sync::{Arc, Mutex};
 
-/// The BAR holding the sim card's XDMA registers.
-pub const SIM_DMA_BAR: u8 = 4;
+pub use crate::sim::xdma_card::SIM_DMA_BAR;
 
-/// The simulated card, opened.
+/// A simulated card, opened.
 pub struct SimDevice {
+    name: &'static str,
     config: Mutex<ConfigSpace>,
-    bar0: Arc<Pages>,
-    bar2: Arc<Pages>,
-    xdma: Arc<XdmaModel>,
-    host: Arc<HostMap>,
+    card: SimCard,
 }
 
 impl SimDevice {
-    /// The standard sim card: one H2C and one C2H channel over 0x128000 bytes of card memory.
+    /// A fresh instance of the simulated card `id`.
+    pub fn open(id: SimId) -> Result<SimDevice> {
+        let spec = id.spec();
+        Ok(SimDevice::from_card(spec.name(), &spec.info(), spec.build()?))
+    }
+
+    /// The default card, `sim`.
     pub fn new() -> Result<SimDevice> {
-        Self::with_xdma(XdmaModelConfig::default())
+        SimDevice::open(SimId::DEFAULT)
     }
 
-    /// A sim card whose DMA engine is built with `cfg` (channel counts, card memory, alignment).
-    pub fn with_xdma(cfg: XdmaModelConfig) -> Result<SimDevice> {
-        let size = |i: u8| SIM_BARS.iter().find(|b| b.0 == i).map_or(0, |b| b.1 as usize);
-        let host = HostMap::new();
-        Ok(SimDevice {
-            config: Mutex::new(ConfigSpace::new()),
-            bar0: Arc::new(Pages::new("BAR0", size(0))?),
-            bar2: Arc::new(Pages::new("BAR2", size(2))?),
-            xdma: Arc::new(XdmaModel::new(cfg, Arc::clone(&host))?),
-            host,
-        })
+    /// A card built by the caller (tests build the `sim` card with a custom engine).
+    pub fn from_card(name: &'static str, info: &crate::pci::DeviceInfo, card: SimCard) -> SimDevice {
+        SimDevice { name, config: Mutex::new(ConfigSpace::from_info(info)), card }
     }
 
-    /// The DMA engine model (card memory access and test hooks).
-    pub fn xdma_model(&self) -> &XdmaModel {
-        &self.xdma
-    }
-
-    /// The card's view of host memory, where `SimAllocator` registers buffers.
-    pub fn host_map(&self) -> &Arc<HostMap> {
-        &self.host
+    /// The card's view of host memory, where its DMA buffers are registered.
+    pub fn host_map(&self) -> &Arc<crate::sim::host_map::HostMap> {
+        &self.card.host
     }
 
     fn config(&self) -> std::sync::MutexGuard<'_, ConfigSpace> {
         self.config.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn registers(&self) -> impl Iterator<Item = &Arc<dyn RegisterModel>> {
+        self.card.bars.iter().filter_map(|(_, b)| match b {
+            SimBar::Registers(m) => Some(m),
+            SimBar::Memory(_) => None,
+        })
     }
 }
 
@@ -66,13 +61,18 @@ impl DeviceAccess for SimDevice {
     }
 
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>> {
-        match index {
-            0 => Ok(Box::new(SimMemBar { index, mem: Arc::clone(&self.bar0), mapping, io })),
-            2 => Ok(Box::new(SimMemBar { index, mem: Arc::clone(&self.bar2), mapping, io })),
-            SIM_DMA_BAR => Ok(Box::new(SimRegBar { model: Arc::clone(&self.xdma), mapping })),
-            _ => Err(Error::Refused(format!(
-                "the sim card has BARs 0, 2 and 4; BAR{index} does not exist (run `pcibench info sim`)"
-            ))),
+        match self.card.bars.iter().find(|(i, _)| *i == index) {
+            Some((_, SimBar::Memory(mem))) => Ok(Box::new(SimMemBar { index, mem: Arc::clone(mem), mapping, io })),
+            Some((_, SimBar::Registers(model))) => Ok(Box::new(SimRegBar { index, model: Arc::clone(model), mapping })),
+            None => {
+                let have: Vec<String> = self.card.bars.iter().map(|(i, _)| i.to_string()).collect();
+                Err(Error::Refused(format!(
+                    "{} has BARs {}; BAR{index} does not exist (run `pcibench info {}`)",
+                    self.name,
+                    have.join(", "),
+                    self.name
+                )))
+            }
         }
     }
 
@@ -80,17 +80,20 @@ impl DeviceAccess for SimDevice {
         self.config().read(offset, buf)
     }
 
-    /// Sim buffers live in process memory the sim card's engine may touch (its "IOMMU" is the
-    /// registry of these buffers); the source and width do not change that.
-    fn dma_allocator(&self, _source: &BufferSource, _dma_bits: u32) -> Result<Box<dyn DmaAllocator>> {
-        Ok(Box::new(crate::dma::buffers::sim::SimAllocator::new(self)))
-    }
-
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
         let mut c = self.config();
         c.write(offset, data)?;
-        self.xdma.set_bus_master(c.command() & CMD_BUS_MASTER != 0);
+        let on = c.command() & CMD_BUS_MASTER != 0;
+        for m in self.registers() {
+            m.set_bus_master(on);
+        }
         Ok(())
+    }
+
+    /// Sim buffers live in process memory the card's engines may touch: its "IOMMU" is the
+    /// registry of these buffers (the host map).
+    fn dma_path(&self) -> Result<DmaPath> {
+        Ok(DmaPath::Sim(Arc::clone(&self.card.host)))
     }
 }
 
@@ -116,7 +119,7 @@ fn scalar_bytes(index: u8, width: Width) -> Result<usize> {
     }
 }
 
-/// BAR0/BAR2: host memory standing in for card memory behind a BAR.
+/// A memory BAR: host memory standing in for card memory behind a BAR.
 struct SimMemBar {
     index: u8,
     mem: Arc<Pages>,
@@ -162,29 +165,19 @@ impl BarRegion for SimMemBar {
     }
 }
 
-/// BAR4: the XDMA register block. No CPU mapping: every access goes to the register model.
+/// A register BAR: no CPU mapping, every access goes to the engine model.
 struct SimRegBar {
-    model: Arc<XdmaModel>,
+    index: u8,
+    model: Arc<dyn RegisterModel>,
     mapping: Mapping,
-}
-
-impl SimRegBar {
-    fn only_32(&self, width: Width) -> Result<()> {
-        if width == Width::B32 {
-            return Ok(());
-        }
-        Err(Error::Refused(format!(
-            "XDMA registers are 32-bit only: BAR{SIM_DMA_BAR} of the sim card refuses {width}-wide access (use --width 32)"
-        )))
-    }
 }
 
 impl BarRegion for SimRegBar {
     fn index(&self) -> u8 {
-        SIM_DMA_BAR
+        self.index
     }
     fn len(&self) -> u64 {
-        XDMA_BAR_LEN
+        self.model.size()
     }
     fn mapping(&self) -> Mapping {
         self.mapping
@@ -196,29 +189,35 @@ impl BarRegion for SimRegBar {
         None
     }
     fn read(&self, offset: u64, width: Width) -> Result<u64> {
-        self.only_32(width)?;
-        check(SIM_DMA_BAR, XDMA_BAR_LEN, offset, 4, 4)?;
-        Ok(self.model.read32(offset) as u64)
+        self.model.check_width(self.index, width)?;
+        let n = scalar_bytes(self.index, width)?;
+        check(self.index, self.len(), offset, n as u64, n)?;
+        Ok(self.model.read(offset, width))
     }
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
-        self.only_32(width)?;
-        check(SIM_DMA_BAR, XDMA_BAR_LEN, offset, 4, 4)?;
-        self.model.write32(offset, value as u32)
+        self.model.check_width(self.index, width)?;
+        let n = scalar_bytes(self.index, width)?;
+        check(self.index, self.len(), offset, n as u64, n)?;
+        self.model.write(offset, width, value)
     }
     fn read_bulk(&self, offset: u64, buf: &mut [u8], width: Width) -> Result<()> {
-        self.only_32(width)?;
-        check(SIM_DMA_BAR, XDMA_BAR_LEN, offset, buf.len() as u64, 4)?;
-        for (i, word) in buf.chunks_exact_mut(4).enumerate() {
-            word.copy_from_slice(&self.model.read32(offset + 4 * i as u64).to_le_bytes());
+        self.model.check_width(self.index, width)?;
+        let n = scalar_bytes(self.index, width)?;
+        check(self.index, self.len(), offset, buf.len() as u64, n)?;
+        for (i, chunk) in buf.chunks_exact_mut(n).enumerate() {
+            let v = self.model.read(offset + (i * n) as u64, width);
+            chunk.copy_from_slice(&v.to_le_bytes()[..n]);
         }
         Ok(())
     }
     fn write_bulk(&self, offset: u64, buf: &[u8], width: Width) -> Result<()> {
-        self.only_32(width)?;
-        check(SIM_DMA_BAR, XDMA_BAR_LEN, offset, buf.len() as u64, 4)?;
-        for (i, word) in buf.chunks_exact(4).enumerate() {
-            let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
-            self.model.write32(offset + 4 * i as u64, v)?;
+        self.model.check_width(self.index, width)?;
+        let n = scalar_bytes(self.index, width)?;
+        check(self.index, self.len(), offset, buf.len() as u64, n)?;
+        for (i, chunk) in buf.chunks_exact(n).enumerate() {
+            let mut b = [0u8; 8];
+            b[..n].copy_from_slice(chunk);
+            self.model.write(offset + (i * n) as u64, width, u64::from_le_bytes(b))?;
         }
         Ok(())
     }

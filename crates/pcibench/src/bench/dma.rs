@@ -1,18 +1,16 @@
 //! The DMA runner: per direction × size, timed engine transfers between a host buffer and card
 //! memory, statistics, the link model's limit, and a pattern sent to the card and brought back
-//! into a second buffer, verified. Ctrl-C (the `stop` flag) stops the engine and keeps the
-//! samples gathered so far.
+//! into a second buffer, verified. A stop request (the sampler's flag) stops the engine and keeps
+//! the samples gathered so far.
 
-use super::pattern::{verify, Mismatch, Pattern};
-use super::stats::{Samples, Stats};
-use super::timer::{calibrate, TimerOverhead};
-use crate::access::{BusMaster, DeviceAccess, Via};
-use crate::dma::{Addressing, Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
+use super::pattern::{verify, Pattern};
+use super::result::{Kind, Note, Report, Row, Verify};
+use super::sampler::Sampling;
+use crate::access::{BusMaster, DeviceAccess};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::pci::link::Link;
 use crate::{Error, Result};
-use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct DmaPlan {
@@ -24,33 +22,6 @@ pub struct DmaPlan {
     pub timeout: Duration,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct DmaResult {
-    pub dir: Direction,
-    pub size: u64,
-    pub stats: Option<Stats>,
-    pub limit_mbps: Option<f64>,
-    pub efficiency_pct: Option<f64>,
-    pub verified: Option<bool>,
-    pub mismatch: Option<Mismatch>,
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct DmaReport {
-    pub device: String,
-    pub simulated: bool,
-    pub engine: String,
-    pub via: Via,
-    pub addressing: Addressing,
-    pub buffer: String,
-    pub timer_overhead_ns: f64,
-    pub results: Vec<DmaResult>,
-    /// True when Ctrl-C ended the run early (the samples so far are reported).
-    pub interrupted: bool,
-    pub warnings: Vec<String>,
-}
-
 pub struct DmaSetup<'a> {
     pub dev: &'a dyn DeviceAccess,
     pub device: &'a str,
@@ -60,8 +31,8 @@ pub struct DmaSetup<'a> {
     pub alloc: &'a dyn DmaAllocator,
 }
 
-pub fn run(s: DmaSetup, plan: &DmaPlan, stop: &AtomicBool, progress: &mut dyn FnMut(u64)) -> Result<DmaReport> {
-    let engine = s.engine;
+/// Every size must fit the engine's card window from `card_addr` and one transfer.
+fn sizes(engine: &dyn Engine, plan: &DmaPlan) -> Result<Vec<u64>> {
     let card_room = engine.card_size().checked_sub(plan.card_addr).filter(|r| *r > 0).ok_or_else(|| {
         Error::usage(format!(
             "--card-addr {:#x} is outside the engine's {:#x} bytes of card memory",
@@ -87,23 +58,21 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, stop: &AtomicBool, progress: &mut dyn Fn
             )));
         }
     }
+    Ok(sizes)
+}
+
+pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Report> {
+    let engine = s.engine;
+    let sizes = sizes(engine, plan)?;
+    super::sampler::check_total(plan.total, &sizes)?;
     let max = *sizes.iter().max().unwrap_or(&0) as usize;
     let src = s.alloc.alloc(max)?;
     let dst = s.alloc.alloc(max)?;
     let _bm = BusMaster::enable(s.dev)?;
-    let timer = TimerOverhead::measure();
-    let mut report = DmaReport {
-        device: s.device.into(),
-        simulated: s.simulated,
-        engine: engine.name().into(),
-        via: s.dev.via(),
-        addressing: src.addressing(),
-        buffer: src.describe(),
-        timer_overhead_ns: timer.median_s * 1e9,
-        results: Vec::new(),
-        interrupted: false,
-        warnings: Vec::new(),
-    };
+    let mut report = Report::new(Kind::Dma, s.device, s.simulated, s.dev.via(), sampling.overhead.median_s * 1e9);
+    report.engine = Some(engine.name().into());
+    report.addressing = Some(src.addressing());
+    report.buffer = Some(src.describe());
     let mut pattern = Pattern::fresh();
     'sizes: for &size in &sizes {
         pattern = pattern.successor();
@@ -124,36 +93,25 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, stop: &AtomicBool, progress: &mut dyn Fn
             let buf: &dyn DmaBuffer = if dir == Direction::H2c { src.as_ref() } else { dst.as_ref() };
             let t = Transfer { dir, buf_offset: 0, card_addr: plan.card_addr, len: size };
             engine.prepare(buf, &t)?;
-            timed_run(engine, plan.timeout)?;
-            let batch = calibrate(&timer, |k| {
+            let sampled = sampling.run(size, plan.total, |k| {
                 for _ in 0..k {
                     timed_run(engine, plan.timeout)?;
                 }
-                Ok::<(), Error>(())
+                Ok(())
             })?;
-            let mut notes = Vec::new();
-            if batch > 1 {
-                notes.push(format!(
-                    "batched {batch} transfers per sample (timer overhead {:.0} ns)",
-                    timer.median_s * 1e9
-                ));
-            }
-            let samples = (plan.total / size).max(1).div_ceil(batch);
-            let mut smp = Samples::new(size, batch);
-            for _ in 0..samples {
-                if stop.load(Ordering::Relaxed) {
-                    report.interrupted = true;
-                    let status = engine.stop()?;
-                    notes.push(format!("interrupted by Ctrl-C: engine stopped ({status})"));
-                    push(&mut report, dir, size, &smp, s.link, None, notes);
-                    break 'sizes;
-                }
-                let t = Instant::now();
-                for _ in 0..batch {
-                    timed_run(engine, plan.timeout)?;
-                }
-                smp.secs.push(t.elapsed().as_secs_f64());
-                progress(size * batch);
+            let mut row = Row::new(dir, size);
+            // The card reads host memory for h2c (requests and completions) and writes it for c2h.
+            let limit = s.link.map(|l| match dir {
+                Direction::H2c => l.read_bps(size) / 1e6,
+                Direction::C2h => l.write_bps(size) / 1e6,
+            });
+            row.measured(&sampled, limit, sampling.overhead.median_s * 1e9);
+            if sampled.interrupted {
+                report.interrupted = true;
+                let status = engine.stop()?;
+                row.notes.push(Note::Interrupted { engine: Some(status) });
+                report.results.push(row);
+                break 'sizes;
             }
             let got = if dir == Direction::H2c {
                 on_card = true;
@@ -165,11 +123,14 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, stop: &AtomicBool, progress: &mut dyn Fn
             } else {
                 read(dst.as_ref(), size)
             };
-            let v = verify(&expected, &got, 0);
-            if let Err(m) = &v {
-                report.warnings.push(format!("{dir} size {size}: {m}"));
-            }
-            push(&mut report, dir, size, &smp, s.link, Some(v), notes);
+            row.verify = Some(match verify(&expected, &got, 0) {
+                Ok(()) => Verify::Ok,
+                Err(m) => {
+                    report.warnings.push(format!("{dir} size {size}: {m}"));
+                    Verify::Mismatch { mismatch: m }
+                }
+            });
+            report.results.push(row);
         }
     }
     Ok(report)
@@ -197,37 +158,6 @@ fn read(buf: &dyn DmaBuffer, size: u64) -> Vec<u8> {
     // SAFETY: `buf` is live and at least `size` bytes; the engine is idle after `run` returned.
     unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), v.as_mut_ptr(), size as usize) };
     v
-}
-
-fn push(
-    r: &mut DmaReport,
-    dir: Direction,
-    size: u64,
-    s: &Samples,
-    link: Option<Link>,
-    v: Option<std::result::Result<(), Mismatch>>,
-    notes: Vec<String>,
-) {
-    let stats = s.stats();
-    // The card reads host memory for h2c (requests and completions) and writes it for c2h.
-    let limit = link.map(|l| match dir {
-        Direction::H2c => l.read_bps(size) / 1e6,
-        Direction::C2h => l.write_bps(size) / 1e6,
-    });
-    let eff = match (&stats, limit) {
-        (Some(st), Some(l)) if l > 0.0 => Some(st.mean_mbps / l * 100.0),
-        _ => None,
-    };
-    r.results.push(DmaResult {
-        dir,
-        size,
-        stats,
-        limit_mbps: limit,
-        efficiency_pct: eff,
-        verified: v.as_ref().map(|x| x.is_ok()),
-        mismatch: v.and_then(|x| x.err()),
-        notes,
-    });
 }
 
 #[cfg(test)]

@@ -2,9 +2,13 @@
 //! mastering restored, timeouts stop the engine, Ctrl-C keeps the samples so far.
 
 use super::*;
-use crate::access::{BarRegion, IoMode, Mapping};
+use crate::access::{BarRegion, IoMode, Mapping, Via};
+use crate::bench::clock::{Clock, FakeClock, MonotonicClock};
+use crate::bench::timer::TimerOverhead;
+use crate::dma::Addressing;
 use crate::dma::Segment;
 use crate::pci::config::COMMAND;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 struct HeapBuf {
@@ -133,6 +137,26 @@ fn plan() -> DmaPlan {
     }
 }
 
+/// Run `p` with the real clock; returns the report and the bytes reported as moved.
+fn go(dev: &CfgDev, e: &mut MockEngine, p: &DmaPlan, stop: &AtomicBool) -> Result<(Report, u64)> {
+    go_with(dev, e, p, stop, &MonotonicClock)
+}
+
+fn go_with(
+    dev: &CfgDev,
+    e: &mut MockEngine,
+    p: &DmaPlan,
+    stop: &AtomicBool,
+    clock: &dyn Clock,
+) -> Result<(Report, u64)> {
+    let mut moved = 0;
+    let mut progress = |n| moved += n;
+    let mut s =
+        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: &mut progress, health: None };
+    let r = run(setup(dev, e), p, &mut s)?;
+    Ok((r, moved))
+}
+
 fn setup<'a>(dev: &'a CfgDev, e: &'a mut MockEngine) -> DmaSetup<'a> {
     DmaSetup {
         dev,
@@ -149,16 +173,18 @@ fn both_directions_verified_and_bus_master_restored() {
     let dev = CfgDev { command: Mutex::new(0x0002) };
     let mut e = MockEngine { card: vec![0; 0x10000], ..Default::default() };
     let stop = AtomicBool::new(false);
-    let mut moved = 0;
-    let r = run(setup(&dev, &mut e), &plan(), &stop, &mut |n| moved += n).unwrap();
+    // 10 ns per clock reading, 2 µs per engine run plus 2000 bytes per µs: one 64 KiB transfer
+    // takes 34768 ns, one per sample, 16 samples for 1 MiB.
+    let clock = FakeClock::new(10, 2000, 2000);
+    let (r, moved) = go_with(&dev, &mut e, &plan(), &stop, &clock).unwrap();
     assert_eq!(r.results.len(), 2);
     let mut timed = 0;
     for x in &r.results {
         assert_eq!(x.size, 0x10000);
-        assert_eq!(x.verified, Some(true));
+        assert_eq!(x.verify, Some(Verify::Ok));
         let st = x.stats.as_ref().unwrap();
-        // 16 transfers reach --total; samples are whole batches.
-        assert!(st.transfers >= 16 && st.transfers % st.batch == 0 && st.transfers - 16 < st.batch, "{st:?}");
+        assert_eq!((st.transfers, st.samples, st.batch), (16, 16, 1), "{st:?}");
+        assert!((st.median_mbps - 65536.0 / 34778e-9 / 1e6).abs() < 1e-6, "{st:?}");
         timed += st.bytes;
     }
     assert_eq!(moved, timed);
@@ -174,16 +200,15 @@ fn corruption_is_named() {
     let dev = CfgDev { command: Mutex::new(0x0006) };
     let mut e = MockEngine { card: vec![0; 4096], corrupt: true, ..Default::default() };
     let p = DmaPlan { dirs: vec![Direction::C2h], sizes: vec![64], total: 256, ..plan() };
-    let r = run(setup(&dev, &mut e), &p, &AtomicBool::new(false), &mut |_| {}).unwrap();
-    assert_eq!(r.results[0].verified, Some(false));
-    assert_eq!(r.results[0].mismatch.as_ref().unwrap().offset, 5);
+    let (r, _) = go(&dev, &mut e, &p, &AtomicBool::new(false)).unwrap();
+    assert_eq!(r.results[0].mismatch().unwrap().offset, 5);
 }
 
 #[test]
 fn timeout_stops_the_engine_and_reports() {
     let dev = CfgDev { command: Mutex::new(0x0002) };
     let mut e = MockEngine { card: vec![0; 4096], hang: true, ..Default::default() };
-    let err = run(setup(&dev, &mut e), &plan(), &AtomicBool::new(false), &mut |_| {}).unwrap_err().to_string();
+    let err = go(&dev, &mut e, &plan(), &AtomicBool::new(false)).unwrap_err().to_string();
     assert!(err.contains("timed out") && err.contains("engine stopped; status: idle"), "{err}");
     assert_eq!(e.stops, 1);
     assert_eq!(*dev.command.lock().unwrap(), 0x0002, "bus master restored after an error");
@@ -195,7 +220,7 @@ fn ctrl_c_keeps_samples_and_stops_engine() {
     let dev = CfgDev { command: Mutex::new(0x0002) };
     let mut e = MockEngine { card: vec![0; 4096], interrupt_after: Some((20_000, &STOP)), ..Default::default() };
     let p = DmaPlan { dirs: vec![Direction::H2c], total: 4096 << 20, ..plan() };
-    let r = run(setup(&dev, &mut e), &p, &STOP, &mut |_| {}).unwrap();
+    let (r, _) = go(&dev, &mut e, &p, &STOP).unwrap();
     assert!(r.interrupted);
     assert_eq!(e.stops, 1);
     let st = r.results[0].stats.as_ref().unwrap();
@@ -207,9 +232,9 @@ fn sizes_outside_card_memory_are_refused() {
     let dev = CfgDev { command: Mutex::new(0) };
     let mut e = MockEngine { card: vec![0; 4096], ..Default::default() };
     let p = DmaPlan { sizes: vec![8192], ..plan() };
-    assert!(run(setup(&dev, &mut e), &p, &AtomicBool::new(false), &mut |_| {}).is_err());
+    assert!(go(&dev, &mut e, &p, &AtomicBool::new(false)).is_err());
     let p = DmaPlan { card_addr: 4096, ..plan() };
-    let e2 = run(setup(&dev, &mut e), &p, &AtomicBool::new(false), &mut |_| {}).unwrap_err();
+    let e2 = go(&dev, &mut e, &p, &AtomicBool::new(false)).unwrap_err();
     assert!(e2.to_string().contains("--card-addr"));
     assert_eq!(*dev.command.lock().unwrap(), 0, "no bus mastering when nothing ran");
 }

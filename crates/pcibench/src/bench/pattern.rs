@@ -10,7 +10,7 @@ pub struct Pattern {
 }
 
 /// Where verification found the first difference.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Mismatch {
     pub offset: u64,
     pub expected: u8,

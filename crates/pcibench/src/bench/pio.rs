@@ -3,52 +3,15 @@
 //! of a pattern that changes from run to run.
 
 use super::pattern::{verify, Mismatch, Pattern};
-use super::stats::{Samples, Stats};
-use super::timer::{calibrate, TimerOverhead};
-use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
-use crate::dma::Direction;
+use super::result::{Kind, Note, Report, Row, Verify};
+use super::sampler::{check_total, Sampling};
+use crate::access::{BarRegion, DeviceAccess, IoMode};
+use crate::direction::Direction;
 use crate::mmio::{self, Width};
 use crate::pci::link::Link;
 use crate::{Error, Result};
-use serde::Serialize;
-use std::time::Instant;
 
-/// `--map`: the memory type, and whether the timed part ends by draining posted writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MapMode {
-    Uc,
-    Wc,
-    WcFlush,
-}
-
-impl MapMode {
-    pub const ALL: [MapMode; 3] = [MapMode::Uc, MapMode::Wc, MapMode::WcFlush];
-
-    pub fn mapping(&self) -> Mapping {
-        match self {
-            MapMode::Uc => Mapping::Uc,
-            MapMode::Wc | MapMode::WcFlush => Mapping::Wc,
-        }
-    }
-
-    /// fpga_sio's words for it.
-    pub fn seed_name(&self) -> &'static str {
-        match self {
-            MapMode::Uc => "uncached-minus",
-            MapMode::Wc => "write-combining",
-            MapMode::WcFlush => "write-combining (flush posted writes)",
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            MapMode::Uc => "uc",
-            MapMode::Wc => "wc",
-            MapMode::WcFlush => "wc-flush",
-        }
-    }
-}
+pub use super::result::MapMode;
 
 /// What to measure. Sizes empty means the whole BAR (from `offset`), as fpga_sio.
 #[derive(Debug, Clone)]
@@ -70,59 +33,40 @@ pub struct PioPlan {
     pub strict_width: bool,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "status", rename_all = "lowercase")]
-pub enum Verdict {
-    Ok,
-    Mismatch {
-        mismatch: Mismatch,
-    },
-    /// Nothing known to compare with (reads without permission to write a pattern first).
-    Unverified {
-        reason: String,
-    },
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PioResult {
-    pub bar: u8,
-    pub map: MapMode,
-    pub io: IoMode,
-    pub dir: Direction,
-    pub width: Width,
-    pub size: u64,
-    pub offset: u64,
-    pub stats: Option<Stats>,
-    /// The link model's limit for this direction at the TLP payload this routine produces.
-    pub limit_mbps: Option<f64>,
-    pub efficiency_pct: Option<f64>,
-    pub verify: Option<Verdict>,
-    /// SHA-256 of this configuration's pattern: what the BAR holds at [offset, offset+size) after a
-    /// run that wrote it, so an independent reader (the lab's host side) can check the card.
-    pub pattern_sha256: Option<String>,
-    /// Why a row was skipped, or notes such as batching.
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PioReport {
-    pub device: String,
-    pub simulated: bool,
-    pub via: Via,
-    pub timer_overhead_ns: f64,
-    pub results: Vec<PioResult>,
-    pub warnings: Vec<String>,
-}
-
-/// Progress in bytes moved, for a progress bar.
-pub type Progress<'a> = &'a mut dyn FnMut(u64);
-
 impl PioPlan {
     /// Bytes this plan will move (for a progress bar's length).
     pub fn planned_bytes(&self) -> u64 {
         let sizes = self.sizes.len().max(1) as u64;
         let configs = self.bars.len() * self.maps.len() * self.widths.len() * self.dirs.len();
         configs as u64 * sizes * self.total
+    }
+}
+
+/// The device being measured, as the runner needs it.
+pub struct PioTarget<'a> {
+    pub dev: &'a dyn DeviceAccess,
+    pub device: &'a str,
+    pub simulated: bool,
+    /// The negotiated link, where a PCIe link bounds the figures.
+    pub link: Option<Link>,
+    /// (index, size) of the device's BARs, to check the plan before anything runs.
+    pub bar_sizes: Vec<(u8, u64)>,
+}
+
+impl PioPlan {
+    /// More than one configuration: a combination that cannot run (a size past a small BAR, a
+    /// width a size is not a multiple of) is skipped with a note instead of ending the run.
+    pub fn is_sweep(&self) -> bool {
+        self.sizes.len() > 1 || self.widths.len() > 1 || self.bars.len() > 1
+    }
+
+    /// The transfer sizes each BAR will see.
+    fn sizes_for(&self, bar_len: u64) -> Vec<u64> {
+        if self.sizes.is_empty() {
+            vec![bar_len.saturating_sub(self.offset)]
+        } else {
+            self.sizes.clone()
+        }
     }
 }
 
@@ -137,34 +81,26 @@ fn tlp_payload(map: MapMode, w: Width, mps: u32) -> u64 {
     p.min(mps as u64)
 }
 
-pub fn run(
-    dev: &dyn DeviceAccess,
-    device: &str,
-    simulated: bool,
-    link: Option<Link>,
-    plan: &PioPlan,
-    progress: Progress,
-) -> Result<PioReport> {
-    let timer = TimerOverhead::measure();
-    let mut report = PioReport {
-        device: device.to_string(),
-        simulated,
-        via: dev.via(),
-        timer_overhead_ns: timer.median_s * 1e9,
-        results: Vec::new(),
-        warnings: Vec::new(),
-    };
-    if !simulated {
+pub fn run(t: &PioTarget, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
+    // --total against every size that will run, before anything does.
+    let mut all_sizes: Vec<u64> = Vec::new();
+    for &bar in &plan.bars {
+        let len = t.bar_sizes.iter().find(|b| b.0 == bar).map_or(0, |b| b.1);
+        all_sizes.extend(plan.sizes_for(len).into_iter().filter(|sz| plan.offset.saturating_add(*sz) <= len));
+    }
+    check_total(plan.total, &all_sizes)?;
+    let mut report = Report::new(Kind::Pio, t.device, t.simulated, t.dev.via(), s.overhead.median_s * 1e9);
+    if !t.simulated {
         // uc/wc are named after x86's PAT types: say what they are here (mmio::mapping_note).
         report.warnings.extend(mmio::mapping_note().map(String::from));
     }
     let mut pattern = Pattern::fresh();
-    for &bar in &plan.bars {
+    'all: for &bar in &plan.bars {
         for &map in &plan.maps {
-            let region = match dev.open_bar(bar, map.mapping(), plan.io) {
+            let region = match t.dev.open_bar(bar, map.mapping(), plan.io) {
                 Ok(r) => r,
                 Err(e) if !plan.strict_map => {
-                    report.results.push(skipped(bar, map, plan, e.to_string()));
+                    report.results.push(skipped(bar, map, plan, None, e.to_string()));
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -174,28 +110,38 @@ pub fn run(
                     if plan.strict_width {
                         return Err(e);
                     }
-                    report.results.push(PioResult { width: w, ..skipped(bar, map, plan, e.to_string()) });
+                    report.results.push(skipped(bar, map, plan, Some(w), e.to_string()));
                     continue;
                 }
-                let sizes = if plan.sizes.is_empty() {
-                    vec![region.len().saturating_sub(plan.offset)]
-                } else {
-                    plan.sizes.clone()
-                };
-                for &size in &sizes {
-                    check_range(region.as_ref(), plan.offset, size, w)?;
+                for size in plan.sizes_for(region.len()) {
+                    if let Err(e) = check_range(region.as_ref(), plan.offset, size, w) {
+                        if !plan.is_sweep() {
+                            return Err(e);
+                        }
+                        let mut r = skipped(bar, map, plan, Some(w), e.to_string());
+                        r.size = size;
+                        report.results.push(r);
+                        continue;
+                    }
                     pattern = pattern.successor();
-                    let rows = run_one(region.as_ref(), map, w, size, plan, pattern, &timer, link, progress)?;
+                    let one = One { region: region.as_ref(), map, w, size, plan, pattern, link: t.link };
+                    let rows = one.run(s)?;
                     for r in &rows {
-                        if let Some(Verdict::Mismatch { .. }) = &r.verify {
+                        if r.mismatch().is_some() {
                             report.warnings.push(format!(
                                 "BAR{bar} {} {} width {w} size {size}: data did not verify",
                                 map.name(),
                                 r.dir
                             ));
                         }
+                        if r.notes.iter().any(|n| matches!(n, Note::Interrupted { .. })) {
+                            report.interrupted = true;
+                        }
                     }
                     report.results.extend(rows);
+                    if report.interrupted {
+                        break 'all;
+                    }
                 }
             }
         }
@@ -203,22 +149,15 @@ pub fn run(
     Ok(report)
 }
 
-fn skipped(bar: u8, map: MapMode, plan: &PioPlan, why: String) -> PioResult {
-    PioResult {
-        bar,
-        map,
-        io: plan.io,
-        dir: plan.dirs.first().copied().unwrap_or(Direction::H2c),
-        width: plan.widths.first().copied().unwrap_or(Width::B32),
-        size: 0,
-        offset: plan.offset,
-        stats: None,
-        limit_mbps: None,
-        efficiency_pct: None,
-        verify: None,
-        pattern_sha256: None,
-        notes: vec![format!("skipped: {why}")],
-    }
+fn skipped(bar: u8, map: MapMode, plan: &PioPlan, w: Option<Width>, why: String) -> Row {
+    let mut r = Row::new(plan.dirs.first().copied().unwrap_or(Direction::H2c), 0);
+    r.bar = Some(bar);
+    r.map = Some(map);
+    r.io = Some(plan.io);
+    r.width = Some(w.or(plan.widths.first().copied()).unwrap_or(Width::B32));
+    r.offset = Some(plan.offset);
+    r.notes.push(Note::Skipped { reason: why });
+    r
 }
 
 /// Offsets and sizes respect the width's alignment and stay inside the BAR.
@@ -287,114 +226,6 @@ fn read_back(region: &dyn BarRegion, off: u64, buf: &mut [u8]) -> Result<()> {
     transfer(region, Direction::C2h, w, off, buf)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_one(
-    region: &dyn BarRegion,
-    map: MapMode,
-    w: Width,
-    size: u64,
-    plan: &PioPlan,
-    pattern: Pattern,
-    timer: &TimerOverhead,
-    link: Option<Link>,
-    progress: Progress,
-) -> Result<Vec<PioResult>> {
-    let off = plan.offset;
-    let expected = pattern.generate(size as usize);
-    let mut host = vec![0u8; size as usize];
-    let mut wrote = false;
-    let mut rows = Vec::new();
-    for &dir in &plan.dirs {
-        let mut notes = Vec::new();
-        if dir == Direction::H2c && !plan.allow_write {
-            notes.push("skipped: host-to-card writes need --allow-write".to_string());
-            rows.push(row(region, map, w, size, plan, dir, None, link, None, None, notes));
-            continue;
-        }
-        if dir == Direction::C2h && !w.reads() {
-            notes.push(format!("skipped: width {w} has no load form (stores only)"));
-            rows.push(row(region, map, w, size, plan, dir, None, link, None, None, notes));
-            continue;
-        }
-        if dir == Direction::C2h && !wrote && plan.allow_write {
-            // Give the reads something known to verify against (untimed).
-            transfer(region, Direction::H2c, w, off, &mut expected.clone())?;
-            flush(region, map, off)?;
-            wrote = true;
-        }
-        let buf: &mut [u8] = if dir == Direction::H2c {
-            host.copy_from_slice(&expected);
-            &mut host
-        } else {
-            host.fill(0);
-            &mut host
-        };
-        // Warm up untimed, then find how many transfers a sample needs to dwarf the timer.
-        transfer(region, dir, w, off, buf)?;
-        let batch = calibrate(timer, |k| {
-            for _ in 0..k {
-                transfer(region, dir, w, off, buf)?;
-                if map == MapMode::WcFlush {
-                    flush(region, map, off)?;
-                }
-            }
-            Ok::<(), Error>(())
-        })?;
-        if batch > 1 {
-            notes.push(format!(
-                "batched {batch} transfers per sample: one transfer is too short to time alone (timer overhead {:.0} ns)",
-                timer.median_s * 1e9
-            ));
-        }
-        let transfers = (plan.total / size).max(1);
-        let samples = transfers.div_ceil(batch);
-        let mut s = Samples::new(size, batch);
-        s.secs.reserve(samples as usize);
-        for _ in 0..samples {
-            let t = Instant::now();
-            for _ in 0..batch {
-                transfer(region, dir, w, off, buf)?;
-                if map == MapMode::WcFlush {
-                    flush(region, map, off)?;
-                }
-            }
-            s.secs.push(t.elapsed().as_secs_f64());
-            progress(size * batch);
-        }
-        let verdict = match dir {
-            Direction::H2c => {
-                wrote = true;
-                let mut back = vec![0u8; size as usize];
-                read_back(region, off, &mut back)?;
-                Some(to_verdict(verify(&expected, &back, off)))
-            }
-            Direction::C2h if wrote => Some(to_verdict(verify(&expected, buf, off))),
-            Direction::C2h => {
-                let mut again = vec![0u8; size as usize];
-                read_back(region, off, &mut again)?;
-                Some(match verify(buf, &again, off) {
-                    Ok(()) => Verdict::Unverified {
-                        reason: "read-only run: two reads agree; --allow-write writes a pattern to verify against"
-                            .into(),
-                    },
-                    Err(m) => Verdict::Mismatch { mismatch: m },
-                })
-            }
-        };
-        if dir == Direction::C2h && buf.iter().all(|b| *b == 0xff) {
-            notes.push(
-                "the BAR reads all-ones end to end: the device may be gone, or Memory Space is disabled \
-                 (check `pcibench info`: Control Mem-)"
-                    .into(),
-            );
-        }
-        let stats = s.stats();
-        let sha = wrote.then(|| sha256_hex(&expected));
-        rows.push(row(region, map, w, size, plan, dir, stats, link, verdict, sha, notes));
-    }
-    Ok(rows)
-}
-
 /// Drain posted writes: SFENCE, then a read from the BAR (the read cannot pass the writes,
 /// PCIe Base Spec ordering rules), so the timed part includes their delivery.
 fn flush(region: &dyn BarRegion, map: MapMode, off: u64) -> Result<()> {
@@ -411,53 +242,119 @@ fn sha256_hex(data: &[u8]) -> String {
     sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn to_verdict(r: std::result::Result<(), Mismatch>) -> Verdict {
+fn to_verify(r: std::result::Result<(), Mismatch>) -> Verify {
     match r {
-        Ok(()) => Verdict::Ok,
-        Err(mismatch) => Verdict::Mismatch { mismatch },
+        Ok(()) => Verify::Ok,
+        Err(mismatch) => Verify::Mismatch { mismatch },
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn row(
-    region: &dyn BarRegion,
+/// One BAR × mapping × width × size, both directions.
+struct One<'a> {
+    region: &'a dyn BarRegion,
     map: MapMode,
     w: Width,
     size: u64,
-    plan: &PioPlan,
-    dir: Direction,
-    stats: Option<Stats>,
+    plan: &'a PioPlan,
+    pattern: Pattern,
     link: Option<Link>,
-    verify: Option<Verdict>,
-    sha: Option<String>,
-    notes: Vec<String>,
-) -> PioResult {
-    let limit = link.map(|l| {
-        let p = tlp_payload(map, w, l.mps);
-        let bps = match dir {
-            Direction::H2c => l.write_bps(p),
-            Direction::C2h => l.read_bps(p),
-        };
-        bps / 1e6
-    });
-    let eff = match (&stats, limit) {
-        (Some(s), Some(l)) if l > 0.0 => Some(s.mean_mbps / l * 100.0),
-        _ => None,
-    };
-    PioResult {
-        bar: region.index(),
-        map,
-        io: plan.io,
-        dir,
-        width: w,
-        size,
-        offset: plan.offset,
-        stats,
-        limit_mbps: limit,
-        efficiency_pct: eff,
-        verify,
-        pattern_sha256: sha,
-        notes,
+}
+
+impl One<'_> {
+    fn row(&self, dir: Direction) -> Row {
+        let mut r = Row::new(dir, self.size);
+        r.bar = Some(self.region.index());
+        r.bar_size = Some(self.region.len());
+        r.map = Some(self.map);
+        r.io = Some(self.plan.io);
+        r.width = Some(self.w);
+        r.offset = Some(self.plan.offset);
+        r
+    }
+
+    fn limit(&self, dir: Direction) -> Option<f64> {
+        self.link.map(|l| {
+            let p = tlp_payload(self.map, self.w, l.mps);
+            match dir {
+                Direction::H2c => l.write_bps(p) / 1e6,
+                Direction::C2h => l.read_bps(p) / 1e6,
+            }
+        })
+    }
+
+    fn run(&self, s: &mut Sampling) -> Result<Vec<Row>> {
+        let (region, map, w, off) = (self.region, self.map, self.w, self.plan.offset);
+        let expected = self.pattern.generate(self.size as usize);
+        let mut host = vec![0u8; self.size as usize];
+        let mut wrote = false;
+        let mut rows = Vec::new();
+        for &dir in &self.plan.dirs {
+            let mut row = self.row(dir);
+            if dir == Direction::H2c && !self.plan.allow_write {
+                row.notes.push(Note::Skipped { reason: "host-to-card writes need --allow-write".into() });
+                rows.push(row);
+                continue;
+            }
+            if dir == Direction::C2h && !w.reads() {
+                row.notes.push(Note::Skipped { reason: format!("width {w} has no load form (stores only)") });
+                rows.push(row);
+                continue;
+            }
+            if dir == Direction::C2h && !wrote && self.plan.allow_write {
+                // Give the reads something known to verify against (untimed).
+                transfer(region, Direction::H2c, w, off, &mut expected.clone())?;
+                flush(region, map, off)?;
+                wrote = true;
+            }
+            if dir == Direction::H2c {
+                host.copy_from_slice(&expected);
+            } else {
+                host.fill(0);
+            }
+            let sampled = s.run(self.size, self.plan.total, |k| {
+                for _ in 0..k {
+                    transfer(region, dir, w, off, &mut host)?;
+                    if map == MapMode::WcFlush {
+                        flush(region, map, off)?;
+                    }
+                }
+                Ok(())
+            })?;
+            row.measured(&sampled, self.limit(dir), s.overhead.median_s * 1e9);
+            if sampled.interrupted {
+                row.notes.push(Note::Interrupted { engine: None });
+            }
+            row.verify = Some(match dir {
+                Direction::H2c => {
+                    wrote = true;
+                    let mut back = vec![0u8; self.size as usize];
+                    read_back(region, off, &mut back)?;
+                    to_verify(verify(&expected, &back, off))
+                }
+                Direction::C2h if wrote => to_verify(verify(&expected, &host, off)),
+                Direction::C2h => {
+                    let mut again = vec![0u8; self.size as usize];
+                    read_back(region, off, &mut again)?;
+                    match verify(&host, &again, off) {
+                        Ok(()) => Verify::Unverified {
+                            reason: "read-only run: two reads agree; --allow-write writes a pattern to verify against"
+                                .into(),
+                        },
+                        Err(m) => Verify::Mismatch { mismatch: m },
+                    }
+                }
+            });
+            if dir == Direction::C2h && host.iter().all(|b| *b == 0xff) {
+                row.notes.push(Note::AllOnes);
+            }
+            row.pattern_sha256 = wrote.then(|| sha256_hex(&expected));
+            let stop = sampled.interrupted;
+            rows.push(row);
+            if stop {
+                break;
+            }
+        }
+        Ok(rows)
     }
 }
 

@@ -3,9 +3,9 @@
 pub mod buffers;
 pub mod engines;
 
+pub use crate::direction::Direction;
 use crate::{Error, Result};
 use serde::Serialize;
-use std::fmt;
 use std::time::Duration;
 
 /// `--buffer`: where DMA buffers come from.
@@ -36,35 +36,8 @@ impl std::str::FromStr for BufferSource {
     }
 }
 
-/// `h2c`: host to card; `c2h`: card to host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    H2c,
-    C2h,
-}
-
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Direction::H2c => "h2c",
-            Direction::C2h => "c2h",
-        })
-    }
-}
-
-impl Direction {
-    /// The seeds' wording: "host-to-card", "card-to-host".
-    pub fn long_name(&self) -> &'static str {
-        match self {
-            Direction::H2c => "host-to-card",
-            Direction::C2h => "card-to-host",
-        }
-    }
-}
-
 /// What the card is given as the buffer's address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Addressing {
     /// An I/O virtual address mapped in the IOMMU (VFIO type1).
@@ -124,6 +97,12 @@ pub trait Engine: Send {
     fn card_size(&self) -> u64;
     /// Largest single transfer the engine takes.
     fn max_transfer(&self) -> u64;
+    /// Bytes to move per direction and size when the user gives no `--total` (64 MiB, as
+    /// fpga_sio; slow engines ask for less).
+    fn default_total(&self, size: u64) -> u64 {
+        let _ = size;
+        64 << 20
+    }
     fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()>;
     fn run(&mut self, timeout: Duration) -> Result<()>;
     /// Stop the engine now (timeout, Ctrl-C); returns its decoded status.

@@ -25,13 +25,12 @@ mod dma;
 mod sysfs;
 mod vfio;
 
-pub(crate) use caller::passwd_lookup;
 pub use caller::Caller;
-pub(crate) use vfio::holders;
 
 use crate::access::Via;
 use crate::host::Host;
-use crate::pci::{DeviceInfo, PciAddress, Target};
+use crate::pci::{DeviceInfo, PciAddress};
+use crate::target::Target;
 use crate::Result;
 use serde::{Serialize, Serializer};
 use std::fmt::Write;
@@ -205,10 +204,10 @@ pub fn run(host: &Host, target: &Target) -> Result<Report> {
 /// Diagnose `target` as `caller` (tests inject uid, capabilities and limits).
 pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
     let addr = match target {
-        Target::Sim => return Ok(sim_report()),
+        Target::Sim(id) => return Ok(sim_report(id.name())),
         Target::Pci(a) => *a,
     };
-    let info = match crate::pci::describe(host, target) {
+    let info = match crate::target::describe(host, target) {
         Ok(i) => i,
         Err(crate::Error::NoDevice(_)) => return Ok(missing_report(host, &addr)),
         Err(e) => return Err(e),
@@ -355,7 +354,7 @@ pub const CHECK_NAMES: [&str; 17] = [
     "aer",
 ];
 
-fn sim_report() -> Report {
+fn sim_report(name: &str) -> Report {
     let checks = CHECK_NAMES
         .iter()
         .map(|n| Check {
@@ -367,16 +366,16 @@ fn sim_report() -> Report {
         })
         .collect();
     Report {
-        device: "sim".into(),
+        device: name.into(),
         checks,
         recommended: Recommendation {
             via: Some(Via::Sim),
             goal: Some(Via::Sim),
             ready: true,
             blocked_by: Vec::new(),
-            command: Some("pcibench pio sim".into()),
+            command: Some(format!("pcibench pio {name}")),
             then: Vec::new(),
-            summary: format!("sim: ready ({}, BARs in host memory)", crate::sim::SIM_LABEL),
+            summary: format!("{name}: ready ({}, BARs in host memory)", crate::sim::SIM_LABEL),
         },
         worst: Severity::Info,
     }

@@ -187,6 +187,13 @@ impl Serialize for Width {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Width {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Width, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for Width {
     type Err = Error;
 

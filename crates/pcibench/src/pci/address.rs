@@ -1,4 +1,4 @@
-//! Device addressing as lspci prints it: `DDDD:BB:DD.F`, `BB:DD.F` (domain 0), or `sim`.
+//! PCI function addresses as lspci prints them: `DDDD:BB:DD.F`, or `BB:DD.F` (domain 0).
 
 use crate::{Error, Result};
 use serde::{Serialize, Serializer};
@@ -14,15 +14,8 @@ pub struct PciAddress {
     pub function: u8,
 }
 
-/// What the user named on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// The built-in simulated card.
-    Sim,
-    Pci(PciAddress),
-}
-
-const FORMS: &str = "use DDDD:BB:DD.F or BB:DD.F in hex as lspci prints them (e.g. 0000:15:00.0 or 15:00.0), or `sim`";
+/// The accepted address forms, for messages.
+pub const FORMS: &str = "use DDDD:BB:DD.F or BB:DD.F in hex as lspci prints them (e.g. 0000:15:00.0 or 15:00.0)";
 
 impl fmt::Display for PciAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -68,26 +61,6 @@ impl FromStr for PciAddress {
     }
 }
 
-impl FromStr for Target {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        if s.trim().eq_ignore_ascii_case("sim") {
-            return Ok(Target::Sim);
-        }
-        s.parse().map(Target::Pci)
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::Sim => f.write_str("sim"),
-            Target::Pci(a) => a.fmt(f),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,13 +74,12 @@ mod tests {
         assert_eq!(b.to_string(), "0000:2d:1f.7");
         let c: PciAddress = "10000:01:00.0".parse().unwrap();
         assert_eq!(c.to_string(), "10000:01:00.0");
-        assert_eq!("SIM".parse::<Target>().unwrap(), Target::Sim);
     }
 
     #[test]
     fn malformed_addresses_name_the_forms() {
         for bad in ["", "15:00", "0000:15:20.0", "15:00.8", "zz:00.0", "1:2:3:4.0", "015:00.0", "sim2", "15:00.0.1"] {
-            let e = bad.parse::<Target>().unwrap_err().to_string();
+            let e = bad.parse::<PciAddress>().unwrap_err().to_string();
             assert!(e.contains("DDDD:BB:DD.F"), "{bad}: {e}");
             assert!(!e.contains('\n'));
         }

@@ -71,6 +71,11 @@ pub fn gen_gts(gen: u8) -> Option<f64> {
     })
 }
 
+/// The speed as sysfs writes `current_link_speed` (`5.0 GT/s PCIe`), for a generation.
+pub fn speed_name(gen: u8) -> Option<String> {
+    gen_gts(gen).map(|g| format!("{g:.1} GT/s PCIe"))
+}
+
 /// Parse sysfs `current_link_speed` such as `5.0 GT/s PCIe` or `8 GT/s` into a generation.
 pub fn gen_from_speed(text: &str) -> Option<u8> {
     let gts: f64 = text.split_whitespace().next()?.parse().ok()?;

@@ -1,29 +1,23 @@
-//! The target: addresses, sysfs enumeration, config space and capabilities, names, link model.
+//! PCI functions: addresses, sysfs enumeration, config space and capabilities, names, link model.
 
 pub mod address;
+pub mod aer;
 pub mod config;
 pub mod device;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;
+pub mod health;
 pub mod link;
 pub mod names;
 pub mod resource;
 pub mod sysfs;
 
-pub use address::{PciAddress, Target};
+pub use address::PciAddress;
 pub use device::DeviceInfo;
 pub use resource::{Bar, BarKind};
 
 use crate::host::Host;
 use crate::Result;
-
-/// Everything about a target: a sysfs device or the sim card.
-pub fn describe(host: &Host, target: &Target) -> Result<DeviceInfo> {
-    match target {
-        Target::Sim => Ok(crate::sim::device_info()),
-        Target::Pci(a) => sysfs::read_device(host, a),
-    }
-}
 
 /// A `-d VID[:DID]` filter as lspci takes it (hex; either part may be empty or `*`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,15 +59,12 @@ impl IdFilter {
     }
 }
 
-/// `pcibench list`: every device (the sim card first), filtered as lspci's -d and -s.
-pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&Target>) -> Result<Vec<DeviceInfo>> {
+/// Every PCI device in sysfs, filtered as lspci's -d and -s (see `target::list` for the
+/// simulated cards too).
+pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&PciAddress>) -> Result<Vec<DeviceInfo>> {
     let mut out = Vec::new();
-    let want = |t: &Target| slot.is_none_or(|s| s == t);
-    if want(&Target::Sim) {
-        out.push(crate::sim::device_info());
-    }
     for a in list_addrs_or_empty(host)? {
-        if !want(&Target::Pci(a)) {
+        if slot.is_some_and(|s| *s != a) {
             continue;
         }
         out.push(sysfs::read_device(host, &a)?);

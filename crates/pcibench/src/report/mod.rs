@@ -1,6 +1,62 @@
-//! Presentation: text and JSON renderings of what the other modules measured or found.
-//! Nothing here touches a device.
+//! Presentation: every rendering of what the other modules measured or found. Nothing here
+//! touches a device. Measurement reports go through `Exporter`, one implementation per format
+//! (`table`, `seed`, `json`); a new format is one file and one arm in `exporter`.
 
-pub mod dma;
 pub mod info;
-pub mod pio;
+pub mod json;
+pub mod notes;
+pub mod seed;
+pub mod table;
+
+use crate::bench::result::Report;
+use crate::suite::SuiteReport;
+use crate::Result;
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The readable table (default).
+    Table,
+    /// fpga_sio's `Min/Mean/Max (Mbytes/sec)` blocks, as the seeds print them.
+    Seed,
+    /// One JSON document.
+    Json,
+}
+
+/// Renders measurement reports in one format.
+pub trait Exporter {
+    /// The whole report as text to print on stdout.
+    fn report(&self, r: &Report) -> Result<String>;
+    /// `pcibench run`'s parts as one document; by default each measured part in turn.
+    fn suite(&self, s: &SuiteReport) -> Result<String> {
+        let mut out = String::new();
+        for r in s.parts() {
+            out.push_str(&self.report(r)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Options the text formats honour.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Also show per-transfer latency percentiles (table).
+    pub latency: bool,
+}
+
+pub fn exporter(format: Format, opts: Options) -> Box<dyn Exporter> {
+    match format {
+        Format::Table => Box::new(table::Table { latency: opts.latency }),
+        Format::Seed => Box::new(seed::Seed),
+        Format::Json => Box::new(json::Json),
+    }
+}
+
+/// " (simulated card: ...)" after a report's header, where it applies.
+pub(crate) fn simulated_label(simulated: bool) -> &'static str {
+    if simulated {
+        " (simulated card: host-memory figures, not PCIe figures)"
+    } else {
+        ""
+    }
+}

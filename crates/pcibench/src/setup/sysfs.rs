@@ -5,14 +5,15 @@ use super::{Change, SetupOptions, User};
 use crate::host::state::{device_dir, driver_of};
 use crate::host::Host;
 use crate::pci::config::{CMD_MEMORY, COMMAND};
-use crate::pci::{PciAddress, Target};
+use crate::pci::PciAddress;
+use crate::target::Target;
 use crate::{Error, Result};
 use std::fs;
 
 /// chown the BAR files to `user` (a name, uid or uid:gid), make them read+write for their
 /// owner, and set Memory Space Enable through the `config` file if it is clear.
 pub fn sysfs_user(host: &Host, addr: &PciAddress, user: &str, opts: &SetupOptions) -> Result<Vec<Change>> {
-    let info = crate::pci::describe(host, &Target::Pci(*addr))?;
+    let info = crate::target::describe(host, &Target::Pci(*addr))?;
     let u = User::resolve(host, user)?;
     let dir = device_dir(host, addr);
     let mut chowned = Vec::new();

@@ -1,10 +1,10 @@
-//! The sim card's 256-byte config space: a type 0 header (ids as `device_info()`), 64-bit
-//! prefetchable BARs that size like real ones, and a PCI Express capability at 0x70 reporting
-//! Gen2 x4, MPS 256, MRRS 512 (seed 000's memmapped_blkram). Writes go through a per-byte mask
-//! of writable bits, so read-only fields ignore writes as on hardware.
+//! A simulated card's 256-byte config space, built from its `DeviceInfo` so the two always
+//! agree: a type 0 header (ids, class), 64-bit prefetchable BARs that size like real ones, and a
+//! PCI Express capability at 0x70 with the card's link, MPS and MRRS. Writes go through a
+//! per-byte mask of writable bits, so read-only fields ignore writes as on hardware.
 
-use super::{SIM_BARS, SIM_DEVICE, SIM_VENDOR};
 use crate::pci::config::{CMD_BUS_MASTER, CMD_MEMORY, COMMAND};
+use crate::pci::DeviceInfo;
 use crate::{Error, Result};
 
 pub const CONFIG_SIZE: usize = 256;
@@ -20,28 +20,22 @@ pub struct ConfigSpace {
     wmask: [u8; CONFIG_SIZE],
 }
 
-impl Default for ConfigSpace {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl ConfigSpace {
-    pub fn new() -> ConfigSpace {
+    pub fn from_info(info: &DeviceInfo) -> ConfigSpace {
         let mut c = ConfigSpace { bytes: [0; CONFIG_SIZE], wmask: [0; CONFIG_SIZE] };
-        c.put16(0x00, SIM_VENDOR);
-        c.put16(0x02, SIM_DEVICE);
+        c.put16(0x00, info.vendor_id);
+        c.put16(0x02, info.device_id);
         c.put16(COMMAND, CMD_MEMORY);
         c.mask16(COMMAND, CMD_WRITABLE);
         c.put16(0x06, 0x0010); // status: capability list present
-        c.put32(0x08, 0x0580_0000); // class 05 80 00 (memory controller), revision 0
-        c.put16(0x2c, 0x0002); // subsystem vendor
-        c.put16(0x2e, 0x0001); // subsystem device
+        c.put32(0x08, info.class_code << 8 | info.revision as u32);
+        c.put16(0x2c, info.subsystem_vendor_id);
+        c.put16(0x2e, info.subsystem_device_id);
         c.bytes[0x34] = PCIE_CAP as u8;
         c.bytes[0x3d] = 1; // INTA
         c.bytes[0x3c] = 0xff;
         c.wmask[0x3c] = 0xff; // interrupt line is scratch for software
-        for &(index, size) in &SIM_BARS {
+        for (index, size) in info.bars.iter().map(|b| (b.index, b.size)) {
             // 64-bit (type 10b) prefetchable memory BAR: low bits 0xc are read-only; the address
             // bits below the size read as zero, so writing all-ones reads back the size mask.
             let off = 0x10 + 4 * index as usize;
@@ -54,12 +48,18 @@ impl ConfigSpace {
         c.bytes[p] = 0x10;
         c.bytes[p + 1] = 0;
         c.put16(p + 2, 0x0002);
-        c.put32(p + 4, 0x0000_0002); // DevCap: MPS supported 512
-        c.put16(p + 8, (1 << 5) | (2 << 12)); // DevCtl: MPS 256, MRRS 512
+        // Payload sizes are encoded as log2(bytes) - 7 (PCIe Base 4.0 §7.5.3.3/§7.5.3.4).
+        let code = |bytes: Option<u32>, default: u32| (bytes.unwrap_or(default).max(128).ilog2() - 7) as u16;
+        let link = info.link.as_ref();
+        let (mps, mrrs) = (code(link.and_then(|l| l.mps), 128), code(link.and_then(|l| l.mrrs), 512));
+        c.put32(p + 4, code(link.and_then(|l| l.mps_supported), 128) as u32); // DevCap: MPS supported
+        c.put16(p + 8, (mps << 5) | (mrrs << 12)); // DevCtl
         c.mask16(p + 8, 0x7fff);
-        c.put32(p + 0x0c, (4 << 4) | 2); // LinkCap: 5 GT/s, x4
-        c.put16(p + 0x12, 0x1000 | (4 << 4) | 2); // LinkSta: slot clock, 5 GT/s, x4
-        c.put32(p + 0x2c, 0b110); // LinkCap2: 2.5 and 5 GT/s supported
+        let gen = link.and_then(|l| l.max_gen).unwrap_or(1) as u32;
+        let width = link.and_then(|l| l.max_width).unwrap_or(1) as u32;
+        c.put32(p + 0x0c, (width << 4) | gen); // LinkCap: max speed, max width
+        c.put16(p + 0x12, 0x1000 | (width << 4) as u16 | gen as u16); // LinkSta: slot clock, trained at max
+        c.put32(p + 0x2c, ((1u32 << gen) - 1) << 1); // LinkCap2: every speed up to the max
         c
     }
 
@@ -114,10 +114,11 @@ impl ConfigSpace {
 mod tests {
     use super::*;
     use crate::pci::config;
+    use crate::sim::CardSpec;
 
     #[test]
     fn parses_as_the_described_card() {
-        let c = ConfigSpace::new();
+        let c = ConfigSpace::from_info(&crate::sim::xdma_card::XdmaCard.info());
         let info = config::parse(c.bytes());
         assert!(info.warnings.is_empty(), "{:?}", info.warnings);
         assert_eq!(info.command, Some(CMD_MEMORY));
@@ -129,7 +130,7 @@ mod tests {
 
     #[test]
     fn command_bits_and_bar_sizing_follow_the_masks() {
-        let mut c = ConfigSpace::new();
+        let mut c = ConfigSpace::from_info(&crate::sim::xdma_card::XdmaCard.info());
         c.write(4, &[0x07]).unwrap(); // I/O (read-only 0), Memory, Bus Master
         assert_eq!(c.command(), CMD_MEMORY | CMD_BUS_MASTER);
         c.write(4, &(CMD_MEMORY).to_le_bytes()).unwrap();

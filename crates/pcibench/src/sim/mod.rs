@@ -1,30 +1,129 @@
-//! The simulated card `sim`: shaped like seed 000's memmapped_blkram (10ee:7024, BAR0 1 MiB,
-//! BAR2 128 KiB, BAR4 64 KiB, all 64-bit prefetchable, Gen2 x4, MPS 256, MRRS 512).
-//! Its BARs are host memory, so its figures are host-memory figures and are labelled so.
+//! Built-in simulated devices. Each is a card whose BARs are host memory or register models of a
+//! DMA engine, listed beside the real devices and reached through the same access trait
+//! (`access::sim`). Their figures are host-memory figures and every report labels them so.
+//!
+//! A new simulated card is one file implementing `CardSpec` (its identity, and how to build its
+//! BARs) plus one line in `CARDS`. This module knows nothing of access paths or DMA drivers: the
+//! models here are what a driver talks to, as hardware would be.
 
+pub mod card_memory;
 pub mod config_space;
 pub mod host_map;
 pub mod mem;
+pub mod xdma_card;
 mod xdma_engine;
 pub mod xdma_model;
-#[cfg(test)]
-mod xdma_tests;
+mod xdma_state;
 
+use crate::mmio::Width;
 use crate::pci::config::{Capability, CMD_MEMORY};
 use crate::pci::device::{Command, DeviceInfo, LinkStatus};
 use crate::pci::resource::{Bar, BarKind};
+use crate::Result;
+use host_map::HostMap;
+use mem::Pages;
+use std::sync::Arc;
 
-pub const SIM_VENDOR: u16 = 0x10ee;
-pub const SIM_DEVICE: u16 = 0x7024;
-/// (index, size) of the sim card's BARs.
-pub const SIM_BARS: [(u8, u64); 3] = [(0, 1 << 20), (2, 128 << 10), (4, 64 << 10)];
 pub const SIM_LABEL: &str = "simulated card";
+
+/// A register block a simulated card decodes (an engine's registers): every access goes to the
+/// model, none through a CPU mapping, so the model sees each one as a device would.
+pub trait RegisterModel: Send + Sync {
+    /// Bytes of the BAR the block occupies.
+    fn size(&self) -> u64;
+    /// Refuse access widths the block does not decode (XDMA registers are 32-bit only),
+    /// naming the BAR `index` in the message.
+    fn check_width(&self, index: u8, width: Width) -> Result<()>;
+    /// A read at an aligned offset inside the block (the BAR checks bounds and alignment).
+    fn read(&self, offset: u64, width: Width) -> u64;
+    fn write(&self, offset: u64, width: Width, value: u64) -> Result<()>;
+    /// Bus Master Enable changed in config space: an engine must not reach host memory without it.
+    fn set_bus_master(&self, on: bool);
+}
+
+/// What sits behind one BAR of a simulated card.
+#[derive(Clone)]
+pub enum SimBar {
+    /// Host memory standing in for card memory behind a BAR (PIO targets).
+    Memory(Arc<Pages>),
+    /// An engine's register block.
+    Registers(Arc<dyn RegisterModel>),
+}
+
+/// A simulated card, built: its BARs and the card's view of host memory (where DMA buffers
+/// are registered, as an IOMMU would map them).
+pub struct SimCard {
+    pub bars: Vec<(u8, SimBar)>,
+    pub host: Arc<HostMap>,
+}
+
+/// One kind of simulated card.
+pub trait CardSpec: Sync {
+    /// The name the user types (`sim`, `sim-qdma`, ...), also its address in reports.
+    fn name(&self) -> &'static str;
+    /// Its identity, BARs and link, as `pcibench info` shows them.
+    fn info(&self) -> DeviceInfo;
+    /// A fresh instance: BAR memory and engine models.
+    fn build(&self) -> Result<SimCard>;
+}
+
+/// Every simulated card, in the order `pcibench list` shows them.
+pub static CARDS: &[&dyn CardSpec] = &[&xdma_card::XdmaCard];
+
+/// One of `CARDS`, by position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SimId(usize);
+
+impl SimId {
+    /// The default simulated card, `sim` (XDMA-shaped).
+    pub const DEFAULT: SimId = SimId(0);
+
+    pub fn all() -> impl Iterator<Item = SimId> {
+        (0..CARDS.len()).map(SimId)
+    }
+
+    pub fn from_name(name: &str) -> Option<SimId> {
+        CARDS.iter().position(|c| c.name().eq_ignore_ascii_case(name.trim())).map(SimId)
+    }
+
+    pub fn spec(self) -> &'static dyn CardSpec {
+        CARDS[self.0]
+    }
+
+    pub fn name(self) -> &'static str {
+        self.spec().name()
+    }
+
+    /// The accepted names, for messages: "sim, sim-qdma".
+    pub fn names() -> String {
+        CARDS.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The shape every simulated card shares: 64-bit prefetchable memory BARs, a PCI Express
+/// capability at 0x70, Memory Space on, no driver, no IOMMU group. `bars` is (index, size).
+pub struct CardShape {
+    pub name: &'static str,
+    pub vendor: u16,
+    pub device: u16,
+    pub device_name: &'static str,
+    pub subsystem: (u16, u16),
+    pub class: (u32, &'static str),
+    pub bars: &'static [(u8, u64)],
+    /// (generation, width) of the pretend link the config space reports.
+    pub link: (u8, u8),
+    pub mps: u32,
+    pub mps_supported: u32,
+    pub mrrs: u32,
+}
 
 /// `resource` flags of a 64-bit prefetchable memory BAR (IORESOURCE_MEM | PREFETCH | MEM_64 | SIZEALIGN).
 const SIM_BAR_FLAGS: u64 = 0x0014_220c;
 
-pub fn device_info() -> DeviceInfo {
-    let bars = SIM_BARS
+/// `DeviceInfo` of a simulated card, from its shape.
+pub fn card_info(s: &CardShape) -> DeviceInfo {
+    let bars = s
+        .bars
         .iter()
         .map(|&(index, size)| Bar {
             index,
@@ -37,18 +136,19 @@ pub fn device_info() -> DeviceInfo {
             files: Vec::new(),
         })
         .collect();
+    let speed = crate::pci::link::speed_name(s.link.0);
     let mut info = DeviceInfo {
-        address: "sim".into(),
+        address: s.name.into(),
         simulated: true,
-        vendor_id: SIM_VENDOR,
+        vendor_id: s.vendor,
         vendor_name: Some("pcibench".into()),
-        device_id: SIM_DEVICE,
-        device_name: Some("simulated card (memmapped_blkram shape, BARs in host memory)".into()),
-        subsystem_vendor_id: 0x0002,
-        subsystem_device_id: 0x0001,
+        device_id: s.device,
+        device_name: Some(s.device_name.into()),
+        subsystem_vendor_id: s.subsystem.0,
+        subsystem_device_id: s.subsystem.1,
         subsystem_name: None,
-        class_code: 0x058000,
-        class_name: "Memory controller".into(),
+        class_code: s.class.0,
+        class_name: s.class.1.into(),
         revision: 0,
         driver: None,
         iommu_group: None,
@@ -57,15 +157,15 @@ pub fn device_info() -> DeviceInfo {
         command: Some(Command::from_raw(CMD_MEMORY)),
         bars,
         link: Some(LinkStatus {
-            current_speed: Some("5.0 GT/s PCIe".into()),
-            current_gen: Some(2),
-            current_width: Some(4),
-            max_speed: Some("5.0 GT/s PCIe".into()),
-            max_gen: Some(2),
-            max_width: Some(4),
-            mps: Some(256),
-            mps_supported: Some(512),
-            mrrs: Some(512),
+            current_speed: speed.clone(),
+            current_gen: Some(s.link.0),
+            current_width: Some(s.link.1),
+            max_speed: speed,
+            max_gen: Some(s.link.0),
+            max_width: Some(s.link.1),
+            mps: Some(s.mps),
+            mps_supported: Some(s.mps_supported),
+            mrrs: Some(s.mrrs),
         }),
         model: None,
         aer: None,

@@ -11,12 +11,11 @@
 //! align_mismatch (hardware behaviour there is undefined; the model makes the mistake visible).
 
 use super::host_map::HostFault;
-use super::mem::Pages;
-use super::xdma_model::*;
-use crate::dma::Direction;
-use crate::{Error, Result};
+use super::xdma_state::*;
+use crate::direction::Direction;
+use crate::Result;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAGIC: u32 = 0xad4b;
@@ -29,64 +28,6 @@ const SPIN: Duration = Duration::from_micros(100);
 /// Past this the spin yields between checks: on a host with more runnable threads than cores a
 /// pure spin would hold the core the driver thread needs to submit the next run.
 const SPIN_PURE: Duration = Duration::from_micros(2);
-
-/// Card (AXI) memory: the engine's other side.
-pub(crate) struct CardMemory {
-    pages: Pages,
-    size: u64,
-    /// Serializes the channels' copies (two engines writing the same card bytes at once is a
-    /// race on hardware too, but must not be one in Rust).
-    lock: Mutex<()>,
-}
-
-impl CardMemory {
-    pub fn new(pages: Pages, size: u64) -> CardMemory {
-        CardMemory { pages, size, lock: Mutex::new(()) }
-    }
-
-    /// `[addr, addr+len)` as an offset, if it lies inside card memory.
-    fn range(&self, addr: u64, len: u64) -> Option<usize> {
-        (addr.checked_add(len)? <= self.size).then_some(addr as usize)
-    }
-
-    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.lock.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<()> {
-        self.range(addr, out.len() as u64).ok_or_else(|| self.refuse(addr, out.len()))?;
-        let _g = self.guard();
-        self.pages.read(addr, out)
-    }
-
-    pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
-        self.range(addr, data.len() as u64).ok_or_else(|| self.refuse(addr, data.len()))?;
-        let _g = self.guard();
-        self.pages.write(addr, data)
-    }
-
-    fn refuse(&self, addr: u64, len: usize) -> Error {
-        Error::Refused(format!(
-            "{len} bytes at card address {addr:#x} are outside the sim card's {:#x} bytes of card memory",
-            self.size
-        ))
-    }
-
-    /// Host → card. SAFETY: `src` must be valid for reads of `len` bytes for the whole call
-    /// (a range held by the host map's read lock) and `off + len` must be inside card memory.
-    unsafe fn copy_in(&self, off: usize, src: *const u8, len: usize) {
-        let _g = self.guard();
-        // SAFETY: per the function contract; card memory and host buffers never overlap.
-        unsafe { std::ptr::copy_nonoverlapping(src, self.pages.as_ptr().add(off), len) }
-    }
-
-    /// Card → host, with the same contract for `dst` (writes).
-    unsafe fn copy_out(&self, off: usize, dst: *mut u8, len: usize) {
-        let _g = self.guard();
-        // SAFETY: per the function contract.
-        unsafe { std::ptr::copy_nonoverlapping(self.pages.as_ptr().add(off), dst, len) }
-    }
-}
 
 struct Desc {
     control: u32,

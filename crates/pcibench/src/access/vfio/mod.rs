@@ -9,9 +9,7 @@ pub mod group;
 pub mod ioctl;
 
 use super::mapped::MappedBar;
-use super::{BarRegion, DeviceAccess, IoMode, Mapping, Via};
-use crate::dma::buffers::{physical::PhysicalAllocator, udmabuf::UDmaBufAllocator, vfio::VfioAllocator};
-use crate::dma::{BufferSource, DmaAllocator};
+use super::{BarRegion, DeviceAccess, DmaPath, IoMode, Mapping, Via};
 use crate::host::Host;
 use crate::os::mmap::Mmap;
 use crate::pci::PciAddress;
@@ -30,7 +28,6 @@ pub struct VfioDevice {
     group: Group,
     container: Arc<Container>,
     via: Via,
-    host: Host,
 }
 
 impl VfioDevice {
@@ -68,7 +65,7 @@ impl VfioDevice {
         };
         container.set_iommu(iommu)?;
         let device = Device::new(group.device_fd(addr)?, *addr)?;
-        Ok(VfioDevice { device: Arc::new(device), group, container: Arc::new(container), via, host: host.clone() })
+        Ok(VfioDevice { device: Arc::new(device), group, container: Arc::new(container), via })
     }
 
     pub fn address(&self) -> &PciAddress {
@@ -163,25 +160,10 @@ impl DeviceAccess for VfioDevice {
         self.device.config_write(offset, data)
     }
 
-    fn dma_allocator(&self, source: &BufferSource, dma_bits: u32) -> Result<Box<dyn DmaAllocator>> {
-        let addr = *self.address();
-        let alloc: Box<dyn DmaAllocator> = match (self.container.iommu(), source) {
-            (Some(IommuType::Type1v2), BufferSource::Heap | BufferSource::Hugepage) => Box::new(VfioAllocator::new(
-                self.container.clone(),
-                &self.host,
-                dma_bits,
-                *source == BufferSource::Hugepage,
-            )),
-            (Some(IommuType::Type1v2), BufferSource::UDmaBuf(name)) => {
-                return Err(Error::Unsupported(format!(
-                    "u-dma-buf {name} has a bus address for u-dma-buf's own device, not one {addr} can use behind the IOMMU: use --buffer heap or hugepage with --via vfio"
-                )))
-            }
-            (_, BufferSource::Heap | BufferSource::Hugepage) => {
-                Box::new(PhysicalAllocator::new(&self.host, dma_bits, *source == BufferSource::Hugepage))
-            }
-            (_, BufferSource::UDmaBuf(name)) => Box::new(UDmaBufAllocator::open(&self.host, name, dma_bits)?),
-        };
-        Ok(alloc)
+    fn dma_path(&self) -> Result<DmaPath> {
+        Ok(match self.container.iommu() {
+            Some(IommuType::Type1v2) => DmaPath::Iommu(self.container.clone()),
+            _ => DmaPath::Physical,
+        })
     }
 }

@@ -1,7 +1,44 @@
-//! Host buffers a card can reach, one file per way of getting them.
+//! Host buffers a card can reach, one file per way of getting them, and `allocator`, which picks
+//! the way from the device's access path (`access::DmaPath`) and the user's `--buffer`.
 
 pub mod mapped;
 pub mod physical;
 pub mod sim;
 pub mod udmabuf;
 pub mod vfio;
+
+use super::{BufferSource, DmaAllocator};
+use crate::access::{DeviceAccess, DmaPath};
+use crate::host::Host;
+use crate::{Error, Result};
+
+/// An allocator of `source` buffers that the device opened as `dev` can reach within
+/// `dma_bits` address bits.
+pub fn allocator(
+    host: &Host,
+    dev: &dyn DeviceAccess,
+    source: &BufferSource,
+    dma_bits: u32,
+) -> Result<Box<dyn DmaAllocator>> {
+    let huge = *source == BufferSource::Hugepage;
+    Ok(match (dev.dma_path()?, source) {
+        (DmaPath::Sim(map), BufferSource::Heap | BufferSource::Hugepage) => Box::new(sim::SimAllocator::new(map)),
+        (DmaPath::Sim(_), BufferSource::UDmaBuf(name)) => {
+            return Err(Error::usage(format!(
+                "u-dma-buf {name} is physical memory for a real device: the simulated card's engine reaches only its own host buffers (drop --buffer)"
+            )))
+        }
+        (DmaPath::Iommu(map), BufferSource::Heap | BufferSource::Hugepage) => {
+            Box::new(vfio::VfioAllocator::new(map, host, dma_bits, huge))
+        }
+        (DmaPath::Iommu(_), BufferSource::UDmaBuf(name)) => {
+            return Err(Error::Unsupported(format!(
+                "u-dma-buf {name} has a bus address for u-dma-buf's own device, not one a device behind the IOMMU can use: use --buffer heap or hugepage with --via vfio"
+            )))
+        }
+        (DmaPath::Physical, BufferSource::Heap | BufferSource::Hugepage) => {
+            Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge))
+        }
+        (DmaPath::Physical, BufferSource::UDmaBuf(name)) => Box::new(udmabuf::UDmaBufAllocator::open(host, name, dma_bits)?),
+    })
+}

@@ -4,7 +4,6 @@
 //! would. `SimAllocator::scattered` gives buffers whose every page is its own bus segment (in
 //! reverse order), to exercise drivers on scattered physical pages without a real no-IOMMU host.
 
-use crate::access::sim::SimDevice;
 use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
 use crate::sim::host_map::{HostMap, Registration};
 use crate::sim::mem::{Pages, Scattered, PAGE};
@@ -18,14 +17,15 @@ pub struct SimAllocator {
 }
 
 impl SimAllocator {
-    /// Buffers that are one bus-contiguous segment each.
-    pub fn new(dev: &SimDevice) -> SimAllocator {
-        SimAllocator { host: Arc::clone(dev.host_map()), scattered: false }
+    /// Buffers that are one bus-contiguous segment each, reachable by the card whose view of
+    /// host memory is `host`.
+    pub fn new(host: Arc<HostMap>) -> SimAllocator {
+        SimAllocator { host, scattered: false }
     }
 
     /// Buffers whose pages are scattered in bus space (one segment per 4 KiB page).
-    pub fn scattered(dev: &SimDevice) -> SimAllocator {
-        SimAllocator { host: Arc::clone(dev.host_map()), scattered: true }
+    pub fn scattered(host: Arc<HostMap>) -> SimAllocator {
+        SimAllocator { host, scattered: true }
     }
 }
 
@@ -88,11 +88,12 @@ impl DmaBuffer for SimBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::sim::SimDevice;
 
     #[test]
     fn buffers_register_while_alive() {
         let dev = SimDevice::new().unwrap();
-        let alloc = SimAllocator::new(&dev);
+        let alloc = SimAllocator::new(dev.host_map().clone());
         let buf = alloc.alloc(5000).unwrap();
         assert_eq!(buf.len(), 8192);
         assert_eq!(buf.addressing(), Addressing::Sim);
@@ -108,7 +109,7 @@ mod tests {
     #[test]
     fn scattered_buffers_have_one_segment_per_page() {
         let dev = SimDevice::new().unwrap();
-        let buf = SimAllocator::scattered(&dev).alloc(3 * PAGE).unwrap();
+        let buf = SimAllocator::scattered(dev.host_map().clone()).alloc(3 * PAGE).unwrap();
         let segs = buf.segments();
         assert_eq!(segs.len(), 3);
         assert_eq!(segs[0].bus, segs[2].bus + 2 * PAGE as u64, "pages in reverse bus order");

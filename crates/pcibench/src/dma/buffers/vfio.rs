@@ -1,8 +1,8 @@
-//! DMA buffers behind an IOMMU (VFIO type1): anonymous memory (2 MiB hugepages when asked and
+//! DMA buffers behind an IOMMU (VFIO type1, through `access::IommuMap`): anonymous memory (2 MiB hugepages when asked and
 //! available) mapped with VFIO_IOMMU_MAP_DMA at an IOVA the device can drive, unmapped on drop.
 
 use super::mapped::MappedBuffer;
-use crate::access::vfio::container::Container;
+use crate::access::IommuMap;
 use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
 use crate::host::Host;
 use crate::os::memlock;
@@ -12,14 +12,14 @@ use crate::{Error, Result};
 use std::sync::Arc;
 
 pub struct VfioAllocator {
-    container: Arc<Container>,
+    container: Arc<dyn IommuMap>,
     host: Host,
     dma_bits: u32,
     hugepages: bool,
 }
 
 impl VfioAllocator {
-    pub fn new(container: Arc<Container>, host: &Host, dma_bits: u32, hugepages: bool) -> Self {
+    pub fn new(container: Arc<dyn IommuMap>, host: &Host, dma_bits: u32, hugepages: bool) -> Self {
         VfioAllocator { container, host: host.clone(), dma_bits, hugepages }
     }
 }

@@ -143,6 +143,11 @@ impl Engine for EduEngine {
         EDU_MAX_TRANSFER
     }
 
+    /// Four transfers: each takes ~100 ms of QEMU's virtual clock.
+    fn default_total(&self, size: u64) -> u64 {
+        4 * size
+    }
+
     fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
         if !matches!(t.buf_offset.checked_add(t.len), Some(end) if end <= buf.len() as u64) {
             return Err(Error::usage(format!(
@@ -199,6 +204,65 @@ impl Engine for EduEngine {
             rd(REG_DMA_DST)?,
             rd(REG_DMA_COUNT)?
         ))
+    }
+}
+
+/// edu in the engine registry: QEMU's test device, found by its fixed ids.
+pub struct EduDriver;
+
+impl super::EngineDriver for EduDriver {
+    fn name(&self) -> &'static str {
+        "edu"
+    }
+
+    fn about(&self) -> &'static str {
+        "QEMU's edu device (1234:11e8): 4 KiB card buffer, ~100 ms per transfer"
+    }
+
+    fn default_dma_bits(&self) -> u32 {
+        EDU_DEFAULT_DMA_BITS
+    }
+
+    fn check_options(&self, opts: &super::EngineOptions) -> Result<()> {
+        let unused = [("--card-size", opts.card_size.is_some()), ("--channel", opts.channel.is_some())];
+        match unused.iter().find(|(_, given)| *given) {
+            Some((flag, _)) => Err(Error::usage(format!(
+                "{flag} does not apply to the edu engine (one 4 KiB buffer, one channel): drop it"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn detect(
+        &self,
+        info: &crate::pci::DeviceInfo,
+        _dev: &dyn crate::access::DeviceAccess,
+    ) -> Result<Option<super::Detected>> {
+        if (info.vendor_id, info.device_id) != (EDU_VENDOR, EDU_DEVICE) {
+            return Ok(None);
+        }
+        Ok(Some(super::Detected {
+            engine: "edu",
+            register_bars: vec![0],
+            summary: format!(
+                "edu DMA engine (QEMU) in BAR0: a {EDU_BUF_SIZE}-byte card buffer at {EDU_BUF_ADDR:#x}, transfers up to {EDU_MAX_TRANSFER} bytes"
+            ),
+            details: serde_json::json!({ "bar": 0, "buffer_addr": EDU_BUF_ADDR, "buffer_size": EDU_BUF_SIZE }),
+        }))
+    }
+
+    fn open(
+        &self,
+        _found: &super::Detected,
+        dev: &dyn crate::access::DeviceAccess,
+        alloc: &dyn crate::dma::DmaAllocator,
+        opts: &super::EngineOptions,
+    ) -> Result<super::Opened> {
+        let bar0 = dev.open_bar(0, crate::access::Mapping::Uc, crate::access::IoMode::Mmap)?;
+        Ok(super::Opened {
+            engine: Box::new(EduEngine::new(bar0, alloc.dma_bits())?),
+            card_offset: card_offset(opts.card_addr.unwrap_or(0))?,
+        })
     }
 }
 

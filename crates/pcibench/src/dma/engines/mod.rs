@@ -1,5 +1,165 @@
-//! Drivers for card DMA engines, one file per engine behind `dma::Engine`.
+//! Drivers for card DMA engines, one file per engine behind `dma::Engine`, and the registry that
+//! finds them on a device (`detect`), names their register BARs (which PIO must never fill with
+//! test patterns) and opens them. A new engine is one file implementing `EngineDriver` and one
+//! line in `DRIVERS`; nothing outside this module knows which engines exist.
 
 pub mod edu;
 pub mod xdma;
 mod xdma_desc;
+pub mod xdma_probe;
+#[cfg(test)]
+mod xdma_tests;
+
+use super::{DmaAllocator, Engine};
+use crate::access::DeviceAccess;
+use crate::pci::DeviceInfo;
+use crate::{Error, Result};
+use serde::Serialize;
+
+/// Every engine pcibench drives.
+pub static DRIVERS: &[&dyn EngineDriver] = &[&edu::EduDriver, &xdma::XdmaDriver];
+
+/// Engine settings from the command line; `None` means the engine's default. An engine refuses
+/// a setting it has no use for (`EngineDriver::check_options`) rather than ignoring it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Card address of the engine's memory window (`--card-addr`).
+    pub card_addr: Option<u64>,
+    /// Bytes of card memory in the window (`--card-size`).
+    pub card_size: Option<u64>,
+    /// Channel (`--channel`).
+    pub channel: Option<u8>,
+}
+
+/// An engine found on a device.
+#[derive(Debug, Clone, Serialize)]
+pub struct Detected {
+    pub engine: &'static str,
+    /// BARs holding its registers.
+    pub register_bars: Vec<u8>,
+    /// What `pcibench info` shows about it (lines; the first names the engine and its BAR).
+    pub summary: String,
+    /// The same, as data for JSON.
+    pub details: serde_json::Value,
+}
+
+/// An engine opened on a device.
+pub struct Opened {
+    pub engine: Box<dyn Engine>,
+    /// Where `Transfer::card_addr` 0 lies in the engine's card window (an offset into it).
+    pub card_offset: u64,
+}
+
+/// One kind of DMA engine.
+pub trait EngineDriver: Sync {
+    /// The `--engine` name.
+    fn name(&self) -> &'static str;
+    /// One line for help and messages.
+    fn about(&self) -> &'static str;
+    /// Address bits the device drives unless told otherwise (`--dma-bits`).
+    fn default_dma_bits(&self) -> u32 {
+        64
+    }
+    /// Settings this engine has no use for are refused with the reason.
+    fn check_options(&self, opts: &EngineOptions) -> Result<()> {
+        let _ = opts;
+        Ok(())
+    }
+    /// Look for the engine on `dev`. Reads registers only on devices where that is harmless
+    /// (known vendor or device ids first); Ok(None) when it is not there.
+    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>>;
+    /// Open the engine `detect` found, with its descriptor memory from `alloc`.
+    fn open(
+        &self,
+        found: &Detected,
+        dev: &dyn DeviceAccess,
+        alloc: &dyn DmaAllocator,
+        opts: &EngineOptions,
+    ) -> Result<Opened>;
+}
+
+pub fn by_name(name: &str) -> Option<&'static dyn EngineDriver> {
+    DRIVERS.iter().copied().find(|d| d.name() == name)
+}
+
+/// The engine names, for messages: "edu, xdma".
+pub fn names() -> String {
+    DRIVERS.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Every engine found on the device. An engine whose probe fails (a BAR that cannot be read)
+/// is reported as that error, so callers can show why.
+pub fn detect(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<Result<Detected>> {
+    DRIVERS.iter().filter_map(|d| d.detect(info, dev).transpose()).collect()
+}
+
+/// BARs holding any engine's registers, which PIO must not fill with patterns.
+pub fn register_bars(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<u8> {
+    let mut v: Vec<u8> = detect(info, dev).into_iter().flatten().flat_map(|d| d.register_bars).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The engine to drive: the one named (`sim` meaning a simulated card's own engine), or the
+/// only one found when none is named. The result is the engine's driver and what detect found.
+pub fn resolve(
+    name: Option<&str>,
+    info: &DeviceInfo,
+    dev: &dyn DeviceAccess,
+) -> Result<(&'static dyn EngineDriver, Detected)> {
+    let found = detect(info, dev);
+    let first_err = found.iter().find_map(|r| r.as_ref().err().map(|e| e.to_string()));
+    let found: Vec<Detected> = found.into_iter().flatten().collect();
+    let known = {
+        let list: Vec<&str> = found.iter().map(|d| d.engine).collect();
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        }
+    };
+    let wanted = match name {
+        Some("sim") if !info.simulated => {
+            return Err(Error::usage(format!(
+                "--engine sim drives a simulated card's engine: use it with `sim`, or name the engine of {} ({})",
+                info.address,
+                names()
+            )))
+        }
+        Some("sim") | None => match found.as_slice() {
+            [one] => one.engine,
+            [] => {
+                let why = first_err.map(|e| format!(": {e}")).unwrap_or_default();
+                return Err(Error::Unsupported(format!(
+                    "no DMA engine pcibench drives ({}) was found on {} ({}){why}",
+                    names(),
+                    info.address,
+                    info.ids()
+                )));
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "{} has several DMA engines ({}): choose one with --engine",
+                    info.address, known
+                )))
+            }
+        },
+        Some(n) => n,
+    };
+    let driver = by_name(wanted)
+        .ok_or_else(|| Error::usage(format!("unknown engine '{wanted}': pcibench drives {}", names())))?;
+    match found.into_iter().find(|d| d.engine == driver.name()) {
+        Some(d) => Ok((driver, d)),
+        None => {
+            let why = first_err.map(|e| format!(" ({e})")).unwrap_or_default();
+            Err(Error::usage(format!(
+                "{} ({}) has no {} engine{why}: engines found there: {}; choose the engine that matches the card",
+                info.address,
+                info.ids(),
+                driver.name(),
+                known
+            )))
+        }
+    }
+}

@@ -8,35 +8,31 @@
 //! whatever the chain's length.
 
 use super::xdma_desc::{self, Chain, DESC_BYTES, MAX_DESC_LEN};
+use super::{Detected, EngineDriver, EngineOptions, Opened};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
+use crate::pci::DeviceInfo;
 use crate::{Error, Result};
-use serde::Serialize;
-use std::fmt;
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 pub use super::xdma_desc::{decode_status, Descriptor};
+pub use super::xdma_probe::{find_dma_bar, is_dma_bar, probe, Interface, XdmaChannel, XdmaInfo, MIN_DMA_BAR_LEN};
 pub use xdma_desc::Chain as XdmaChain;
 
 /// Card memory of seed 000's dma_blkram design, and of the sim card.
 pub const DEFAULT_CARD_SIZE: u64 = 0x12_8000;
-/// The smallest BAR that can hold the XDMA register targets up to SGDMA common.
-pub const MIN_DMA_BAR_LEN: u64 = 0x8000;
 
 // Targets (offset bits 15:12) and registers (PG195 "Register Space").
 const T_H2C: u32 = 0;
 const T_C2H: u32 = 1;
-const T_CONFIG: u32 = 3;
 const T_SGDMA: u32 = 4; // + 1 for C2H
-const CH_ID: u32 = 0x00;
 const CH_CONTROL: u32 = 0x04;
 const CH_CONTROL_W1C: u32 = 0x0c;
 const CH_STATUS: u32 = 0x40;
 const CH_STATUS_RC: u32 = 0x44;
 const CH_COMPLETED: u32 = 0x48;
-const CH_ALIGNMENTS: u32 = 0x4c;
 const CH_WB_LO: u32 = 0x88;
 const CH_WB_HI: u32 = 0x8c;
 const SG_ADDR_LO: u32 = 0x80;
@@ -75,194 +71,6 @@ fn reg(target: u32, ch: u8, r: u32) -> u64 {
 
 fn rd(bar: &dyn BarRegion, off: u64) -> Result<u32> {
     Ok(bar.read(off, Width::B32)? as u32)
-}
-
-fn is_xdma_id(id: u32, target: u32, ch: u8) -> bool {
-    id & 0xfff0_0000 == 0x1fc0_0000 && (id >> 16) & 0xf == target && (id >> 8) & 0xf == ch as u32
-}
-
-/// Whether `bar` holds XDMA registers (REFERENCE.md's rule: at least 0x8000 long, the IRQ block
-/// identifier at 0x2000 and the config block identifier at 0x3000).
-pub fn is_dma_bar(bar: &dyn BarRegion) -> Result<bool> {
-    if bar.len() < MIN_DMA_BAR_LEN {
-        return Ok(false);
-    }
-    Ok(rd(bar, 0x2000)? & 0xffff_0000 == 0x1fc2_0000 && rd(bar, 0x3000)? & 0xffff_0000 == 0x1fc3_0000)
-}
-
-/// The first of `bars` that is an XDMA register BAR. A BAR that cannot be opened or read is
-/// skipped; if none matches, the first such failure is returned so the user learns why.
-pub fn find_dma_bar(dev: &dyn DeviceAccess, bars: &[u8]) -> Result<Option<u8>> {
-    let mut first_err = None;
-    for &index in bars {
-        let found = dev
-            .open_bar(index, Mapping::Uc, IoMode::Mmap)
-            .or_else(|_| dev.open_bar(index, Mapping::Uc, IoMode::Syscall))
-            .and_then(|bar| is_dma_bar(&*bar));
-        match found {
-            Ok(true) => return Ok(Some(index)),
-            Ok(false) => {}
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    first_err.map_or(Ok(None), Err)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Interface {
-    MemoryMapped,
-    Stream,
-}
-
-/// One DMA channel found by `probe`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct XdmaChannel {
-    pub index: u8,
-    pub interface: Interface,
-    pub version: u8,
-    /// Alignments register (+0x4C): byte alignment of source and destination addresses.
-    pub addr_align: u32,
-    /// Minimum granularity of a transfer length, in bytes.
-    pub len_granularity: u32,
-    /// Address bits the engine drives.
-    pub addr_bits: u32,
-}
-
-/// What `probe` learns from an XDMA register BAR (for `pcibench info`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct XdmaInfo {
-    pub bar: u8,
-    /// The identifier's version byte (config block).
-    pub version: u8,
-    /// The Vivado release(s) PG195 gives for that version byte.
-    pub release: &'static str,
-    pub h2c: Vec<XdmaChannel>,
-    pub c2h: Vec<XdmaChannel>,
-    /// Config block: PCIe max payload and max read request the engine uses, data path width.
-    pub max_payload: u32,
-    pub max_read_request: u32,
-    pub data_width_bits: u32,
-    pub warnings: Vec<String>,
-}
-
-impl XdmaInfo {
-    pub fn channel(&self, dir: Direction, index: u8) -> Option<&XdmaChannel> {
-        let list = match dir {
-            Direction::H2c => &self.h2c,
-            Direction::C2h => &self.c2h,
-        };
-        list.iter().find(|c| c.index == index)
-    }
-}
-
-fn release(version: u8) -> &'static str {
-    // PG195 identifier register, version field.
-    match version {
-        1 => "2015.3 or 2015.4",
-        2 => "2016.1",
-        3 => "2016.2",
-        4 => "2016.3",
-        5 => "2016.4",
-        6 => "2017.1 or later",
-        _ => "unknown",
-    }
-}
-
-impl fmt::Display for XdmaInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "XDMA (DMA/Bridge Subsystem for PCIe) registers in BAR{}", self.bar)?;
-        writeln!(f, "  IP version {:#04x} ({})", self.version, self.release)?;
-        for (name, list) in [("H2C", &self.h2c), ("C2H", &self.c2h)] {
-            if list.is_empty() {
-                writeln!(f, "  {name} channels: none")?;
-            }
-            for c in list {
-                let kind = match c.interface {
-                    Interface::MemoryMapped => "memory-mapped",
-                    Interface::Stream => "stream",
-                };
-                writeln!(
-                    f,
-                    "  {name} channel {}: {kind}, address alignment {}, length granularity {}, {} address bits",
-                    c.index, c.addr_align, c.len_granularity, c.addr_bits
-                )?;
-            }
-        }
-        write!(
-            f,
-            "  PCIe max payload {} B, max read request {} B, {}-bit data path",
-            self.max_payload, self.max_read_request, self.data_width_bits
-        )?;
-        for w in &self.warnings {
-            write!(f, "\n  warning: {w}")?;
-        }
-        Ok(())
-    }
-}
-
-/// Read the identifiers and capabilities of the XDMA engine behind `bar`.
-pub fn probe(bar: &dyn BarRegion) -> Result<XdmaInfo> {
-    let index = bar.index();
-    if bar.len() < MIN_DMA_BAR_LEN {
-        return Err(Error::Device(format!(
-            "BAR{index} is {:#x} bytes, too small for XDMA registers (at least {MIN_DMA_BAR_LEN:#x})",
-            bar.len()
-        )));
-    }
-    let (irq, cfg) = (rd(bar, 0x2000)?, rd(bar, 0x3000)?);
-    if irq & 0xffff_0000 != 0x1fc2_0000 || cfg & 0xffff_0000 != 0x1fc3_0000 {
-        let hint = if irq == u32::MAX && cfg == u32::MAX {
-            ": all-ones reads mean Memory Space is disabled or the card is not responding"
-        } else {
-            ""
-        };
-        return Err(Error::Device(format!(
-            "BAR{index} is not an XDMA register BAR: 0x2000 reads {irq:#010x} and 0x3000 reads {cfg:#010x} \
-             (an XDMA IRQ block reads 0x1fc2xxxx, its config block 0x1fc3xxxx){hint}"
-        )));
-    }
-    let version = (cfg & 0xff) as u8;
-    let mut info = XdmaInfo {
-        bar: index,
-        version,
-        release: release(version),
-        h2c: Vec::new(),
-        c2h: Vec::new(),
-        max_payload: 128 << (rd(bar, reg(T_CONFIG, 0, 0x08))? & 0x7).min(5),
-        max_read_request: 128 << (rd(bar, reg(T_CONFIG, 0, 0x0c))? & 0x7).min(5),
-        data_width_bits: 64 << (rd(bar, reg(T_CONFIG, 0, 0x18))? & 0x7).min(3),
-        warnings: Vec::new(),
-    };
-    for (dir, target) in [(Direction::H2c, T_H2C), (Direction::C2h, T_C2H)] {
-        for ch in 0..4u8 {
-            let id = rd(bar, reg(target, ch, CH_ID))?;
-            if !is_xdma_id(id, target, ch) {
-                continue;
-            }
-            let sg_target = T_SGDMA + target;
-            if !is_xdma_id(rd(bar, reg(sg_target, ch, CH_ID))?, sg_target, ch) {
-                info.warnings
-                    .push(format!("{dir} channel {ch} has no SGDMA block identifier at {:#x}", reg(sg_target, ch, 0)));
-            }
-            let a = rd(bar, reg(target, ch, CH_ALIGNMENTS))?;
-            let c = XdmaChannel {
-                index: ch,
-                interface: if id & 0x8000 != 0 { Interface::Stream } else { Interface::MemoryMapped },
-                version: id as u8,
-                addr_align: (a >> 16) & 0xff,
-                len_granularity: (a >> 8) & 0xff,
-                addr_bits: a & 0xff,
-            };
-            match dir {
-                Direction::H2c => info.h2c.push(c),
-                Direction::C2h => info.c2h.push(c),
-            }
-        }
-    }
-    Ok(info)
 }
 
 /// Which channel and which window of card memory the engine works on.
@@ -600,5 +408,54 @@ impl Engine for XdmaEngine {
             out.push(format!("{dir} channel {ch}: {}", decode_status(dir, status)));
         }
         Ok(out.join("; "))
+    }
+}
+/// Xilinx's PCI vendor id: XDMA is looked for only on its devices (and simulated cards), where
+/// reading the identifier registers cannot trigger anything else's side effects.
+pub const XILINX_VENDOR: u16 = 0x10ee;
+
+/// XDMA in the engine registry.
+pub struct XdmaDriver;
+
+impl EngineDriver for XdmaDriver {
+    fn name(&self) -> &'static str {
+        "xdma"
+    }
+
+    fn about(&self) -> &'static str {
+        "Xilinx/AMD DMA/Bridge Subsystem (PG195), SGDMA in poll mode"
+    }
+
+    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
+        if !(info.simulated || info.vendor_id == XILINX_VENDOR) {
+            return Ok(None);
+        }
+        let bars: Vec<u8> = info.bars.iter().filter(|b| b.is_memory()).map(|b| b.index).collect();
+        let Some(bar) = find_dma_bar(dev, &bars)? else { return Ok(None) };
+        let region = dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?;
+        let x = probe(region.as_ref())?;
+        Ok(Some(Detected {
+            engine: self.name(),
+            register_bars: vec![bar],
+            summary: x.to_string(),
+            details: serde_json::to_value(&x).unwrap_or_default(),
+        }))
+    }
+
+    fn open(
+        &self,
+        found: &Detected,
+        dev: &dyn DeviceAccess,
+        alloc: &dyn DmaAllocator,
+        opts: &EngineOptions,
+    ) -> Result<Opened> {
+        let bar = found.register_bars[0];
+        let o = XdmaOptions {
+            channel: opts.channel.unwrap_or(0),
+            card_addr: opts.card_addr.unwrap_or(0),
+            card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
+        };
+        let engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
+        Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }

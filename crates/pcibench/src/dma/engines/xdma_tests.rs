@@ -7,21 +7,47 @@ use crate::dma::buffers::sim::SimAllocator;
 use crate::dma::engines::xdma::{self, Interface, XdmaEngine, XdmaOptions};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
-use crate::sim::xdma_model::{XdmaModelConfig, CARD_MEMORY_SIZE};
+use crate::sim::xdma_model::{XdmaModel, XdmaModelConfig, CARD_MEMORY_SIZE};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(20);
 /// Control: run, every ie_* status enable, poll-mode writeback.
 const CTRL_ALL: u32 = 1 | 0x7e | 0x1f << 9 | 0x1f << 14 | 0x1f << 19 | 1 << 26;
 
-fn dev_with(cfg: XdmaModelConfig) -> (SimDevice, Box<dyn BarRegion>) {
-    let dev = SimDevice::with_xdma(cfg).unwrap();
-    crate::access::set_bus_master(&dev, true).unwrap();
+/// The sim card opened with a custom XDMA model, keeping the model for direct card-memory checks.
+struct Card {
+    dev: SimDevice,
+    model: Arc<XdmaModel>,
+}
+
+impl Card {
+    fn with_xdma(cfg: XdmaModelConfig) -> crate::Result<Card> {
+        let (card, model) = crate::sim::xdma_card::build(cfg)?;
+        let dev = SimDevice::from_card("sim", &crate::sim::CardSpec::info(&crate::sim::xdma_card::XdmaCard), card);
+        Ok(Card { dev, model })
+    }
+
+    fn xdma_model(&self) -> &XdmaModel {
+        &self.model
+    }
+}
+
+impl std::ops::Deref for Card {
+    type Target = SimDevice;
+    fn deref(&self) -> &SimDevice {
+        &self.dev
+    }
+}
+
+fn dev_with(cfg: XdmaModelConfig) -> (Card, Box<dyn BarRegion>) {
+    let dev = Card::with_xdma(cfg).unwrap();
+    crate::access::set_bus_master(&dev.dev, true).unwrap();
     let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
     (dev, bar)
 }
 
-fn dev() -> (SimDevice, Box<dyn BarRegion>) {
+fn dev() -> (Card, Box<dyn BarRegion>) {
     dev_with(XdmaModelConfig::default())
 }
 
@@ -123,15 +149,15 @@ fn identifiers_and_absent_channels() {
     let info = xdma::probe(&*bar4).unwrap();
     assert_eq!(info.h2c.iter().map(|c| c.index).collect::<Vec<_>>(), [0, 1, 2, 3]);
     assert_eq!(info.c2h.len(), 2);
-    assert!(SimDevice::with_xdma(XdmaModelConfig { h2c_channels: 5, ..Default::default() }).is_err());
+    assert!(Card::with_xdma(XdmaModelConfig { h2c_channels: 5, ..Default::default() }).is_err());
 }
 
 #[test]
 fn probe_and_find_dma_bar_follow_the_identifier_rule() {
     let (dev, bar) = dev();
-    assert_eq!(xdma::find_dma_bar(&dev, &[0, 2, 4]).unwrap(), Some(4));
-    assert_eq!(xdma::find_dma_bar(&dev, &[0, 2]).unwrap(), None);
-    assert!(xdma::find_dma_bar(&dev, &[3]).is_err(), "a BAR that cannot be opened is reported");
+    assert_eq!(xdma::find_dma_bar(&dev.dev, &[0, 2, 4]).unwrap(), Some(4));
+    assert_eq!(xdma::find_dma_bar(&dev.dev, &[0, 2]).unwrap(), None);
+    assert!(xdma::find_dma_bar(&dev.dev, &[3]).is_err(), "a BAR that cannot be opened is reported");
     let info = xdma::probe(&*bar).unwrap();
     assert_eq!((info.bar, info.version, info.release), (4, 6, "2017.1 or later"));
     assert_eq!((info.max_payload, info.max_read_request, info.data_width_bits), (256, 512, 64));
@@ -163,7 +189,7 @@ fn control_w1s_w1c_status_rw1c_and_read_to_clear() {
     w(bar, 0x0c, 0xffff_ffff);
 
     // A finished chain leaves descriptor_stopped | descriptor_completed.
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let mem = alloc.alloc(4096).unwrap();
     let d = desc(0x13, 0, 16, bus(&*mem, 512), 0, 0);
     bytes(&*mem)[..32].copy_from_slice(&d);
@@ -196,7 +222,7 @@ fn control_w1s_w1c_status_rw1c_and_read_to_clear() {
 #[test]
 fn adjacent_blocks_next_pointers_and_writeback() {
     let (dev, bar) = dev();
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let mem = alloc.alloc(8192).unwrap();
     let data = alloc.alloc(4096).unwrap();
     pattern(7, bytes(&*data));
@@ -224,7 +250,7 @@ fn adjacent_blocks_next_pointers_and_writeback() {
 /// Run one bad descriptor on `dir` and return (status, writeback word, model's fault text).
 fn bad_descriptor(dir: Direction, d: impl Fn(u64) -> [u8; 32]) -> (u32, u32, String) {
     let (dev, bar) = dev();
-    let mem = SimAllocator::new(&dev).alloc(4096).unwrap();
+    let mem = SimAllocator::new(dev.host_map().clone()).alloc(4096).unwrap();
     let buf_bus = bus(&*mem, 2048);
     bytes(&*mem)[..32].copy_from_slice(&d(buf_bus));
     let st = run_raw(&*bar, dir, bus(&*mem, 0), 0, bus(&*mem, 1024), CTRL_ALL);
@@ -299,7 +325,7 @@ fn error_paths_set_the_documented_status_bits() {
 fn descriptor_fetch_faults_alignment_and_bus_master() {
     let (dev, bar) = dev();
     let bar = &*bar;
-    let mem = SimAllocator::new(&dev).alloc(8192).unwrap();
+    let mem = SimAllocator::new(dev.host_map().clone()).alloc(8192).unwrap();
     let wb = bus(&*mem, 4096);
     // Descriptor memory not registered: desc_error (unsupported request).
     assert_eq!(run_raw(bar, Direction::H2c, 0x2000, 0, wb, CTRL_ALL), 1 << 19);
@@ -316,7 +342,7 @@ fn descriptor_fetch_faults_alignment_and_bus_master() {
     dev.config_write(4, &0x0002u16.to_le_bytes()).unwrap();
     assert_eq!(run_raw(bar, Direction::H2c, bus(&*mem, 0), 0, wb, CTRL_ALL), 1 << 19);
     assert!(dev.xdma_model().last_fault(Direction::H2c, 0).unwrap().contains("Bus Master"));
-    crate::access::set_bus_master(&dev, true).unwrap();
+    crate::access::set_bus_master(&dev.dev, true).unwrap();
     assert_eq!(run_raw(bar, Direction::H2c, bus(&*mem, 0), 0, wb, CTRL_ALL), 0x6);
 }
 
@@ -324,7 +350,7 @@ fn descriptor_fetch_faults_alignment_and_bus_master() {
 fn clearing_run_stops_an_endless_chain() {
     let (dev, bar) = dev();
     let bar = &*bar;
-    let mem = SimAllocator::new(&dev).alloc(4096).unwrap();
+    let mem = SimAllocator::new(dev.host_map().clone()).alloc(4096).unwrap();
     let m = bus(&*mem, 0);
     // One descriptor pointing at itself, no STOP: the engine loops until run is cleared.
     bytes(&*mem)[..32].copy_from_slice(&desc(0, 0, 64, bus(&*mem, 1024), 0, m));
@@ -349,7 +375,7 @@ fn clearing_run_stops_an_endless_chain() {
     assert_eq!(r(bar, 0x48), count, "nothing moves after the stop");
 }
 
-fn engine(dev: &SimDevice, alloc: &dyn DmaAllocator, opts: XdmaOptions) -> XdmaEngine {
+fn engine(dev: &Card, alloc: &dyn DmaAllocator, opts: XdmaOptions) -> XdmaEngine {
     let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
     XdmaEngine::new(bar, alloc, opts).unwrap()
 }
@@ -359,7 +385,7 @@ fn transfer(dir: Direction, len: u64, card_addr: u64) -> Transfer {
 }
 
 /// H2C from one buffer, C2H into another, and compare every byte (and card memory directly).
-fn round_trip(dev: &SimDevice, alloc: &dyn DmaAllocator, opts: XdmaOptions, len: u64, card_off: u64, seed: u64) {
+fn round_trip(dev: &Card, alloc: &dyn DmaAllocator, opts: XdmaOptions, len: u64, card_off: u64, seed: u64) {
     let mut eng = engine(dev, alloc, opts);
     let src = alloc.alloc(len as usize).unwrap();
     let dst = alloc.alloc(len as usize).unwrap();
@@ -381,8 +407,8 @@ fn round_trip(dev: &SimDevice, alloc: &dyn DmaAllocator, opts: XdmaOptions, len:
 #[test]
 fn round_trips_every_size_contiguous_and_scattered() {
     let (dev, _bar) = dev();
-    let plain = SimAllocator::new(&dev);
-    let scattered = SimAllocator::scattered(&dev);
+    let plain = SimAllocator::new(dev.host_map().clone());
+    let scattered = SimAllocator::scattered(dev.host_map().clone());
     for (i, len) in [4u64, 5, 64, 4095, 4096, 4097, 65536, 0x10_0000, CARD_MEMORY_SIZE].into_iter().enumerate() {
         round_trip(&dev, &plain, XdmaOptions::default(), len, 0, i as u64 + 1);
         round_trip(&dev, &scattered, XdmaOptions::default(), len, 0, i as u64 + 100);
@@ -393,7 +419,7 @@ fn round_trips_every_size_contiguous_and_scattered() {
 #[test]
 fn round_trip_at_an_offset_card_address() {
     let (dev, _bar) = dev();
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let opts = XdmaOptions { channel: 0, card_addr: 0x2_0000, card_size: 0x10_0000 };
     round_trip(&dev, &alloc, opts, 0x1_2345, 0x345, 9);
     // Bytes outside the window were not touched.
@@ -405,7 +431,7 @@ fn round_trip_at_an_offset_card_address() {
 #[test]
 fn prepared_chain_is_reused_and_scattered_chains_respect_4k() {
     let (dev, _bar) = dev();
-    let alloc = SimAllocator::scattered(&dev);
+    let alloc = SimAllocator::scattered(dev.host_map().clone());
     let mut eng = engine(&dev, &alloc, XdmaOptions::default());
     let buf = alloc.alloc(CARD_MEMORY_SIZE as usize).unwrap();
     pattern(3, bytes(&*buf));
@@ -424,7 +450,7 @@ fn prepared_chain_is_reused_and_scattered_chains_respect_4k() {
 #[test]
 fn driver_names_magic_stopped_when_descriptors_are_corrupted() {
     let (dev, _bar) = dev();
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let mut eng = engine(&dev, &alloc, XdmaOptions::default());
     let buf = alloc.alloc(4096).unwrap();
     eng.prepare(&*buf, &transfer(Direction::H2c, 4096, 0)).unwrap();
@@ -440,7 +466,7 @@ fn driver_names_magic_stopped_when_descriptors_are_corrupted() {
 #[test]
 fn driver_reports_a_freed_buffer_as_a_host_read_error() {
     let (dev, _bar) = dev();
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let mut eng = engine(&dev, &alloc, XdmaOptions::default());
     let buf = alloc.alloc(8192).unwrap();
     eng.prepare(&*buf, &transfer(Direction::H2c, 8192, 0)).unwrap();
@@ -452,7 +478,7 @@ fn driver_reports_a_freed_buffer_as_a_host_read_error() {
 #[test]
 fn driver_times_out_on_a_hung_engine_then_recovers() {
     let (dev, _bar) = dev();
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let mut eng = engine(&dev, &alloc, XdmaOptions::default());
     let buf = alloc.alloc(4096).unwrap();
     eng.prepare(&*buf, &transfer(Direction::C2h, 4096, 0)).unwrap();
@@ -469,7 +495,7 @@ fn driver_times_out_on_a_hung_engine_then_recovers() {
 #[test]
 fn prepare_refuses_what_the_engine_cannot_do() {
     let (dev, _bar) = dev();
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let mut eng = engine(&dev, &alloc, XdmaOptions::default());
     let buf = alloc.alloc(0x20_0000).unwrap();
     let too_big = eng.prepare(&*buf, &transfer(Direction::H2c, CARD_MEMORY_SIZE + 1, 0)).unwrap_err();
@@ -484,14 +510,14 @@ fn prepare_refuses_what_the_engine_cannot_do() {
     assert!(e.to_string().contains("no channel 1"), "{e}");
     // An engine with only a C2H channel refuses H2C with words, not a hang.
     let (dev2, _b) = dev_with(XdmaModelConfig { h2c_channels: 0, ..Default::default() });
-    let alloc2 = SimAllocator::new(&dev2);
+    let alloc2 = SimAllocator::new(dev2.host_map().clone());
     let mut eng2 = engine(&dev2, &alloc2, XdmaOptions::default());
     let buf2 = alloc2.alloc(64).unwrap();
     let e = eng2.prepare(&*buf2, &transfer(Direction::H2c, 64, 0)).unwrap_err().to_string();
     assert!(e.contains("no h2c channel 0"), "{e}");
     // Alignment rules from the alignments register are checked up front.
     let (dev3, _b) = dev_with(XdmaModelConfig { addr_align: 64, len_granularity: 4, ..Default::default() });
-    let alloc3 = SimAllocator::new(&dev3);
+    let alloc3 = SimAllocator::new(dev3.host_map().clone());
     let mut eng3 = engine(&dev3, &alloc3, XdmaOptions::default());
     let buf3 = alloc3.alloc(4096).unwrap();
     let e = eng3.prepare(&*buf3, &transfer(Direction::H2c, 64, 8)).unwrap_err().to_string();
@@ -503,7 +529,7 @@ fn prepare_refuses_what_the_engine_cannot_do() {
 #[test]
 fn h2c_and_c2h_channels_run_at_the_same_time() {
     let (dev, _bar) = dev();
-    let alloc = SimAllocator::new(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
     let half = CARD_MEMORY_SIZE / 2;
     let mut up = engine(&dev, &alloc, XdmaOptions::default());
     let mut down = engine(&dev, &alloc, XdmaOptions::default());

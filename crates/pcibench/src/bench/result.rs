@@ -1,0 +1,269 @@
+//! What every measuring command produces: a `Report` of `Row`s, one row per configuration, in one
+//! shape whatever measured it (PIO, DMA, and the latency and buffer benchmarks), so each output
+//! format (`report::Exporter`) and `compare`/`plot` handle them all. Notes are data here and
+//! words in `report/`.
+
+use super::pattern::Mismatch;
+use super::stats::Stats;
+use crate::access::{IoMode, Mapping, Via};
+use crate::direction::Direction;
+use crate::dma::Addressing;
+use crate::mmio::Width;
+use serde::{Deserialize, Serialize};
+
+/// The measuring command a report or row comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Pio,
+    Dma,
+}
+
+impl Kind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Pio => "pio",
+            Kind::Dma => "dma",
+        }
+    }
+}
+
+/// `--map`: the memory type, and whether the timed part ends by draining posted writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MapMode {
+    Uc,
+    Wc,
+    WcFlush,
+}
+
+impl MapMode {
+    pub const ALL: [MapMode; 3] = [MapMode::Uc, MapMode::Wc, MapMode::WcFlush];
+
+    pub fn mapping(&self) -> Mapping {
+        match self {
+            MapMode::Uc => Mapping::Uc,
+            MapMode::Wc | MapMode::WcFlush => Mapping::Wc,
+        }
+    }
+
+    /// fpga_sio's words for it.
+    pub fn seed_name(&self) -> &'static str {
+        match self {
+            MapMode::Uc => "uncached-minus",
+            MapMode::Wc => "write-combining",
+            MapMode::WcFlush => "write-combining (flush posted writes)",
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            MapMode::Uc => "uc",
+            MapMode::Wc => "wc",
+            MapMode::WcFlush => "wc-flush",
+        }
+    }
+}
+
+/// Whether the data moved was checked, and how it came out.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum Verify {
+    Ok,
+    Mismatch {
+        mismatch: Mismatch,
+    },
+    /// Nothing known to compare with (reads without permission to write a pattern first).
+    Unverified {
+        reason: String,
+    },
+}
+
+/// A remark about a row, as data; `report::notes` puts it in words.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "note", rename_all = "snake_case")]
+pub enum Note {
+    /// The configuration was not measured.
+    Skipped { reason: String },
+    /// Samples batched several transfers: one alone is too short to time.
+    Batched { transfers: u64, timer_overhead_ns: f64 },
+    /// A BAR read back all-ones end to end.
+    AllOnes,
+    /// The run was stopped (Ctrl-C, SIGTERM) during this row; `engine` is the engine's
+    /// status when it was stopped.
+    Interrupted { engine: Option<String> },
+    /// Too few samples to judge the spread.
+    FewSamples { samples: usize },
+    /// The samples disagree (coefficient of variation, slowest sample against the median).
+    Noisy { cv_pct: f64, min_vs_median: f64 },
+    /// Faster than the link model allows: the figure is not what it seems (cached, emulated,
+    /// or the model's inputs are wrong).
+    AboveLinkModel { efficiency_pct: f64 },
+    /// The link's health changed while this row ran: the row is suspect.
+    LinkHealth { changes: Vec<String> },
+}
+
+impl Note {
+    /// Notes that make a row's figure untrustworthy as it stands.
+    pub fn is_flag(&self) -> bool {
+        matches!(
+            self,
+            Note::FewSamples { .. } | Note::Noisy { .. } | Note::AboveLinkModel { .. } | Note::LinkHealth { .. }
+        )
+    }
+}
+
+/// One configuration: what was measured, how fast, and whether the data arrived intact. Fields
+/// that do not apply to a kind of measurement are absent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bar: Option<u8>,
+    /// The BAR's size (not the transfer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bar_size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoMode>,
+    pub dir: Direction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<Width>,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    pub stats: Option<Stats>,
+    /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
+    pub limit_mbps: Option<f64>,
+    pub efficiency_pct: Option<f64>,
+    /// None when the row was not measured.
+    pub verify: Option<Verify>,
+    /// SHA-256 of the pattern the device holds at [offset, offset+size) after a row that wrote
+    /// it, so an independent reader (the lab's host side) can check the card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern_sha256: Option<String>,
+    pub notes: Vec<Note>,
+}
+
+impl Row {
+    /// A row for `dir` and `size` with nothing measured yet.
+    pub fn new(dir: Direction, size: u64) -> Row {
+        Row {
+            bar: None,
+            bar_size: None,
+            map: None,
+            io: None,
+            dir,
+            width: None,
+            size,
+            offset: None,
+            stats: None,
+            limit_mbps: None,
+            efficiency_pct: None,
+            verify: None,
+            pattern_sha256: None,
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn mismatch(&self) -> Option<&Mismatch> {
+        match &self.verify {
+            Some(Verify::Mismatch { mismatch }) => Some(mismatch),
+            _ => None,
+        }
+    }
+
+    pub fn skipped(&self) -> bool {
+        self.notes.iter().any(|n| matches!(n, Note::Skipped { .. }))
+    }
+
+    /// The link's health changed during the row.
+    pub fn suspect(&self) -> bool {
+        self.notes.iter().any(|n| matches!(n, Note::LinkHealth { .. }))
+    }
+
+    /// Fill statistics, the link model's limit and efficiency (of the median) and the flags
+    /// from what the sampler found. `limit_mbps` is None where no PCIe link bounds the figure.
+    pub fn measured(&mut self, sampled: &super::sampler::Sampled, limit_mbps: Option<f64>, overhead_ns: f64) {
+        if sampled.samples.batch > 1 {
+            self.notes.push(Note::Batched { transfers: sampled.samples.batch, timer_overhead_ns: overhead_ns });
+        }
+        self.stats = sampled.samples.stats();
+        self.limit_mbps = limit_mbps;
+        self.efficiency_pct = match (&self.stats, limit_mbps) {
+            (Some(st), Some(l)) if l > 0.0 => Some(st.median_mbps / l * 100.0),
+            _ => None,
+        };
+        if let Some(st) = &self.stats {
+            for q in st.quality() {
+                self.notes.push(match q {
+                    super::stats::Quality::FewSamples { samples } => Note::FewSamples { samples },
+                    super::stats::Quality::Noisy { cv_pct, min_vs_median } => Note::Noisy { cv_pct, min_vs_median },
+                });
+            }
+        }
+        if let Some(e) = self.efficiency_pct.filter(|e| *e > 100.0) {
+            self.notes.push(Note::AboveLinkModel { efficiency_pct: e });
+        }
+        if !sampled.health.is_empty() {
+            self.notes.push(Note::LinkHealth { changes: sampled.health.clone() });
+        }
+    }
+}
+
+/// Everything one measuring command found, for one device.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub kind: Kind,
+    pub device: String,
+    pub simulated: bool,
+    pub via: Via,
+    /// DMA: the engine, what the card was given as addresses, and the buffer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addressing: Option<Addressing>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<String>,
+    pub timer_overhead_ns: f64,
+    /// Why rows carry no link limit or efficiency, when they do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_note: Option<String>,
+    /// Where and how it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<super::context::Context>,
+    pub results: Vec<Row>,
+    /// A stop request ended the run early; the rows cover what was measured before it.
+    pub interrupted: bool,
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    pub fn new(kind: Kind, device: &str, simulated: bool, via: Via, timer_overhead_ns: f64) -> Report {
+        Report {
+            kind,
+            device: device.to_string(),
+            simulated,
+            via,
+            engine: None,
+            addressing: None,
+            buffer: None,
+            timer_overhead_ns,
+            limit_note: None,
+            context: None,
+            results: Vec::new(),
+            interrupted: false,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Some row's data did not verify.
+    pub fn mismatched(&self) -> bool {
+        self.results.iter().any(|r| r.mismatch().is_some())
+    }
+
+    /// Rows that were measured (have statistics).
+    pub fn measured(&self) -> usize {
+        self.results.iter().filter(|r| r.stats.is_some()).count()
+    }
+}

@@ -1,0 +1,261 @@
+//! The one sampling loop every throughput runner uses (PIO copies, DMA engine runs, buffer
+//! access): one untimed warm-up, a batch size calibrated on growing runs until a sample lasts
+//! at least 100 timer overheads, then timed samples until `total` bytes have moved. The clock
+//! is a trait so runners can be tested with exact figures.
+
+use super::clock::Clock;
+use super::stats::Samples;
+use super::timer::TimerOverhead;
+use crate::pci::health::{self, HealthProbe};
+use crate::units::human_size;
+use crate::{Error, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// At most this many samples are kept per configuration (8 MiB of times): past it, samples
+/// batch more transfers, so memory stays bounded whatever `--total` asks.
+pub const MAX_SAMPLES: u64 = 1 << 20;
+/// Calibration stops growing a batch here (a transfer that cannot reach 100 timer overheads in
+/// 16 M repetitions is measured as it is).
+const MAX_BATCH: u64 = 1 << 24;
+/// The most transfers one configuration may plan: what the bounded samples can count.
+pub const MAX_TRANSFERS: u64 = MAX_SAMPLES * MAX_BATCH;
+/// The most bytes one configuration may move (1 PiB: hours even at memory speed).
+pub const MAX_TOTAL: u64 = 1 << 50;
+/// Link health is also checked between samples this often on long runs (outside the timed part).
+const HEALTH_EVERY_NS: u64 = 1_000_000_000;
+
+/// `--total` against the transfer sizes, before anything runs: it must hold at least one
+/// transfer of the largest size, and no more transfers of the smallest than pcibench counts.
+pub fn check_total(total: u64, sizes: &[u64]) -> Result<()> {
+    if total == 0 {
+        return Err(Error::usage("--total is 0: give the bytes to move per configuration, e.g. --total 64M"));
+    }
+    if total > MAX_TOTAL {
+        return Err(Error::usage(format!(
+            "--total {} is more than pcibench moves per configuration (1 PiB): use a smaller --total",
+            human_size(total)
+        )));
+    }
+    if let Some(&big) = sizes.iter().max() {
+        if total < big {
+            return Err(Error::usage(format!(
+                "--total {} is less than one {} transfer: raise --total to at least {} or use a smaller --size",
+                human_size(total),
+                human_size(big),
+                human_size(big)
+            )));
+        }
+    }
+    if let Some(&small) = sizes.iter().filter(|s| **s > 0).min() {
+        if total / small > MAX_TRANSFERS {
+            return Err(Error::usage(format!(
+                "--total {} is {} transfers of {}: more than pcibench counts per configuration (2^44): use a smaller --total",
+                human_size(total),
+                total / small,
+                human_size(small)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where a run reports its progress (a progress bar; nothing, with `()`).
+pub trait Progress {
+    /// A part of the run that will move about `bytes` bytes starts.
+    fn begin(&mut self, what: &str, bytes: u64) {
+        let _ = (what, bytes);
+    }
+    /// `bytes` more have moved.
+    fn add(&mut self, bytes: u64) {
+        let _ = bytes;
+    }
+    /// The part is over.
+    fn end(&mut self) {}
+}
+
+impl Progress for () {}
+
+/// A closure counting bytes is a progress report too.
+impl<F: FnMut(u64)> Progress for F {
+    fn add(&mut self, bytes: u64) {
+        self(bytes)
+    }
+}
+
+/// How a runner samples: the clock, its measured overhead, the stop flag (Ctrl-C, SIGTERM)
+/// and where progress goes.
+pub struct Sampling<'a> {
+    pub clock: &'a dyn Clock,
+    pub overhead: TimerOverhead,
+    pub stop: &'a AtomicBool,
+    pub progress: &'a mut dyn Progress,
+    /// The device's link health, snapshotted before and after each configuration (and between
+    /// samples on long ones); None where there is no link to watch (simulated cards).
+    pub health: Option<&'a HealthProbe>,
+}
+
+/// The timed samples of one configuration and how they came about.
+#[derive(Debug, Clone)]
+pub struct Sampled {
+    pub samples: Samples,
+    /// Transfers the plan asked for (`total / size`).
+    pub planned: u64,
+    /// Transfers run untimed before the samples (warm-up and batch calibration); they are not
+    /// counted as measured.
+    pub calibration_transfers: u64,
+    /// The stop flag ended the sampling early.
+    pub interrupted: bool,
+    /// What changed in the link's health while this configuration ran (empty: nothing).
+    pub health: Vec<String>,
+}
+
+impl Sampled {
+    /// Transfers measured (samples × batch).
+    pub fn measured(&self) -> u64 {
+        self.samples.secs.len() as u64 * self.samples.batch
+    }
+}
+
+impl Sampling<'_> {
+    /// Time `op(k)` (k transfers of `size` bytes back to back) until `total` bytes have moved.
+    /// `total` must hold at least one transfer (callers check and explain).
+    pub fn run(&mut self, size: u64, total: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<Sampled> {
+        let planned = (total / size.max(1)).max(1);
+        let before = self.health.map(|h| h.snapshot());
+        let mut health_changes: Vec<String> = Vec::new();
+        let mut last_check = self.clock.now_ns();
+        let timed = |k: u64, op: &mut dyn FnMut(u64) -> Result<()>| -> Result<u64> {
+            let t0 = self.clock.now_ns();
+            op(k)?;
+            self.clock.did(k, k * size);
+            Ok(self.clock.now_ns().saturating_sub(t0))
+        };
+        // Warm up (caches, TLB, an engine's first descriptor fetch), then grow the batch.
+        timed(1, &mut op)?;
+        let want = self.overhead.min_sample_ns();
+        let mut calibration = 1;
+        let mut n = 1u64;
+        let batch = loop {
+            let took = timed(n, &mut op)?;
+            calibration += n;
+            if took >= want || n >= MAX_BATCH {
+                break n;
+            }
+            // Aim past the target from this run's rate, at least doubling.
+            let per = (took as f64 / n as f64).max(1e-3);
+            n = ((want as f64 / per * 1.5).ceil() as u64).clamp(n * 2, MAX_BATCH);
+        };
+        // Fewer planned transfers than one batch: one sample of them all (flagged as short by
+        // the statistics). More samples than we keep: batch more per sample.
+        let batch = batch.min(planned).max(planned.div_ceil(MAX_SAMPLES));
+        let count = planned / batch;
+        let mut samples = Samples::new(size, batch);
+        samples.secs.reserve(count as usize);
+        let mut interrupted = false;
+        for _ in 0..count {
+            if self.stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            let ns = timed(batch, &mut op)?;
+            samples.secs.push(ns as f64 * 1e-9);
+            self.progress.add(size * batch);
+            if let (Some(h), Some(b)) = (self.health, &before) {
+                // Between samples, untimed: a long run notices a change while it happens.
+                let now = self.clock.now_ns();
+                if now.saturating_sub(last_check) >= HEALTH_EVERY_NS {
+                    last_check = now;
+                    health_changes = health::changes(b, &h.snapshot());
+                }
+            }
+        }
+        if let (Some(h), Some(b)) = (self.health, &before) {
+            health_changes = health::changes(b, &h.snapshot());
+        }
+        Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted, health: health_changes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::clock::FakeClock;
+
+    fn sampling<'a>(clock: &'a FakeClock, stop: &'a AtomicBool, moved: &'a mut dyn Progress) -> Sampling<'a> {
+        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: moved, health: None }
+    }
+
+    #[test]
+    fn batches_to_a_hundred_overheads_and_counts_exactly() {
+        // Reading the clock costs 20 ns, so a sample must last 2000 ns; a transfer costs 100 ns.
+        let clock = FakeClock::new(20, 100, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut bytes = 0;
+        let mut moved = |n: u64| bytes += n;
+        let mut ran = 0u64;
+        let s = sampling(&clock, &stop, &mut moved)
+            .run(64, 64 * 1000, |k| {
+                ran += k;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(s.planned, 1000);
+        // Warm-up, then a run of 1 (120 ns with the reading), then ceil(2000 / 120 * 1.5) = 25:
+        // 25 x 100 ns + 20 ns >= 2000 ns.
+        assert_eq!(s.samples.batch, 25);
+        assert_eq!(s.calibration_transfers, 1 + 1 + 25);
+        assert_eq!(s.samples.secs.len(), 40, "1000 / 25 whole samples");
+        assert_eq!(s.measured(), 1000);
+        assert_eq!(ran, 27 + 1000);
+        assert_eq!(bytes, 1000 * 64);
+        // Each sample: 25 transfers (2500 ns) plus one clock reading (20 ns) between the reads.
+        assert!(s.samples.secs.iter().all(|t| (t - 2520e-9).abs() < 1e-15), "{:?}", &s.samples.secs[..2]);
+    }
+
+    #[test]
+    fn fewer_transfers_than_a_batch_make_one_short_sample() {
+        let clock = FakeClock::new(20, 100, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let s = sampling(&clock, &stop, &mut moved).run(4096, 16 * 4096, |_| Ok(())).unwrap();
+        assert_eq!((s.samples.batch, s.samples.secs.len(), s.measured()), (16, 1, 16));
+    }
+
+    #[test]
+    fn totals_are_checked_before_anything_runs() {
+        assert!(check_total(64 << 20, &[4096, 1 << 20]).is_ok());
+        let e = check_total(0, &[4096]).unwrap_err().to_string();
+        assert!(e.contains("--total is 0"), "{e}");
+        let e = check_total(64 << 10, &[8, 1 << 20]).unwrap_err().to_string();
+        assert!(e.contains("less than one 1 MiB transfer") && e.contains("at least 1 MiB"), "{e}");
+        let e = check_total(0x0100_0000_0000_0000, &[1 << 20]).unwrap_err().to_string();
+        assert!(e.contains("more than pcibench moves"), "{e}");
+        let e = check_total(1 << 48, &[1]).unwrap_err().to_string();
+        assert!(e.contains("more than pcibench counts"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn samples_are_bounded_and_stop_is_honoured() {
+        let clock = FakeClock::new(1, 1000, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let s = sampling(&clock, &stop, &mut moved).run(1, 3 * MAX_SAMPLES, |_| Ok(())).unwrap();
+        assert_eq!(s.samples.batch, 3);
+        assert_eq!(s.samples.secs.len() as u64, MAX_SAMPLES);
+        let stop = AtomicBool::new(false);
+        let mut calls = 0;
+        let mut moved = |_| {};
+        let s = sampling(&clock, &stop, &mut moved)
+            .run(8, 8 * 100, |_| {
+                calls += 1;
+                if calls == 5 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(s.interrupted);
+        assert_eq!(s.samples.secs.len(), 3, "warm-up, calibration, three samples (the third raised the flag)");
+    }
+}

@@ -1,0 +1,64 @@
+//! Notes on rows, in words.
+
+use crate::bench::result::{Note, Row, Verify};
+
+pub fn text(n: &Note) -> String {
+    match n {
+        Note::Skipped { reason } => format!("skipped: {reason}"),
+        Note::Batched { transfers, timer_overhead_ns } => format!(
+            "batched {transfers} transfers per sample: one transfer is too short to time alone (timer overhead {timer_overhead_ns:.0} ns)"
+        ),
+        Note::AllOnes => "the BAR reads all-ones end to end: the device may be gone, or Memory Space is disabled \
+             (check `pcibench info`: Control Mem-)"
+            .into(),
+        Note::Interrupted { engine: Some(status) } => format!("interrupted: engine stopped ({status})"),
+        Note::Interrupted { engine: None } => "interrupted: the figures cover the samples before the stop".into(),
+        Note::FewSamples { samples } => format!(
+            "few samples: {samples} sample{} cannot show the spread: raise --total for a figure to trust",
+            if *samples == 1 { "" } else { "s" }
+        ),
+        Note::Noisy { cv_pct, min_vs_median } => format!(
+            "noisy: the samples vary (CV {cv_pct:.1}%, slowest at {min_vs_median:.2}x the median): for a cleaner figure raise --total, pin a CPU (--cpu N) and stop other load"
+        ),
+        Note::AboveLinkModel { efficiency_pct } => format!(
+            "above the link model ({efficiency_pct:.0}% of its limit): the figure is not what it seems (cached, emulated, or the link's MPS/MRRS/width are not what the model was told)"
+        ),
+        Note::LinkHealth { changes } => format!("suspect: {} during this row", changes.join("; ")),
+    }
+}
+
+/// Short markers for flagged rows, after the verify column: `!few !noisy !model !suspect`.
+pub fn flags(r: &Row) -> String {
+    let mut out = String::new();
+    for n in &r.notes {
+        let f = match n {
+            Note::FewSamples { .. } => "!few",
+            Note::Noisy { .. } => "!noisy",
+            Note::AboveLinkModel { .. } => "!model",
+            Note::LinkHealth { .. } => "!suspect",
+            _ => continue,
+        };
+        out.push(' ');
+        out.push_str(f);
+    }
+    out
+}
+
+/// Every note of a row, plus why it is unverified, one per line.
+pub fn lines(r: &Row) -> Vec<String> {
+    let mut v: Vec<String> = r.notes.iter().map(text).collect();
+    if let Some(Verify::Unverified { reason }) = &r.verify {
+        v.push(reason.clone());
+    }
+    v
+}
+
+/// The verify column.
+pub fn verify_text(v: &Option<Verify>) -> String {
+    match v {
+        None => "-".into(),
+        Some(Verify::Ok) => "ok".into(),
+        Some(Verify::Mismatch { mismatch }) => format!("MISMATCH: {mismatch}"),
+        Some(Verify::Unverified { .. }) => "unverified".into(),
+    }
+}

@@ -1,0 +1,272 @@
+//! The default readable table: a header naming the device and path, one row per configuration,
+//! notes under their row, then warnings. PIO and DMA reports have their own columns.
+
+use super::notes::{flags, lines, verify_text};
+use super::{simulated_label, Exporter};
+use crate::bench::context::Context;
+use crate::bench::result::{Kind, Report, Row};
+use crate::dma::Addressing;
+use crate::suite::SuiteReport;
+use crate::units::human_size;
+use crate::Result;
+use std::fmt::Write;
+
+pub struct Table {
+    /// Also print per-transfer latency percentiles (PIO).
+    pub latency: bool,
+}
+
+impl Exporter for Table {
+    fn report(&self, r: &Report) -> Result<String> {
+        let mut s = match r.kind {
+            Kind::Pio => pio(r),
+            Kind::Dma => dma(r),
+        };
+        if self.latency && r.kind == Kind::Pio {
+            s.push_str(&latency(r));
+        }
+        Ok(s)
+    }
+
+    /// `== info`, `== PIO`, `== DMA` sections.
+    fn suite(&self, x: &SuiteReport) -> Result<String> {
+        let mut s = String::from("== info\n");
+        s.push_str(&super::info::info_text(&x.info));
+        for e in &x.engines {
+            let _ = writeln!(s, "  DMA engine:    {}", e.summary.replace('\n', "\n                 "));
+        }
+        s.push_str("\n== PIO\n");
+        for n in x.notes.iter().filter(|n| n.starts_with("PIO")) {
+            let _ = writeln!(s, "({n})");
+        }
+        if let Some(p) = &x.pio {
+            s.push_str(&self.report(p)?);
+        }
+        s.push_str("\n== DMA\n");
+        for n in x.notes.iter().filter(|n| n.starts_with("DMA")) {
+            let _ = writeln!(s, "{n}");
+        }
+        if let Some(d) = &x.dma {
+            s.push_str(&self.report(d)?);
+        }
+        Ok(s)
+    }
+}
+
+fn f2(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
+}
+
+fn cv(r: &Row) -> String {
+    r.stats.as_ref().map(|s| format!("{:.1}", s.cv_pct)).unwrap_or_else(|| "-".into())
+}
+
+fn limit(r: &Row) -> String {
+    r.limit_mbps.map(|l| format!("{l:.1}")).unwrap_or_else(|| "-".into())
+}
+
+fn eff(r: &Row) -> String {
+    r.efficiency_pct.map(|e| format!("{e:.1}%")).unwrap_or_else(|| "-".into())
+}
+
+/// xfers, min, mean, median, max.
+fn throughput(r: &Row) -> [String; 5] {
+    let st = r.stats.as_ref();
+    [
+        st.map(|s| s.transfers.to_string()).unwrap_or_else(|| "-".into()),
+        f2(st.map(|s| s.min_mbps)),
+        f2(st.map(|s| s.mean_mbps)),
+        f2(st.map(|s| s.median_mbps)),
+        f2(st.map(|s| s.max_mbps)),
+    ]
+}
+
+/// Where it ran and why there is no link limit: the lines under a report's title.
+fn context_lines(s: &mut String, r: &Report) {
+    if let Some(c) = &r.context {
+        let _ = writeln!(s, "  {}", where_it_ran(c));
+    }
+    if let Some(n) = &r.limit_note {
+        let _ = writeln!(s, "  {n}");
+    }
+}
+
+/// "ran on CPU 3 (pinned; NUMA node 0, device on node 0), Intel Xeon ...; governor performance;
+/// CLOCK_MONOTONIC (vDSO), invariant TSC".
+pub fn where_it_ran(c: &Context) -> String {
+    let cpu = match c.cpu {
+        Some(n) => format!("CPU {n}{}", if c.pinned { " (pinned" } else { " (not pinned" }),
+        None => "an unknown CPU (".into(),
+    };
+    let node = |n: Option<i32>| n.map_or("unknown".to_string(), |n| n.to_string());
+    let mut out =
+        format!("ran on {cpu}; NUMA node {}, device on node {})", node(c.cpu_numa_node), node(c.device_numa_node));
+    if let Some(m) = &c.cpu_model {
+        let _ = write!(out, ", {m}");
+    }
+    if let Some(g) = &c.governor {
+        let _ = write!(out, "; governor {g}");
+    }
+    let tsc = match c.tsc_invariant {
+        Some(true) => ", invariant TSC",
+        Some(false) => ", TSC not invariant",
+        None => "",
+    };
+    let _ = write!(out, "; {}{tsc}", c.clock);
+    out
+}
+
+fn notes_and_warnings(s: &mut String, rows: &[Row], r: &Report, each: impl Fn(&Row) -> String) {
+    for x in rows {
+        let _ = writeln!(s, "{}", each(x));
+        for n in lines(x) {
+            let _ = writeln!(s, "      note: {n}");
+        }
+    }
+    if r.interrupted {
+        let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
+    }
+    for w in r.context.iter().flat_map(|c| &c.warnings).chain(&r.warnings) {
+        let _ = writeln!(s, "warning: {w}");
+    }
+}
+
+fn pio(r: &Report) -> String {
+    let mut s = format!(
+        "pcibench pio {} via {}{}; timer overhead {:.0} ns; MB = 10^6 bytes\n",
+        r.device,
+        r.via,
+        simulated_label(r.simulated),
+        r.timer_overhead_ns
+    );
+    context_lines(&mut s, r);
+    let _ = writeln!(
+        s,
+        "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6}  verify",
+        "BAR",
+        "map",
+        "dir",
+        "width",
+        "size",
+        "xfers",
+        "min MB/s",
+        "mean MB/s",
+        "med MB/s",
+        "max MB/s",
+        "cv%",
+        "limit MB/s",
+        "eff"
+    );
+    notes_and_warnings(&mut s, &r.results, r, |x| {
+        let io = if x.io == Some(crate::access::IoMode::Syscall) { "-sys" } else { "" };
+        let map = format!("{}{io}", x.map.map_or("-", |m| m.name()));
+        let [xfers, min, mean, med, max] = throughput(x);
+        let size = if x.size == 0 { "-".into() } else { human_size(x.size) };
+        format!(
+            "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6}  {}{}",
+            x.bar.map_or("-".into(), |b| b.to_string()),
+            map,
+            x.dir,
+            x.width.map_or("-".into(), |w| w.to_string()),
+            size,
+            xfers,
+            min,
+            mean,
+            med,
+            max,
+            cv(x),
+            limit(x),
+            eff(x),
+            verify_text(&x.verify),
+            flags(x)
+        )
+    });
+    s
+}
+
+fn dma(r: &Report) -> String {
+    let addressing = match r.addressing {
+        Some(Addressing::Iova) => "IOVA (IOMMU-mapped)",
+        Some(Addressing::Physical) => "physical",
+        Some(Addressing::Sim) => "sim-card",
+        None => "unknown",
+    };
+    let mut s = format!(
+        "pcibench dma {} engine {} via {}{}\n  buffer: {}; the card was given {addressing} addresses; timer overhead {:.0} ns; MB = 10^6 bytes\n",
+        r.device,
+        r.engine.as_deref().unwrap_or("-"),
+        r.via,
+        simulated_label(r.simulated),
+        r.buffer.as_deref().unwrap_or("-"),
+        r.timer_overhead_ns
+    );
+    context_lines(&mut s, r);
+    let _ = writeln!(
+        s,
+        "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  verify",
+        "dir",
+        "size",
+        "xfers",
+        "min MB/s",
+        "mean MB/s",
+        "med MB/s",
+        "max MB/s",
+        "cv%",
+        "limit MB/s",
+        "eff",
+        "p50 µs",
+        "p99 µs"
+    );
+    notes_and_warnings(&mut s, &r.results, r, |x| {
+        let [xfers, min, mean, med, max] = throughput(x);
+        let st = x.stats.as_ref();
+        format!(
+            "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  {}{}",
+            x.dir.to_string(),
+            human_size(x.size),
+            xfers,
+            min,
+            mean,
+            med,
+            max,
+            cv(x),
+            limit(x),
+            eff(x),
+            f2(st.map(|s| s.latency.p50_us)),
+            f2(st.map(|s| s.latency.p99_us)),
+            verify_text(&x.verify),
+            flags(x)
+        )
+    });
+    s
+}
+
+/// Latency per transfer, one row per measured PIO configuration.
+fn latency(r: &Report) -> String {
+    let mut s = String::from("latency per transfer (µs):\n");
+    let _ = writeln!(
+        s,
+        "{:>3} {:<8} {:<3} {:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "BAR", "map", "dir", "width", "size", "min", "p50", "p90", "p99", "p99.9", "max"
+    );
+    for x in &r.results {
+        let Some(st) = &x.stats else { continue };
+        let l = &st.latency;
+        let _ = writeln!(
+            s,
+            "{:>3} {:<8} {:<3} {:<9} {:>9} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            x.bar.map_or("-".into(), |b| b.to_string()),
+            x.map.map_or("-", |m| m.name()),
+            x.dir,
+            x.width.map_or("-".into(), |w| w.to_string()),
+            human_size(x.size),
+            l.min_us,
+            l.p50_us,
+            l.p90_us,
+            l.p99_us,
+            l.p999_us,
+            l.max_us
+        );
+    }
+    s
+}

@@ -1,0 +1,171 @@
+//! A target opened for measurement, and the policy every measuring command shares: which BARs
+//! PIO may use by default, who consented to writes and DMA, and which engine drives the card's
+//! DMA. The CLI turns flags into these calls; it holds no device knowledge of its own.
+
+use crate::access::{DeviceAccess, Via};
+use crate::dma::engines::{self, Detected, EngineOptions};
+use crate::dma::{buffers, BufferSource, DmaAllocator, Engine};
+use crate::host::Host;
+use crate::pci::DeviceInfo;
+use crate::target::{self, Target};
+use crate::{Error, Result};
+
+/// A device, described and opened on one access path.
+pub struct Session {
+    pub host: Host,
+    pub target: Target,
+    pub info: DeviceInfo,
+    pub dev: Box<dyn DeviceAccess>,
+}
+
+/// What every measuring command sets up the same way around its runner: where the thread runs,
+/// the link that bounds the figures (or why none does), the link-health watch.
+pub struct Measuring {
+    pub context: crate::bench::context::Context,
+    pub link: Option<crate::pci::link::Link>,
+    pub limit_note: Option<String>,
+    pub health: Option<crate::pci::health::HealthProbe>,
+}
+
+impl Measuring {
+    /// Attach the context and the limit note to a runner's report.
+    pub fn finish(&self, report: &mut crate::bench::result::Report) {
+        report.context = Some(self.context.clone());
+        report.limit_note = self.limit_note.clone();
+    }
+}
+
+/// What `pcibench dma` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct DmaRequest {
+    /// `--engine`; None picks the only engine found on the device.
+    pub engine: Option<String>,
+    /// `--buffer`; None is the path's default (hugepages where the host has them).
+    pub buffer: Option<BufferSource>,
+    /// `--dma-bits`; None is the engine's default.
+    pub dma_bits: Option<u32>,
+    pub options: EngineOptions,
+}
+
+/// An engine ready to run, and the allocator its buffers come from.
+pub struct DmaRig {
+    pub engine: Box<dyn Engine>,
+    pub alloc: Box<dyn DmaAllocator>,
+    /// Where card address 0 of a transfer lies in the engine's window.
+    pub card_offset: u64,
+}
+
+impl Session {
+    pub fn open(host: &Host, target: &Target, via: Option<Via>) -> Result<Session> {
+        let info = target::describe(host, target)?;
+        let dev = target::open(host, target, &info, via)?;
+        Ok(Session { host: host.clone(), target: *target, info, dev })
+    }
+
+    /// The DMA engines on the device, for `info`: found by their identifiers where reading them
+    /// is harmless, on a device pcibench can open (no kernel driver bound, or vfio-pci).
+    pub fn engines_of(host: &Host, target: &Target, info: &DeviceInfo) -> Vec<Detected> {
+        match target::open(host, target, info, None) {
+            Ok(dev) => engines::detect(info, dev.as_ref()).into_iter().flatten().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// BARs for PIO: the ones asked for, checked, or by default every memory BAR that holds no
+    /// DMA engine's registers (writing test patterns into an engine's registers would program it).
+    pub fn pio_bars(&self, asked: &[u8]) -> Result<Vec<u8>> {
+        let addr = &self.info.address;
+        for b in asked {
+            match self.info.bar(*b) {
+                None => {
+                    return Err(Error::usage(format!(
+                        "{addr} has no BAR{b}: `pcibench info {addr}` lists its BARs"
+                    )))
+                }
+                Some(bar) if !bar.is_memory() => {
+                    return Err(Error::usage(format!(
+                        "BAR{b} of {addr} is an I/O port BAR: it cannot be memory-mapped (only memory BARs have PIO mappings); use --bar with a memory BAR"
+                    )))
+                }
+                _ => {}
+            }
+        }
+        if !asked.is_empty() {
+            return Ok(asked.to_vec());
+        }
+        let engine_bars = engines::register_bars(&self.info, self.dev.as_ref());
+        Ok(self
+            .info
+            .bars
+            .iter()
+            .filter(|b| b.is_memory() && !engine_bars.contains(&b.index))
+            .map(|b| b.index)
+            .collect())
+    }
+
+    /// The link that bounds the figures (None for a simulated card or a device without a PCIe
+    /// link), and the sentence saying why there is none.
+    pub fn bounding_link(&self) -> (Option<crate::pci::link::Link>, Option<String>) {
+        match self.info.bounding_link() {
+            Ok(l) => (Some(l), None),
+            Err(why) => (None, Some(why)),
+        }
+    }
+
+    /// The device's link health watch (the device and its ports up to the root); None for a
+    /// simulated card.
+    pub fn health(&self) -> Option<crate::pci::health::HealthProbe> {
+        match &self.target {
+            Target::Pci(a) => Some(crate::pci::health::HealthProbe::new(&self.host, a)),
+            Target::Sim(_) => None,
+        }
+    }
+
+    /// (index, size) of every BAR.
+    pub fn bar_sizes(&self) -> Vec<(u8, u64)> {
+        self.info.bars.iter().map(|b| (b.index, b.size)).collect()
+    }
+
+    /// Place the measuring thread (`--cpu`, or a CPU of the device's NUMA node) and describe
+    /// where it runs, for the report.
+    pub fn place(
+        &self,
+        placement: crate::bench::context::Placement,
+        args: &[String],
+    ) -> Result<crate::bench::context::Context> {
+        crate::bench::context::place(&self.host, placement, self.info.numa_node, args)
+    }
+
+    /// Place the measuring thread and gather what a runner needs besides its plan.
+    pub fn measuring(&self, placement: crate::bench::context::Placement, args: &[String]) -> Result<Measuring> {
+        let (link, limit_note) = self.bounding_link();
+        Ok(Measuring { context: self.place(placement, args)?, link, limit_note, health: self.health() })
+    }
+
+    /// Whether host-to-card writes are allowed: always on a simulated card, else with the flag.
+    pub fn may_write(&self, allow_write: bool) -> bool {
+        allow_write || self.info.simulated
+    }
+
+    /// DMA makes the card read and write host memory: a real device needs the user's consent.
+    pub fn check_dma_consent(&self, allow_dma: bool) -> Result<()> {
+        if allow_dma || self.info.simulated {
+            return Ok(());
+        }
+        Err(Error::Refused(format!(
+            "dma makes {} read and write host memory: add --allow-dma to consent to DMA on this device",
+            self.info.address
+        )))
+    }
+
+    /// Find and open the DMA engine, with an allocator for buffers it can reach.
+    pub fn open_dma(&self, req: &DmaRequest) -> Result<DmaRig> {
+        let (driver, found) = engines::resolve(req.engine.as_deref(), &self.info, self.dev.as_ref())?;
+        driver.check_options(&req.options)?;
+        let bits = req.dma_bits.unwrap_or_else(|| driver.default_dma_bits());
+        let source = req.buffer.clone().unwrap_or(BufferSource::Hugepage);
+        let alloc = buffers::allocator(&self.host, self.dev.as_ref(), &source, bits)?;
+        let opened = driver.open(&found, self.dev.as_ref(), alloc.as_ref(), &req.options)?;
+        Ok(DmaRig { engine: opened.engine, alloc, card_offset: opened.card_offset })
+    }
+}
