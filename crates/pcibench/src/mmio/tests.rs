@@ -188,8 +188,7 @@ fn available_agrees_with_the_kernels_hwcaps() {
     let from_cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|info| {
         info.lines().find(|l| l.starts_with("Features")).map(|l| l.split_whitespace().any(|f| f == "asimd"))
     });
-    // SAFETY: getauxval has no preconditions.
-    let asimd = from_cpuinfo.unwrap_or_else(|| unsafe { libc::getauxval(libc::AT_HWCAP) } & (1 << 1) != 0);
+    let asimd = from_cpuinfo.unwrap_or_else(|| rustix::param::linux_hwcap().0 & (1 << 1) != 0);
     assert_eq!(available(Width::V128).is_ok(), asimd);
     for w in Width::ALL.into_iter().filter(|w| !w.is_scalar() && !matches!(w, Width::V128 | Width::Memcpy)) {
         let msg = available(w).unwrap_err().to_string();
