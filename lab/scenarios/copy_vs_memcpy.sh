@@ -7,11 +7,15 @@
 . /lab/lib.sh
 a=$(find_dev 1af4:1110)
 mem_enable "$a"
-out=$(pcibench pio "$a" --bar 2 --map uc --dir both --width all --size 256K --total 4M --allow-write)
+out=$(pcibench pio "$a" --bar 2 --map uc --dir both --width all --size 256K --total 32M --allow-write)
 printf '%s\n' "$out"
-# Table rows: BAR map dir width size unit xfers min mean median max limit eff verify.
+# Table rows: BAR map dir width size unit xfers min mean median max cv% limit eff verify [flags]. Under TCG the
+# rows are often flagged !noisy; the medians are still what the ratio compares.
 printf '%s\n' "$out" | awk -v arch="$(uname -m)" '
-	$2 == "uc" && ($3 == "h2c" || $3 == "c2h") && $NF == "ok" {
+	$2 == "uc" && ($3 == "h2c" || $3 == "c2h") {
+		verified = 0
+		for (i = 12; i <= NF; i++) if ($i == "ok") verified = 1
+		if (!verified) next
 		if ($4 == "memcpy") mc[$3] = $10
 		else if ($10 > best[$3]) { best[$3] = $10; bw[$3] = $4 }
 	}
