@@ -83,7 +83,7 @@ pub fn run(host: &Host, a: BuffersArgs) -> anyhow::Result<ExitCode> {
     let plan = BufferPlan { widths, size, total };
     let stop = interrupt_flag();
     let mut progress = Progress::new();
-    progress.begin("buffers", plan.total * 2 * bufs.len() as u64);
+    progress.begin("buffers", plan.total.saturating_mul(2 * bufs.len() as u64));
     let clock = MonotonicClock;
     let mut sampling = Sampling {
         clock: &clock,
