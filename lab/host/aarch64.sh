@@ -1,7 +1,7 @@
 # Sourced by lab/run after prepare.sh: what the aarch64 machines (virt, virt-smmuv3) need, cached under
 # $CACHE/aarch64.
 #   prepare_arm64     Debian's arm64 cloud kernel (Image), its stock vfio (type1) and uio modules, vfio modules
-#                     cross-built with no-IOMMU support, arm64 busybox-static
+#                     cross-built with no-IOMMU support and udmabuf cross-built (/dev/udmabuf), arm64 busybox-static
 #                                                      -> $A64_VMLINUZ, $A64_KO_DIR/{type1,noiommu,extra}, $A64_BUSYBOX
 #   build_arm64_unit_tests   the library's unit-test binary for aarch64, for the guest -> $RUN/pcibench-tests-aarch64
 # The host is amd64 and its dpkg is left alone: arm64 packages are resolved and downloaded through apt with a
@@ -70,13 +70,13 @@ prepare_arm64() {
 	resolve_arm64_kernel
 	local kdir=$A64_ROOT/kernel-${A64_KREL}_$A64_KVER
 	A64_VMLINUZ=$kdir/Image A64_KO_DIR=$kdir/ko A64_BUSYBOX=$kdir/busybox
-	# (A folder from before the no-IOMMU build has no noiommu/: it is rebuilt.)
-	if [ -f "$kdir/.complete" ] && [ -f "$A64_KO_DIR/noiommu/vfio.ko" ]; then
+	# (A folder from before the no-IOMMU or udmabuf builds lacks their modules: it is rebuilt.)
+	if [ -f "$kdir/.complete" ] && [ -f "$A64_KO_DIR/noiommu/vfio.ko" ] && [ -f "$A64_KO_DIR/extra/udmabuf.ko" ]; then
 		log_step "arm64 kernel $A64_KREL ($A64_KVER): cached"
 		exec {lock}>&-
 		return 0
 	fi
-	log_step "arm64 kernel $A64_KREL ($A64_KVER): fetching, cross-building the no-IOMMU vfio modules"
+	log_step "arm64 kernel $A64_KREL ($A64_KVER): fetching, cross-building the no-IOMMU vfio and udmabuf modules"
 	local t0 work=$kdir/work m f p want=()
 	t0=$(now)
 	rm -rf "$kdir"
@@ -112,7 +112,7 @@ prepare_arm64() {
 		[ -n "$f" ] || die "$m.ko not in linux-image-$A64_KREL"
 		cp "$f" "$A64_KO_DIR/extra/"
 	done
-	arm64_noiommu_modules "$kdir" "$work"
+	arm64_modules "$kdir" "$work"
 	rm -rf "$work" "$kdir/debs"/linux-{source,kbuild}-*.deb
 	touch "$kdir/.complete"
 	log_step "arm64 kernel $A64_KREL: ready in $(secs "$t0" "$(now)")s"
@@ -122,18 +122,20 @@ prepare_arm64() {
 	exec {lock}>&-
 }
 
-# arm64_noiommu_modules KDIR WORK: the x86 lab's no-IOMMU rebuild (prepare.sh), cross-compiled: the vfio sources
-# from linux-source with CONFIG_VFIO_NOIOMMU, built against the arm64 headers with the amd64 kbuild tools
-# (the headers' scripts/ links to them) and aarch64-linux-gnu-gcc-12 (the compiler .kernelvariables names, with
-# CROSS_COMPILE), so vermagic and symbol versions are the arm64 kernel's. -> $A64_KO_DIR/noiommu
-arm64_noiommu_modules() {
+# arm64_modules KDIR WORK: the x86 lab's module builds (prepare.sh), cross-compiled: the vfio sources from
+# linux-source with CONFIG_VFIO_NOIOMMU, and udmabuf with the lab's patch (udmabuf_patch), built against the arm64
+# headers with the amd64 kbuild tools (the headers' scripts/ links to them) and aarch64-linux-gnu-gcc-12 (the
+# compiler .kernelvariables names, with CROSS_COMPILE), so vermagic and symbol versions are the arm64 kernel's.
+# -> $A64_KO_DIR/noiommu, $A64_KO_DIR/extra/udmabuf.ko
+arm64_modules() {
 	local kdir=$1 work=$2 m
 	dpkg-deb --fsys-tarfile "$kdir/debs/linux-source-${A64_KSERIES}_"*.deb |
 		tar -x -C "$work" --wildcards "*/linux-source-$A64_KSERIES.tar.xz"
 	tar -xf "$work/usr/src/linux-source-$A64_KSERIES.tar.xz" -C "$work" --use-compress-program='xz -T0' \
 		--wildcards --no-wildcards-match-slash \
 		"linux-source-$A64_KSERIES/drivers/vfio/Makefile" "linux-source-$A64_KSERIES/drivers/vfio/*.[ch]" \
-		"linux-source-$A64_KSERIES/drivers/vfio/pci/Makefile" "linux-source-$A64_KSERIES/drivers/vfio/pci/*.[ch]"
+		"linux-source-$A64_KSERIES/drivers/vfio/pci/Makefile" "linux-source-$A64_KSERIES/drivers/vfio/pci/*.[ch]" \
+		"linux-source-$A64_KSERIES/drivers/dma-buf/udmabuf.c"
 	rm -rf "$work/usr"
 	local mod=$work/linux-source-$A64_KSERIES/drivers/vfio hdr=$work/root/usr/src/linux-headers-$A64_KREL
 	printf '\n# pcibench lab: no-IOMMU support (Debian builds without it)\nccflags-y += -DCONFIG_VFIO_NOIOMMU=1\n' |
@@ -142,6 +144,13 @@ arm64_noiommu_modules() {
 	grep -q "^include $work/" "$hdr/Makefile" || die "unexpected $hdr/Makefile: $(cat "$hdr/Makefile")"
 	run_logged "$work/build.log" make -C "$hdr" M="$mod" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
 		-j"$(nproc)" modules
+	local ub=$work/udmabuf
+	mkdir -p "$ub"
+	mv "$work/linux-source-$A64_KSERIES/drivers/dma-buf/udmabuf.c" "$ub/"
+	udmabuf_patch "$ub/udmabuf.c"
+	echo 'obj-m += udmabuf.o' >"$ub/Makefile"
+	run_logged "$work/build-udmabuf.log" make -C "$hdr" M="$ub" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- modules
+	aarch64-linux-gnu-strip --strip-debug -o "$A64_KO_DIR/extra/udmabuf.ko" "$ub/udmabuf.ko"
 	for m in vfio_virqfd vfio vfio_iommu_type1 pci/vfio-pci-core pci/vfio-pci; do
 		[ -f "$mod/$m.ko" ] || die "the arm64 no-IOMMU build produced no $m.ko (see $work/build.log)"
 		aarch64-linux-gnu-strip --strip-debug -o "$A64_KO_DIR/noiommu/${m#pci/}.ko" "$mod/$m.ko"

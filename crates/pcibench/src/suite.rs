@@ -142,7 +142,7 @@ pub fn run(
                 card_addr: rig.card_offset,
                 timeout: Duration::from_secs(2),
             };
-            progress.begin("dma", 2 * total);
+            progress.begin("dma", total.saturating_mul(2));
             let setup = DmaSetup {
                 dev: session.dev.as_ref(),
                 device: &session.info.address,

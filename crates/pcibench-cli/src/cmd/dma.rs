@@ -124,7 +124,7 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)>
     let info = &session.info;
     let m = session.measuring(a.common.placement(), &command_line())?;
     let mut progress = Progress::new();
-    progress.begin("dma", plan.total * plan.dirs.len() as u64 * plan.sizes.len().max(1) as u64);
+    progress.begin("dma", plan.total.saturating_mul((plan.dirs.len() * plan.sizes.len().max(1)) as u64));
     let setup = DmaSetup {
         dev: session.dev.as_ref(),
         device: &info.address,
