@@ -263,6 +263,12 @@ impl XdmaEngine {
         match outcome {
             Outcome::Done => self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN),
             Outcome::Error(done) | Outcome::Stopped(done) => {
+                // The error writeback can land before the engine has stopped and logged the error bits
+                // (neither PG195 nor the sim model orders them): let the channel go idle, within the
+                // timeout, so the status read names the error rather than "busy".
+                while self.rd(self.ch_reg(dir, CH_STATUS))? & ST_BUSY != 0 && start.elapsed() < timeout {
+                    std::thread::yield_now();
+                }
                 let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
                 Err(Error::Device(format!(
