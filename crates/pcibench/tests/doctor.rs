@@ -5,7 +5,8 @@ mod common;
 
 use common::{root, user, Tree, EDU, MEM32, PREF64};
 use pcibench::access::Via;
-use pcibench::doctor::{self, render_text, Caller, Check, Report, Severity, CHECK_NAMES};
+use pcibench::doctor::{self, Caller, Check, Report, Severity, CHECK_NAMES};
+use pcibench::report::doctor::render_text;
 use pcibench::target::Target;
 use std::io::Write;
 

@@ -33,7 +33,6 @@ use crate::pci::{DeviceInfo, PciAddress};
 use crate::target::Target;
 use crate::Result;
 use serde::{Serialize, Serializer};
-use std::fmt::Write;
 
 /// How bad a finding is. Ordered: `Pass < Info < Warn < Fail`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -379,27 +378,4 @@ fn sim_report(name: &str) -> Report {
         },
         worst: Severity::Info,
     }
-}
-
-/// The report for people: `PASS  name  evidence` lines aligned, `fix:` lines under them for
-/// anything not passing, then the recommendation and the command.
-pub fn render_text(r: &Report) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "doctor: {}", r.device);
-    let w = r.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
-    for c in &r.checks {
-        let _ = writeln!(s, "{}  {:<w$}  {}", c.severity.label(), c.name, c.evidence);
-        if let Some(fix) = &c.fix {
-            let _ = writeln!(s, "{:6}{:<w$}  fix: {fix}", "", "");
-        }
-    }
-    let rec = &r.recommended;
-    let _ = writeln!(s, "recommended: {}", rec.summary);
-    if let Some(c) = &rec.command {
-        let _ = writeln!(s, "  run: {c}");
-    }
-    for t in &rec.then {
-        let _ = writeln!(s, "  then: {t}");
-    }
-    s
 }

@@ -36,16 +36,14 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
         )));
     }
     let driver = driver_of(host, &a);
-    if let Some(d) = driver.as_deref().filter(|d| *d != "vfio-pci") {
-        let why = crate::host::holders::in_use(host, &dir);
-        if !why.is_empty() && !opts.force {
-            return Err(Error::Refused(format!(
-                "refusing to unbind {a} from {d}: {}; stop using it first, or pass --force",
-                why.join(", ")
-            )));
-        }
-    }
     let mut ch = Vec::new();
+    if driver.as_deref() != Some("vfio-pci") {
+        let action = match driver.as_deref() {
+            Some(d) => format!("unbind {a} from {d}"),
+            None => format!("bind {a} to vfio-pci"),
+        };
+        ch.extend(super::guard(host, addr, &action, opts)?);
+    }
     let group = iommu_group_of(host, addr);
     let has_iommu = match group {
         Some(g) => !group_is_noiommu(host, g),
