@@ -7,6 +7,7 @@ pub mod device;
 pub mod fixture;
 pub mod link;
 pub mod names;
+pub mod partner;
 pub mod resource;
 pub mod sysfs;
 

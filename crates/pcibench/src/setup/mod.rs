@@ -21,6 +21,7 @@ pub use sysfs::sysfs_user;
 pub use system::{RealSystem, System};
 pub use vfio::{release, vfio};
 
+use crate::host::inuse::HolderKind;
 use crate::host::state::read_trim;
 use crate::host::Host;
 use crate::pci::PciAddress;
@@ -165,12 +166,16 @@ pub(crate) fn guard(host: &Host, addr: &PciAddress, action: &str, opts: &SetupOp
     let overridden: Vec<String> = match crate::host::inuse::inventory(host, &a) {
         Ok(inv) if inv.is_empty() => return Ok(Vec::new()),
         Ok(inv) if !opts.force => {
+            let steps = inv.free_steps();
+            let what_to_do = if steps.is_empty() || inv.holders.iter().any(|h| h.kind == HolderKind::RootFs) {
+                "choose another device".to_string()
+            } else {
+                format!("free it first ({}) or choose another device", steps.join("; "))
+            };
             return Err(Error::Refused(format!(
-                "refusing to {action}: the running system uses it: {}; free it first ({}) or choose another \
-                 device; --force takes it anyway",
-                inv.summary(),
-                inv.free_steps().join("; ")
-            )))
+                "refusing to {action}: the running system uses it: {}; {what_to_do}; --force takes it anyway",
+                inv.summary()
+            )));
         }
         Ok(inv) => inv.reasons().iter().map(|r| format!("--force: went ahead although {r}")).collect(),
         Err(e) if !opts.force => {

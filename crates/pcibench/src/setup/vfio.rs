@@ -31,8 +31,13 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
     let dir = check_device(host, addr)?;
     let a = addr.to_string();
     if class_of(host, &a).is_some_and(class_is_bridge) {
+        let below: Vec<String> = crate::pci::sysfs::endpoints_below(host, addr).iter().map(|e| e.to_string()).collect();
+        let instead = match below.first() {
+            Some(e) => format!("use the endpoint(s) below it: {} (pcibench doctor {e})", below.join(", ")),
+            None => "nothing is below it: pcibench list shows the devices present".to_string(),
+        };
         return Err(Error::Refused(format!(
-            "{a} is a PCI bridge: vfio-pci takes only endpoints (type 0 headers); choose the device behind it"
+            "{a} is a PCI bridge, not a target: vfio-pci takes only endpoints (type 0 headers); {instead}"
         )));
     }
     let driver = driver_of(host, &a);

@@ -408,7 +408,12 @@ pub(super) fn holders(scope: &Scope, blks: &[Blk], mounts: &[Mount], swaps: &str
         out.push(Holder {
             kind: kind_of(pts),
             why: format!("it backs {}{more} through {}{}", shown.join(", "), b.chain, on_function(scope, b)),
-            free: pts.iter().rev().map(|p| format!("umount {p}")).collect(),
+            // The running root filesystem cannot be freed: choose another device.
+            free: if kind_of(pts) == HolderKind::RootFs {
+                Vec::new()
+            } else {
+                pts.iter().rev().map(|p| format!("umount {p}")).collect()
+            },
         });
     }
     // Active swap: a device (partition type) or a file on one of our filesystems.
