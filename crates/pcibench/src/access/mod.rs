@@ -146,7 +146,7 @@ pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<B
         (Some("vfio-pci"), Some(_)) => Err(Error::Refused(format!(
             "{addr} is bound to vfio-pci, which owns its BARs: use --via vfio (or vfio-noiommu), or release it for sysfs: sudo pcibench setup {addr} --release"
         ))),
-        (Some(driver), _) => Err(sysfs::bound_driver_refusal(&addr, driver)),
+        (Some(driver), _) => Err(sysfs::bound_driver_refusal(host, &addr, driver)),
         (None, None | Some(Via::Sysfs)) => {
             // No driver, yet the system may still use it (the boot VGA device under efifb/simpledrm).
             match crate::host::inuse::inventory(host, &addr.to_string()) {

@@ -60,7 +60,11 @@ pub(super) fn report(c: &Ctx) -> Report {
             blocked_by: vec!["device"],
             command,
             then: cmds,
-            summary: format!("none: {} is a bridge, not a target; use {targets}", c.addr),
+            summary: if listed.is_empty() {
+                format!("none: {} is a bridge, not a target, and nothing is below it", c.addr)
+            } else {
+                format!("none: {} is a bridge, not a target; use {targets}", c.addr)
+            },
         },
         worst,
     }
