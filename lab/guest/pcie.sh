@@ -97,12 +97,18 @@ gen() {
 	esac
 }
 
-# lnk ADDR CAP|STA: lspci's "GenN xW" for LnkCap or LnkSta, with " (downgraded)" when lspci says so.
+# lnk ADDR: lspci's LnkCap and LnkSta of ADDR as "GenN xW|GenN xW", LnkSta with " (downgraded)" when lspci
+# says so (one lspci run: under TCG each costs a few hundred ms).
 lnk() {
-	line=$(lspci -vv -s "$1" 2>/dev/null | grep -m 1 "Lnk$2:")
-	speed=$(echo "$line" | sed -n 's/.*Speed \([0-9.]*\)GT\/s.*/\1/p')
-	width=$(echo "$line" | sed -n 's/.*Width x\([0-9]*\).*/\1/p')
-	down=
-	echo "$line" | grep -q downgraded && down=" (downgraded)"
-	echo "Gen$(gen "$speed") x$width$down"
+	v=$(lspci -vv -s "$1" 2>/dev/null)
+	for r in Cap Sta; do
+		line=$(printf '%s\n' "$v" | grep -m 1 "Lnk$r:")
+		speed=$(echo "$line" | sed -n 's/.*Speed \([0-9.]*\)GT\/s.*/\1/p')
+		width=$(echo "$line" | sed -n 's/.*Width x\([0-9]*\).*/\1/p')
+		down=
+		echo "$line" | grep -q downgraded && down=" (downgraded)"
+		printf 'Gen%s x%s%s' "$(gen "$speed")" "$width" "$down"
+		[ "$r" = Sta ] || printf '|'
+	done
+	echo
 }
