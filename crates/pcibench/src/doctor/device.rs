@@ -3,7 +3,6 @@
 
 use super::{Ctx, Finding, InUse, Severity};
 use crate::access::Via;
-use crate::host::inuse::HolderKind;
 use crate::pci::device::LinkEnd;
 
 pub(super) fn exists(c: &Ctx) -> Finding {
@@ -30,7 +29,7 @@ fn in_use(c: &Ctx) -> Finding {
         ),
         InUse::Used(inv) => {
             let steps = inv.free_steps();
-            let fix = if steps.is_empty() || inv.holders.iter().any(|h| h.kind == HolderKind::RootFs) {
+            let fix = if !inv.can_be_freed() {
                 "pick another device: this one cannot be freed while the system runs from it".to_string()
             } else {
                 format!("pick another device, or free it first: {}", steps.join("; "))

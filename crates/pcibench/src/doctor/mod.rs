@@ -34,7 +34,6 @@ mod vfio;
 pub use caller::Caller;
 
 use crate::access::Via;
-use crate::host::inuse::HolderKind;
 use crate::host::Host;
 use crate::pci::{DeviceInfo, PciAddress};
 use crate::target::Target;
@@ -293,7 +292,7 @@ pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
 /// take the device is offered, and the recommendation is to choose another device or free it.
 fn finish_in_use(device: String, findings: Vec<Finding>, in_use: &InUse) -> Report {
     let (summary, then) = match in_use {
-        InUse::Used(inv) if inv.holders.iter().any(|h| h.kind == HolderKind::RootFs) => {
+        InUse::Used(inv) if !inv.can_be_freed() => {
             (format!("none: the running system uses {device} ({}); pick another device", inv.summary()), Vec::new())
         }
         InUse::Used(inv) => (

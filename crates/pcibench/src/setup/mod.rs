@@ -21,7 +21,6 @@ pub use sysfs::sysfs_user;
 pub use system::{RealSystem, System};
 pub use vfio::{release, vfio};
 
-use crate::host::inuse::HolderKind;
 use crate::host::state::read_trim;
 use crate::host::Host;
 use crate::pci::PciAddress;
@@ -167,7 +166,7 @@ pub(crate) fn guard(host: &Host, addr: &PciAddress, action: &str, opts: &SetupOp
         Ok(inv) if inv.is_empty() => return Ok(Vec::new()),
         Ok(inv) if !opts.force => {
             let steps = inv.free_steps();
-            let what_to_do = if steps.is_empty() || inv.holders.iter().any(|h| h.kind == HolderKind::RootFs) {
+            let what_to_do = if !inv.can_be_freed() {
                 "choose another device".to_string()
             } else {
                 format!("free it first ({}) or choose another device", steps.join("; "))

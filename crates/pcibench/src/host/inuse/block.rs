@@ -11,7 +11,9 @@
 //! - loop devices whose backing file (`loop/backing_file`) sits on a filesystem of one of them.
 //!
 //! Then what each is used for: mounted (/proc/self/mountinfo, by device number, and by source
-//! for filesystems such as btrfs that report an anonymous device), active swap (/proc/swaps).
+//! for filesystems such as btrfs that report an anonymous device; a multi-device btrfs by any of
+//! its members, /sys/fs/btrfs/UUID/devices/), active swap (/proc/swaps: partitions, and files on
+//! one of its filesystems).
 
 use super::walk::{self, entries, name_of, resolve, sysfs_error, MAX_DEPTH};
 use super::{Holder, HolderKind, Scope};
@@ -38,6 +40,9 @@ pub(super) struct Blk {
     pub function: Option<String>,
     /// An NVMe multipath head (it lives outside the function's directory).
     pub head: bool,
+    /// The other devices of the multi-device filesystem it belongs to (btrfs: /sys/fs/btrfs/UUID/devices/),
+    /// any of which mountinfo may name as the source.
+    pub fs_siblings: Vec<String>,
 }
 
 /// A line of /proc/self/mountinfo.
@@ -192,6 +197,7 @@ impl Finder {
             stacker,
             function,
             head: false,
+            fs_siblings: Vec::new(),
         });
         Ok(Some(self.blks.len() - 1))
     }
@@ -296,6 +302,7 @@ pub(super) fn devices(scope: &Scope, mounts: &[Mount]) -> Result<Vec<Blk>, Error
     for i in roots {
         fd.grow(i)?;
     }
+    siblings(host, &mut fd.blks)?;
     // Loop devices backed by a file on one of them; repeat while new ones appear (a loop on a
     // filesystem on a loop ...), each round adding at least one device or stopping.
     for _round in 0..MAX_DEPTH {
@@ -314,6 +321,7 @@ pub(super) fn devices(scope: &Scope, mounts: &[Mount]) -> Result<Vec<Blk>, Error
             if let Some(j) = fd.add(name, real.clone(), Some(on), Some("the loop driver"), Some(note))? {
                 // "loop0 (backing file /data/img) on nvme0n1p1".
                 fd.grow(j)?;
+                siblings(host, &mut fd.blks)?;
                 added = true;
             }
         }
@@ -322,6 +330,18 @@ pub(super) fn devices(scope: &Scope, mounts: &[Mount]) -> Result<Vec<Blk>, Error
         }
     }
     Ok(fd.blks)
+}
+
+/// Multi-device btrfs filesystems: mountinfo names one member as the source (and an anonymous device
+/// number), so each member learns the others' names.
+fn siblings(host: &crate::host::Host, blks: &mut [Blk]) -> Result<(), Error> {
+    for (_, fs) in entries(&host.path("/sys/fs/btrfs"))? {
+        let members: Vec<String> = entries(&fs.join("devices"))?.into_iter().map(|(n, _)| n).collect();
+        for b in blks.iter_mut().filter(|b| members.contains(&b.name)) {
+            b.fs_siblings = members.iter().filter(|m| **m != b.name).cloned().collect();
+        }
+    }
+    Ok(())
 }
 
 fn fsym(p: &Path) -> bool {
@@ -339,15 +359,16 @@ fn mounted_here(host: &crate::host::Host, m: &Mount, b: &Blk) -> bool {
 }
 
 fn source_is(host: &crate::host::Host, src: &str, b: &Blk) -> bool {
-    let Some(rest) = src.strip_prefix("/dev/") else { return false };
-    if let Some(n) = rest.strip_prefix("mapper/") {
+    if let Some(n) = src.strip_prefix("/dev/mapper/") {
         return b.dm_name.as_deref() == Some(n);
     }
-    if rest == b.name {
-        return true;
-    }
-    // /dev/disk/by-uuid/..., /dev/vg/lv: symlinks to the node.
-    std::fs::canonicalize(host.path(src)).ok().is_some_and(|p| name_of(&p) == b.name)
+    names_device(host, src, &b.name) || b.fs_siblings.iter().any(|s| names_device(host, src, s))
+}
+
+/// Whether a source (`/dev/sda1`, or a /dev/disk/by-* or /dev/VG/LV link to the node) is block device `name`.
+fn names_device(host: &crate::host::Host, src: &str, name: &str) -> bool {
+    let Some(rest) = src.strip_prefix("/dev/") else { return false };
+    rest == name || std::fs::canonicalize(host.path(src)).ok().is_some_and(|p| name_of(&p) == name)
 }
 
 /// How a mount point reads: `/ (root filesystem)`, `/boot (boot partition)`.

@@ -83,6 +83,12 @@ impl Inventory {
         self.reasons().join("; ")
     }
 
+    /// Whether every use has steps that free it (the running root filesystem or the boot console
+    /// have none: choose another device).
+    pub fn can_be_freed(&self) -> bool {
+        self.holders.iter().all(|h| !h.free.is_empty())
+    }
+
     /// What frees it, each step once, in order.
     pub fn free_steps(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();

@@ -236,6 +236,20 @@ fn swap_partitions_swap_files_and_loop_files_on_its_filesystems() {
 }
 
 #[test]
+fn a_btrfs_filesystem_over_several_devices_is_found_by_any_member() {
+    let t = T::new();
+    let ctrl = format!("{FDIR}/nvme/nvme0");
+    t.block(&format!("{ctrl}/nvme0n1"), "259:0").partition(&format!("{ctrl}/nvme0n1/nvme0n1p1"), "259:1");
+    t.block("sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sdb", "8:16");
+    let fs = "sys/fs/btrfs/0b5c1b2e-aaaa-bbbb-cccc-1234567890ab/devices";
+    t.link(&format!("{fs}/nvme0n1p1"), &format!("{ctrl}/nvme0n1/nvme0n1p1"));
+    t.link(&format!("{fs}/sdb"), "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sdb");
+    // btrfs reports an anonymous device number and one member as the source: the other one.
+    t.mounts(&[("0:45", "/pool", "/dev/sdb")]);
+    assert_eq!(t.inv().reasons(), ["it backs /pool through nvme0n1p1"]);
+}
+
+#[test]
 fn network_interfaces_up_addressed_or_enslaved() {
     let t = T::new();
     let eth = format!("{FDIR}/net/eth0");
