@@ -3,17 +3,17 @@
 # and changes nothing, doctor fails in-use and offers nothing that takes it; then --force says what it
 # overrides before acting, and --release gives the controller back to nvme, whose filesystem mounts and reads
 # again.
-# machines: q35-pcie
+# machines: q35-inuse
 # timeout: 120
 . /lab/lib.sh
-# The tools disk (NVMe, serial "tools"): virtio modules, lspci and these scenarios' helpers (lab/guest/pcie.sh).
+# The tools disk (NVMe, serial "tools"): virtio modules, lspci and these scenarios' helpers (lab/guest/inuse.sh).
 tools_disk() { for t in /sys/class/nvme/nvme*; do [ "$(tr -d " " <"$t/serial")" = tools ] && ls "$t" | grep -E '^nvme[0-9]+n[0-9]+$'; done; }
-if [ ! -f /tools/pcie.sh ]; then
+if [ ! -f /tools/inuse.sh ]; then
 	i=0
 	while [ -z "$(tools_disk)" ] && [ $((i += 1)) -lt 100 ]; do sleep 0.1; done
 	mkdir -p /tools && mount -o ro "/dev/$(tools_disk | head -n 1)" /tools
 fi
-. /tools/pcie.sh
+. /tools/inuse.sh
 
 ctrl=$(nvme_by_serial labsubsys)
 a=$(func_of "/sys/class/nvme/$ctrl")

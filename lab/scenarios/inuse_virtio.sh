@@ -2,18 +2,18 @@
 # that is up each make setup refuse (non-zero, nothing changed, each holder named) and doctor fail "in-use"
 # without offering a command that would take the device; the device stays bound, the filesystem mounted and
 # readable, swap active, the interface up. Freed, the device is offered again.
-# machines: q35-pcie
+# machines: q35-inuse
 # timeout: 120
 . /lab/lib.sh
-# The tools disk (NVMe, serial "tools"): virtio modules, lspci and these scenarios' helpers (lab/guest/pcie.sh).
+# The tools disk (NVMe, serial "tools"): virtio modules, lspci and these scenarios' helpers (lab/guest/inuse.sh).
 tools_disk() { for t in /sys/class/nvme/nvme*; do [ "$(tr -d " " <"$t/serial")" = tools ] && ls "$t" | grep -E '^nvme[0-9]+n[0-9]+$'; done; }
-if [ ! -f /tools/pcie.sh ]; then
+if [ ! -f /tools/inuse.sh ]; then
 	i=0
 	while [ -z "$(tools_disk)" ] && [ $((i += 1)) -lt 100 ]; do sleep 0.1; done
 	mkdir -p /tools && mount -o ro "/dev/$(tools_disk | head -n 1)" /tools
 fi
-. /tools/pcie.sh
-pcie_modules
+. /tools/inuse.sh
+inuse_modules
 
 cleanup() {
 	swapoff "/dev/$vs" 2>/dev/null || true

@@ -2,20 +2,20 @@
 # them: pcibench info and doctor agree with lspci (Debian's, from the tools disk) on each end's LnkCap and
 # LnkSta and on lspci's notion of degraded: a root port is never DEGRADED by its own LnkCap (lspci marks none);
 # each line names the link partner. doctor gives a bridge one answer: not a target, the endpoint below it.
-# machines: q35-pcie
+# machines: q35-inuse
 # timeout: 90
 . /lab/lib.sh
-# The tools disk (NVMe, serial "tools"): virtio modules, lspci and these scenarios' helpers (lab/guest/pcie.sh).
+# The tools disk (NVMe, serial "tools"): virtio modules, lspci and these scenarios' helpers (lab/guest/inuse.sh).
 tools_disk() { for t in /sys/class/nvme/nvme*; do [ "$(tr -d " " <"$t/serial")" = tools ] && ls "$t" | grep -E '^nvme[0-9]+n[0-9]+$'; done; }
-if [ ! -f /tools/pcie.sh ]; then
+if [ ! -f /tools/inuse.sh ]; then
 	i=0
 	while [ -z "$(tools_disk)" ] && [ $((i += 1)) -lt 100 ]; do sleep 0.1; done
 	mkdir -p /tools && mount -o ro "/dev/$(tools_disk | head -n 1)" /tools
 fi
-. /tools/pcie.sh
-pcie_modules
+. /tools/inuse.sh
+inuse_modules
 
-# port (addr=0x10.. in host/pcie.sh) and the LnkCap its x-speed/x-width set.
+# port (addr=0x10.. in host/inuse.sh) and the LnkCap its x-speed/x-width set.
 for pc in 0000:00:10.0=Gen4x16 0000:00:11.0=Gen3x4 0000:00:12.0=Gen1x1 0000:00:13.0=Gen4x32 0000:00:14.0=Gen3x8; do
 	p=${pc%=*} want=$(echo "${pc#*=}" | sed 's/x/ x/')
 	l=$(lnk "$p")

@@ -1,4 +1,4 @@
-# Sourced by lab/run: machine q35-pcie, the in-use and link-health lab (issue 10). Devices the running system
+# Sourced by lab/run: machine q35-inuse, the in-use and link-health lab (issue 10). Devices the running system
 # uses, behind PCIe root ports with set link speeds and widths:
 #   rp1 (Gen4 x16): NVMe controller in an NVMe subsystem (nvme-subsys + nvme + nvme-ns, so the kernel's
 #                   CONFIG_NVME_MULTIPATH puts the namespace head under /sys/devices/virtual/nvme-subsystem),
@@ -8,27 +8,27 @@
 #   rp4 (QEMU's default Gen4 x32): virtio-net on an isolated hub (no backend: nothing leaves QEMU)
 #   rp5 (Gen3 x8):  empty
 #   root bus:       a plain NVMe controller, serial "tools": ext4 with the virtio modules, lspci and the guest
-#                   helpers (lab/guest/pcie.sh), so nothing else of the lab changes for this machine.
-# Built once per run, and only when a q35-pcie boot is planned (so the other machines do not pay for it):
+#                   helpers (lab/guest/inuse.sh), so nothing else of the lab changes for this machine.
+# Built once per run, and only when a q35-inuse boot is planned (so the other machines do not pay for it):
 # packages e2fsprogs and pciutils, the virtio modules from the cached cloud kernel .deb (virtio_blk and
 # virtio_net are modules there; nvme and ext4 are built in), the disk images.
 
-PCIE_PACKAGES=(e2fsprogs pciutils)
+INUSE_PACKAGES=(e2fsprogs pciutils)
 # Load order: each after what it depends on (the .ko's modinfo depends=).
-PCIE_MODULES=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk failover
+INUSE_MODULES=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk failover
 	net_failover virtio_net)
-PCIE_HELLO="pcibench lab: this file lives on the device under test"
+INUSE_HELLO="pcibench lab: this file lives on the device under test"
 
-# pcie_images DIR: the images every boot copies (built once per run, under a lock: boots run in parallel).
-pcie_images() {
+# inuse_images DIR: the images every boot copies (built once per run, under a lock: boots run in parallel).
+inuse_images() {
 	local dir=$1 lock
-	exec {lock}>"$RUN/pcie.lock"
+	exec {lock}>"$RUN/inuse.lock"
 	flock "$lock"
 	if [ -f "$dir/.complete" ]; then
 		exec {lock}>&-
 		return 0
 	fi
-	ensure_packages_pcie
+	ensure_packages_inuse
 	mkdir -p "$dir"
 	# The virtio modules, from the kernel package prepare_kernel cached.
 	local ko=$KO_DIR/virtio deb tmp m f
@@ -40,7 +40,7 @@ pcie_images() {
 			'*/drivers/block/virtio_blk.ko' '*/drivers/net/virtio_net.ko' '*/drivers/net/net_failover.ko' \
 			'*/net/core/failover.ko'
 		mkdir -p "$ko"
-		for m in "${PCIE_MODULES[@]}"; do
+		for m in "${INUSE_MODULES[@]}"; do
 			f=$(find "$tmp" -name "$m.ko" | head -n 1)
 			[ -n "$f" ] || die "$m.ko not in $deb"
 			cp "$f" "$ko/"
@@ -51,16 +51,16 @@ pcie_images() {
 	local tools=$dir/tools.d lib
 	rm -rf "$tools"
 	mkdir -p "$tools/modules" "$tools/lib"
-	for m in "${PCIE_MODULES[@]}"; do cp "$ko/$m.ko" "$tools/modules/"; done
-	printf '%s\n' "${PCIE_MODULES[@]}" >"$tools/modules/order"
+	for m in "${INUSE_MODULES[@]}"; do cp "$ko/$m.ko" "$tools/modules/"; done
+	printf '%s\n' "${INUSE_MODULES[@]}" >"$tools/modules/order"
 	cp /usr/bin/lspci "$tools/"
 	for lib in $(ldd /usr/bin/lspci | awk '/=>/ { print $3 } /ld-linux/ { print $1 }'); do cp -L "$lib" "$tools/lib/"; done
-	cp "$LAB/guest/pcie.sh" "$tools/pcie.sh"
+	cp "$LAB/guest/inuse.sh" "$tools/inuse.sh"
 	run_logged "$RUN/mke2fs-tools.log" mke2fs -q -F -t ext4 -L tools -d "$tools" "$dir/tools.img" 48M
 	rm -rf "$tools"
 	# The filesystems under test: ext4 with a known file.
 	mkdir -p "$dir/data.d"
-	echo "$PCIE_HELLO" >"$dir/data.d/hello.txt"
+	echo "$INUSE_HELLO" >"$dir/data.d/hello.txt"
 	run_logged "$RUN/mke2fs-data.log" mke2fs -q -F -t ext4 -L data -d "$dir/data.d" "$dir/data.img" 16M
 	run_logged "$RUN/mke2fs-nvme.log" mke2fs -q -F -t ext4 -L nvme -d "$dir/data.d" "$dir/nvme.img" 16M
 	rm -rf "$dir/data.d"
@@ -69,26 +69,26 @@ pcie_images() {
 	exec {lock}>&-
 }
 
-ensure_packages_pcie() {
+ensure_packages_inuse() {
 	local missing=() p
-	for p in "${PCIE_PACKAGES[@]}"; do
+	for p in "${INUSE_PACKAGES[@]}"; do
 		[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
 	done
 	[ ${#missing[@]} -gt 0 ] || return 0
 	[ "$(id -u)" = 0 ] || die "missing packages ${missing[*]} and not root: install them first"
 	log_step "installing ${missing[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	if ! apt-get install -y --no-install-recommends "${missing[@]}" >"$RUN/apt-install-pcie.log" 2>&1; then
+	if ! apt-get install -y --no-install-recommends "${missing[@]}" >"$RUN/apt-install-inuse.log" 2>&1; then
 		apt_update
-		run_logged "$RUN/apt-install-pcie.log" apt-get install -y --no-install-recommends "${missing[@]}"
+		run_logged "$RUN/apt-install-inuse.log" apt-get install -y --no-install-recommends "${missing[@]}"
 	fi
 }
 
-# pcie_machine SHM: sets mach and vfio for q35-pcie and adds to append (qemu_args' locals); this boot's disk
+# inuse_machine SHM: sets mach and vfio for q35-inuse and adds to append (qemu_args' locals); this boot's disk
 # images sit beside its ivshmem backing file (SHM.*), so lab/run's cleanup removes them.
-pcie_machine() {
-	local shm=$1 img=$RUN/pcie-images i
-	pcie_images "$img"
+inuse_machine() {
+	local shm=$1 img=$RUN/inuse-images i
+	inuse_images "$img"
 	for i in tools data nvme swap; do
 		[ -f "$shm.$i" ] || cp --sparse=always "$img/$i.img" "$shm.$i"
 	done

@@ -1,11 +1,11 @@
-# Helpers for the q35-pcie scenarios (busybox sh). lab/host/pcie.sh puts this file on the machine's tools disk
+# Helpers for the q35-inuse scenarios (busybox sh). lab/host/inuse.sh puts this file on the machine's tools disk
 # (an NVMe namespace, serial "tools") with the virtio modules and lspci; a scenario mounts that disk on /tools
 # and sources this after /lab/lib.sh (see inuse_virtio.sh).
 TOOLS=/tools
 HELLO="pcibench lab: this file lives on the device under test"
 
-# pcie_modules: load the virtio modules (in their order) and wait for the virtio disks and the NIC.
-pcie_modules() {
+# inuse_modules: load the virtio modules (in their order) and wait for the virtio disks and the NIC.
+inuse_modules() {
 	for m in $(cat "$TOOLS/modules/order"); do
 		[ -d "/sys/module/$m" ] || insmod "$TOOLS/modules/$m.ko" || fail "insmod $m"
 	done
