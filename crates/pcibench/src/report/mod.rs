@@ -3,6 +3,7 @@
 //! (`table`, `seed`, `json`); a new format is one file and one arm in `exporter`. `doctor` and
 //! `setup` render those commands' findings and changes.
 
+pub mod buffers;
 pub mod doctor;
 pub mod info;
 pub mod json;

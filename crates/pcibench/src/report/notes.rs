@@ -1,6 +1,8 @@
 //! Notes on rows, in words.
 
+use crate::bench::context::Context;
 use crate::bench::result::{Note, Row, Verify};
+use std::fmt::Write;
 
 pub fn text(n: &Note) -> String {
     match n {
@@ -13,7 +15,41 @@ pub fn text(n: &Note) -> String {
             .into(),
         Note::Interrupted { engine: Some(status) } => format!("interrupted: engine stopped ({status})"),
         Note::Interrupted { engine: None } => "interrupted: the figures cover the samples before the stop".into(),
+        Note::FewSamples { samples } => format!(
+            "few samples: {samples} sample{} cannot show the spread: raise --total for a figure to trust",
+            if *samples == 1 { "" } else { "s" }
+        ),
+        Note::Noisy { cv_pct, min_vs_median } => format!(
+            "noisy: the samples vary (CV {cv_pct:.1}%, slowest at {min_vs_median:.2}x the median): for a cleaner figure raise --total, pin a CPU (--cpu N) and stop other load"
+        ),
+        Note::AboveLinkModel { efficiency_pct } => format!(
+            "above the link model ({efficiency_pct:.0}% of its limit): the figure is not what it seems (cached, emulated, or the link's MPS/MRRS/width are not what the model was told)"
+        ),
+        Note::LinkHealth { changes } => format!("suspect: {} during this row", changes.join("; ")),
+        Note::PartialSync { offset, size, error: None } => format!(
+            "partial sync of [{offset:#x}, +{size:#x}): the interface took that region (checked where it reports one back)"
+        ),
+        Note::PartialSync { offset, size, error: Some(e) } => {
+            format!("partial sync of [{offset:#x}, +{size:#x}) FAILED: {e}")
+        }
     }
+}
+
+/// Short markers for flagged rows, after the verify column: `!few !noisy !model !suspect`.
+pub fn flags(r: &Row) -> String {
+    let mut out = String::new();
+    for n in &r.notes {
+        let f = match n {
+            Note::FewSamples { .. } => "!few",
+            Note::Noisy { .. } => "!noisy",
+            Note::AboveLinkModel { .. } => "!model",
+            Note::LinkHealth { .. } => "!suspect",
+            _ => continue,
+        };
+        out.push(' ');
+        out.push_str(f);
+    }
+    out
 }
 
 /// Every note of a row, plus why it is unverified, one per line.
@@ -33,4 +69,29 @@ pub fn verify_text(v: &Option<Verify>) -> String {
         Some(Verify::Mismatch { mismatch }) => format!("MISMATCH: {mismatch}"),
         Some(Verify::Unverified { .. }) => "unverified".into(),
     }
+}
+
+/// "ran on CPU 3 (pinned; NUMA node 0, device on node 0), Intel Xeon ...; governor performance;
+/// CLOCK_MONOTONIC (vDSO), invariant TSC".
+pub fn where_it_ran(c: &Context) -> String {
+    let cpu = match c.cpu {
+        Some(n) => format!("CPU {n}{}", if c.pinned { " (pinned" } else { " (not pinned" }),
+        None => "an unknown CPU (".into(),
+    };
+    let node = |n: Option<i32>| n.map_or("unknown".to_string(), |n| n.to_string());
+    let mut out =
+        format!("ran on {cpu}; NUMA node {}, device on node {})", node(c.cpu_numa_node), node(c.device_numa_node));
+    if let Some(m) = &c.cpu_model {
+        let _ = write!(out, ", {m}");
+    }
+    if let Some(g) = &c.governor {
+        let _ = write!(out, "; governor {g}");
+    }
+    let tsc = match c.tsc_invariant {
+        Some(true) => ", invariant TSC",
+        Some(false) => ", TSC not invariant",
+        None => "",
+    };
+    let _ = write!(out, "; {}{tsc}", c.clock);
+    out
 }

@@ -13,7 +13,13 @@ pub struct Seed;
 
 impl Exporter for Seed {
     fn report(&self, r: &Report) -> Result<String> {
+        if r.kind == Kind::Buffers {
+            return Ok(super::buffers::seed(r));
+        }
         let mut s = String::new();
+        if r.simulated {
+            let _ = writeln!(s, "Simulated card {}: host-memory figures, not PCIe figures", r.device);
+        }
         let mut last = None;
         for x in &r.results {
             let Some(st) = &x.stats else {
@@ -26,7 +32,8 @@ impl Exporter for Seed {
                 continue;
             };
             if r.kind == Kind::Pio && last != Some((x.bar, x.map, x.width, x.size)) {
-                let _ = writeln!(s, "Testing BAR {} memory size {:#x} for {}", x.bar.unwrap_or(0), x.size, r.device);
+                let size = x.bar_size.unwrap_or(x.size);
+                let _ = writeln!(s, "Testing BAR {} memory size {size:#x} for {}", x.bar.unwrap_or(0), r.device);
                 last = Some((x.bar, x.map, x.width, x.size));
             }
             pattern_line(&mut s, x);
@@ -41,7 +48,7 @@ impl Exporter for Seed {
                         x.size
                     );
                 }
-                Kind::Dma => {
+                Kind::Dma | Kind::Buffers => {
                     let _ = writeln!(
                         s,
                         "{} DMA timing for {} transfers of {} bytes:",

@@ -27,7 +27,7 @@ pub(super) fn resolve(p: &Path) -> Result<Option<PathBuf>, Error> {
             let is_link = fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
             let target = fs::read_link(p).map(|t| t.display().to_string()).unwrap_or_default();
             // ELOOP: too many levels of symbolic links.
-            if e.raw_os_error() == Some(libc::ELOOP) {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
                 return Err(sysfs_error(format!(
                     "symlink loop at {} (-> {target}): sysfs is inconsistent; cannot tell what uses the device",
                     p.display()
