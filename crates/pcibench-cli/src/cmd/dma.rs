@@ -1,11 +1,10 @@
 use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
-use pcibench::bench::clock::MonotonicClock;
+use pcibench::bench::clock::MONOTONIC;
 use pcibench::bench::dma::{self, DmaPlan, DmaSetup};
 use pcibench::bench::result::Report;
 use pcibench::bench::sampler::{Progress as _, Sampling};
-use pcibench::bench::timer::TimerOverhead;
 use pcibench::dma::engines::EngineOptions;
 use pcibench::dma::{BufferSource, Direction};
 use pcibench::host::Host;
@@ -133,14 +132,7 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)>
         engine: rig.engine.as_mut(),
         alloc: rig.alloc.as_ref(),
     };
-    let clock = MonotonicClock;
-    let mut sampling = Sampling {
-        clock: &clock,
-        overhead: TimerOverhead::measure(&clock),
-        stop: &stop,
-        progress: &mut progress,
-        health: m.health.as_ref(),
-    };
+    let mut sampling = Sampling::new(&MONOTONIC, &stop, &mut progress, m.health.as_ref());
     let mut report = dma::run(setup, &plan, &mut sampling)?;
     progress.end();
     m.finish(&mut report);

@@ -61,6 +61,17 @@ pub fn lines(r: &Row) -> Vec<String> {
     v
 }
 
+/// The lines that close every report: the interruption, if any, then the warnings of where it
+/// ran and of the run.
+pub fn tail(s: &mut String, r: &crate::bench::result::Report) {
+    if r.interrupted {
+        let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
+    }
+    for w in r.context.iter().flat_map(|c| &c.warnings).chain(&r.warnings) {
+        let _ = writeln!(s, "warning: {w}");
+    }
+}
+
 /// The verify column.
 pub fn verify_text(v: &Option<Verify>) -> String {
     match v {

@@ -98,12 +98,7 @@ fn notes_and_warnings(s: &mut String, rows: &[Row], r: &Report, each: impl Fn(&R
             let _ = writeln!(s, "      note: {n}");
         }
     }
-    if r.interrupted {
-        let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
-    }
-    for w in r.context.iter().flat_map(|c| &c.warnings).chain(&r.warnings) {
-        let _ = writeln!(s, "warning: {w}");
-    }
+    super::notes::tail(s, r);
 }
 
 fn pio(r: &Report) -> String {
