@@ -1,0 +1,123 @@
+//! The target: what the user named (a PCI function or a simulated card), described and opened.
+//! This is where real devices (`pci`, `access`) and simulated ones (`sim`, `access::sim`) meet, so
+//! neither side knows the other.
+
+use crate::access::sim::SimDevice;
+use crate::access::{self, DeviceAccess, Via};
+use crate::host::Host;
+use crate::pci::{self, DeviceInfo, IdFilter, PciAddress};
+use crate::sim::SimId;
+use crate::{Error, Result};
+use std::fmt;
+use std::str::FromStr;
+
+/// A device as named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A built-in simulated card (`sim`, ...).
+    Sim(SimId),
+    Pci(PciAddress),
+}
+
+impl Target {
+    /// The default simulated card, `sim`.
+    pub const SIM: Target = Target::Sim(SimId::DEFAULT);
+
+    pub fn is_sim(&self) -> bool {
+        matches!(self, Target::Sim(_))
+    }
+}
+
+impl FromStr for Target {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        if let Some(id) = SimId::from_name(s) {
+            return Ok(Target::Sim(id));
+        }
+        s.parse().map(Target::Pci).map_err(|e| match e {
+            Error::Usage(m) => Error::Usage(format!("{m}, or a simulated card: {}", SimId::names())),
+            other => other,
+        })
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Sim(id) => f.write_str(id.name()),
+            Target::Pci(a) => a.fmt(f),
+        }
+    }
+}
+
+/// Everything about a target: a sysfs device or a simulated card.
+pub fn describe(host: &Host, target: &Target) -> Result<DeviceInfo> {
+    match target {
+        Target::Sim(id) => Ok(id.spec().info()),
+        Target::Pci(a) => pci::sysfs::read_device(host, a),
+    }
+}
+
+/// `pcibench list`: the simulated cards first, then every PCI device, filtered as lspci's -d
+/// and -s.
+pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&Target>) -> Result<Vec<DeviceInfo>> {
+    let mut out: Vec<DeviceInfo> = SimId::all()
+        .filter(|id| slot.is_none_or(|s| *s == Target::Sim(*id)))
+        .map(|id| id.spec().info())
+        .filter(|d| ids.is_none_or(|f| f.matches(d)))
+        .collect();
+    let pci_slot = match slot {
+        Some(Target::Sim(_)) => return Ok(out),
+        Some(Target::Pci(a)) => Some(a),
+        None => None,
+    };
+    out.extend(pci::list(host, ids, pci_slot)?);
+    Ok(out)
+}
+
+/// Open a target on the access path `via`, or on the default one (see `access::open_device`).
+pub fn open(host: &Host, target: &Target, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
+    match target {
+        Target::Sim(id) => {
+            if via.is_some_and(|v| v != Via::Sim) {
+                return Err(Error::usage(
+                    "a simulated card has its own access path: drop --via (sysfs and VFIO need a real device)",
+                ));
+            }
+            Ok(Box::new(SimDevice::open(*id)?))
+        }
+        Target::Pci(_) => access::open_device(host, info, via),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_addresses() {
+        assert_eq!("SIM".parse::<Target>().unwrap(), Target::SIM);
+        assert_eq!(Target::SIM.to_string(), "sim");
+        assert_eq!("15:00.0".parse::<Target>().unwrap().to_string(), "0000:15:00.0");
+        let e = "sim2".parse::<Target>().unwrap_err().to_string();
+        assert!(e.contains("DDDD:BB:DD.F") && e.contains("simulated card: sim"), "{e}");
+    }
+
+    #[test]
+    fn sim_card_is_shaped_like_seed_000() {
+        let d = describe(&Host::with_root("/nonexistent"), &Target::SIM).unwrap();
+        assert!(d.simulated);
+        let bars: Vec<(u8, u64, bool, bool)> =
+            d.bars.iter().map(|b| (b.index, b.size, b.is_64bit, b.prefetchable)).collect();
+        assert_eq!(bars, vec![(0, 1 << 20, true, true), (2, 128 << 10, true, true), (4, 64 << 10, true, true)]);
+        let l = d.link.unwrap();
+        assert_eq!((l.current_gen, l.current_width, l.mps, l.mrrs), (Some(2), Some(4), Some(256), Some(512)));
+        // Listing works on a host without PCI at all: just the simulated cards.
+        let all = list(&Host::with_root("/nonexistent"), None, None).unwrap();
+        assert_eq!(all.len(), crate::sim::CARDS.len());
+        assert_eq!(all[0].address, "sim");
+        let only = list(&Host::with_root("/nonexistent"), None, Some(&Target::SIM)).unwrap();
+        assert_eq!(only.len(), 1);
+    }
+}
