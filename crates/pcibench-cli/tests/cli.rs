@@ -27,13 +27,14 @@ fn list_prints_a_line_per_device() {
     assert!(o.status.success());
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 6, "{out}");
+    assert_eq!(lines.len(), 7, "{out}");
     assert!(lines[0].starts_with("sim ") && lines[0].contains("(simulated)"));
+    assert!(lines[1].starts_with("sim-qdma ") && lines[1].contains("[10ee:903f] (simulated)"), "{out}");
     assert_eq!(
-        lines[1],
+        lines[2],
         "0000:15:00.0 Memory controller [0580]: Xilinx Corporation Device 7024 [10ee:7024] driver=none"
     );
-    assert!(lines[5].contains("[1332:5425]") && lines[5].ends_with("driver=vfio-pci"));
+    assert!(lines[6].contains("[1332:5425]") && lines[6].ends_with("driver=vfio-pci"));
 
     let o = pcibench(t.path(), &["list", "-d", "1332:5425"]);
     assert_eq!(stdout(&o).lines().count(), 1);

@@ -111,6 +111,7 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<DmaRequest> {
             card_addr: a.card_addr.as_deref().map(parse_size).transpose()?,
             card_size: a.card_size.as_deref().map(parse_size).transpose()?,
             channel: a.channel,
+            ..EngineOptions::default()
         },
     })
 }
