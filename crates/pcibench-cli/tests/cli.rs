@@ -116,11 +116,18 @@ fn pio_on_sim_verifies_and_prints_the_seed_format() {
     let o = pcibench(none, &["pio", "sim", "--bar", "0", "--map", "wc", "--total", "2M", "--format", "seed"]);
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], "Testing BAR 0 memory size 0x100000 for sim");
-    assert_eq!(lines[1], "Test pattern pass");
-    assert_eq!(lines[2], "host-to-card PIO mapped with write-combining timing for 2 transfers of 1048576 bytes:");
-    assert!(lines[3].starts_with("   Min = ") && lines[3].ends_with(" (Mbytes/sec)"), "{}", lines[3]);
-    assert!(lines[4].starts_with("  Mean = ") && lines[5].starts_with("   Max = "));
+    assert_eq!(lines[0], "Simulated card sim: host-memory figures, not PCIe figures");
+    assert_eq!(lines[1], "Testing BAR 0 memory size 0x100000 for sim");
+    assert_eq!(lines[2], "Test pattern pass");
+    assert_eq!(lines[3], "host-to-card PIO mapped with write-combining timing for 2 transfers of 1048576 bytes:");
+    assert!(lines[4].starts_with("   Min = ") && lines[4].ends_with(" (Mbytes/sec)"), "{}", lines[4]);
+    assert!(lines[5].starts_with("  Mean = ") && lines[6].starts_with("   Max = "));
+    // The header names the BAR's size, not the transfer's.
+    let o = pcibench(
+        none,
+        &["pio", "sim", "--bar", "2", "--map", "uc", "--size", "4K", "--total", "64K", "--format", "seed"],
+    );
+    assert!(stdout(&o).contains("Testing BAR 2 memory size 0x20000 for sim"), "{}", stdout(&o));
     // The DMA register BAR is not a PIO target by default.
     let o = pcibench(none, &["pio", "sim", "--map", "uc", "--total", "1M", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();

@@ -18,6 +18,23 @@ pub struct Session {
     pub dev: Box<dyn DeviceAccess>,
 }
 
+/// What every measuring command sets up the same way around its runner: where the thread runs,
+/// the link that bounds the figures (or why none does), the link-health watch.
+pub struct Measuring {
+    pub context: crate::bench::context::Context,
+    pub link: Option<crate::pci::link::Link>,
+    pub limit_note: Option<String>,
+    pub health: Option<crate::pci::health::HealthProbe>,
+}
+
+impl Measuring {
+    /// Attach the context and the limit note to a runner's report.
+    pub fn finish(&self, report: &mut crate::bench::result::Report) {
+        report.context = Some(self.context.clone());
+        report.limit_note = self.limit_note.clone();
+    }
+}
+
 /// What `pcibench dma` asks for.
 #[derive(Debug, Clone, Default)]
 pub struct DmaRequest {
@@ -84,6 +101,45 @@ impl Session {
             .filter(|b| b.is_memory() && !engine_bars.contains(&b.index))
             .map(|b| b.index)
             .collect())
+    }
+
+    /// The link that bounds the figures (None for a simulated card or a device without a PCIe
+    /// link), and the sentence saying why there is none.
+    pub fn bounding_link(&self) -> (Option<crate::pci::link::Link>, Option<String>) {
+        match self.info.bounding_link() {
+            Ok(l) => (Some(l), None),
+            Err(why) => (None, Some(why)),
+        }
+    }
+
+    /// The device's link health watch (the device and its ports up to the root); None for a
+    /// simulated card.
+    pub fn health(&self) -> Option<crate::pci::health::HealthProbe> {
+        match &self.target {
+            Target::Pci(a) => Some(crate::pci::health::HealthProbe::new(&self.host, a)),
+            Target::Sim(_) => None,
+        }
+    }
+
+    /// (index, size) of every BAR.
+    pub fn bar_sizes(&self) -> Vec<(u8, u64)> {
+        self.info.bars.iter().map(|b| (b.index, b.size)).collect()
+    }
+
+    /// Place the measuring thread (`--cpu`, or a CPU of the device's NUMA node) and describe
+    /// where it runs, for the report.
+    pub fn place(
+        &self,
+        placement: crate::bench::context::Placement,
+        args: &[String],
+    ) -> Result<crate::bench::context::Context> {
+        crate::bench::context::place(&self.host, placement, self.info.numa_node, args)
+    }
+
+    /// Place the measuring thread and gather what a runner needs besides its plan.
+    pub fn measuring(&self, placement: crate::bench::context::Placement, args: &[String]) -> Result<Measuring> {
+        let (link, limit_note) = self.bounding_link();
+        Ok(Measuring { context: self.place(placement, args)?, link, limit_note, health: self.health() })
     }
 
     /// Whether host-to-card writes are allowed: always on a simulated card, else with the flag.

@@ -3,6 +3,7 @@
 //! (with consent). On a simulated card everything runs; its figures are host-memory figures.
 
 use crate::bench::clock::Clock;
+use crate::bench::context::Placement;
 use crate::bench::dma::{self, DmaPlan, DmaSetup};
 use crate::bench::pio::{self, MapMode, PioPlan, PioTarget};
 use crate::bench::result::Report;
@@ -30,6 +31,10 @@ pub struct SuiteOptions {
     /// Bytes per configuration (default: 64M on a simulated card, 4M on a real device for PIO,
     /// the engine's own default for DMA).
     pub total: Option<u64>,
+    /// Where the measuring thread runs.
+    pub placement: Placement,
+    /// The command line, for the reports' context.
+    pub args: Vec<String>,
 }
 
 /// Everything the suite found and measured.
@@ -92,12 +97,20 @@ pub fn run(
     if !allow_write {
         report.notes.push("PIO reads only: add --allow-write to measure and verify host-to-card writes".into());
     }
-    let link = session.info.link.as_ref().and_then(|l| l.model_link());
+    let m = session.measuring(opts.placement, &opts.args)?;
+    let link = m.link;
     progress.begin("pio", plan.planned_bytes());
-    let t = PioTarget { dev: session.dev.as_ref(), device: &session.info.address, simulated, link };
-    let mut sampling = Sampling { clock, overhead, stop, progress: &mut *progress };
-    let pio_report = pio::run(&t, &plan, &mut sampling)?;
+    let t = PioTarget {
+        dev: session.dev.as_ref(),
+        device: &session.info.address,
+        simulated,
+        link,
+        bar_sizes: session.bar_sizes(),
+    };
+    let mut sampling = Sampling { clock, overhead, stop, progress: &mut *progress, health: m.health.as_ref() };
+    let mut pio_report = pio::run(&t, &plan, &mut sampling)?;
     progress.end();
+    m.finish(&mut pio_report);
     let stopped = pio_report.interrupted;
     report.pio = Some(pio_report);
     if stopped {
@@ -138,9 +151,11 @@ pub fn run(
                 engine: rig.engine.as_mut(),
                 alloc: rig.alloc.as_ref(),
             };
-            let mut sampling = Sampling { clock, overhead, stop, progress: &mut *progress };
-            report.dma = Some(dma::run(setup, &plan, &mut sampling)?);
+            let mut sampling = Sampling { clock, overhead, stop, progress: &mut *progress, health: m.health.as_ref() };
+            let mut dma_report = dma::run(setup, &plan, &mut sampling)?;
             progress.end();
+            m.finish(&mut dma_report);
+            report.dma = Some(dma_report);
         }
     }
     Ok(report)

@@ -1,4 +1,4 @@
-use super::{interrupt_flag, parse_target, FormatArg, Progress};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
 use pcibench::bench::clock::MonotonicClock;
@@ -71,12 +71,8 @@ pub struct DmaArgs {
     /// Consent to start DMA on this device (not needed for sim).
     #[arg(long)]
     pub allow_dma: bool,
-    /// Output: table, seed (the fpga_sio block format) or json.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: FormatArg,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub common: MeasureArgs,
 }
 
 fn plan(a: &DmaArgs, rig: &DmaRig) -> anyhow::Result<DmaPlan> {
@@ -127,28 +123,34 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)>
     let plan = plan(a, &rig)?;
     let stop = interrupt_flag();
     let info = &session.info;
-    let link = info.link.as_ref().and_then(|l| l.model_link());
+    let m = session.measuring(a.common.placement(), &command_line())?;
     let mut progress = Progress::new();
     progress.begin("dma", plan.total * plan.dirs.len() as u64 * plan.sizes.len().max(1) as u64);
     let setup = DmaSetup {
         dev: session.dev.as_ref(),
         device: &info.address,
         simulated: info.simulated,
-        link,
+        link: m.link,
         engine: rig.engine.as_mut(),
         alloc: rig.alloc.as_ref(),
     };
     let clock = MonotonicClock;
-    let mut sampling =
-        Sampling { clock: &clock, overhead: TimerOverhead::measure(&clock), stop: &stop, progress: &mut progress };
-    let report = dma::run(setup, &plan, &mut sampling)?;
+    let mut sampling = Sampling {
+        clock: &clock,
+        overhead: TimerOverhead::measure(&clock),
+        stop: &stop,
+        progress: &mut progress,
+        health: m.health.as_ref(),
+    };
+    let mut report = dma::run(setup, &plan, &mut sampling)?;
     progress.end();
+    m.finish(&mut report);
     Ok((session.info, report))
 }
 
 pub fn run(host: &Host, a: DmaArgs) -> anyhow::Result<ExitCode> {
     let (_info, result) = measure(host, &a)?;
-    let exporter = report::exporter(a.format.resolve(a.json), report::Options::default());
+    let exporter = report::exporter(a.common.format(), report::Options::default());
     print!("{}", exporter.report(&result)?);
     if result.mismatched() {
         eprintln!("pcibench: DMA data did not verify: see the MISMATCH rows (offset, expected, found)");

@@ -25,6 +25,38 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Options every measuring command takes (`pio`, `dma`, `run`).
+#[derive(clap::Args, Clone)]
+pub struct MeasureArgs {
+    /// Pin the measuring thread to this CPU (default: a CPU on the device's NUMA node when sysfs names one).
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<u32>,
+    /// Output: table, seed (the fpga_sio block format) or json.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: FormatArg,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl MeasureArgs {
+    pub fn placement(&self) -> pcibench::bench::context::Placement {
+        match self.cpu {
+            Some(c) => pcibench::bench::context::Placement::Cpu(c),
+            None => pcibench::bench::context::Placement::Default,
+        }
+    }
+
+    pub fn format(&self) -> pcibench::report::Format {
+        self.format.resolve(self.json)
+    }
+}
+
+/// The command line as typed, for reports' context.
+pub fn command_line() -> Vec<String> {
+    std::env::args().collect()
+}
+
 /// The output formats of measuring commands (`--format`).
 #[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
 pub enum FormatArg {

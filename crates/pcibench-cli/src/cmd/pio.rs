@@ -1,4 +1,4 @@
-use super::{interrupt_flag, parse_target, FormatArg, Progress};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
 use pcibench::bench::clock::MonotonicClock;
@@ -86,12 +86,8 @@ pub struct PioArgs {
     /// Allow host-to-card writes to this device's BARs (not needed for sim).
     #[arg(long)]
     allow_write: bool,
-    /// Output: table, seed (the fpga_sio block format) or json.
-    #[arg(long, value_enum, default_value = "table")]
-    format: FormatArg,
-    /// Same as --format json.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: MeasureArgs,
     /// Also print per-transfer latency percentiles.
     #[arg(long)]
     latency: bool,
@@ -141,17 +137,29 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
         strict_map: !matches!(a.map, MapArg::All),
         strict_width,
     };
-    let link = info.link.as_ref().and_then(|l| l.model_link());
+    let m = session.measuring(a.common.placement(), &command_line())?;
     let stop = interrupt_flag();
     let mut progress = Progress::new();
     progress.begin("pio", plan.planned_bytes());
     let clock = MonotonicClock;
-    let mut sampling =
-        Sampling { clock: &clock, overhead: TimerOverhead::measure(&clock), stop: &stop, progress: &mut progress };
-    let t = PioTarget { dev: dev.as_ref(), device: &info.address, simulated: info.simulated, link };
-    let result = pio::run(&t, &plan, &mut sampling)?;
+    let mut sampling = Sampling {
+        clock: &clock,
+        overhead: TimerOverhead::measure(&clock),
+        stop: &stop,
+        progress: &mut progress,
+        health: m.health.as_ref(),
+    };
+    let t = PioTarget {
+        dev: dev.as_ref(),
+        device: &info.address,
+        simulated: info.simulated,
+        link: m.link,
+        bar_sizes: session.bar_sizes(),
+    };
+    let mut result = pio::run(&t, &plan, &mut sampling)?;
     progress.end();
-    let exporter = report::exporter(a.format.resolve(a.json), report::Options { latency: a.latency });
+    m.finish(&mut result);
+    let exporter = report::exporter(a.common.format(), report::Options { latency: a.latency });
     print!("{}", exporter.report(&result)?);
     if result.mismatched() {
         eprintln!("pcibench: data did not verify: see the MISMATCH rows (offset, expected, found)");

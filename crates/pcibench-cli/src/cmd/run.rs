@@ -1,4 +1,4 @@
-use super::{interrupt_flag, parse_target, FormatArg, Progress};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::Args;
 use pcibench::bench::clock::MonotonicClock;
 use pcibench::host::Host;
@@ -22,12 +22,8 @@ pub struct RunArgs {
     /// Bytes per PIO/DMA configuration (default: 64M on sim, 4M on a real device).
     #[arg(long)]
     total: Option<String>,
-    /// Output: table, seed (the fpga_sio block format) or json.
-    #[arg(long, value_enum, default_value = "table")]
-    format: FormatArg,
-    /// Same as --format json: one document with every part.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: MeasureArgs,
 }
 
 pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
@@ -35,6 +31,8 @@ pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
         allow_write: a.allow_write,
         allow_dma: a.allow_dma,
         total: a.total.as_deref().map(parse_size).transpose()?,
+        placement: a.common.placement(),
+        args: command_line(),
     };
     let stop = interrupt_flag();
     let mut progress = Progress::new();
@@ -42,7 +40,7 @@ pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
     for w in &result.info.warnings {
         eprintln!("warning: {w}");
     }
-    let exporter = report::exporter(a.format.resolve(a.json), report::Options::default());
+    let exporter = report::exporter(a.common.format(), report::Options::default());
     print!("{}", exporter.suite(&result)?);
     if result.parts().any(|r| r.mismatched()) {
         eprintln!("pcibench: data did not verify: see the MISMATCH rows");

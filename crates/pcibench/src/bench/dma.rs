@@ -64,6 +64,7 @@ fn sizes(engine: &dyn Engine, plan: &DmaPlan) -> Result<Vec<u64>> {
 pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Report> {
     let engine = s.engine;
     let sizes = sizes(engine, plan)?;
+    super::sampler::check_total(plan.total, &sizes)?;
     let max = *sizes.iter().max().unwrap_or(&0) as usize;
     let src = s.alloc.alloc(max)?;
     let dst = s.alloc.alloc(max)?;
@@ -99,22 +100,12 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
                 Ok(())
             })?;
             let mut row = Row::new(dir, size);
-            if sampled.samples.batch > 1 {
-                row.notes.push(Note::Batched {
-                    transfers: sampled.samples.batch,
-                    timer_overhead_ns: sampling.overhead.median_s * 1e9,
-                });
-            }
-            row.stats = sampled.samples.stats();
             // The card reads host memory for h2c (requests and completions) and writes it for c2h.
-            row.limit_mbps = s.link.map(|l| match dir {
+            let limit = s.link.map(|l| match dir {
                 Direction::H2c => l.read_bps(size) / 1e6,
                 Direction::C2h => l.write_bps(size) / 1e6,
             });
-            row.efficiency_pct = match (&row.stats, row.limit_mbps) {
-                (Some(st), Some(l)) if l > 0.0 => Some(st.mean_mbps / l * 100.0),
-                _ => None,
-            };
+            row.measured(&sampled, limit, sampling.overhead.median_s * 1e9);
             if sampled.interrupted {
                 report.interrupted = true;
                 let status = engine.stop()?;

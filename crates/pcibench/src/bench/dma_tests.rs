@@ -151,7 +151,8 @@ fn go_with(
 ) -> Result<(Report, u64)> {
     let mut moved = 0;
     let mut progress = |n| moved += n;
-    let mut s = Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: &mut progress };
+    let mut s =
+        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: &mut progress, health: None };
     let r = run(setup(dev, e), p, &mut s)?;
     Ok((r, moved))
 }

@@ -2,6 +2,7 @@
 //! patterns, the result rows every runner produces, and the PIO and DMA runners.
 
 pub mod clock;
+pub mod context;
 pub mod dma;
 pub mod pattern;
 pub mod pio;

@@ -4,7 +4,7 @@
 
 use super::pattern::{verify, Mismatch, Pattern};
 use super::result::{Kind, Note, Report, Row, Verify};
-use super::sampler::Sampling;
+use super::sampler::{check_total, Sampling};
 use crate::access::{BarRegion, DeviceAccess, IoMode};
 use crate::direction::Direction;
 use crate::mmio::{self, Width};
@@ -49,6 +49,25 @@ pub struct PioTarget<'a> {
     pub simulated: bool,
     /// The negotiated link, where a PCIe link bounds the figures.
     pub link: Option<Link>,
+    /// (index, size) of the device's BARs, to check the plan before anything runs.
+    pub bar_sizes: Vec<(u8, u64)>,
+}
+
+impl PioPlan {
+    /// More than one configuration: a combination that cannot run (a size past a small BAR, a
+    /// width a size is not a multiple of) is skipped with a note instead of ending the run.
+    pub fn is_sweep(&self) -> bool {
+        self.sizes.len() > 1 || self.widths.len() > 1 || self.bars.len() > 1
+    }
+
+    /// The transfer sizes each BAR will see.
+    fn sizes_for(&self, bar_len: u64) -> Vec<u64> {
+        if self.sizes.is_empty() {
+            vec![bar_len.saturating_sub(self.offset)]
+        } else {
+            self.sizes.clone()
+        }
+    }
 }
 
 /// The TLP payload a CPU copy produces: one access per TLP on UC; WC buffers combine up to a
@@ -63,6 +82,13 @@ fn tlp_payload(map: MapMode, w: Width, mps: u32) -> u64 {
 }
 
 pub fn run(t: &PioTarget, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
+    // --total against every size that will run, before anything does.
+    let mut all_sizes: Vec<u64> = Vec::new();
+    for &bar in &plan.bars {
+        let len = t.bar_sizes.iter().find(|b| b.0 == bar).map_or(0, |b| b.1);
+        all_sizes.extend(plan.sizes_for(len).into_iter().filter(|sz| plan.offset.saturating_add(*sz) <= len));
+    }
+    check_total(plan.total, &all_sizes)?;
     let mut report = Report::new(Kind::Pio, t.device, t.simulated, t.dev.via(), s.overhead.median_s * 1e9);
     let mut pattern = Pattern::fresh();
     'all: for &bar in &plan.bars {
@@ -83,13 +109,16 @@ pub fn run(t: &PioTarget, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
                     report.results.push(skipped(bar, map, plan, Some(w), e.to_string()));
                     continue;
                 }
-                let sizes = if plan.sizes.is_empty() {
-                    vec![region.len().saturating_sub(plan.offset)]
-                } else {
-                    plan.sizes.clone()
-                };
-                for &size in &sizes {
-                    check_range(region.as_ref(), plan.offset, size, w)?;
+                for size in plan.sizes_for(region.len()) {
+                    if let Err(e) = check_range(region.as_ref(), plan.offset, size, w) {
+                        if !plan.is_sweep() {
+                            return Err(e);
+                        }
+                        let mut r = skipped(bar, map, plan, Some(w), e.to_string());
+                        r.size = size;
+                        report.results.push(r);
+                        continue;
+                    }
                     pattern = pattern.successor();
                     let one = One { region: region.as_ref(), map, w, size, plan, pattern, link: t.link };
                     let rows = one.run(s)?;
@@ -231,6 +260,7 @@ impl One<'_> {
     fn row(&self, dir: Direction) -> Row {
         let mut r = Row::new(dir, self.size);
         r.bar = Some(self.region.index());
+        r.bar_size = Some(self.region.len());
         r.map = Some(self.map);
         r.io = Some(self.plan.io);
         r.width = Some(self.w);
@@ -286,12 +316,7 @@ impl One<'_> {
                 }
                 Ok(())
             })?;
-            if sampled.samples.batch > 1 {
-                row.notes.push(Note::Batched {
-                    transfers: sampled.samples.batch,
-                    timer_overhead_ns: s.overhead.median_s * 1e9,
-                });
-            }
+            row.measured(&sampled, self.limit(dir), s.overhead.median_s * 1e9);
             if sampled.interrupted {
                 row.notes.push(Note::Interrupted { engine: None });
             }
@@ -318,12 +343,6 @@ impl One<'_> {
             if dir == Direction::C2h && host.iter().all(|b| *b == 0xff) {
                 row.notes.push(Note::AllOnes);
             }
-            row.stats = sampled.samples.stats();
-            row.limit_mbps = self.limit(dir);
-            row.efficiency_pct = match (&row.stats, row.limit_mbps) {
-                (Some(st), Some(l)) if l > 0.0 => Some(st.mean_mbps / l * 100.0),
-                _ => None,
-            };
             row.pattern_sha256 = wrote.then(|| sha256_hex(&expected));
             let stop = sampled.interrupted;
             rows.push(row);

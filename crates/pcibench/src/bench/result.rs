@@ -92,6 +92,25 @@ pub enum Note {
     /// The run was stopped (Ctrl-C, SIGTERM) during this row; `engine` is the engine's
     /// status when it was stopped.
     Interrupted { engine: Option<String> },
+    /// Too few samples to judge the spread.
+    FewSamples { samples: usize },
+    /// The samples disagree (coefficient of variation, slowest sample against the median).
+    Noisy { cv_pct: f64, min_vs_median: f64 },
+    /// Faster than the link model allows: the figure is not what it seems (cached, emulated,
+    /// or the model's inputs are wrong).
+    AboveLinkModel { efficiency_pct: f64 },
+    /// The link's health changed while this row ran: the row is suspect.
+    LinkHealth { changes: Vec<String> },
+}
+
+impl Note {
+    /// Notes that make a row's figure untrustworthy as it stands.
+    pub fn is_flag(&self) -> bool {
+        matches!(
+            self,
+            Note::FewSamples { .. } | Note::Noisy { .. } | Note::AboveLinkModel { .. } | Note::LinkHealth { .. }
+        )
+    }
 }
 
 /// One configuration: what was measured, how fast, and whether the data arrived intact. Fields
@@ -100,6 +119,9 @@ pub enum Note {
 pub struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bar: Option<u8>,
+    /// The BAR's size (not the transfer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bar_size: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<MapMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,6 +150,7 @@ impl Row {
     pub fn new(dir: Direction, size: u64) -> Row {
         Row {
             bar: None,
+            bar_size: None,
             map: None,
             io: None,
             dir,
@@ -153,6 +176,39 @@ impl Row {
     pub fn skipped(&self) -> bool {
         self.notes.iter().any(|n| matches!(n, Note::Skipped { .. }))
     }
+
+    /// The link's health changed during the row.
+    pub fn suspect(&self) -> bool {
+        self.notes.iter().any(|n| matches!(n, Note::LinkHealth { .. }))
+    }
+
+    /// Fill statistics, the link model's limit and efficiency (of the median) and the flags
+    /// from what the sampler found. `limit_mbps` is None where no PCIe link bounds the figure.
+    pub fn measured(&mut self, sampled: &super::sampler::Sampled, limit_mbps: Option<f64>, overhead_ns: f64) {
+        if sampled.samples.batch > 1 {
+            self.notes.push(Note::Batched { transfers: sampled.samples.batch, timer_overhead_ns: overhead_ns });
+        }
+        self.stats = sampled.samples.stats();
+        self.limit_mbps = limit_mbps;
+        self.efficiency_pct = match (&self.stats, limit_mbps) {
+            (Some(st), Some(l)) if l > 0.0 => Some(st.median_mbps / l * 100.0),
+            _ => None,
+        };
+        if let Some(st) = &self.stats {
+            for q in st.quality() {
+                self.notes.push(match q {
+                    super::stats::Quality::FewSamples { samples } => Note::FewSamples { samples },
+                    super::stats::Quality::Noisy { cv_pct, min_vs_median } => Note::Noisy { cv_pct, min_vs_median },
+                });
+            }
+        }
+        if let Some(e) = self.efficiency_pct.filter(|e| *e > 100.0) {
+            self.notes.push(Note::AboveLinkModel { efficiency_pct: e });
+        }
+        if !sampled.health.is_empty() {
+            self.notes.push(Note::LinkHealth { changes: sampled.health.clone() });
+        }
+    }
 }
 
 /// Everything one measuring command found, for one device.
@@ -170,6 +226,12 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer: Option<String>,
     pub timer_overhead_ns: f64,
+    /// Why rows carry no link limit or efficiency, when they do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_note: Option<String>,
+    /// Where and how it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<super::context::Context>,
     pub results: Vec<Row>,
     /// A stop request ended the run early; the rows cover what was measured before it.
     pub interrupted: bool,
@@ -187,6 +249,8 @@ impl Report {
             addressing: None,
             buffer: None,
             timer_overhead_ns,
+            limit_note: None,
+            context: None,
             results: Vec::new(),
             interrupted: false,
             warnings: Vec::new(),

@@ -6,7 +6,9 @@
 use super::clock::Clock;
 use super::stats::Samples;
 use super::timer::TimerOverhead;
-use crate::Result;
+use crate::pci::health::{self, HealthProbe};
+use crate::units::human_size;
+use crate::{Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// At most this many samples are kept per configuration (8 MiB of times): past it, samples
@@ -15,6 +17,47 @@ pub const MAX_SAMPLES: u64 = 1 << 20;
 /// Calibration stops growing a batch here (a transfer that cannot reach 100 timer overheads in
 /// 16 M repetitions is measured as it is).
 const MAX_BATCH: u64 = 1 << 24;
+/// The most transfers one configuration may plan: what the bounded samples can count.
+pub const MAX_TRANSFERS: u64 = MAX_SAMPLES * MAX_BATCH;
+/// The most bytes one configuration may move (1 PiB: hours even at memory speed).
+pub const MAX_TOTAL: u64 = 1 << 50;
+/// Link health is also checked between samples this often on long runs (outside the timed part).
+const HEALTH_EVERY_NS: u64 = 1_000_000_000;
+
+/// `--total` against the transfer sizes, before anything runs: it must hold at least one
+/// transfer of the largest size, and no more transfers of the smallest than pcibench counts.
+pub fn check_total(total: u64, sizes: &[u64]) -> Result<()> {
+    if total == 0 {
+        return Err(Error::usage("--total is 0: give the bytes to move per configuration, e.g. --total 64M"));
+    }
+    if total > MAX_TOTAL {
+        return Err(Error::usage(format!(
+            "--total {} is more than pcibench moves per configuration (1 PiB): use a smaller --total",
+            human_size(total)
+        )));
+    }
+    if let Some(&big) = sizes.iter().max() {
+        if total < big {
+            return Err(Error::usage(format!(
+                "--total {} is less than one {} transfer: raise --total to at least {} or use a smaller --size",
+                human_size(total),
+                human_size(big),
+                human_size(big)
+            )));
+        }
+    }
+    if let Some(&small) = sizes.iter().filter(|s| **s > 0).min() {
+        if total / small > MAX_TRANSFERS {
+            return Err(Error::usage(format!(
+                "--total {} is {} transfers of {}: more than pcibench counts per configuration (2^44): use a smaller --total",
+                human_size(total),
+                total / small,
+                human_size(small)
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Where a run reports its progress (a progress bar; nothing, with `()`).
 pub trait Progress {
@@ -46,6 +89,9 @@ pub struct Sampling<'a> {
     pub overhead: TimerOverhead,
     pub stop: &'a AtomicBool,
     pub progress: &'a mut dyn Progress,
+    /// The device's link health, snapshotted before and after each configuration (and between
+    /// samples on long ones); None where there is no link to watch (simulated cards).
+    pub health: Option<&'a HealthProbe>,
 }
 
 /// The timed samples of one configuration and how they came about.
@@ -59,6 +105,8 @@ pub struct Sampled {
     pub calibration_transfers: u64,
     /// The stop flag ended the sampling early.
     pub interrupted: bool,
+    /// What changed in the link's health while this configuration ran (empty: nothing).
+    pub health: Vec<String>,
 }
 
 impl Sampled {
@@ -73,6 +121,9 @@ impl Sampling<'_> {
     /// `total` must hold at least one transfer (callers check and explain).
     pub fn run(&mut self, size: u64, total: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<Sampled> {
         let planned = (total / size.max(1)).max(1);
+        let before = self.health.map(|h| h.snapshot());
+        let mut health_changes: Vec<String> = Vec::new();
+        let mut last_check = self.clock.now_ns();
         let timed = |k: u64, op: &mut dyn FnMut(u64) -> Result<()>| -> Result<u64> {
             let t0 = self.clock.now_ns();
             op(k)?;
@@ -109,8 +160,19 @@ impl Sampling<'_> {
             let ns = timed(batch, &mut op)?;
             samples.secs.push(ns as f64 * 1e-9);
             self.progress.add(size * batch);
+            if let (Some(h), Some(b)) = (self.health, &before) {
+                // Between samples, untimed: a long run notices a change while it happens.
+                let now = self.clock.now_ns();
+                if now.saturating_sub(last_check) >= HEALTH_EVERY_NS {
+                    last_check = now;
+                    health_changes = health::changes(b, &h.snapshot());
+                }
+            }
         }
-        Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted })
+        if let (Some(h), Some(b)) = (self.health, &before) {
+            health_changes = health::changes(b, &h.snapshot());
+        }
+        Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted, health: health_changes })
     }
 }
 
@@ -120,7 +182,7 @@ mod tests {
     use crate::bench::clock::FakeClock;
 
     fn sampling<'a>(clock: &'a FakeClock, stop: &'a AtomicBool, moved: &'a mut dyn Progress) -> Sampling<'a> {
-        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: moved }
+        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: moved, health: None }
     }
 
     #[test]
@@ -157,6 +219,20 @@ mod tests {
         let mut moved = |_| {};
         let s = sampling(&clock, &stop, &mut moved).run(4096, 16 * 4096, |_| Ok(())).unwrap();
         assert_eq!((s.samples.batch, s.samples.secs.len(), s.measured()), (16, 1, 16));
+    }
+
+    #[test]
+    fn totals_are_checked_before_anything_runs() {
+        assert!(check_total(64 << 20, &[4096, 1 << 20]).is_ok());
+        let e = check_total(0, &[4096]).unwrap_err().to_string();
+        assert!(e.contains("--total is 0"), "{e}");
+        let e = check_total(64 << 10, &[8, 1 << 20]).unwrap_err().to_string();
+        assert!(e.contains("less than one 1 MiB transfer") && e.contains("at least 1 MiB"), "{e}");
+        let e = check_total(0x0100_0000_0000_0000, &[1 << 20]).unwrap_err().to_string();
+        assert!(e.contains("more than pcibench moves"), "{e}");
+        let e = check_total(1 << 48, &[1]).unwrap_err().to_string();
+        assert!(e.contains("more than pcibench counts"), "{e}");
+        assert!(!e.contains('\n'));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Samples to statistics: throughput (min is the slowest sample; mean = bytes / mean time) and
-//! latency percentiles per transfer.
+//! Samples to statistics: throughput (min is the slowest sample; mean = bytes / mean time), its
+//! spread across samples (p5/p95 and the coefficient of variation), and latency percentiles per
+//! transfer. `quality` says when a figure is too thin or too noisy to trust.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,8 +33,45 @@ pub struct Stats {
     pub mean_mbps: f64,
     pub median_mbps: f64,
     pub max_mbps: f64,
+    /// Throughput of the 5th and 95th percentile samples (slow end, fast end): the spread.
+    pub p5_mbps: f64,
+    pub p95_mbps: f64,
+    /// Coefficient of variation of the sample times, in percent.
+    pub cv_pct: f64,
     /// Per transfer (a batched sample's time divided by its batch).
     pub latency: Latency,
+}
+
+/// Fewer samples than this make a figure too thin to trust.
+pub const MIN_SAMPLES: usize = 10;
+/// A coefficient of variation above this makes a figure noisy.
+pub const NOISY_CV_PCT: f64 = 10.0;
+/// A slowest sample below this fraction of the median is an outlier worth a flag.
+pub const OUTLIER_FRACTION: f64 = 0.25;
+
+/// Why a figure should not be trusted as it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "quality", rename_all = "snake_case")]
+pub enum Quality {
+    /// Too few samples to say anything about spread.
+    FewSamples { samples: usize },
+    /// The samples disagree: high coefficient of variation, or a slowest sample far below the median.
+    Noisy { cv_pct: f64, min_vs_median: f64 },
+}
+
+impl Stats {
+    /// What is wrong with this figure, if anything.
+    pub fn quality(&self) -> Vec<Quality> {
+        let mut q = Vec::new();
+        if self.samples < MIN_SAMPLES {
+            q.push(Quality::FewSamples { samples: self.samples });
+        }
+        let min_vs_median = if self.median_mbps > 0.0 { self.min_mbps / self.median_mbps } else { 1.0 };
+        if self.samples >= 2 && (self.cv_pct > NOISY_CV_PCT || min_vs_median < OUTLIER_FRACTION) {
+            q.push(Quality::Noisy { cv_pct: self.cv_pct, min_vs_median });
+        }
+        q
+    }
 }
 
 /// Nearest-rank percentile of sorted data.
@@ -63,6 +101,9 @@ impl Samples {
         let n = t.len();
         let median_t = if n % 2 == 1 { t[n / 2] } else { (t[n / 2 - 1] + t[n / 2]) / 2.0 };
         let lat: Vec<f64> = t.iter().map(|s| s / self.batch as f64 * 1e6).collect();
+        let mean_t = total / n as f64;
+        let var = t.iter().map(|x| (x - mean_t).powi(2)).sum::<f64>() / n as f64;
+        let cv_pct = if mean_t > 0.0 { var.sqrt() / mean_t * 100.0 } else { 0.0 };
         Some(Stats {
             transfers: n as u64 * self.batch,
             samples: n,
@@ -72,6 +113,10 @@ impl Samples {
             mean_mbps: rate(total / n as f64),
             median_mbps: rate(median_t),
             max_mbps: rate(t[0]),
+            // Times sorted fastest first: the 95th percentile time is the 5th percentile rate.
+            p5_mbps: rate(percentile(&t, 95.0)),
+            p95_mbps: rate(percentile(&t, 5.0)),
+            cv_pct,
             latency: Latency {
                 min_us: lat[0],
                 p50_us: percentile(&lat, 50.0),
@@ -103,7 +148,31 @@ mod tests {
         assert!((st.latency.min_us - 500.0).abs() < 1e-9);
         assert!((st.latency.max_us - 2000.0).abs() < 1e-9);
         assert!((st.latency.p50_us - 1000.0).abs() < 1e-9);
+        // Nearest rank over 3 samples: p5 is the slowest, p95 the fastest.
+        assert!((st.p5_mbps - 250.0).abs() < 1e-9 && (st.p95_mbps - 1000.0).abs() < 1e-9);
+        // Times 1, 2, 4 ms: mean 7/3, population sd sqrt(14/9), CV = sqrt(14)/7 = 53.45%.
+        assert!((st.cv_pct - 14f64.sqrt() / 7.0 * 100.0).abs() < 1e-9, "{}", st.cv_pct);
+        assert_eq!(
+            st.quality(),
+            vec![Quality::FewSamples { samples: 3 }, Quality::Noisy { cv_pct: st.cv_pct, min_vs_median: 0.5 },]
+        );
         assert!(Samples::new(1, 1).stats().is_none());
+    }
+
+    #[test]
+    fn steady_samples_are_not_flagged_and_one_slow_one_is() {
+        let steady = Samples { size: 1000, batch: 1, secs: vec![1e-6; 20] };
+        let st = steady.stats().unwrap();
+        assert!(st.cv_pct.abs() < 1e-9 && st.quality().is_empty(), "{st:?}");
+        // 19 samples at 1 µs and one at 85 µs: the median stands, the min is 85x below it.
+        let mut secs = vec![1e-6; 19];
+        secs.push(85e-6);
+        let st = Samples { size: 1000, batch: 1, secs }.stats().unwrap();
+        assert!((st.median_mbps - 1000.0).abs() < 1e-6);
+        match &st.quality()[..] {
+            [Quality::Noisy { min_vs_median, .. }] => assert!((min_vs_median - 1.0 / 85.0).abs() < 1e-9),
+            q => panic!("{q:?}"),
+        }
     }
 
     #[test]

@@ -76,16 +76,7 @@ pub fn parse_cap_eff(status: &str) -> Option<u64> {
 /// The name of `uid` in the real /etc/passwd.
 fn user_name(uid: u32) -> Option<String> {
     let text = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd_lookup(&text, |_, u, _| u == uid).map(|(name, _, _)| name)
-}
-
-/// Find an /etc/passwd entry: `name:x:uid:gid:...` → (name, uid, gid).
-pub(crate) fn passwd_lookup(text: &str, want: impl Fn(&str, u32, u32) -> bool) -> Option<(String, u32, u32)> {
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        let (name, uid, gid) = (f.first()?, f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?);
-        want(name, uid, gid).then(|| (name.to_string(), uid, gid))
-    })
+    crate::host::state::passwd_lookup(&text, |_, u, _| u == uid).map(|(name, _, _)| name)
 }
 
 /// The libc calls for the process identity, kept together.
@@ -116,6 +107,7 @@ mod tests {
 
     #[test]
     fn passwd_entries() {
+        use crate::host::state::passwd_lookup;
         let t = "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\nbad line\n";
         assert_eq!(passwd_lookup(t, |_, u, _| u == 1000), Some(("user".into(), 1000, 1000)));
         assert_eq!(passwd_lookup(t, |n, _, _| n == "root"), Some(("root".into(), 0, 0)));

@@ -25,9 +25,7 @@ mod dma;
 mod sysfs;
 mod vfio;
 
-pub(crate) use caller::passwd_lookup;
 pub use caller::Caller;
-pub(crate) use vfio::holders;
 
 use crate::access::Via;
 use crate::host::Host;

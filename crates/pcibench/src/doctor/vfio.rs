@@ -210,7 +210,7 @@ fn nodes(c: &Ctx) -> Finding {
     let shown = format!("/dev/vfio/{}{g}", if c.noiommu_group { "noiommu-" } else { "" });
     let node = vfio_node(c.host, g, c.noiommu_group);
     let node_state = node_access(c, &node, &shown, format!("sudo chown {} {shown}", c.caller.user));
-    let holders = holders(c.host, &shown);
+    let holders = crate::host::state::holding_words(c.host, std::path::Path::new(&shown));
     let mut problems: Vec<(String, Option<String>)> =
         [container_state.err(), node_state.err()].into_iter().flatten().collect();
     if !holders.is_empty() {
@@ -235,27 +235,6 @@ fn nodes(c: &Ctx) -> Finding {
     };
     let cmd = (!hard).then(|| cmds.join(" && "));
     Finding::new("vfio-nodes", Severity::Info, what.join("; ")).fix(fix).blocks(c.vfio, cmd)
-}
-
-/// Processes with `node` (an absolute path such as /dev/vfio/5) open: `PID (comm)`. Reading other
-/// processes' fd links needs root; without it this finds only our own.
-pub(crate) fn holders(host: &crate::host::Host, node: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(procs) = fs::read_dir(host.path("/proc")) else { return out };
-    for p in procs.filter_map(|e| e.ok()) {
-        let pid = p.file_name().to_string_lossy().to_string();
-        if !pid.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(fds) = fs::read_dir(p.path().join("fd")) else { continue };
-        let held = fds.filter_map(|e| e.ok()).any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == node));
-        if held {
-            let comm = crate::host::state::read_trim(&p.path().join("comm")).unwrap_or_default();
-            out.push(format!("PID {pid} ({comm})"));
-        }
-    }
-    out.sort();
-    out
 }
 
 fn cap_sys_rawio(c: &Ctx) -> Finding {

@@ -3,7 +3,7 @@
 //! unreadable file reads as "unknown" (None or empty), never as an error.
 
 use crate::host::Host;
-use crate::pci::PciAddress;
+use std::fmt::Display;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -17,15 +17,26 @@ pub fn link_name(p: &Path) -> Option<String> {
     fs::read_link(p).ok()?.file_name()?.to_str().map(str::to_string)
 }
 
-pub fn device_dir(host: &Host, addr: &PciAddress) -> PathBuf {
-    crate::pci::sysfs::device_dir(host, addr)
+/// The exact command that lets a non-root user open no-IOMMU groups with this executable.
+pub fn setcap_hint() -> String {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| fs::canonicalize(&p).ok().or(Some(p)))
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "/path/to/pcibench".to_string());
+    format!("no-IOMMU VFIO needs CAP_SYS_RAWIO: run as root, or sudo setcap cap_sys_rawio=ep {exe}")
+}
+
+/// `/sys/bus/pci/devices/ADDR`, for a PCI address as sysfs names it (`0000:15:00.0`).
+pub fn device_dir(host: &Host, addr: &impl Display) -> PathBuf {
+    host.pci_devices_dir().join(addr.to_string())
 }
 
 pub fn driver_of(host: &Host, addr: &str) -> Option<String> {
     link_name(&host.path("/sys/bus/pci/devices").join(addr).join("driver"))
 }
 
-pub fn iommu_group_of(host: &Host, addr: &PciAddress) -> Option<u32> {
+pub fn iommu_group_of(host: &Host, addr: &impl Display) -> Option<u32> {
     link_name(&device_dir(host, addr).join("iommu_group"))?.parse().ok()
 }
 
@@ -161,6 +172,42 @@ pub fn class_is_bridge(class: u32) -> bool {
 pub fn class_of(host: &Host, addr: &str) -> Option<u32> {
     let s = read_trim(&host.path("/sys/bus/pci/devices").join(addr).join("class"))?;
     u32::from_str_radix(s.trim_start_matches("0x"), 16).ok()
+}
+
+/// Processes with `node` (a path as the kernel names it, e.g. /dev/vfio/7) open, from /proc/*/fd, from /proc/*/fd (only those we may inspect).
+pub fn processes_holding(host: &Host, node: &Path) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(host.path("/proc")) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        if fds.flatten().any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == node)) {
+            let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim().to_string();
+            out.push((pid, comm));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// "PID 123 (qemu), PID 456 (pcibench)": who holds `node` open, in words.
+pub fn holding_words(host: &Host, node: &Path) -> Vec<String> {
+    processes_holding(host, node).into_iter().map(|(pid, comm)| format!("PID {pid} ({comm})")).collect()
+}
+
+/// Find an /etc/passwd entry: `name:x:uid:gid:...` → (name, uid, gid).
+pub fn passwd_lookup(text: &str, want: impl Fn(&str, u32, u32) -> bool) -> Option<(String, u32, u32)> {
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        let (name, uid, gid) = (f.first()?, f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?);
+        want(name, uid, gid).then(|| (name.to_string(), uid, gid))
+    })
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! page size, locked-memory limits, the physical addresses of pages, address-space bookkeeping.
 //! Everything above (access paths, DMA buffers, the sim card) builds on these.
 
+pub mod cpu;
 pub mod memlock;
 pub mod mmap;
 pub mod pagemap;

@@ -136,6 +136,33 @@ impl DeviceInfo {
         self.device_name.clone().unwrap_or_else(|| format!("Device {:04x}", self.device_id))
     }
 
+    /// The PCIe link that bounds this device's throughput, for the link model's limits; or why
+    /// no link does (a simulated card is host memory; conventional PCI and some emulated devices
+    /// report no link), in words.
+    pub fn bounding_link(&self) -> std::result::Result<Link, String> {
+        if self.simulated {
+            return Err(format!(
+                "no link limit or efficiency: {} is a simulated card (host memory, which no PCIe link bounds)",
+                self.address
+            ));
+        }
+        let Some(link) = &self.link else {
+            return Err(format!(
+                "no link limit or efficiency: {} reports no PCIe link (conventional PCI, or an emulated device without one)",
+                self.address
+            ));
+        };
+        match (link.current_gen, link.current_width.filter(|w| *w > 0)) {
+            (Some(gen), Some(width)) => {
+                Ok(Link { gen, width, mps: link.mps.unwrap_or(128), mrrs: link.mrrs.unwrap_or(512) })
+            }
+            _ => Err(format!(
+                "no link limit or efficiency: {} reports no usable current link speed and width",
+                self.address
+            )),
+        }
+    }
+
     pub(crate) fn fill_model(&mut self) {
         let Some(link) = &self.link else { return };
         let Some(l) = link.model_link() else { return };

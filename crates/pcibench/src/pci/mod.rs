@@ -1,10 +1,12 @@
 //! PCI functions: addresses, sysfs enumeration, config space and capabilities, names, link model.
 
 pub mod address;
+pub mod aer;
 pub mod config;
 pub mod device;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;
+pub mod health;
 pub mod link;
 pub mod names;
 pub mod resource;

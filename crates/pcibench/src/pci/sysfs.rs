@@ -157,35 +157,32 @@ pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
     Ok(info)
 }
 
-/// AER counters (drivers/pci/pcie/aer.c): `NAME count` lines ending with a TOTAL_ERR_* line.
+/// AER counters (drivers/pci/pcie/aer.c; parsing in `pci::aer`).
 fn read_aer(dir: &Path, w: &mut Vec<String>) -> Option<AerCounters> {
     let mut aer = AerCounters { correctable: None, nonfatal: None, fatal: None, nonzero: BTreeMap::new() };
     let mut any = false;
-    for (file, slot) in [("aer_dev_correctable", 0), ("aer_dev_nonfatal", 1), ("aer_dev_fatal", 2)] {
+    for (file, sev) in super::aer::DEV_FILES {
         let Some(text) = read_trim(&dir.join(file)) else { continue };
         any = true;
-        let mut total = 0u64;
-        let mut explicit_total = None;
-        for line in text.lines() {
-            let mut it = line.split_whitespace();
-            let (Some(name), Some(val)) = (it.next(), it.next()) else { continue };
-            let Ok(v) = val.parse::<u64>() else {
-                w.push(format!("{file}: cannot parse {line:?}"));
+        let entries = match super::aer::parse(&text) {
+            Ok(e) => e,
+            Err(e) => {
+                w.push(format!("{file}: {e}"));
                 continue;
-            };
-            if name.starts_with("TOTAL_ERR") {
-                explicit_total = Some(v);
-            } else {
-                total += v;
-                if v > 0 {
-                    aer.nonzero.insert(name.to_string(), v);
-                }
+            }
+        };
+        for (name, v) in &entries {
+            if *v > 0 && !name.starts_with("TOTAL_ERR") {
+                aer.nonzero.insert(name.clone(), *v);
             }
         }
-        let t = Some(explicit_total.unwrap_or(total));
-        match slot {
-            0 => aer.correctable = t,
-            1 => aer.nonfatal = t,
+        let t = super::aer::total(&entries);
+        if t.is_none() {
+            w.push(format!("{file}: the counters add up past 2^64: not what the kernel writes"));
+        }
+        match sev {
+            "correctable" => aer.correctable = t,
+            "nonfatal" => aer.nonfatal = t,
             _ => aer.fatal = t,
         }
     }

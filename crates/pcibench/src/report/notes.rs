@@ -13,7 +13,35 @@ pub fn text(n: &Note) -> String {
             .into(),
         Note::Interrupted { engine: Some(status) } => format!("interrupted: engine stopped ({status})"),
         Note::Interrupted { engine: None } => "interrupted: the figures cover the samples before the stop".into(),
+        Note::FewSamples { samples } => format!(
+            "few samples: {samples} sample{} cannot show the spread: raise --total for a figure to trust",
+            if *samples == 1 { "" } else { "s" }
+        ),
+        Note::Noisy { cv_pct, min_vs_median } => format!(
+            "noisy: the samples vary (CV {cv_pct:.1}%, slowest at {min_vs_median:.2}x the median): for a cleaner figure raise --total, pin a CPU (--cpu N) and stop other load"
+        ),
+        Note::AboveLinkModel { efficiency_pct } => format!(
+            "above the link model ({efficiency_pct:.0}% of its limit): the figure is not what it seems (cached, emulated, or the link's MPS/MRRS/width are not what the model was told)"
+        ),
+        Note::LinkHealth { changes } => format!("suspect: {} during this row", changes.join("; ")),
     }
+}
+
+/// Short markers for flagged rows, after the verify column: `!few !noisy !model !suspect`.
+pub fn flags(r: &Row) -> String {
+    let mut out = String::new();
+    for n in &r.notes {
+        let f = match n {
+            Note::FewSamples { .. } => "!few",
+            Note::Noisy { .. } => "!noisy",
+            Note::AboveLinkModel { .. } => "!model",
+            Note::LinkHealth { .. } => "!suspect",
+            _ => continue,
+        };
+        out.push(' ');
+        out.push_str(f);
+    }
+    out
 }
 
 /// Every note of a row, plus why it is unverified, one per line.

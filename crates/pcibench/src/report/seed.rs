@@ -14,6 +14,9 @@ pub struct Seed;
 impl Exporter for Seed {
     fn report(&self, r: &Report) -> Result<String> {
         let mut s = String::new();
+        if r.simulated {
+            let _ = writeln!(s, "Simulated card {}: host-memory figures, not PCIe figures", r.device);
+        }
         let mut last = None;
         for x in &r.results {
             let Some(st) = &x.stats else {
@@ -26,7 +29,8 @@ impl Exporter for Seed {
                 continue;
             };
             if r.kind == Kind::Pio && last != Some((x.bar, x.map, x.width, x.size)) {
-                let _ = writeln!(s, "Testing BAR {} memory size {:#x} for {}", x.bar.unwrap_or(0), x.size, r.device);
+                let size = x.bar_size.unwrap_or(x.size);
+                let _ = writeln!(s, "Testing BAR {} memory size {size:#x} for {}", x.bar.unwrap_or(0), r.device);
                 last = Some((x.bar, x.map, x.width, x.size));
             }
             pattern_line(&mut s, x);

@@ -1,8 +1,9 @@
 //! The default readable table: a header naming the device and path, one row per configuration,
 //! notes under their row, then warnings. PIO and DMA reports have their own columns.
 
-use super::notes::{lines, verify_text};
+use super::notes::{flags, lines, verify_text};
 use super::{simulated_label, Exporter};
+use crate::bench::context::Context;
 use crate::bench::result::{Kind, Report, Row};
 use crate::dma::Addressing;
 use crate::suite::SuiteReport;
@@ -56,6 +57,10 @@ fn f2(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
 
+fn cv(r: &Row) -> String {
+    r.stats.as_ref().map(|s| format!("{:.1}", s.cv_pct)).unwrap_or_else(|| "-".into())
+}
+
 fn limit(r: &Row) -> String {
     r.limit_mbps.map(|l| format!("{l:.1}")).unwrap_or_else(|| "-".into())
 }
@@ -76,6 +81,41 @@ fn throughput(r: &Row) -> [String; 5] {
     ]
 }
 
+/// Where it ran and why there is no link limit: the lines under a report's title.
+fn context_lines(s: &mut String, r: &Report) {
+    if let Some(c) = &r.context {
+        let _ = writeln!(s, "  {}", where_it_ran(c));
+    }
+    if let Some(n) = &r.limit_note {
+        let _ = writeln!(s, "  {n}");
+    }
+}
+
+/// "ran on CPU 3 (pinned; NUMA node 0, device on node 0), Intel Xeon ...; governor performance;
+/// CLOCK_MONOTONIC (vDSO), invariant TSC".
+pub fn where_it_ran(c: &Context) -> String {
+    let cpu = match c.cpu {
+        Some(n) => format!("CPU {n}{}", if c.pinned { " (pinned" } else { " (not pinned" }),
+        None => "an unknown CPU (".into(),
+    };
+    let node = |n: Option<i32>| n.map_or("unknown".to_string(), |n| n.to_string());
+    let mut out =
+        format!("ran on {cpu}; NUMA node {}, device on node {})", node(c.cpu_numa_node), node(c.device_numa_node));
+    if let Some(m) = &c.cpu_model {
+        let _ = write!(out, ", {m}");
+    }
+    if let Some(g) = &c.governor {
+        let _ = write!(out, "; governor {g}");
+    }
+    let tsc = match c.tsc_invariant {
+        Some(true) => ", invariant TSC",
+        Some(false) => ", TSC not invariant",
+        None => "",
+    };
+    let _ = write!(out, "; {}{tsc}", c.clock);
+    out
+}
+
 fn notes_and_warnings(s: &mut String, rows: &[Row], r: &Report, each: impl Fn(&Row) -> String) {
     for x in rows {
         let _ = writeln!(s, "{}", each(x));
@@ -86,7 +126,7 @@ fn notes_and_warnings(s: &mut String, rows: &[Row], r: &Report, each: impl Fn(&R
     if r.interrupted {
         let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
     }
-    for w in &r.warnings {
+    for w in r.context.iter().flat_map(|c| &c.warnings).chain(&r.warnings) {
         let _ = writeln!(s, "warning: {w}");
     }
 }
@@ -99,9 +139,10 @@ fn pio(r: &Report) -> String {
         simulated_label(r.simulated),
         r.timer_overhead_ns
     );
+    context_lines(&mut s, r);
     let _ = writeln!(
         s,
-        "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6}  verify",
+        "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6}  verify",
         "BAR",
         "map",
         "dir",
@@ -112,6 +153,7 @@ fn pio(r: &Report) -> String {
         "mean MB/s",
         "med MB/s",
         "max MB/s",
+        "cv%",
         "limit MB/s",
         "eff"
     );
@@ -121,7 +163,7 @@ fn pio(r: &Report) -> String {
         let [xfers, min, mean, med, max] = throughput(x);
         let size = if x.size == 0 { "-".into() } else { human_size(x.size) };
         format!(
-            "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6}  {}",
+            "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6}  {}{}",
             x.bar.map_or("-".into(), |b| b.to_string()),
             map,
             x.dir,
@@ -132,9 +174,11 @@ fn pio(r: &Report) -> String {
             mean,
             med,
             max,
+            cv(x),
             limit(x),
             eff(x),
-            verify_text(&x.verify)
+            verify_text(&x.verify),
+            flags(x)
         )
     });
     s
@@ -156,9 +200,10 @@ fn dma(r: &Report) -> String {
         r.buffer.as_deref().unwrap_or("-"),
         r.timer_overhead_ns
     );
+    context_lines(&mut s, r);
     let _ = writeln!(
         s,
-        "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9}  verify",
+        "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  verify",
         "dir",
         "size",
         "xfers",
@@ -166,6 +211,7 @@ fn dma(r: &Report) -> String {
         "mean MB/s",
         "med MB/s",
         "max MB/s",
+        "cv%",
         "limit MB/s",
         "eff",
         "p50 µs",
@@ -175,7 +221,7 @@ fn dma(r: &Report) -> String {
         let [xfers, min, mean, med, max] = throughput(x);
         let st = x.stats.as_ref();
         format!(
-            "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9}  {}",
+            "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  {}{}",
             x.dir.to_string(),
             human_size(x.size),
             xfers,
@@ -183,11 +229,13 @@ fn dma(r: &Report) -> String {
             mean,
             med,
             max,
+            cv(x),
             limit(x),
             eff(x),
             f2(st.map(|s| s.latency.p50_us)),
             f2(st.map(|s| s.latency.p99_us)),
-            verify_text(&x.verify)
+            verify_text(&x.verify),
+            flags(x)
         )
     });
     s

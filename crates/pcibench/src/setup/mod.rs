@@ -65,7 +65,7 @@ impl User {
     pub fn resolve(host: &Host, spec: &str) -> Result<User> {
         let spec = spec.trim();
         let passwd = fs::read_to_string(host.path("/etc/passwd")).unwrap_or_default();
-        if let Some((name, uid, gid)) = crate::doctor::passwd_lookup(&passwd, |n, _, _| n == spec) {
+        if let Some((name, uid, gid)) = crate::host::state::passwd_lookup(&passwd, |n, _, _| n == spec) {
             return Ok(User { name, uid, gid });
         }
         let (u, g) = spec.split_once(':').unwrap_or((spec, ""));
@@ -73,11 +73,12 @@ impl User {
             Error::usage(format!("unknown user '{spec}': give a name from /etc/passwd, a uid, or uid:gid"))
         })?;
         let gid = if g.is_empty() {
-            crate::doctor::passwd_lookup(&passwd, |_, id, _| id == uid).map(|e| e.2).unwrap_or(uid)
+            crate::host::state::passwd_lookup(&passwd, |_, id, _| id == uid).map(|e| e.2).unwrap_or(uid)
         } else {
             g.parse().map_err(|_| Error::usage(format!("invalid group in '{spec}': use uid:gid")))?
         };
-        let name = crate::doctor::passwd_lookup(&passwd, |_, id, _| id == uid).map(|e| e.0).unwrap_or(u.to_string());
+        let name =
+            crate::host::state::passwd_lookup(&passwd, |_, id, _| id == uid).map(|e| e.0).unwrap_or(u.to_string());
         Ok(User { name, uid, gid })
     }
 

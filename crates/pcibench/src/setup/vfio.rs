@@ -173,7 +173,7 @@ pub fn release(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Ve
         // vfio-pci's remove waits until every user closes the device: the write would hang.
         if let Some(g) = iommu_group_of(host, addr) {
             let shown = format!("/dev/vfio/{}{g}", if group_is_noiommu(host, g) { "noiommu-" } else { "" });
-            let holders = crate::doctor::holders(host, &shown);
+            let holders = crate::host::state::holding_words(host, std::path::Path::new(&shown));
             if !holders.is_empty() && !opts.force {
                 return Err(Error::Refused(format!(
                     "{a} is in use: {shown} is held open by {}; stop it first (or pass --force, which \

@@ -72,7 +72,7 @@ impl Container {
         }
         ioctl::set_iommu(&self.file, ext).map_err(|e| {
             let hint = match kind {
-                IommuType::NoIommu if e.raw_os_error() == Some(libc::EPERM) => super::group::setcap_hint(),
+                IommuType::NoIommu if e.raw_os_error() == Some(libc::EPERM) => crate::host::state::setcap_hint(),
                 _ => "another IOMMU type may already be set on this container".to_string(),
             };
             Error::io_hint("VFIO_SET_IOMMU failed on", &self.path, e, hint)

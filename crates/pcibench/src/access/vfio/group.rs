@@ -49,38 +49,6 @@ pub fn locate(host: &Host, addr: &PciAddress) -> Result<(u32, GroupKind, PathBuf
     }
 }
 
-/// The exact command that lets a non-root user open no-IOMMU groups with this executable.
-pub fn setcap_hint() -> String {
-    let exe = std::env::current_exe()
-        .ok()
-        .and_then(|p| fs::canonicalize(&p).ok().or(Some(p)))
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "/path/to/pcibench".to_string());
-    format!("no-IOMMU VFIO needs CAP_SYS_RAWIO: run as root, or sudo setcap cap_sys_rawio=ep {exe}")
-}
-
-/// Processes with `node` open, from /proc/*/fd (only those we may inspect).
-pub fn holders(host: &Host, node: &Path) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    let Ok(rd) = fs::read_dir(host.path("/proc")) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(fds) = fs::read_dir(e.path().join("fd")) else {
-            continue;
-        };
-        if fds.flatten().any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == node)) {
-            let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim().to_string();
-            out.push((pid, comm));
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Devices in group `n` and their drivers, from /sys/kernel/iommu_groups/N/devices.
 pub fn members(host: &Host, n: u32) -> Vec<(String, Option<String>)> {
     let dir = host.path(format!("/sys/kernel/iommu_groups/{n}/devices"));
@@ -137,7 +105,7 @@ pub fn open_error_hint(
                 format!("another process holds VFIO group {n}: {}: close it and retry", who.join(", "))
             }
         }
-        libc::EPERM if kind == GroupKind::NoIommu => setcap_hint(),
+        libc::EPERM if kind == GroupKind::NoIommu => state::setcap_hint(),
         libc::EACCES | libc::EPERM => format!(
             "no permission on {}: sudo pcibench setup {addr} --vfio (gives your user the group), or run as root",
             node.display()
@@ -154,7 +122,7 @@ impl Group {
         let path = host.path(&node);
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
             let errno = e.raw_os_error().unwrap_or(0);
-            let who = if errno == libc::EBUSY { holders(host, &node) } else { Vec::new() };
+            let who = if errno == libc::EBUSY { state::processes_holding(host, &node) } else { Vec::new() };
             let hint = open_error_hint(errno, kind, number, &node, addr, &who);
             Error::io_hint("cannot open VFIO group", &path, e, hint)
         })?;
@@ -181,7 +149,7 @@ impl Group {
     pub fn attach(&self, container: &Container) -> Result<()> {
         ioctl::group_set_container(&self.file, container.file()).map_err(|e| {
             let hint = match (e.raw_os_error(), self.kind) {
-                (Some(libc::EPERM), GroupKind::NoIommu) => setcap_hint(),
+                (Some(libc::EPERM), GroupKind::NoIommu) => state::setcap_hint(),
                 _ => "the group may already belong to another container".to_string(),
             };
             Error::io_hint("VFIO_GROUP_SET_CONTAINER failed for", &self.node, e, hint)
@@ -193,7 +161,7 @@ impl Group {
         let name = CString::new(addr.to_string()).map_err(|_| Error::usage("device address contains NUL"))?;
         ioctl::group_get_device_fd(&self.file, &name).map_err(|e| {
             let hint = match (e.raw_os_error(), self.kind) {
-                (Some(libc::EPERM), GroupKind::NoIommu) => setcap_hint(),
+                (Some(libc::EPERM), GroupKind::NoIommu) => state::setcap_hint(),
                 (Some(libc::EBUSY), _) => format!("{addr} is already open (in this process or another)"),
                 _ => format!(
                     "is {addr} in group {} and bound to vfio-pci? sudo pcibench setup {addr} --vfio",
@@ -243,7 +211,7 @@ mod tests {
             symlink(target, fd.join("5")).unwrap();
             fs::write(host.path(format!("/proc/{pid}/comm")), format!("{comm}\n")).unwrap();
         }
-        let h = holders(&host, Path::new("/dev/vfio/7"));
+        let h = state::processes_holding(&host, Path::new("/dev/vfio/7"));
         assert_eq!(h, vec![(1234, "qemu-system-x86".to_string())]);
         let msg = open_error_hint(libc::EBUSY, GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &h);
         assert_eq!(msg, "another process holds VFIO group 7: PID 1234 (qemu-system-x86): close it and retry");

@@ -28,7 +28,7 @@ use crate::{Error, Result};
 use serde::Serialize;
 
 /// Every engine pcibench drives.
-pub static DRIVERS: &[&dyn EngineDriver] = &[&edu::EduDriver, &xdma_probe::XdmaDriver, &qdma_probe::QdmaDriver];
+pub static DRIVERS: &[&dyn EngineDriver] = &[&edu::EduDriver, &xdma::XdmaDriver, &qdma::QdmaDriver];
 
 /// Engine settings from the command line; `None` means the engine's default. An engine refuses
 /// a setting it has no use for (`EngineDriver::check_options`) rather than ignoring it.

@@ -1,13 +1,11 @@
 //! Finding a QDMA engine (PG302): the config BAR by its identifier (register 0x0 bits [31:16]
 //! read 0x1fd3, `qdma_is_config_bar`), and what its capability registers say (engines present,
-//! queues, version, ring sizes) for `pcibench info` and the driver; QDMA's entry in the engine
-//! registry. Reading these registers has no side effects.
+//! queues, version, ring sizes) for `pcibench info` and the driver. Reading these registers has
+//! no side effects.
 
 use super::qdma_regs::*;
-use super::{Detected, EngineDriver, EngineOptions, Opened};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
-use crate::dma::{Direction, DmaAllocator};
-use crate::pci::DeviceInfo;
+use crate::dma::Direction;
 use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt;
@@ -182,64 +180,4 @@ pub fn probe(bar: &dyn BarRegion) -> Result<QdmaInfo> {
         mm_running,
         pending_errors: errors.any().then(|| errors.describe(ip)),
     })
-}
-
-/// QDMA in the engine registry.
-pub struct QdmaDriver;
-
-impl EngineDriver for QdmaDriver {
-    fn name(&self) -> &'static str {
-        "qdma"
-    }
-
-    fn about(&self) -> &'static str {
-        "AMD/Xilinx QDMA (PG302), memory-mapped queues in poll mode"
-    }
-
-    fn check_options(&self, opts: &EngineOptions) -> Result<()> {
-        if opts.channel.is_some() {
-            return Err(Error::usage(
-                "--channel does not apply to qdma: it spreads transfers over queues (--queues N)",
-            ));
-        }
-        if opts.queues == Some(0) {
-            return Err(Error::usage("--queues needs at least 1 queue"));
-        }
-        Ok(())
-    }
-
-    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
-        if !(info.simulated || info.vendor_id == XILINX_VENDOR) {
-            return Ok(None);
-        }
-        let bars: Vec<u8> = info.bars.iter().filter(|b| b.is_memory()).map(|b| b.index).collect();
-        let Some(bar) = find_config_bar(dev, &bars)? else { return Ok(None) };
-        let region = dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?;
-        let q = probe(region.as_ref())?;
-        Ok(Some(Detected {
-            engine: self.name(),
-            register_bars: vec![bar],
-            summary: q.to_string(),
-            details: serde_json::to_value(&q).unwrap_or_default(),
-        }))
-    }
-
-    fn open(
-        &self,
-        found: &Detected,
-        dev: &dyn DeviceAccess,
-        alloc: &dyn DmaAllocator,
-        opts: &EngineOptions,
-    ) -> Result<Opened> {
-        let bar = dev.open_bar(found.register_bars[0], Mapping::Uc, IoMode::Mmap)?;
-        let o = super::qdma::QdmaOptions {
-            queues: opts.queues.unwrap_or(1),
-            ring_size: opts.ring_size,
-            card_addr: opts.card_addr.unwrap_or(0),
-            card_size: opts.card_size.unwrap_or(super::qdma::DEFAULT_CARD_SIZE),
-            ..Default::default()
-        };
-        let engine = super::qdma::QdmaEngine::new(bar, alloc, o)?;
-        Ok(Opened { engine: Box::new(engine), card_offset: 0 })
-    }
 }

@@ -8,9 +8,11 @@
 //! whatever the chain's length.
 
 use super::xdma_desc::{self, Chain, DESC_BYTES, MAX_DESC_LEN};
-use crate::access::BarRegion;
+use super::{Detected, EngineDriver, EngineOptions, Opened};
+use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
+use crate::pci::DeviceInfo;
 use crate::{Error, Result};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
@@ -406,5 +408,54 @@ impl Engine for XdmaEngine {
             out.push(format!("{dir} channel {ch}: {}", decode_status(dir, status)));
         }
         Ok(out.join("; "))
+    }
+}
+/// Xilinx's PCI vendor id: XDMA is looked for only on its devices (and simulated cards), where
+/// reading the identifier registers cannot trigger anything else's side effects.
+pub const XILINX_VENDOR: u16 = 0x10ee;
+
+/// XDMA in the engine registry.
+pub struct XdmaDriver;
+
+impl EngineDriver for XdmaDriver {
+    fn name(&self) -> &'static str {
+        "xdma"
+    }
+
+    fn about(&self) -> &'static str {
+        "Xilinx/AMD DMA/Bridge Subsystem (PG195), SGDMA in poll mode"
+    }
+
+    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
+        if !(info.simulated || info.vendor_id == XILINX_VENDOR) {
+            return Ok(None);
+        }
+        let bars: Vec<u8> = info.bars.iter().filter(|b| b.is_memory()).map(|b| b.index).collect();
+        let Some(bar) = find_dma_bar(dev, &bars)? else { return Ok(None) };
+        let region = dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?;
+        let x = probe(region.as_ref())?;
+        Ok(Some(Detected {
+            engine: self.name(),
+            register_bars: vec![bar],
+            summary: x.to_string(),
+            details: serde_json::to_value(&x).unwrap_or_default(),
+        }))
+    }
+
+    fn open(
+        &self,
+        found: &Detected,
+        dev: &dyn DeviceAccess,
+        alloc: &dyn DmaAllocator,
+        opts: &EngineOptions,
+    ) -> Result<Opened> {
+        let bar = found.register_bars[0];
+        let o = XdmaOptions {
+            channel: opts.channel.unwrap_or(0),
+            card_addr: opts.card_addr.unwrap_or(0),
+            card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
+        };
+        let engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
+        Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }

@@ -1,0 +1,269 @@
+//! Link health: snapshots of the device and every port up to the root complex (AER counters,
+//! current link speed and width, the Device Status error bits and Link Status LBMS from config
+//! space where readable), and what changed between two of them, in words. The counters are the
+//! truth: kernel logs are rate-limited (10 per 5 s per device in recent kernels) while the
+//! counters keep counting, so logs are never parsed.
+
+use super::PciAddress;
+use crate::host::Host;
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+// PCI Express capability registers (PCIe Base 4.0 §7.5.3): Device Status at +0x0A, Link Status
+// at +0x12. DevSta bits 0-3: correctable, non-fatal, fatal error detected, unsupported request.
+// LnkSta bit 14: Link Bandwidth Management Status (a retrain or a speed/width change the port
+// made on its own); bit 15: Link Autonomous Bandwidth Status.
+const DEVSTA: u64 = 0x0a;
+const LNKSTA: u64 = 0x12;
+const DEVSTA_ERRORS: u16 = 0x000f;
+const LNKSTA_LBMS: u16 = 1 << 14;
+const LNKSTA_LABS: u16 = 1 << 15;
+
+/// One function's state at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FunctionState {
+    pub addr: String,
+    pub aer: Vec<(String, u64)>,
+    pub speed: Option<String>,
+    pub width: Option<String>,
+    pub devsta: Option<u16>,
+    pub lnksta: Option<u16>,
+}
+
+/// The device and its ports up to the root, at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    pub functions: Vec<FunctionState>,
+}
+
+/// What to snapshot: a device and the bridges above it, with each one's PCIe capability offset
+/// (where config space shows one) for the status registers.
+#[derive(Debug, Clone)]
+pub struct HealthProbe {
+    chain: Vec<(String, PathBuf, Option<u64>)>,
+}
+
+fn read(p: PathBuf) -> Option<String> {
+    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+/// The offset of the PCI Express capability (id 0x10) in `config`, walking the list with a bound.
+fn pcie_cap(config: &[u8]) -> Option<u64> {
+    let mut at = *config.get(0x34)? as usize & !3;
+    for _ in 0..48 {
+        if at < 0x40 || at + 2 > config.len() {
+            return None;
+        }
+        if config[at] == 0x10 {
+            return Some(at as u64);
+        }
+        at = config[at + 1] as usize & !3;
+    }
+    None
+}
+
+impl HealthProbe {
+    /// The chain for `addr`: the device, then each bridge above it in sysfs (its path under
+    /// /sys/devices names every port on the way: pci0000:00/0000:00:1c.0/0000:03:00.0).
+    pub fn new(host: &Host, addr: &PciAddress) -> HealthProbe {
+        let dir = host.pci_devices_dir().join(addr.to_string());
+        let real = fs::canonicalize(&dir).unwrap_or(dir);
+        let mut chain = Vec::new();
+        for d in real.ancestors().take(32) {
+            let Some(name) = d.file_name().and_then(|n| n.to_str()) else { break };
+            if name.parse::<PciAddress>().is_err() {
+                break;
+            }
+            let cap = fs::read(d.join("config")).ok().and_then(|c| pcie_cap(&c));
+            chain.push((name.to_string(), d.to_path_buf(), cap));
+        }
+        HealthProbe { chain }
+    }
+
+    /// The functions watched, device first.
+    pub fn functions(&self) -> impl Iterator<Item = &str> {
+        self.chain.iter().map(|(a, _, _)| a.as_str())
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let mut functions = Vec::with_capacity(self.chain.len());
+        for (addr, dir, cap) in &self.chain {
+            let mut ignored = Vec::new();
+            let reg = |off: u64| -> Option<u16> {
+                let f = fs::File::open(dir.join("config")).ok()?;
+                let mut b = [0u8; 2];
+                // Short reads (an unprivileged reader sees 64 bytes) mean "not readable".
+                (f.read_at(&mut b, (*cap)? + off).ok()? == 2).then(|| u16::from_le_bytes(b))
+            };
+            functions.push(FunctionState {
+                addr: addr.clone(),
+                aer: super::aer::read_all(dir, &mut ignored),
+                speed: read(dir.join("current_link_speed")),
+                width: read(dir.join("current_link_width")),
+                devsta: reg(DEVSTA),
+                lnksta: reg(LNKSTA),
+            });
+        }
+        Snapshot { functions }
+    }
+}
+
+/// What changed from `before` to `after`, one sentence per change; empty when nothing did.
+pub fn changes(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in &before.functions {
+        let Some(a) = after.functions.iter().find(|a| a.addr == b.addr) else { continue };
+        aer_changes(b, a, &mut out);
+        if (&b.speed, &b.width) != (&a.speed, &a.width) {
+            let show = |s: &Option<String>, w: &Option<String>| {
+                format!("{} x{}", s.as_deref().unwrap_or("?"), w.as_deref().unwrap_or("?"))
+            };
+            out.push(format!(
+                "link of {} retrained from {} to {}",
+                a.addr,
+                show(&b.speed, &b.width),
+                show(&a.speed, &a.width)
+            ));
+        }
+        if let (Some(x), Some(y)) = (b.devsta, a.devsta) {
+            let new = y & !x & DEVSTA_ERRORS;
+            let names = ["a correctable error", "a non-fatal error", "a fatal error", "an unsupported request"];
+            for (i, n) in names.iter().enumerate() {
+                if new & (1 << i) != 0 {
+                    out.push(format!("{} reported {n} (Device Status)", a.addr));
+                }
+            }
+        }
+        if let (Some(x), Some(y)) = (b.lnksta, a.lnksta) {
+            if y & !x & (LNKSTA_LBMS | LNKSTA_LABS) != 0 {
+                out.push(format!("{} changed its link bandwidth on its own (Link Status LBMS/LABS)", a.addr));
+            }
+        }
+    }
+    out
+}
+
+fn aer_changes(b: &FunctionState, a: &FunctionState, out: &mut Vec<String>) {
+    // Per severity: the increase of the named counters, else of the totals.
+    for sev in ["correctable", "nonfatal", "fatal"] {
+        let grew = |key: &str| {
+            let was = b.aer.iter().find(|(k, _)| k == key).map_or(0, |e| e.1);
+            let now = a.aer.iter().find(|(k, _)| k == key).map_or(0, |e| e.1);
+            now.saturating_sub(was)
+        };
+        let prefix = format!("{sev}:");
+        let mut named: Vec<(String, u64)> = a
+            .aer
+            .iter()
+            .filter(|(k, _)| k.starts_with(&prefix) && !k.contains("TOTAL_ERR"))
+            .map(|(k, _)| (k[prefix.len()..].to_string(), grew(k)))
+            .filter(|(_, d)| *d > 0)
+            .collect();
+        let total: u64 = named.iter().map(|e| e.1).sum();
+        let rootport = grew(&format!("rootport:{sev}"));
+        let kind = match sev {
+            "nonfatal" => "non-fatal",
+            other => other,
+        };
+        if total > 0 {
+            named.sort();
+            let list: Vec<String> = named.iter().map(|(n, d)| format!("{d} {n}")).collect();
+            out.push(format!(
+                "{total} {kind} error{} ({}) on {}",
+                if total == 1 { "" } else { "s" },
+                list.join(", "),
+                a.addr
+            ));
+        } else if rootport > 0 {
+            out.push(format!(
+                "{rootport} {kind} error{} reported to root port {}",
+                if rootport == 1 { "" } else { "s" },
+                a.addr
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, Host, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let h = Host::with_root(t.path());
+        let port = h.path("/sys/devices/pci0000:00/0000:00:1c.0");
+        let dev = port.join("0000:03:00.0");
+        fs::create_dir_all(&dev).unwrap();
+        fs::create_dir_all(h.pci_devices_dir()).unwrap();
+        std::os::unix::fs::symlink(&dev, h.pci_devices_dir().join("0000:03:00.0")).unwrap();
+        for d in [&port, &dev] {
+            fs::write(d.join("current_link_speed"), "8.0 GT/s PCIe\n").unwrap();
+            fs::write(d.join("current_link_width"), "8\n").unwrap();
+        }
+        // Long names on the port (kernel 6.x), short on the device.
+        fs::write(port.join("aer_dev_correctable"), "RxErr 0\nBadTLP 0\nHeader Log Overflow 0\nTOTAL_ERR_COR 0\n")
+            .unwrap();
+        fs::write(port.join("aer_rootport_total_err_cor"), "0\n").unwrap();
+        fs::write(dev.join("aer_dev_correctable"), "RxErr 0\nBadTLP 0\n").unwrap();
+        // Config space: status pointer at 0x34 -> PCIe capability at 0x40.
+        let mut cfg = vec![0u8; 256];
+        cfg[0x34] = 0x40;
+        cfg[0x40] = 0x10;
+        for d in [&port, &dev] {
+            fs::write(d.join("config"), &cfg).unwrap();
+        }
+        (t, h, port, dev)
+    }
+
+    #[test]
+    fn the_chain_reaches_the_root_port_and_sees_nothing_change_at_rest() {
+        let (_t, h, _, _) = tree();
+        let p = HealthProbe::new(&h, &"03:00.0".parse().unwrap());
+        assert_eq!(p.functions().collect::<Vec<_>>(), vec!["0000:03:00.0", "0000:00:1c.0"]);
+        let a = p.snapshot();
+        assert_eq!(a.functions[0].devsta, Some(0));
+        assert!(changes(&a, &p.snapshot()).is_empty());
+    }
+
+    #[test]
+    fn errors_retrains_and_status_bits_are_named() {
+        let (_t, h, port, dev) = tree();
+        let p = HealthProbe::new(&h, &"03:00.0".parse().unwrap());
+        let before = p.snapshot();
+        fs::write(port.join("aer_dev_correctable"), "RxErr 0\nBadTLP 2\nHeader Log Overflow 0\nTOTAL_ERR_COR 2\n")
+            .unwrap();
+        fs::write(port.join("aer_rootport_total_err_cor"), "2\n").unwrap();
+        fs::write(dev.join("current_link_width"), "4\n").unwrap();
+        let mut cfg = fs::read(dev.join("config")).unwrap();
+        cfg[0x40 + 0x0a] = 0x01; // DevSta: correctable error detected
+        cfg[0x40 + 0x13] = 0x40; // LnkSta bit 14: LBMS
+        fs::write(dev.join("config"), &cfg).unwrap();
+        let c = changes(&before, &p.snapshot());
+        assert_eq!(
+            c,
+            vec![
+                "link of 0000:03:00.0 retrained from 8.0 GT/s PCIe x8 to 8.0 GT/s PCIe x4",
+                "0000:03:00.0 reported a correctable error (Device Status)",
+                "0000:03:00.0 changed its link bandwidth on its own (Link Status LBMS/LABS)",
+                "2 correctable errors (2 BadTLP) on 0000:00:1c.0",
+            ]
+        );
+    }
+
+    #[test]
+    fn dangling_and_odd_trees_give_an_empty_watch_not_a_hang() {
+        let t = tempfile::tempdir().unwrap();
+        let h = Host::with_root(t.path());
+        fs::create_dir_all(h.pci_devices_dir()).unwrap();
+        std::os::unix::fs::symlink("/nonexistent/0000:09:00.0", h.pci_devices_dir().join("0000:09:00.0")).unwrap();
+        let p = HealthProbe::new(&h, &"09:00.0".parse().unwrap());
+        assert!(changes(&p.snapshot(), &p.snapshot()).is_empty());
+        // A capability list that loops is cut short.
+        let mut cfg = vec![0u8; 256];
+        cfg[0x34] = 0x40;
+        cfg[0x40] = 0x01;
+        cfg[0x41] = 0x40;
+        assert_eq!(pcie_cap(&cfg), None);
+    }
+}
