@@ -155,6 +155,62 @@ fn dma_on_sim_round_trips() {
 }
 
 #[test]
+fn dma_on_sim_qdma_over_queues_random_and_refusals() {
+    let none = std::path::Path::new("/nonexistent");
+    let o =
+        pcibench(none, &["dma", "sim-qdma", "--queues", "1,4", "--size", "64..128", "--dir", "all", "--total", "256K"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("### Sequential throughput (GB/s): H2C and C2H at once"), "{out}");
+    assert!(out.lines().filter(|l| l.starts_with("c2h (bidir)")).count() == 4, "{out}");
+    let o = pcibench(
+        none,
+        &[
+            "dma",
+            "sim-qdma",
+            "--queues",
+            "1..4",
+            "--size",
+            "256",
+            "--pattern",
+            "random",
+            "--window",
+            "4M",
+            "--total",
+            "1M",
+            "--format",
+            "seed",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("### Random access throughput (GB/s), host window 4 MiB: C2H"), "{out}");
+    assert!(out.contains("| package size (Bytes) | Qs = 1 | 2 | 4 |  |"), "{out}");
+    assert!(out.contains("Test pattern pass (6 rows verified)"), "{out}");
+    // Bad input: one line each, usage exit code, nothing run.
+    for (args, want) in [
+        (&["dma", "sim", "--engine", "qdma"][..], "sim (10ee:7024) has no qdma engine"),
+        (&["dma", "sim-qdma", "--queues", "4096"][..], "--queues 4096 is more than function 0 has"),
+        (
+            &["dma", "sim-qdma", "--ring-size", "1000"][..],
+            "--ring-size 1000 is not in the card's global ring-size table",
+        ),
+        (&["dma", "sim", "--pattern", "random"][..], "--pattern random needs an engine that runs batches"),
+    ] {
+        let o = pcibench(none, args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("pcibench: ") && err.contains(want) && err.lines().count() == 1, "{args:?}: {err}");
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("proc")).unwrap();
+    std::fs::write(t.path().join("proc/meminfo"), "MemAvailable: 1048576 kB\n").unwrap();
+    let o = pcibench(t.path(), &["dma", "sim-qdma", "--pattern", "random", "--window", "1G"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--window 1 GiB needs 2 GiB of host buffers"), "{}", stderr(&o));
+}
+
+#[test]
 fn safety_refusals_on_fixture_devices() {
     let t = tempfile::tempdir().unwrap();
     seed_tree(t.path());

@@ -101,6 +101,11 @@ pub enum Note {
     AboveLinkModel { efficiency_pct: f64 },
     /// The link's health changed while this row ran: the row is suspect.
     LinkHealth { changes: Vec<String> },
+    /// Each engine run kept this many transfers in flight over this many queues.
+    InFlight { transfers: u64, queues: u16 },
+    /// The engine's own performance counters over the row (warm-up and calibration included),
+    /// beside the bytes pcibench moved in that time.
+    EngineCounters { counters: crate::dma::EngineCounters, bytes: u64, elapsed_s: f64 },
 }
 
 impl Note {
@@ -132,6 +137,15 @@ pub struct Row {
     pub size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
+    /// DMA: queues the transfers were spread over (engines with queues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u16>,
+    /// DMA: packets at random offsets in a host window of this many bytes (absent: sequential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
+    /// DMA: measured while the other direction ran at the same time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub concurrent: bool,
     pub stats: Option<Stats>,
     /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
     pub limit_mbps: Option<f64>,
@@ -157,6 +171,9 @@ impl Row {
             width: None,
             size,
             offset: None,
+            queues: None,
+            window: None,
+            concurrent: false,
             stats: None,
             limit_mbps: None,
             efficiency_pct: None,
@@ -180,6 +197,11 @@ impl Row {
     /// The link's health changed during the row.
     pub fn suspect(&self) -> bool {
         self.notes.iter().any(|n| matches!(n, Note::LinkHealth { .. }))
+    }
+
+    /// Million transfers per second at the median rate.
+    pub fn mops(&self) -> Option<f64> {
+        self.stats.as_ref().filter(|_| self.size > 0).map(|s| s.median_mbps / self.size as f64)
     }
 
     /// Fill statistics, the link model's limit and efficiency (of the median) and the flags

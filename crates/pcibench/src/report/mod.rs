@@ -5,6 +5,7 @@
 pub mod info;
 pub mod json;
 pub mod notes;
+pub mod queues;
 pub mod seed;
 pub mod table;
 

@@ -100,6 +100,9 @@ pub struct QdmaEngine {
     ring_idx: u8,
     rings: Vec<Ring>,
     dirs: Vec<Direction>,
+    /// The FMAP found at open; None once the device is taken (its settings saved in `saved`).
+    found_fmap: Option<Fmap>,
+    /// The queues are programmed and may run.
     started: bool,
     saved: Saved,
     prepared: Option<Prepared>,
@@ -130,8 +133,8 @@ fn ring_index(entries: &[u32], want: Option<u32>) -> Result<u8> {
 }
 
 impl QdmaEngine {
-    /// Probe the QDMA behind `bar`, check `opts` against it, then take the queues (see the
-    /// module comment). Nothing is written before every check has passed.
+    /// Probe the QDMA behind `bar`, check `opts` against it and allocate the rings. Nothing is
+    /// written to the device (one context read aside): `start`, or the first run, takes it.
     pub fn new(bar: Box<dyn BarRegion>, alloc: &dyn DmaAllocator, opts: QdmaOptions) -> Result<QdmaEngine> {
         let info = probe(&*bar)?;
         if !info.mm_h2c && !info.mm_c2h {
@@ -173,16 +176,29 @@ impl QdmaEngine {
             ring_idx,
             rings,
             dirs,
+            found_fmap: Some(fmap),
             started: false,
             saved: Saved::default(),
             prepared: None,
             notes: Vec::new(),
             _ring_mem: ring_mem,
         };
-        // From here on a failure drops `e`, which puts back whatever was changed.
-        e.take_device(fmap, unprogrammed)?;
-        e.start_queues()?;
+        if unprogrammed {
+            e.saved.ring_table = Some(e.info.ring_entries.clone());
+        }
         Ok(e)
+    }
+
+    /// Take the device (ring-size table, error logging, FMAP, MM engines) if not yet done, and
+    /// start every queue. A failure leaves what was changed to be put back on drop.
+    pub fn start(&mut self) -> Result<()> {
+        if let Some(fmap) = self.found_fmap.take() {
+            self.take_device(fmap)?;
+        }
+        if !self.started {
+            self.start_queues()?;
+        }
+        Ok(())
     }
 
     fn ctx(&self) -> ContextAccess<'_> {
@@ -194,10 +210,9 @@ impl QdmaEngine {
     }
 
     /// Ring-size table, error logging, FMAP and MM engine run bits, saving what was there.
-    fn take_device(&mut self, fmap: Fmap, unprogrammed: bool) -> Result<()> {
+    fn take_device(&mut self, fmap: Fmap) -> Result<()> {
         let bar = &*self.bar;
-        if unprogrammed {
-            self.saved.ring_table = Some(self.info.ring_entries.clone());
+        if self.saved.ring_table.is_some() {
             for (i, v) in VENDOR_RING_SIZES.iter().enumerate() {
                 wr(bar, R_RNG_SZ + 4 * i as u64, *v)?;
             }
@@ -399,6 +414,9 @@ impl Engine for QdmaEngine {
     }
 
     fn stop(&mut self) -> Result<String> {
+        if self.found_fmap.is_some() {
+            return Ok("no queue was started".into());
+        }
         let errors = ErrorRegs::read(self.bar(), self.info.mm_present())?;
         self.stop_queues()?;
         let n = self.opts.queues;
@@ -407,7 +425,9 @@ impl Engine for QdmaEngine {
         Ok(format!("{} queues 0-{} stopped and cleared{pending}", dirs.join(" and "), n - 1))
     }
 
+    /// Takes the device first if no run has: the counters count from here.
     fn counters_start(&mut self) -> Result<()> {
+        self.start()?;
         for dir in self.dirs.clone() {
             // Bit 1 clears the counters now, bit 3 starts them (`*_MM_PERF_MON_CTL`).
             wr(self.bar(), mm(dir, MM_PERF_CTL), 1 << 1)?;
@@ -433,6 +453,9 @@ impl Drop for QdmaEngine {
     /// Stop and clear the queues, then put the device back as it was found (best effort: there
     /// is no one left to report to).
     fn drop(&mut self) {
+        if self.found_fmap.is_some() {
+            return; // never taken: nothing was written
+        }
         let _ = self.stop_queues();
         let bar = &*self.bar;
         for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {

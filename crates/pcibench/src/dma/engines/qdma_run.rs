@@ -65,9 +65,7 @@ impl QdmaEngine {
         let mut prep =
             self.prepared.take().ok_or_else(|| Error::usage("QDMA run before prepare: prepare a transfer first"))?;
         let res = (|| {
-            if !self.started {
-                self.start_queues()?;
-            }
+            self.start()?;
             prep.next.iter_mut().for_each(|n| *n = 0);
             self.post(&mut prep)
         })();

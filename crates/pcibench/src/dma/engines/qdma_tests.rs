@@ -53,7 +53,10 @@ fn round_trip(card: &Card, eng: &mut QdmaEngine, count: u64, len: u64, n: u16, s
 fn open_programs_fmap_contexts_and_engines_then_drop_puts_them_back() {
     let card = Card::new(QdmaModelConfig::default());
     let alloc = card.alloc();
-    let eng = engine(&card, &alloc, queues(4)).unwrap();
+    let mut eng = engine(&card, &alloc, queues(4)).unwrap();
+    assert_eq!(card.model.fmap(), (0, 0), "opening writes nothing");
+    assert!(!card.model.engine_running(H2c));
+    eng.start().unwrap();
     assert_eq!(card.model.fmap(), (0, 4));
     assert!(card.model.engine_running(H2c) && card.model.engine_running(C2h));
     assert_eq!(eng.ring_size(), 2048);
@@ -77,6 +80,10 @@ fn open_programs_fmap_contexts_and_engines_then_drop_puts_them_back() {
         assert_eq!(card.model.contexts(H2c, q).unwrap(), ([0; 8], [0; 8]), "queue {q} stopped and cleared");
     }
     assert!(card.dev.host_map().is_empty(), "ring memory released");
+    // Opened and dropped without a run: the device is as it was, error enables included.
+    let eng = engine(&card, &alloc, queues(2)).unwrap();
+    drop(eng);
+    assert_eq!((r(&*card.bar(), 0x24c), r(&*card.bar(), 0x1254), card.model.fmap()), (0, 0, (0, 0)));
 }
 
 #[test]
@@ -274,6 +281,8 @@ fn an_empty_ring_table_is_loaded_then_put_back_and_stale_errors_cleared() {
     w(&*bar, 0x18004, 1); // a doorbell outside any FMAP: a stale register-access error
     let alloc = card.alloc();
     let mut eng = engine(&card, &alloc, queues(1)).unwrap();
+    assert_eq!(r(&*bar, 0x204), 0, "not before the engine is started");
+    eng.start().unwrap();
     assert_eq!(r(&*bar, 0x204), 2049);
     let notes = eng.notes().join("; ");
     assert!(notes.contains("loaded the vendor driver's default table"), "{notes}");
