@@ -99,7 +99,7 @@ pub struct DmaArgs {
     /// Host window for --pattern random (default 1G, less where memory is short).
     #[arg(long)]
     pub window: Option<String>,
-    /// Transfer size(s) (default: the engine's whole card memory, as time_dma_blkram).
+    /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range 64..1M (default: the engine's whole card memory, as time_dma_blkram).
     #[arg(long = "size", value_name = "BYTES")]
     pub sizes: Vec<String>,
     /// Bytes per direction and size (default 64M; edu: 4 transfers, it takes ~100 ms each).
@@ -129,8 +129,8 @@ pub struct DmaArgs {
 
 fn plan(a: &DmaArgs, rig: &DmaRig, access: Access) -> anyhow::Result<DmaPlan> {
     let mut sizes = Vec::new();
-    for s in &a.sizes {
-        sizes.extend(parse_size_list(s)?);
+    for s in a.sizes.iter().flat_map(|s| s.split(',')).filter(|s| !s.trim().is_empty()) {
+        sizes.extend(parse_size_list(s.trim())?);
     }
     use DmaDir::*;
     let first = sizes.first().copied().unwrap_or(rig.engine.card_size().min(rig.engine.max_transfer()));

@@ -114,8 +114,10 @@ fn ops(rows: impl Iterator<Item = Option<f64>>) -> String {
     let best = rows.flatten().fold(0.0f64, f64::max);
     if best >= 10.0 {
         format!("OPS ~ {best:.0}M")
-    } else if best > 0.0 {
+    } else if best >= 0.1 {
         format!("OPS ~ {best:.2}M")
+    } else if best > 0.0 {
+        format!("OPS ~ {:.1}K", best * 1000.0)
     } else {
         String::new()
     }
