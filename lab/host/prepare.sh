@@ -181,6 +181,51 @@ extra_modules() {
 	[ -f "$KO_DIR/extra/uio_pci_generic.ko" ] || die "uio_pci_generic.ko not found in $deb"
 }
 
+# udmabuf_module: Linux's /dev/udmabuf driver (drivers/dma-buf/udmabuf.c), which the cloud kernel is built
+# without (CONFIG_UDMABUF unset), built out of tree from the cached linux-source and headers the way the no-IOMMU
+# vfio modules are. Loaded at boot into every guest (/dev/udmabuf for `pcibench buffers`).
+udmabuf_module() {
+	[ -f "$KO_DIR/extra/udmabuf.ko" ] && return 0
+	local kdir work debs hdr lock
+	exec {lock}>"$CACHE/.lock"
+	flock "$lock" # another lab run may be building it into the same cache
+	if [ -f "$KO_DIR/extra/udmabuf.ko" ]; then
+		exec {lock}>&-
+		return 0
+	fi
+	log_step "building the udmabuf module (/dev/udmabuf) from linux-source"
+	kdir=$(dirname "$KO_DIR")
+	debs=$kdir/debs
+	work=$(mktemp -d)
+	for p in "linux-headers-$KREL" "linux-headers-$KABI-common" "linux-kbuild-$KSERIES" "linux-source-$KSERIES"; do
+		compgen -G "$debs/${p}_*.deb" >/dev/null || die "no $p .deb in $debs for the udmabuf module"
+		dpkg-deb -x "$debs/${p}_"*.deb "$work/root"
+	done
+	tar -xf "$work/root/usr/src/linux-source-$KSERIES.tar.xz" -C "$work" --use-compress-program='xz -T0' \
+		"linux-source-$KSERIES/drivers/dma-buf/udmabuf.c"
+	mkdir -p "$work/udmabuf"
+	local c=$work/udmabuf/udmabuf.c
+	mv "$work/linux-source-$KSERIES/drivers/dma-buf/udmabuf.c" "$c"
+	# Built in, udmabuf checks the memfd with shmem_mapping(), memfd_fcntl(F_GET_SEALS) and hugetlbfs
+	# helpers the kernel does not export to modules. This lab build drops those checks (it then takes only
+	# shmem memfds on trust: pcibench creates exactly that, sealed with F_SEAL_SHRINK) and imports the DMA_BUF
+	# symbol namespace, which the in-tree build does not need.
+	sed -i -e 's/if (!shmem_mapping(mapping) \&\& !is_file_hugepages(memfd))/if (0)/' \
+		-e 's/seals = memfd_fcntl(memfd, F_GET_SEALS, 0);/seals = SEALS_WANTED;/' \
+		-e 's/is_file_hugepages(memfd)/0/g' "$c"
+	echo 'MODULE_IMPORT_NS(DMA_BUF);' >>"$c"
+	grep -q 'seals = SEALS_WANTED;' "$c" || die "udmabuf.c did not take the lab's patch (a new kernel?): see $c"
+	echo 'obj-m += udmabuf.o' >"$work/udmabuf/Makefile"
+	hdr=$work/root/usr/src/linux-headers-$KREL
+	sed -i "s|^include /usr/src/|include $work/root/usr/src/|" "$hdr/Makefile"
+	run_logged "$work/build.log" make -C "$hdr" M="$work/udmabuf" modules
+	mkdir -p "$KO_DIR/extra"
+	strip --strip-debug -o "$KO_DIR/extra/udmabuf.ko.tmp" "$work/udmabuf/udmabuf.ko"
+	mv "$KO_DIR/extra/udmabuf.ko.tmp" "$KO_DIR/extra/udmabuf.ko"
+	rm -rf "$work"
+	exec {lock}>&-
+}
+
 # pack_initramfs OUT: one image serves every boot of this run; the kernel command line picks what to do.
 pack_initramfs() {
 	local root=$RUN/initramfs
@@ -191,6 +236,7 @@ pack_initramfs() {
 	strip --strip-debug -o "$root/bin/pcibench" "$PCIBENCH"
 	cp -r "$KO_DIR/type1" "$KO_DIR/noiommu" "$root/lib/vfio/"
 	extra_modules
+	udmabuf_module
 	cp -r "$KO_DIR/extra" "$root/lib/"
 	install -m 755 "$LAB/guest/init" "$root/init"
 	cp "$LAB/guest/lib.sh" "$root/lab/"

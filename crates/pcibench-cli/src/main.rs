@@ -42,6 +42,8 @@ enum Command {
     Setup(cmd::setup::SetupArgs),
     /// The suite on one device: info, then the measurements its access paths allow (default: sim).
     Run(cmd::run::RunArgs),
+    /// CPU access to DMA buffers (heap, hugepages, u-dma-buf, /dev/udmabuf, a device's): mmap and file, sync and O_SYNC, verified.
+    Buffers(cmd::buffers::BuffersArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::List(a) => cmd::list::run(&host, a),
         Command::Info(a) => cmd::info::run(&host, a),
         Command::Run(a) => cmd::run::run(&host, a),
+        Command::Buffers(a) => cmd::buffers::run(&host, a),
         Command::Pio(a) => cmd::pio::run(&host, a),
         Command::Doctor(a) => cmd::doctor::run(&host, a),
         Command::Setup(a) => cmd::setup::run(&host, a),

@@ -158,6 +158,14 @@ impl Session {
         )))
     }
 
+    /// One of the device's DMA buffers (VFIO-mapped, physical or a simulated card's), for the
+    /// CPU-access measurement of `pcibench buffers`.
+    pub fn cpu_buffer(&self, size: u64) -> Result<Box<dyn crate::dma::cpu::CpuBuffer>> {
+        let alloc = buffers::allocator(&self.host, self.dev.as_ref(), &BufferSource::Hugepage, 64)?;
+        let len = usize::try_from(size).map_err(|_| Error::usage(format!("--size {size} is too large")))?;
+        Ok(Box::new(crate::dma::cpu::anon::Anon::from_dma(alloc.alloc(len)?)))
+    }
+
     /// Find and open the DMA engine, with an allocator for buffers it can reach.
     pub fn open_dma(&self, req: &DmaRequest) -> Result<DmaRig> {
         let (driver, found) = engines::resolve(req.engine.as_deref(), &self.info, self.dev.as_ref())?;

@@ -149,7 +149,7 @@ pub fn run(
                 queues: Vec::new(),
                 access: crate::bench::dma_layout::Access::Sequential,
             };
-            progress.begin("dma", 2 * total);
+            progress.begin("dma", total.saturating_mul(2));
             let setup = DmaSetup {
                 dev: session.dev.as_ref(),
                 device: &session.info.address,

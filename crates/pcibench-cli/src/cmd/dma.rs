@@ -197,7 +197,7 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)>
     let m = session.measuring(a.common.placement(), &command_line())?;
     let mut progress = Progress::new();
     let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
-    progress.begin("dma", plan.total * rows as u64);
+    progress.begin("dma", plan.total.saturating_mul(rows as u64));
     let setup = DmaSetup {
         dev: session.dev.as_ref(),
         device: &info.address,

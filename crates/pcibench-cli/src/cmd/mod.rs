@@ -1,3 +1,4 @@
+pub mod buffers;
 pub mod dma;
 pub mod doctor;
 pub mod info;

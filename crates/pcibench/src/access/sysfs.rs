@@ -8,6 +8,7 @@ use crate::host::Host;
 use crate::os::mmap::Mmap;
 use crate::pci::{sysfs::device_dir, Bar, DeviceInfo, PciAddress};
 use crate::{Error, Result};
+use rustix::io::Errno;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -53,14 +54,15 @@ impl SysfsDevice {
         })
     }
 
-    fn explain(&self, errno: i32) -> String {
+    fn explain(&self, e: &io::Error) -> String {
+        let errno = Errno::from_io_error(e);
         explain_errno(&self.addr, errno, crate::host::state::lockdown_active(&self.host).as_deref(), &current_user())
     }
 
     fn open_file(&self, name: &str, write: bool) -> Result<File> {
         let path = self.dir.join(name);
         OpenOptions::new().read(true).write(write).open(&path).map_err(|e| {
-            let hint = self.explain(e.raw_os_error().unwrap_or(0));
+            let hint = self.explain(&e);
             Error::io_hint("cannot open", &path, e, hint)
         })
     }
@@ -81,9 +83,9 @@ fn current_user() -> String {
         .unwrap_or_else(|| "$USER".to_string())
 }
 
-pub fn explain_errno(addr: &PciAddress, errno: i32, lockdown: Option<&str>, user: &str) -> String {
+pub fn explain_errno(addr: &PciAddress, errno: Option<Errno>, lockdown: Option<&str>, user: &str) -> String {
     match errno {
-        libc::EACCES | libc::EPERM => {
+        Some(Errno::ACCESS | Errno::PERM) => {
             let mut s = String::new();
             if let Some(mode) = lockdown {
                 s.push_str(&format!(
@@ -95,11 +97,11 @@ pub fn explain_errno(addr: &PciAddress, errno: i32, lockdown: Option<&str>, user
             ));
             s
         }
-        libc::EINVAL | libc::EBUSY => format!(
+        Some(Errno::INVAL | Errno::BUSY) => format!(
             "the kernel refused the mapping: a driver has claimed the BAR and CONFIG_IO_STRICT_DEVMEM (or iomem=strict) makes it exclusive: unbind the driver (sudo pcibench setup {addr} --vfio) or boot with iomem=relaxed"
         ),
-        libc::ENOENT => "the kernel exposes no such file for this device (was it removed or re-enumerated?): run pcibench info".to_string(),
-        libc::EIO => "memory BARs have no read/write in sysfs, only mmap".to_string(),
+        Some(Errno::NOENT) => "the kernel exposes no such file for this device (was it removed or re-enumerated?): run pcibench info".to_string(),
+        Some(Errno::IO) => "memory BARs have no read/write in sysfs, only mmap".to_string(),
         _ => format!("see pcibench doctor {addr}"),
     }
 }
@@ -144,7 +146,7 @@ impl DeviceAccess for SysfsDevice {
             Error::Unsupported(format!("BAR{index} ({} bytes) is larger than the address space", bar.size))
         })?;
         let map = Mmap::file(&file, 0, len, true).map_err(|e| {
-            let hint = self.explain(e.raw_os_error().unwrap_or(0));
+            let hint = self.explain(&e);
             Error::io_hint("cannot mmap", &path, e, hint)
         })?;
         Ok(Box::new(MappedBar::new(map, index, bar.size, mapping, Via::Sysfs)))
@@ -164,7 +166,7 @@ impl DeviceAccess for SysfsDevice {
         let path = self.dir.join("config");
         let f = self.open_file("config", true)?;
         f.write_all_at(data, offset).map_err(|e| {
-            let hint = self.explain(e.raw_os_error().unwrap_or(0));
+            let hint = self.explain(&e);
             Error::io_hint("cannot write", &path, e, hint)
         })
     }
@@ -319,15 +321,15 @@ mod tests {
     #[test]
     fn errno_explanations() {
         let a = addr();
-        let e = explain_errno(&a, libc::EACCES, None, "alice");
+        let e = explain_errno(&a, Some(Errno::ACCESS), None, "alice");
         assert!(e.contains("sudo pcibench setup 0000:15:00.0 --sysfs-user alice") && e.contains("root"), "{e}");
-        let e = explain_errno(&a, libc::EPERM, Some("integrity"), "alice");
+        let e = explain_errno(&a, Some(Errno::PERM), Some("integrity"), "alice");
         assert!(e.starts_with("kernel lockdown is [integrity]"), "{e}");
-        let e = explain_errno(&a, libc::EINVAL, None, "alice");
+        let e = explain_errno(&a, Some(Errno::INVAL), None, "alice");
         assert!(e.contains("IO_STRICT_DEVMEM") && e.contains("iomem=relaxed"), "{e}");
-        assert!(explain_errno(&a, libc::EIO, None, "u").contains("only mmap"));
-        for errno in [libc::EACCES, libc::EPERM, libc::EINVAL, libc::EBUSY, libc::ENOENT, libc::EIO, libc::ENXIO] {
-            assert!(!explain_errno(&a, errno, Some("confidentiality"), "u").contains('\n'));
+        assert!(explain_errno(&a, Some(Errno::IO), None, "u").contains("only mmap"));
+        for errno in [Errno::ACCESS, Errno::PERM, Errno::INVAL, Errno::BUSY, Errno::NOENT, Errno::IO, Errno::NXIO] {
+            assert!(!explain_errno(&a, Some(errno), Some("confidentiality"), "u").contains('\n'));
         }
     }
 

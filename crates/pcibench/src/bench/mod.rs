@@ -1,6 +1,7 @@
 //! Measurement: the clock and its overhead, the one sampling loop, samples and statistics, test
 //! patterns, the result rows every runner produces, and the PIO and DMA runners.
 
+pub mod buffers;
 pub mod clock;
 pub mod context;
 pub mod dma;

@@ -38,7 +38,7 @@ impl PioPlan {
     pub fn planned_bytes(&self) -> u64 {
         let sizes = self.sizes.len().max(1) as u64;
         let configs = self.bars.len() * self.maps.len() * self.widths.len() * self.dirs.len();
-        configs as u64 * sizes * self.total
+        (configs as u64).saturating_mul(sizes).saturating_mul(self.total)
     }
 }
 

@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 pub enum Kind {
     Pio,
     Dma,
+    /// CPU access to DMA buffers (`pcibench buffers`).
+    Buffers,
 }
 
 impl Kind {
@@ -24,6 +26,7 @@ impl Kind {
         match self {
             Kind::Pio => "pio",
             Kind::Dma => "dma",
+            Kind::Buffers => "buffers",
         }
     }
 }
@@ -106,6 +109,8 @@ pub enum Note {
     /// The engine's own performance counters over the row (warm-up and calibration included),
     /// beside the bytes pcibench moved in that time.
     EngineCounters { counters: crate::dma::EngineCounters, bytes: u64, elapsed_s: f64 },
+    /// A sync of part of the buffer: what the interface took, or why it failed.
+    PartialSync { offset: u64, size: u64, error: Option<String> },
 }
 
 impl Note {
@@ -146,6 +151,18 @@ pub struct Row {
     /// DMA: measured while the other direction ran at the same time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub concurrent: bool,
+    /// Buffer access (`pcibench buffers`): the buffer, the way in, the coherence mode, the memory
+    /// type that gives, and the access's parts (medians).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<crate::dma::cpu::Access>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<crate::dma::cpu::Sync>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Parts>,
     pub stats: Option<Stats>,
     /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
     pub limit_mbps: Option<f64>,
@@ -174,6 +191,11 @@ impl Row {
             queues: None,
             window: None,
             concurrent: false,
+            buffer: None,
+            access: None,
+            sync: None,
+            memory: None,
+            parts: None,
             stats: None,
             limit_mbps: None,
             efficiency_pct: None,
@@ -233,6 +255,26 @@ impl Row {
     }
 }
 
+/// The parts of one buffer access, medians over the samples, microseconds (seed 003's
+/// `time=TOTAL sec (MAIN sec)`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Parts {
+    pub sync_for_cpu_us: f64,
+    pub main_us: f64,
+    pub sync_for_device_us: f64,
+    pub total_us: f64,
+}
+
+/// One buffer's facts for the report (size, physical address, coherence, ...).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BufferFacts {
+    pub name: String,
+    pub facts: Vec<(String, String)>,
+    /// Why this buffer was not measured (it could not be had on this host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
 /// Everything one measuring command found, for one device.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
@@ -255,6 +297,9 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<super::context::Context>,
     pub results: Vec<Row>,
+    /// Buffer access: each buffer's facts (size, physical address, coherence, sync mode).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buffers: Vec<BufferFacts>,
     /// A stop request ended the run early; the rows cover what was measured before it.
     pub interrupted: bool,
     pub warnings: Vec<String>,
@@ -274,6 +319,7 @@ impl Report {
             limit_note: None,
             context: None,
             results: Vec::new(),
+            buffers: Vec::new(),
             interrupted: false,
             warnings: Vec::new(),
         }

@@ -1,6 +1,7 @@
 //! DMA: host buffers the card can reach (`buffers`), and drivers for card DMA engines (`engines`).
 
 pub mod buffers;
+pub mod cpu;
 pub mod engines;
 
 pub use crate::direction::Direction;

@@ -35,7 +35,11 @@ impl Caller {
     pub fn current() -> Caller {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         let cap_eff = parse_cap_eff(&status).unwrap_or(0);
-        let (uid, gid, groups, memlock) = sys::identity();
+        let uid = rustix::process::geteuid().as_raw();
+        let gid = rustix::process::getegid().as_raw();
+        // getgroups fails only when the list changes between its two calls: then none are shown.
+        let groups = rustix::process::getgroups().map(|g| g.iter().map(|g| g.as_raw()).collect()).unwrap_or_default();
+        let memlock = crate::os::memlock::limit();
         let user = user_name(uid).unwrap_or_else(|| uid.to_string());
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("pcibench"));
         Caller { uid, gid, groups, user, cap_eff, exe, memlock, live: true }
@@ -79,20 +83,6 @@ fn user_name(uid: u32) -> Option<String> {
     crate::host::state::passwd_lookup(&text, |_, u, _| u == uid).map(|(name, _, _)| name)
 }
 
-/// The libc calls for the process identity, kept together.
-mod sys {
-    pub fn identity() -> (u32, u32, Vec<u32>, Option<u64>) {
-        // SAFETY: geteuid and getegid take no arguments and cannot fail.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        let mut groups = vec![0 as libc::gid_t; 256];
-        // SAFETY: the buffer holds `groups.len()` gid_t entries; getgroups writes at most that many
-        // and returns how many it wrote, or -1 (then we report no supplementary groups).
-        let n = unsafe { libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr()) };
-        groups.truncate(n.max(0) as usize);
-        (uid, gid, groups, crate::os::memlock::limit())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +93,23 @@ mod tests {
         let c = parse_cap_eff(s).unwrap();
         assert_eq!(c, 1 << CAP_SYS_RAWIO);
         assert_eq!(parse_cap_eff("Name: x\n"), None);
+    }
+
+    /// The ids match the kernel's view in /proc/self/status ("Uid:\treal\teffective\tsaved\tfs").
+    #[test]
+    fn current_identity_is_the_processs() {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let field = |name: &str| -> Vec<u32> {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+            line[name.len()..].split_whitespace().map(|v| v.parse().unwrap()).collect()
+        };
+        let c = Caller::current();
+        assert_eq!((c.uid, c.gid), (field("Uid:")[1], field("Gid:")[1]));
+        let (mut groups, mut want) = (c.groups.clone(), field("Groups:"));
+        groups.sort();
+        want.sort();
+        assert_eq!(groups, want);
+        assert_eq!(c.memlock, crate::os::memlock::limit());
     }
 
     #[test]

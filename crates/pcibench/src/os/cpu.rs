@@ -3,6 +3,7 @@
 
 use crate::host::Host;
 use crate::{Error, Result};
+use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
 use std::fs;
 
 /// Parse a kernel CPU list such as `0-3,8,10-11` (lib/bitmap.c's list format).
@@ -41,15 +42,9 @@ pub fn cpu_node(host: &Host, cpu: u32) -> Option<i32> {
 
 /// The CPUs this thread may run on.
 pub fn allowed_cpus() -> Vec<u32> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: pid 0 is the calling thread; `set` is live and its size is passed.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc != 0 {
-        return Vec::new();
-    }
-    // SAFETY: CPU_ISSET reads the set in bounds for every cpu below CPU_SETSIZE.
-    (0..libc::CPU_SETSIZE as u32).filter(|c| unsafe { libc::CPU_ISSET(*c as usize, &set) }).collect()
+    // None: the calling thread.
+    let Ok(set) = sched_getaffinity(None) else { return Vec::new() };
+    (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c as u32).collect()
 }
 
 /// Pin the calling thread to `cpu`.
@@ -61,25 +56,19 @@ pub fn pin_current_thread(cpu: u32) -> Result<()> {
             cpu_list(&allowed)
         )));
     }
-    if cpu as usize >= libc::CPU_SETSIZE as usize {
+    if cpu as usize >= CpuSet::MAX_CPU {
         return Err(Error::usage(format!("CPU {cpu} is beyond what this build can pin (CPU_SETSIZE)")));
     }
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET is in bounds (checked above).
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-    // SAFETY: pid 0 is the calling thread; `set` is live and its size is passed.
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(Error::Unsupported(format!("cannot pin the measuring thread to CPU {cpu}: {e}")));
-    }
-    Ok(())
+    let mut set = CpuSet::new();
+    set.set(cpu as usize);
+    sched_setaffinity(None, &set).map_err(|e| {
+        Error::Unsupported(format!("cannot pin the measuring thread to CPU {cpu}: {}", std::io::Error::from(e)))
+    })
 }
 
 /// The CPU the calling thread runs on now.
 pub fn current_cpu() -> Option<u32> {
-    // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
-    let c = unsafe { libc::sched_getcpu() };
-    u32::try_from(c).ok()
+    u32::try_from(sched_getcpu()).ok()
 }
 
 /// `0-3,8` from a sorted list.

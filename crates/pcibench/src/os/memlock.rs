@@ -8,12 +8,7 @@ use crate::{Error, Result};
 
 /// The soft RLIMIT_MEMLOCK in bytes; None when unlimited.
 pub fn limit() -> Option<u64> {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes one struct rlimit into `r`, which is live and that large.
-    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } != 0 || r.rlim_cur == libc::RLIM_INFINITY {
-        return None;
-    }
-    Some(r.rlim_cur)
+    rustix::process::getrlimit(rustix::process::Resource::Memlock).current
 }
 
 /// From /proc/self/status: (bytes already locked (VmLck), whether CAP_IPC_LOCK is effective).
@@ -68,6 +63,15 @@ mod tests {
         assert_eq!(parse_status(text), (2 << 20, true));
         assert_eq!(parse_status("VmLck:\t0 kB\nCapEff:\t0000000000000000\n"), (0, false));
         assert_eq!(parse_status(""), (0, false));
+    }
+
+    /// The soft limit as /proc/self/limits prints it ("Max locked memory  8388608  8388608  bytes").
+    #[test]
+    fn limit_is_the_soft_rlimit() {
+        let text = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let line = text.lines().find(|l| l.starts_with("Max locked memory")).unwrap();
+        let soft = line["Max locked memory".len()..].split_whitespace().next().unwrap();
+        assert_eq!(limit(), if soft == "unlimited" { None } else { Some(soft.parse().unwrap()) }, "{line}");
     }
 
     #[test]

@@ -4,9 +4,11 @@
 
 use crate::mmio::Width;
 use crate::{Error, Result};
+use rustix::io::Errno;
+use rustix::mm::{MapFlags, ProtFlags};
+use std::ffi::c_void;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 /// An owned mapping, unmapped on drop.
 #[derive(Debug)]
@@ -24,30 +26,21 @@ unsafe impl Sync for Mmap {}
 /// Size of a 2 MiB huge page (x86-64 and arm64 with 4 KiB base pages).
 pub const HUGE_2M: usize = 2 << 20;
 
-/// The base page size.
+/// The base page size (AT_PAGESZ from the auxiliary vector).
 pub fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions; it returns -1 only for unknown names.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
+    rustix::param::page_size()
 }
 
 impl Mmap {
-    fn from_raw(p: *mut libc::c_void, len: usize) -> io::Result<Mmap> {
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    fn from_raw(p: *mut c_void, len: usize) -> io::Result<Mmap> {
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(Errno::INVAL)?;
         Ok(Mmap { ptr, len })
     }
 
     /// Map `len` bytes of `file` at `offset`, shared (a BAR file, a VFIO region, a u-dma-buf node).
     pub fn file(file: &File, offset: u64, len: usize, writable: bool) -> io::Result<Mmap> {
         if len == 0 {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            return Err(Errno::INVAL.into());
         }
         // Touching a shared mapping past the end of a regular file raises SIGBUS, so refuse it up
         // front (sysfs resourceN files have the BAR's size; VFIO fds and device nodes are not files).
@@ -61,11 +54,10 @@ impl Mmap {
                 ),
             ));
         }
-        let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
-        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        let prot = if writable { ProtFlags::READ | ProtFlags::WRITE } else { ProtFlags::READ };
         // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of an open descriptor; it aliases
-        // no Rust object, and the result is checked before use.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, file.as_raw_fd(), off) };
+        // no Rust object.
+        let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, file, offset) }?;
         Mmap::from_raw(p, len)
     }
 
@@ -73,25 +65,22 @@ impl Mmap {
     /// then be a multiple of 2 MiB, and the call fails with ENOMEM when none are reserved).
     pub fn anonymous(len: usize, huge: bool) -> io::Result<Mmap> {
         if len == 0 {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            return Err(Errno::INVAL.into());
         }
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        let mut flags = MapFlags::PRIVATE;
         if huge {
-            // MAP_HUGE_2MB = 21 << MAP_HUGE_SHIFT (include/uapi/asm-generic/hugetlb_encode.h).
-            flags |= libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT);
+            flags |= MapFlags::HUGETLB | MapFlags::HUGE_2MB;
         }
-        // SAFETY: a fresh anonymous mapping chosen by the kernel; the result is checked before use.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        let prot = ProtFlags::READ | ProtFlags::WRITE;
+        // SAFETY: a fresh anonymous mapping chosen by the kernel; it aliases no Rust object.
+        let p = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, flags) }?;
         Mmap::from_raw(p, len)
     }
 
     /// Lock the pages in memory (and fault them in), so they stay resident for DMA.
     pub fn lock(&self) -> io::Result<()> {
         // SAFETY: the range is exactly this live mapping.
-        if unsafe { libc::mlock(self.ptr.as_ptr().cast(), self.len) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        Ok(unsafe { rustix::mm::mlock(self.ptr.as_ptr().cast(), self.len) }?)
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
@@ -146,9 +135,7 @@ impl Drop for Mmap {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the region this value owns; no reference into it outlives self.
         // A failure (impossible for a valid mapping) leaves the memory mapped: nothing to report to.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
@@ -222,5 +209,36 @@ mod tests {
         assert!(check_bulk(0x100, 0x80, 0x80, Width::B64).is_ok());
         assert!(check_bulk(0x100, 0x80, 0x88, Width::B64).is_err());
         assert!(check_bulk(0x100, 0x80, 0x7, Width::B16).is_err());
+    }
+
+    #[test]
+    fn file_mappings_write_through_and_refuse_bad_lengths() {
+        use std::os::unix::fs::FileExt;
+        let page = page_size();
+        assert!(page.is_power_of_two() && page >= 4096, "{page}");
+        let f = tempfile::tempfile().unwrap();
+        f.set_len(2 * page as u64).unwrap();
+        let m = Mmap::file(&f, page as u64, page, true).unwrap();
+        assert_eq!(m.as_ptr() as usize % page, 0);
+        m.write(8, Width::B32, 0xdead_beef).unwrap();
+        let mut b = [0u8; 4];
+        f.read_exact_at(&mut b, page as u64 + 8).unwrap();
+        assert_eq!(u32::from_ne_bytes(b), 0xdead_beef);
+        let e = Mmap::file(&f, page as u64, 2 * page, true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert_eq!(Mmap::file(&f, 0, 0, true).unwrap_err().raw_os_error(), Some(Errno::INVAL.raw_os_error()));
+        assert_eq!(Mmap::anonymous(0, false).unwrap_err().raw_os_error(), Some(Errno::INVAL.raw_os_error()));
+    }
+
+    #[test]
+    fn anonymous_memory_is_zeroed_and_lockable() {
+        let m = Mmap::anonymous(page_size(), false).unwrap();
+        assert_eq!(m.read(page_size() as u64 - 8, Width::B64).unwrap(), 0);
+        // One page fits any RLIMIT_MEMLOCK but 0 (the default is 8 MiB, or 64 KiB on old kernels).
+        if crate::os::memlock::limit().is_none_or(|l| l >= page_size() as u64) {
+            m.lock().unwrap();
+        }
+        // MAP_HUGE_2MB is log2(2 MiB) << MAP_HUGE_SHIFT (include/uapi/asm-generic/hugetlb_encode.h).
+        assert_eq!(MapFlags::HUGE_2MB.bits(), 21 << 26);
     }
 }

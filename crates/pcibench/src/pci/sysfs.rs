@@ -72,7 +72,7 @@ pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
     if revision.is_none() {
         revision = cfg_bytes.get(8).copied();
     }
-    let privileged = unsafe { libc::geteuid() } == 0;
+    let privileged = rustix::process::geteuid().is_root();
     if cfg_bytes.len() <= 64 && !cfg_bytes.is_empty() {
         w.push(format!(
             "only {} bytes of config space are readable: the capability list (MPS, MRRS, link) needs root: sudo pcibench info {addr}",

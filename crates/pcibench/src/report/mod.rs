@@ -2,6 +2,7 @@
 //! touches a device. Measurement reports go through `Exporter`, one implementation per format
 //! (`table`, `seed`, `json`); a new format is one file and one arm in `exporter`.
 
+pub mod buffers;
 pub mod info;
 pub mod json;
 pub mod notes;

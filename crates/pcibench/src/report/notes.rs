@@ -1,6 +1,8 @@
 //! Notes on rows, in words.
 
+use crate::bench::context::Context;
 use crate::bench::result::{Note, Row, Verify};
+use std::fmt::Write;
 
 pub fn text(n: &Note) -> String {
     match n {
@@ -29,6 +31,12 @@ pub fn text(n: &Note) -> String {
             if *queues == 1 { "" } else { "s" }
         ),
         Note::EngineCounters { counters: c, bytes, elapsed_s } => counters_text(c, *bytes, *elapsed_s),
+        Note::PartialSync { offset, size, error: None } => format!(
+            "partial sync of [{offset:#x}, +{size:#x}): the interface took that region (checked where it reports one back)"
+        ),
+        Note::PartialSync { offset, size, error: Some(e) } => {
+            format!("partial sync of [{offset:#x}, +{size:#x}) FAILED: {e}")
+        }
     }
 }
 
@@ -91,4 +99,29 @@ pub fn verify_text(v: &Option<Verify>) -> String {
         Some(Verify::Mismatch { mismatch }) => format!("MISMATCH: {mismatch}"),
         Some(Verify::Unverified { .. }) => "unverified".into(),
     }
+}
+
+/// "ran on CPU 3 (pinned; NUMA node 0, device on node 0), Intel Xeon ...; governor performance;
+/// CLOCK_MONOTONIC (vDSO), invariant TSC".
+pub fn where_it_ran(c: &Context) -> String {
+    let cpu = match c.cpu {
+        Some(n) => format!("CPU {n}{}", if c.pinned { " (pinned" } else { " (not pinned" }),
+        None => "an unknown CPU (".into(),
+    };
+    let node = |n: Option<i32>| n.map_or("unknown".to_string(), |n| n.to_string());
+    let mut out =
+        format!("ran on {cpu}; NUMA node {}, device on node {})", node(c.cpu_numa_node), node(c.device_numa_node));
+    if let Some(m) = &c.cpu_model {
+        let _ = write!(out, ", {m}");
+    }
+    if let Some(g) = &c.governor {
+        let _ = write!(out, "; governor {g}");
+    }
+    let tsc = match c.tsc_invariant {
+        Some(true) => ", invariant TSC",
+        Some(false) => ", TSC not invariant",
+        None => "",
+    };
+    let _ = write!(out, "; {}{tsc}", c.clock);
+    out
 }

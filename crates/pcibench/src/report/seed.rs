@@ -13,6 +13,9 @@ pub struct Seed;
 
 impl Exporter for Seed {
     fn report(&self, r: &Report) -> Result<String> {
+        if r.kind == Kind::Buffers {
+            return Ok(super::buffers::seed(r));
+        }
         let mut s = String::new();
         if r.simulated {
             let _ = writeln!(s, "Simulated card {}: host-memory figures, not PCIe figures", r.device);
@@ -50,7 +53,7 @@ impl Exporter for Seed {
                         x.size
                     );
                 }
-                Kind::Dma => {
+                Kind::Dma | Kind::Buffers => {
                     let _ = writeln!(
                         s,
                         "{} DMA timing for {} transfers of {} bytes:",

@@ -1,9 +1,8 @@
 //! The default readable table: a header naming the device and path, one row per configuration,
 //! notes under their row, then warnings. PIO and DMA reports have their own columns.
 
-use super::notes::{flags, lines, verify_text};
+use super::notes::{flags, lines, verify_text, where_it_ran};
 use super::{simulated_label, Exporter};
-use crate::bench::context::Context;
 use crate::bench::result::{Kind, Report, Row};
 use crate::dma::Addressing;
 use crate::suite::SuiteReport;
@@ -21,6 +20,7 @@ impl Exporter for Table {
         let mut s = match r.kind {
             Kind::Pio => pio(r),
             Kind::Dma => dma(r),
+            Kind::Buffers => super::buffers::table(r),
         };
         if self.latency && r.kind == Kind::Pio {
             s.push_str(&latency(r));
@@ -89,31 +89,6 @@ fn context_lines(s: &mut String, r: &Report) {
     if let Some(n) = &r.limit_note {
         let _ = writeln!(s, "  {n}");
     }
-}
-
-/// "ran on CPU 3 (pinned; NUMA node 0, device on node 0), Intel Xeon ...; governor performance;
-/// CLOCK_MONOTONIC (vDSO), invariant TSC".
-pub fn where_it_ran(c: &Context) -> String {
-    let cpu = match c.cpu {
-        Some(n) => format!("CPU {n}{}", if c.pinned { " (pinned" } else { " (not pinned" }),
-        None => "an unknown CPU (".into(),
-    };
-    let node = |n: Option<i32>| n.map_or("unknown".to_string(), |n| n.to_string());
-    let mut out =
-        format!("ran on {cpu}; NUMA node {}, device on node {})", node(c.cpu_numa_node), node(c.device_numa_node));
-    if let Some(m) = &c.cpu_model {
-        let _ = write!(out, ", {m}");
-    }
-    if let Some(g) = &c.governor {
-        let _ = write!(out, "; governor {g}");
-    }
-    let tsc = match c.tsc_invariant {
-        Some(true) => ", invariant TSC",
-        Some(false) => ", TSC not invariant",
-        None => "",
-    };
-    let _ = write!(out, "; {}{tsc}", c.clock);
-    out
 }
 
 fn notes_and_warnings(s: &mut String, rows: &[Row], r: &Report, each: impl Fn(&Row) -> String) {

@@ -5,6 +5,11 @@
 //! All raw-pointer work of the sim card's memory lives here; callers get bounds-checked methods.
 
 use crate::{Error, Result};
+use rustix::fs::{memfd_create, MemfdFlags};
+use rustix::io::Errno;
+use rustix::mm::{MapFlags, ProtFlags};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::NonNull;
 
 /// The sim card's page size: buffers, BARs and scatter pieces are multiples of it.
@@ -14,11 +19,8 @@ fn round_up(len: usize) -> Option<usize> {
     len.checked_add(PAGE - 1).map(|l| l & !(PAGE - 1))
 }
 
-fn os_error(what: &str, len: usize) -> Error {
-    Error::Unsupported(format!(
-        "could not map {len} bytes of host memory for the sim card's {what}: {}",
-        std::io::Error::last_os_error()
-    ))
+fn os_error(what: &str, len: usize, e: impl Into<std::io::Error>) -> Error {
+    Error::Unsupported(format!("could not map {len} bytes of host memory for the sim card's {what}: {}", e.into()))
 }
 
 /// One mmap'd range, unmapped on drop.
@@ -34,15 +36,19 @@ unsafe impl Send for Map {}
 unsafe impl Sync for Map {}
 
 impl Map {
-    /// mmap with the given flags/fd; `len` is already page-rounded and non-zero.
-    fn new(what: &str, len: usize, prot: i32, flags: i32, fd: i32, addr: *mut u8) -> Result<Map> {
-        // SAFETY: a fresh mapping (or MAP_FIXED into a reservation this module owns); the
-        // result is checked against MAP_FAILED before use.
-        let p = unsafe { libc::mmap(addr.cast(), len, prot, flags, fd, 0) };
-        if p == libc::MAP_FAILED {
-            return Err(os_error(what, len));
+    /// A fresh mapping at an address the kernel picks: of `file` from offset 0 when given, else
+    /// anonymous; `len` is already page-rounded and non-zero.
+    fn new(what: &str, len: usize, prot: ProtFlags, flags: MapFlags, file: Option<BorrowedFd<'_>>) -> Result<Map> {
+        let null = std::ptr::null_mut();
+        // SAFETY: a fresh mapping chosen by the kernel (addr NULL); it aliases no Rust object.
+        let p = unsafe {
+            match file {
+                Some(fd) => rustix::mm::mmap(null, len, prot, flags, fd, 0),
+                None => rustix::mm::mmap_anonymous(null, len, prot, flags),
+            }
         }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| os_error(what, len))?;
+        .map_err(|e| os_error(what, len, e))?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| os_error(what, len, Errno::INVAL))?;
         Ok(Map { ptr, len })
     }
 }
@@ -50,8 +56,9 @@ impl Map {
 impl Drop for Map {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the range this value mapped; nobody holds it any more (owners
-        // unregister from the sim card's host map before dropping, see host_map.rs).
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        // unregister from the sim card's host map before dropping, see host_map.rs). A failure
+        // (impossible for a valid mapping) leaves the memory mapped: nothing to report to.
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
@@ -64,14 +71,7 @@ impl Pages {
     /// At least `len` bytes (rounded up to whole pages), zeroed.
     pub fn new(what: &str, len: usize) -> Result<Pages> {
         let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
-        let map = Map::new(
-            what,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            std::ptr::null_mut(),
-        )?;
+        let map = Map::new(what, len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::PRIVATE, None)?;
         Ok(Pages { map })
     }
 
@@ -165,52 +165,25 @@ pub struct Scattered {
 impl Scattered {
     pub fn new(len: usize) -> Result<Scattered> {
         let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
-        let name = c"pcibench-sim-scattered";
-        // SAFETY: memfd_create with a valid NUL-terminated name; the result is checked.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(os_error("scattered buffer (memfd_create)", len));
-        }
-        let result = Self::map_views(fd, len);
-        // SAFETY: fd is ours; the mappings keep the memfd's pages alive after close.
-        unsafe { libc::close(fd) };
-        result
-    }
-
-    fn map_views(fd: i32, len: usize) -> Result<Scattered> {
-        // SAFETY: fd is a fresh memfd owned by the caller.
-        if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-            return Err(os_error("scattered buffer (ftruncate)", len));
-        }
-        let rw = libc::PROT_READ | libc::PROT_WRITE;
-        let cpu = Map::new("scattered buffer", len, rw, libc::MAP_SHARED, fd, std::ptr::null_mut())?;
+        // The mappings keep the memfd's pages alive after the File closes at the end of `new`.
+        let fd = memfd_create("pcibench-sim-scattered", MemfdFlags::CLOEXEC)
+            .map_err(|e| os_error("scattered buffer (memfd_create)", len, e))?;
+        let file = File::from(fd);
+        file.set_len(len as u64).map_err(|e| os_error("scattered buffer (ftruncate)", len, e))?;
+        let rw = ProtFlags::READ | ProtFlags::WRITE;
+        let cpu = Map::new("scattered buffer", len, rw, MapFlags::SHARED, Some(file.as_fd()))?;
         // Reserve the bus view, then place each file page into it at its reversed slot.
-        let bus = Map::new(
-            "scattered buffer",
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            std::ptr::null_mut(),
-        )?;
+        let bus = Map::new("scattered buffer", len, ProtFlags::empty(), MapFlags::PRIVATE, None)?;
         let pages = len / PAGE;
         for i in 0..pages {
             let slot = pages - 1 - i;
-            // SAFETY: MAP_FIXED replaces one page inside the reservation `bus` owns; the file
-            // offset i*PAGE is inside the memfd (ftruncate above).
-            let p = unsafe {
-                libc::mmap(
-                    bus.ptr.as_ptr().add(slot * PAGE).cast(),
-                    PAGE,
-                    rw,
-                    libc::MAP_SHARED | libc::MAP_FIXED,
-                    fd,
-                    (i * PAGE) as libc::off_t,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(os_error("scattered buffer (page alias)", len));
+            // SAFETY: MAP_FIXED replaces one page inside the reservation `bus` owns, which no
+            // Rust reference points into yet; the file offset i*PAGE is inside the memfd (set_len).
+            unsafe {
+                let at = bus.ptr.as_ptr().add(slot * PAGE).cast();
+                rustix::mm::mmap(at, PAGE, rw, MapFlags::SHARED | MapFlags::FIXED, &file, (i * PAGE) as u64)
             }
+            .map_err(|e| os_error("scattered buffer (page alias)", len, e))?;
         }
         Ok(Scattered { cpu, bus })
     }

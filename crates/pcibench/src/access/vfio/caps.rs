@@ -1,17 +1,30 @@
 //! Parsing VFIO info replies and their capability chains (include/uapi/linux/vfio.h): plain
-//! byte-buffer decoding, so it is tested without a device.
+//! byte-buffer decoding, so it is tested without a device. Field offsets come from the
+//! `vfio-bindings` structs (the tests below spell the kernel's layout out in numbers).
 //!
 //! A chain is a linked list of `struct vfio_info_cap_header { u16 id; u16 version; u32 next; }`
 //! where `next` is the offset of the following header from the start of the info struct (0 ends).
 
+use super::ioctl::abi::{
+    vfio_info_cap_header as CapHeader, vfio_iommu_type1_info as IommuInfoHead,
+    vfio_iommu_type1_info_cap_iova_range as IovaCap, vfio_iommu_type1_info_dma_avail as DmaAvailCap, vfio_iova_range,
+    vfio_region_info as RegionHead, vfio_region_info_cap_sparse_mmap as SparseCap,
+    vfio_region_sparse_mmap_area as SparseArea,
+};
+use super::ioctl::abi::{
+    VFIO_IOMMU_INFO_CAPS, VFIO_IOMMU_INFO_PGSIZES, VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE,
+    VFIO_IOMMU_TYPE1_INFO_DMA_AVAIL, VFIO_REGION_INFO_CAP_SPARSE_MMAP, VFIO_REGION_INFO_FLAG_CAPS,
+    VFIO_REGION_INFO_FLAG_MMAP, VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
+};
 use crate::{Error, Result};
+use std::mem::{offset_of, size_of};
 
 /// VFIO_REGION_INFO_CAP_SPARSE_MMAP: the only areas of a region that may be mmapped.
-pub const REGION_CAP_SPARSE_MMAP: u16 = 1;
+pub const REGION_CAP_SPARSE_MMAP: u16 = VFIO_REGION_INFO_CAP_SPARSE_MMAP as u16;
 /// VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE: the IOVA ranges the container accepts.
-pub const IOMMU_CAP_IOVA_RANGE: u16 = 1;
+pub const IOMMU_CAP_IOVA_RANGE: u16 = VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE as u16;
 /// VFIO_IOMMU_TYPE1_INFO_DMA_AVAIL: how many more DMA mappings the container allows.
-pub const IOMMU_CAP_DMA_AVAIL: u16 = 3;
+pub const IOMMU_CAP_DMA_AVAIL: u16 = VFIO_IOMMU_TYPE1_INFO_DMA_AVAIL as u16;
 
 fn u16_at(b: &[u8], off: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(off..off + 2)?.try_into().ok()?))
@@ -40,13 +53,13 @@ pub fn chain(buf: &[u8], first: u32, what: &str) -> Result<Vec<Cap>> {
     let mut out = Vec::new();
     let mut off = first as usize;
     while off != 0 {
-        // A chain longer than the buffer has 8-byte headers is a loop.
-        if out.len() > buf.len() / 8 {
+        // A chain longer than the buffer has room for headers is a loop.
+        if out.len() > buf.len() / size_of::<CapHeader>() {
             return Err(malformed(what));
         }
-        let id = u16_at(buf, off).ok_or_else(|| malformed(what))?;
-        let version = u16_at(buf, off + 2).ok_or_else(|| malformed(what))?;
-        let next = u32_at(buf, off + 4).ok_or_else(|| malformed(what))?;
+        let id = u16_at(buf, off + offset_of!(CapHeader, id)).ok_or_else(|| malformed(what))?;
+        let version = u16_at(buf, off + offset_of!(CapHeader, version)).ok_or_else(|| malformed(what))?;
+        let next = u32_at(buf, off + offset_of!(CapHeader, next)).ok_or_else(|| malformed(what))?;
         out.push(Cap { id, version, offset: off });
         off = next as usize;
     }
@@ -68,13 +81,13 @@ pub struct RegionInfo {
 
 impl RegionInfo {
     pub fn readable(&self) -> bool {
-        self.flags & super::ioctl::REGION_INFO_FLAG_READ != 0
+        self.flags & VFIO_REGION_INFO_FLAG_READ != 0
     }
     pub fn writable(&self) -> bool {
-        self.flags & super::ioctl::REGION_INFO_FLAG_WRITE != 0
+        self.flags & VFIO_REGION_INFO_FLAG_WRITE != 0
     }
     pub fn mmappable(&self) -> bool {
-        self.flags & super::ioctl::REGION_INFO_FLAG_MMAP != 0
+        self.flags & VFIO_REGION_INFO_FLAG_MMAP != 0
     }
 
     /// Whether mmapping the whole region is allowed: MMAP set and, with a sparse capability,
@@ -101,16 +114,17 @@ impl RegionInfo {
     }
 }
 
-/// Decode a region info reply (the 32-byte struct and its chain).
+/// Decode a region info reply (struct vfio_region_info and its chain).
 pub fn parse_region_info(buf: &[u8]) -> Result<RegionInfo> {
     let what = "region info";
-    let flags = u32_at(buf, 4).ok_or_else(|| malformed(what))?;
-    let index = u32_at(buf, 8).ok_or_else(|| malformed(what))?;
-    let cap_offset = u32_at(buf, 12).ok_or_else(|| malformed(what))?;
-    let size = u64_at(buf, 16).ok_or_else(|| malformed(what))?;
-    let offset = u64_at(buf, 24).ok_or_else(|| malformed(what))?;
+    let bad = || malformed(what);
+    let flags = u32_at(buf, offset_of!(RegionHead, flags)).ok_or_else(bad)?;
+    let index = u32_at(buf, offset_of!(RegionHead, index)).ok_or_else(bad)?;
+    let cap_offset = u32_at(buf, offset_of!(RegionHead, cap_offset)).ok_or_else(bad)?;
+    let size = u64_at(buf, offset_of!(RegionHead, size)).ok_or_else(bad)?;
+    let offset = u64_at(buf, offset_of!(RegionHead, offset)).ok_or_else(bad)?;
     let mut sparse = None;
-    if flags & super::ioctl::REGION_INFO_FLAG_CAPS != 0 {
+    if flags & VFIO_REGION_INFO_FLAG_CAPS != 0 {
         for cap in chain(buf, cap_offset, what)? {
             if cap.id == REGION_CAP_SPARSE_MMAP {
                 sparse = Some(parse_sparse(buf, cap.offset)?);
@@ -124,11 +138,12 @@ pub fn parse_region_info(buf: &[u8]) -> Result<RegionInfo> {
 /// struct { u64 offset; u64 size; } areas[]; }`
 pub fn parse_sparse(buf: &[u8], cap: usize) -> Result<Vec<(u64, u64)>> {
     let bad = || malformed("sparse-mmap capability");
-    let n = u32_at(buf, cap + 8).ok_or_else(bad)? as usize;
+    let n = u32_at(buf, cap + offset_of!(SparseCap, nr_areas)).ok_or_else(bad)? as usize;
     (0..n)
         .map(|i| {
-            let at = cap + 16 + i * 16;
-            Ok((u64_at(buf, at).ok_or_else(bad)?, u64_at(buf, at + 8).ok_or_else(bad)?))
+            let at = cap + offset_of!(SparseCap, areas) + i * size_of::<SparseArea>();
+            let offset = u64_at(buf, at + offset_of!(SparseArea, offset)).ok_or_else(bad)?;
+            Ok((offset, u64_at(buf, at + offset_of!(SparseArea, size)).ok_or_else(bad)?))
         })
         .collect()
 }
@@ -169,33 +184,37 @@ impl IommuInfo {
 
 pub fn parse_iommu_info(buf: &[u8]) -> Result<IommuInfo> {
     let what = "IOMMU info";
-    let flags = u32_at(buf, 4).ok_or_else(|| malformed(what))?;
-    let pgsizes = (flags & super::ioctl::IOMMU_INFO_PGSIZES != 0).then(|| u64_at(buf, 8)).flatten();
+    let flags = u32_at(buf, offset_of!(IommuInfoHead, flags)).ok_or_else(|| malformed(what))?;
+    let pgsizes =
+        (flags & VFIO_IOMMU_INFO_PGSIZES != 0).then(|| u64_at(buf, offset_of!(IommuInfoHead, iova_pgsizes))).flatten();
     let mut info = IommuInfo { pgsizes, ranges: None, dma_avail: None };
-    if flags & super::ioctl::IOMMU_INFO_CAPS != 0 {
-        let first = u32_at(buf, 16).unwrap_or(0);
+    if flags & VFIO_IOMMU_INFO_CAPS != 0 {
+        let first = u32_at(buf, offset_of!(IommuInfoHead, cap_offset)).unwrap_or(0);
         for cap in chain(buf, first, what)? {
             match cap.id {
-                IOMMU_CAP_IOVA_RANGE => {
-                    // header; u32 nr_iovas; u32 reserved; { u64 start; u64 end; } iova_ranges[]
-                    let bad = || malformed("IOVA range capability");
-                    let n = u32_at(buf, cap.offset + 8).ok_or_else(bad)? as usize;
-                    let mut v = Vec::with_capacity(n.min(64));
-                    for i in 0..n {
-                        let at = cap.offset + 16 + i * 16;
-                        v.push(IovaRange {
-                            start: u64_at(buf, at).ok_or_else(bad)?,
-                            end: u64_at(buf, at + 8).ok_or_else(bad)?,
-                        });
-                    }
-                    info.ranges = Some(v);
-                }
-                IOMMU_CAP_DMA_AVAIL => info.dma_avail = u32_at(buf, cap.offset + 8),
+                IOMMU_CAP_IOVA_RANGE => info.ranges = Some(parse_iova_ranges(buf, cap.offset)?),
+                IOMMU_CAP_DMA_AVAIL => info.dma_avail = u32_at(buf, cap.offset + offset_of!(DmaAvailCap, avail)),
                 _ => {}
             }
         }
     }
     Ok(info)
+}
+
+/// `struct vfio_iommu_type1_info_cap_iova_range { header; u32 nr_iovas; u32 reserved;
+/// struct vfio_iova_range { u64 start; u64 end; } iova_ranges[]; }`
+fn parse_iova_ranges(buf: &[u8], cap: usize) -> Result<Vec<IovaRange>> {
+    let bad = || malformed("IOVA range capability");
+    let n = u32_at(buf, cap + offset_of!(IovaCap, nr_iovas)).ok_or_else(bad)? as usize;
+    let mut v = Vec::with_capacity(n.min(64));
+    for i in 0..n {
+        let at = cap + offset_of!(IovaCap, iova_ranges) + i * size_of::<vfio_iova_range>();
+        v.push(IovaRange {
+            start: u64_at(buf, at + offset_of!(vfio_iova_range, start)).ok_or_else(bad)?,
+            end: u64_at(buf, at + offset_of!(vfio_iova_range, end)).ok_or_else(bad)?,
+        });
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

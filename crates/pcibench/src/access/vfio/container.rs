@@ -8,6 +8,7 @@ use crate::os::memlock;
 use crate::os::space::Space;
 use crate::units::human_size;
 use crate::{Error, Result};
+use rustix::io::Errno;
 use std::fs::{File, OpenOptions};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -35,9 +36,9 @@ impl Container {
     pub fn open(host: &Host) -> Result<Container> {
         let path = host.path("/dev/vfio/vfio");
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
-            let hint = match e.raw_os_error() {
-                Some(libc::ENOENT) => "the vfio module is not loaded: sudo modprobe vfio-pci".to_string(),
-                Some(libc::EACCES) | Some(libc::EPERM) => {
+            let hint = match Errno::from_io_error(&e) {
+                Some(Errno::NOENT) => "the vfio module is not loaded: sudo modprobe vfio-pci".to_string(),
+                Some(Errno::ACCESS | Errno::PERM) => {
                     "/dev/vfio/vfio is normally world-accessible (0666): check its mode, or run as root".to_string()
                 }
                 _ => "is VFIO available in this kernel (CONFIG_VFIO)?".to_string(),
@@ -61,7 +62,7 @@ impl Container {
     /// VFIO_SET_IOMMU, after a group is attached (the kernel needs one to pick the driver).
     pub fn set_iommu(&mut self, kind: IommuType) -> Result<()> {
         let ext = match kind {
-            IommuType::Type1v2 => ioctl::VFIO_TYPE1V2_IOMMU,
+            IommuType::Type1v2 => ioctl::VFIO_TYPE1v2_IOMMU,
             IommuType::NoIommu => ioctl::VFIO_NOIOMMU_IOMMU,
         };
         if !self.has_extension(ext)? {
@@ -72,7 +73,9 @@ impl Container {
         }
         ioctl::set_iommu(&self.file, ext).map_err(|e| {
             let hint = match kind {
-                IommuType::NoIommu if e.raw_os_error() == Some(libc::EPERM) => crate::host::state::setcap_hint(),
+                IommuType::NoIommu if Errno::from_io_error(&e) == Some(Errno::PERM) => {
+                    crate::host::state::setcap_hint()
+                }
                 _ => "another IOMMU type may already be set on this container".to_string(),
             };
             Error::io_hint("VFIO_SET_IOMMU failed on", &self.path, e, hint)
@@ -125,21 +128,21 @@ impl Container {
                 shown.join(", ")
             )));
         };
-        let flags = ioctl::DMA_MAP_FLAG_READ | ioctl::DMA_MAP_FLAG_WRITE;
+        let flags = ioctl::VFIO_DMA_MAP_FLAG_READ | ioctl::VFIO_DMA_MAP_FLAG_WRITE;
         if let Err(e) = ioctl::map_dma(&self.file, vaddr, iova, len, flags) {
             self.release_iova(iova);
-            let hint = match e.raw_os_error() {
-                Some(libc::ENOMEM) => {
+            let hint = match Errno::from_io_error(&e) {
+                Some(Errno::NOMEM) => {
                     let (locked, ipc) = memlock::status(&self.host);
                     match memlock::verdict(memlock::limit(), locked, ipc, len, "the DMA mapping") {
                         Err(m) => m.to_string(),
                         Ok(()) => "the kernel could not pin the pages (out of memory?)".into(),
                     }
                 }
-                Some(libc::ENOSPC) => {
+                Some(Errno::NOSPC) => {
                     "the container's DMA mapping limit is reached (vfio_iommu_type1 dma_entry_limit): free buffers or use larger ones".into()
                 }
-                Some(libc::EEXIST) => format!("IOVA {iova:#x} is already mapped in this container"),
+                Some(Errno::EXIST) => format!("IOVA {iova:#x} is already mapped in this container"),
                 _ => format!("IOVA {iova:#x}, {} at {vaddr:#x}", human_size(len)),
             };
             return Err(Error::io_hint("VFIO_IOMMU_MAP_DMA failed on", &self.path, e, hint));

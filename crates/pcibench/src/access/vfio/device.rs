@@ -8,9 +8,10 @@ use crate::mmio::Width;
 use crate::os::mmap::check_access;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
+use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,14 +20,14 @@ use std::time::Duration;
 pub struct Device {
     file: File,
     addr: PciAddress,
-    info: ioctl::DeviceInfo,
+    info: ioctl::vfio_device_info,
 }
 
 impl Device {
     pub fn new(file: File, addr: PciAddress) -> Result<Device> {
         let info =
             ioctl::device_info(&file).map_err(|e| Error::io("VFIO_DEVICE_GET_INFO failed for", label(&addr), e))?;
-        if info.flags & ioctl::DEVICE_FLAGS_PCI == 0 {
+        if info.flags & ioctl::VFIO_DEVICE_FLAGS_PCI == 0 {
             return Err(Error::Unsupported(format!(
                 "VFIO device {addr} is not a PCI device (flags {:#x})",
                 info.flags
@@ -88,7 +89,7 @@ impl Device {
     }
 
     fn region_io_error(&self, r: &RegionInfo, offset: u64, e: io::Error) -> Error {
-        let what = if r.index == ioctl::PCI_CONFIG_REGION_INDEX {
+        let what = if r.index == ioctl::VFIO_PCI_CONFIG_REGION_INDEX {
             "config space".to_string()
         } else {
             format!("BAR{}", r.index)
@@ -105,12 +106,12 @@ impl Device {
     }
 
     pub fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let r = self.region(ioctl::PCI_CONFIG_REGION_INDEX)?;
+        let r = self.region(ioctl::VFIO_PCI_CONFIG_REGION_INDEX)?;
         self.read_region(&r, offset, buf)
     }
 
     pub fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
-        let r = self.region(ioctl::PCI_CONFIG_REGION_INDEX)?;
+        let r = self.region(ioctl::VFIO_PCI_CONFIG_REGION_INDEX)?;
         self.write_region(&r, offset, data)
     }
 
@@ -121,7 +122,7 @@ impl Device {
     }
 
     pub fn can_reset(&self) -> bool {
-        self.info.flags & ioctl::DEVICE_FLAGS_RESET != 0
+        self.info.flags & ioctl::VFIO_DEVICE_FLAGS_RESET != 0
     }
 
     /// VFIO_DEVICE_RESET (function-level or another reset the kernel found for the device).
@@ -137,16 +138,17 @@ impl Device {
 
     /// Route MSI vector 0 to a new eventfd. The returned `Msi` disables MSI again on drop.
     pub fn enable_msi(self: &Arc<Self>) -> Result<Msi> {
-        let info = ioctl::irq_info(&self.file, ioctl::PCI_MSI_IRQ_INDEX)
+        let info = ioctl::irq_info(&self.file, ioctl::VFIO_PCI_MSI_IRQ_INDEX)
             .map_err(|e| Error::io("VFIO_DEVICE_GET_IRQ_INFO failed for", label(&self.addr), e))?;
-        if info.count == 0 || info.flags & ioctl::IRQ_INFO_EVENTFD == 0 {
+        if info.count == 0 || info.flags & ioctl::VFIO_IRQ_INFO_EVENTFD == 0 {
             return Err(Error::Unsupported(format!(
                 "{} has no MSI capability VFIO can signal through an eventfd",
                 self.addr
             )));
         }
-        let efd = ioctl::eventfd().map_err(|e| Error::io("cannot create an eventfd for", label(&self.addr), e))?;
-        ioctl::set_irq_eventfds(&self.file, ioctl::PCI_MSI_IRQ_INDEX, &[efd.as_raw_fd()])
+        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+            .map_err(|e| Error::io("cannot create an eventfd for", label(&self.addr), e.into()))?;
+        ioctl::set_irq_eventfds(&self.file, ioctl::VFIO_PCI_MSI_IRQ_INDEX, [efd.as_fd()])
             .map_err(|e| Error::io("VFIO_DEVICE_SET_IRQS (MSI) failed for", label(&self.addr), e))?;
         Ok(Msi { efd, device: self.clone() })
     }
@@ -158,14 +160,14 @@ fn label(addr: &PciAddress) -> PathBuf {
 
 /// MSI vector 0 of a VFIO device, signalled through an eventfd.
 pub struct Msi {
-    efd: File,
+    efd: OwnedFd,
     device: Arc<Device>,
 }
 
 impl Msi {
     /// Wait up to `timeout` for interrupts; returns how many arrived (0 on timeout).
     pub fn wait(&self, timeout: Duration) -> Result<u64> {
-        ioctl::eventfd_wait(&self.efd, timeout)
+        eventfd_wait(&self.efd, timeout)
             .map_err(|e| Error::io("waiting for MSI failed on", label(&self.device.addr), e))
     }
 }
@@ -173,8 +175,24 @@ impl Msi {
 impl Drop for Msi {
     fn drop(&mut self) {
         // Best effort: closing the device fd tears the IRQ down anyway (vfio_pci_core_disable).
-        let _ = ioctl::set_irq_eventfds(&self.device.file, ioctl::PCI_MSI_IRQ_INDEX, &[]);
+        let _ = ioctl::set_irq_eventfds(&self.device.file, ioctl::VFIO_PCI_MSI_IRQ_INDEX, []);
     }
+}
+
+/// Wait up to `timeout` for the (non-blocking) eventfd; the count of signals since the last wait.
+fn eventfd_wait(efd: &OwnedFd, timeout: Duration) -> io::Result<u64> {
+    // Clamped so the conversion cannot fail (about 68 years).
+    let ts = Timespec::try_from(timeout.min(Duration::from_secs(i32::MAX as u64))).map_err(io::Error::other)?;
+    if poll(&mut [PollFd::new(efd, PollFlags::IN)], Some(&ts))? == 0 {
+        return Ok(0);
+    }
+    // An eventfd read returns exactly its 8-byte counter (eventfd(2)).
+    let mut v = [0u8; 8];
+    let n = rustix::io::read(efd, &mut v)?;
+    if n != v.len() {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("eventfd read returned {n} bytes, not 8")));
+    }
+    Ok(u64::from_ne_bytes(v))
 }
 
 /// A BAR reached by one pread/pwrite on the device fd per access: no CPU mapping, every access a
@@ -233,5 +251,22 @@ impl BarRegion for SyscallBar {
             self.device.write_region(&self.region, offset + (i * n) as u64, chunk)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventfd_wait_counts_signals_and_times_out() {
+        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).unwrap();
+        assert_eq!(eventfd_wait(&efd, Duration::from_millis(1)).unwrap(), 0);
+        // Two signals before a wait read as one count of 2, as two MSIs do.
+        for _ in 0..2 {
+            assert_eq!(rustix::io::write(&efd, &1u64.to_ne_bytes()).unwrap(), 8);
+        }
+        assert_eq!(eventfd_wait(&efd, Duration::from_secs(u64::MAX)).unwrap(), 2);
+        assert_eq!(eventfd_wait(&efd, Duration::ZERO).unwrap(), 0);
     }
 }

@@ -7,6 +7,7 @@ use super::ioctl;
 use crate::host::{state, Host};
 use crate::pci::PciAddress;
 use crate::{Error, Result};
+use rustix::io::Errno;
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -87,7 +88,7 @@ pub fn not_viable_message(n: u32, addr: &PciAddress, members: &[(String, Option<
 
 /// Why opening the group node failed, and the fix.
 pub fn open_error_hint(
-    errno: i32,
+    errno: Option<Errno>,
     kind: GroupKind,
     n: u32,
     node: &Path,
@@ -95,7 +96,7 @@ pub fn open_error_hint(
     holders: &[(u32, String)],
 ) -> String {
     match errno {
-        libc::EBUSY => {
+        Some(Errno::BUSY) => {
             if holders.is_empty() {
                 format!(
                     "another process holds VFIO group {n} (a group opens once): close it and retry (run as root to see which process it is)"
@@ -105,12 +106,12 @@ pub fn open_error_hint(
                 format!("another process holds VFIO group {n}: {}: close it and retry", who.join(", "))
             }
         }
-        libc::EPERM if kind == GroupKind::NoIommu => state::setcap_hint(),
-        libc::EACCES | libc::EPERM => format!(
+        Some(Errno::PERM) if kind == GroupKind::NoIommu => state::setcap_hint(),
+        Some(Errno::ACCESS | Errno::PERM) => format!(
             "no permission on {}: sudo pcibench setup {addr} --vfio (gives your user the group), or run as root",
             node.display()
         ),
-        libc::ENOENT => format!("bind {addr} to vfio-pci: sudo pcibench setup {addr} --vfio"),
+        Some(Errno::NOENT) => format!("bind {addr} to vfio-pci: sudo pcibench setup {addr} --vfio"),
         _ => format!("see pcibench doctor {addr}"),
     }
 }
@@ -121,13 +122,13 @@ impl Group {
         let (number, kind, node) = locate(host, addr)?;
         let path = host.path(&node);
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
-            let errno = e.raw_os_error().unwrap_or(0);
-            let who = if errno == libc::EBUSY { state::processes_holding(host, &node) } else { Vec::new() };
+            let errno = Errno::from_io_error(&e);
+            let who = if errno == Some(Errno::BUSY) { state::processes_holding(host, &node) } else { Vec::new() };
             let hint = open_error_hint(errno, kind, number, &node, addr, &who);
             Error::io_hint("cannot open VFIO group", &path, e, hint)
         })?;
         let flags = ioctl::group_status(&file).map_err(|e| Error::io("VFIO_GROUP_GET_STATUS failed on", &path, e))?;
-        if flags & ioctl::GROUP_FLAGS_VIABLE == 0 {
+        if flags & ioctl::VFIO_GROUP_FLAGS_VIABLE == 0 {
             return Err(Error::Refused(not_viable_message(number, addr, &members(host, number))));
         }
         Ok(Group { file, number, kind, node })
@@ -148,8 +149,8 @@ impl Group {
     /// VFIO_GROUP_SET_CONTAINER.
     pub fn attach(&self, container: &Container) -> Result<()> {
         ioctl::group_set_container(&self.file, container.file()).map_err(|e| {
-            let hint = match (e.raw_os_error(), self.kind) {
-                (Some(libc::EPERM), GroupKind::NoIommu) => state::setcap_hint(),
+            let hint = match (Errno::from_io_error(&e), self.kind) {
+                (Some(Errno::PERM), GroupKind::NoIommu) => state::setcap_hint(),
                 _ => "the group may already belong to another container".to_string(),
             };
             Error::io_hint("VFIO_GROUP_SET_CONTAINER failed for", &self.node, e, hint)
@@ -160,9 +161,9 @@ impl Group {
     pub fn device_fd(&self, addr: &PciAddress) -> Result<File> {
         let name = CString::new(addr.to_string()).map_err(|_| Error::usage("device address contains NUL"))?;
         ioctl::group_get_device_fd(&self.file, &name).map_err(|e| {
-            let hint = match (e.raw_os_error(), self.kind) {
-                (Some(libc::EPERM), GroupKind::NoIommu) => state::setcap_hint(),
-                (Some(libc::EBUSY), _) => format!("{addr} is already open (in this process or another)"),
+            let hint = match (Errno::from_io_error(&e), self.kind) {
+                (Some(Errno::PERM), GroupKind::NoIommu) => state::setcap_hint(),
+                (Some(Errno::BUSY), _) => format!("{addr} is already open (in this process or another)"),
                 _ => format!(
                     "is {addr} in group {} and bound to vfio-pci? sudo pcibench setup {addr} --vfio",
                     self.number
@@ -213,24 +214,24 @@ mod tests {
         }
         let h = state::processes_holding(&host, Path::new("/dev/vfio/7"));
         assert_eq!(h, vec![(1234, "qemu-system-x86".to_string())]);
-        let msg = open_error_hint(libc::EBUSY, GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &h);
+        let msg = open_error_hint(Some(Errno::BUSY), GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &h);
         assert_eq!(msg, "another process holds VFIO group 7: PID 1234 (qemu-system-x86): close it and retry");
-        let msg = open_error_hint(libc::EBUSY, GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &[]);
+        let msg = open_error_hint(Some(Errno::BUSY), GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &[]);
         assert!(msg.contains("run as root to see which"), "{msg}");
     }
 
     #[test]
     fn permission_errors_name_the_fix() {
         let node = Path::new("/dev/vfio/noiommu-0");
-        let m = open_error_hint(libc::EPERM, GroupKind::NoIommu, 0, node, &addr(), &[]);
+        let m = open_error_hint(Some(Errno::PERM), GroupKind::NoIommu, 0, node, &addr(), &[]);
         let exe = fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
         assert!(m.ends_with(&format!("sudo setcap cap_sys_rawio=ep {}", exe.display())), "{m}");
-        let m = open_error_hint(libc::EACCES, GroupKind::Iommu, 5, Path::new("/dev/vfio/5"), &addr(), &[]);
+        let m = open_error_hint(Some(Errno::ACCESS), GroupKind::Iommu, 5, Path::new("/dev/vfio/5"), &addr(), &[]);
         assert_eq!(
             m,
             "no permission on /dev/vfio/5: sudo pcibench setup 0000:00:04.0 --vfio (gives your user the group), or run as root"
         );
-        let m = open_error_hint(libc::ENOENT, GroupKind::Iommu, 5, Path::new("/dev/vfio/5"), &addr(), &[]);
+        let m = open_error_hint(Some(Errno::NOENT), GroupKind::Iommu, 5, Path::new("/dev/vfio/5"), &addr(), &[]);
         assert!(m.contains("--vfio"), "{m}");
     }
 

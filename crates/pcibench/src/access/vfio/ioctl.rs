@@ -1,274 +1,315 @@
-//! The VFIO kernel ABI (include/uapi/linux/vfio.h): ioctl numbers, the fixed structs, and one
-//! function per ioctl. All of pcibench's VFIO `unsafe` is here. Variable-length replies (region
-//! and IOMMU info with capability chains) come back as byte buffers that `caps` parses.
+//! The VFIO kernel ABI (include/uapi/linux/vfio.h) and one function per ioctl. All of pcibench's
+//! VFIO `unsafe` is here. Variable-length replies (region and IOMMU info with capability chains)
+//! come back as byte buffers that `caps` parses.
 //!
-//! Written from the header's layout rather than `vfio-bindings`: the handful of structs we need
-//! are small, and keeping them here keeps the unsafe surface in one file.
+//! Structs and constants come from rust-vmm's `vfio-bindings` (bindgen output of the header).
+//! Written here, because the crate has no form for them:
+//! - the ioctl numbers: bindgen cannot expand `_IO()`, so they are `_IO(VFIO_TYPE, VFIO_BASE + n)`
+//!   built with rustix's `opcode::none` from the crate's `VFIO_TYPE` and `VFIO_BASE`;
+//! - `IrqSetFds`, `struct vfio_irq_set` with its flexible `data[]` holding N eventfds (the crate's
+//!   `fam-wrappers` IrqSet would pull in vmm-sys-util and a heap wrapper for a one-fd call).
+//!
+//! The calls go through `rustix::ioctl`, which returns errors as `Errno` and takes borrowed fds.
 
-use std::ffi::CStr;
+pub use vfio_bindings::bindings::vfio as abi;
+pub use vfio_bindings::bindings::vfio::{
+    vfio_device_info, vfio_irq_info, VFIO_TYPE1v2_IOMMU, VFIO_API_VERSION, VFIO_DEVICE_FLAGS_PCI,
+    VFIO_DEVICE_FLAGS_RESET, VFIO_DMA_MAP_FLAG_READ, VFIO_DMA_MAP_FLAG_WRITE, VFIO_GROUP_FLAGS_VIABLE,
+    VFIO_IOMMU_INFO_CAPS, VFIO_IOMMU_INFO_PGSIZES, VFIO_IRQ_INFO_EVENTFD, VFIO_NOIOMMU_IOMMU,
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSI_IRQ_INDEX, VFIO_REGION_INFO_FLAG_CAPS, VFIO_REGION_INFO_FLAG_MMAP,
+    VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
+};
+
+use rustix::ioctl::{opcode, Ioctl, IoctlOutput, Opcode};
+use std::ffi::{c_void, CStr};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::time::Duration;
+use std::marker::PhantomData;
+use std::mem::{offset_of, size_of};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, RawFd};
 
-pub const VFIO_API_VERSION: i32 = 0;
-/// Container IOMMU types (VFIO_CHECK_EXTENSION / VFIO_SET_IOMMU arguments).
-pub const VFIO_TYPE1_IOMMU: u32 = 1;
-pub const VFIO_TYPE1V2_IOMMU: u32 = 3;
-pub const VFIO_NOIOMMU_IOMMU: u32 = 8;
-
-pub const GROUP_FLAGS_VIABLE: u32 = 1 << 0;
-
-pub const DEVICE_FLAGS_RESET: u32 = 1 << 0;
-pub const DEVICE_FLAGS_PCI: u32 = 1 << 1;
-
-pub const REGION_INFO_FLAG_READ: u32 = 1 << 0;
-pub const REGION_INFO_FLAG_WRITE: u32 = 1 << 1;
-pub const REGION_INFO_FLAG_MMAP: u32 = 1 << 2;
-pub const REGION_INFO_FLAG_CAPS: u32 = 1 << 3;
-
-pub const IOMMU_INFO_PGSIZES: u32 = 1 << 0;
-pub const IOMMU_INFO_CAPS: u32 = 1 << 1;
-
-pub const DMA_MAP_FLAG_READ: u32 = 1 << 0;
-pub const DMA_MAP_FLAG_WRITE: u32 = 1 << 1;
-
-pub const IRQ_INFO_EVENTFD: u32 = 1 << 0;
-const IRQ_SET_DATA_NONE: u32 = 1 << 0;
-const IRQ_SET_DATA_EVENTFD: u32 = 1 << 2;
-const IRQ_SET_ACTION_TRIGGER: u32 = 1 << 5;
-
-/// vfio-pci region and IRQ indexes (VFIO_PCI_*_INDEX).
-pub const PCI_CONFIG_REGION_INDEX: u32 = 7;
-pub const PCI_MSI_IRQ_INDEX: u32 = 1;
-
-// _IO(VFIO_TYPE, VFIO_BASE + n): no size or direction bits, so just type << 8 | nr.
-const fn vfio_io(n: u32) -> libc::c_ulong {
-    ((b';' as u32) << 8 | (100 + n)) as libc::c_ulong
+/// `_IO(VFIO_TYPE, VFIO_BASE + n)`: VFIO ioctls carry no size or direction bits (the `argsz`
+/// field versions the structs instead).
+const fn vfio_io(n: u32) -> Opcode {
+    opcode::none(abi::VFIO_TYPE, (abi::VFIO_BASE + n) as u8)
 }
-const GET_API_VERSION: libc::c_ulong = vfio_io(0);
-const CHECK_EXTENSION: libc::c_ulong = vfio_io(1);
-const SET_IOMMU: libc::c_ulong = vfio_io(2);
-const GROUP_GET_STATUS: libc::c_ulong = vfio_io(3);
-const GROUP_SET_CONTAINER: libc::c_ulong = vfio_io(4);
-const GROUP_GET_DEVICE_FD: libc::c_ulong = vfio_io(6);
-const DEVICE_GET_INFO: libc::c_ulong = vfio_io(7);
-const DEVICE_GET_REGION_INFO: libc::c_ulong = vfio_io(8);
-const DEVICE_GET_IRQ_INFO: libc::c_ulong = vfio_io(9);
-const DEVICE_SET_IRQS: libc::c_ulong = vfio_io(10);
-const DEVICE_RESET: libc::c_ulong = vfio_io(11);
-// The IOMMU ioctls reuse numbers 12-14 on the container fd.
-const IOMMU_GET_INFO: libc::c_ulong = vfio_io(12);
-const IOMMU_MAP_DMA: libc::c_ulong = vfio_io(13);
-const IOMMU_UNMAP_DMA: libc::c_ulong = vfio_io(14);
+const GET_API_VERSION: Opcode = vfio_io(0);
+const CHECK_EXTENSION: Opcode = vfio_io(1);
+const SET_IOMMU: Opcode = vfio_io(2);
+const GROUP_GET_STATUS: Opcode = vfio_io(3);
+const GROUP_SET_CONTAINER: Opcode = vfio_io(4);
+const GROUP_GET_DEVICE_FD: Opcode = vfio_io(6);
+const DEVICE_GET_INFO: Opcode = vfio_io(7);
+const DEVICE_GET_REGION_INFO: Opcode = vfio_io(8);
+const DEVICE_GET_IRQ_INFO: Opcode = vfio_io(9);
+const DEVICE_SET_IRQS: Opcode = vfio_io(10);
+const DEVICE_RESET: Opcode = vfio_io(11);
+// The type1 IOMMU ioctls reuse numbers 12-14 on the container fd.
+const IOMMU_GET_INFO: Opcode = vfio_io(12);
+const IOMMU_MAP_DMA: Opcode = vfio_io(13);
+const IOMMU_UNMAP_DMA: Opcode = vfio_io(14);
 
+/// Every VFIO argsz struct starts `__u32 argsz; __u32 flags;` (vfio.h's extensibility rule).
+const ARGSZ: usize = offset_of!(abi::vfio_region_info, argsz);
+const FLAGS: usize = offset_of!(abi::vfio_region_info, flags);
+const _: () = assert!(ARGSZ == offset_of!(abi::vfio_iommu_type1_info, argsz));
+const _: () = assert!(FLAGS == offset_of!(abi::vfio_iommu_type1_info, flags));
+
+/// `struct vfio_irq_set` followed by N eventfds in its `data[]` (VFIO_IRQ_SET_DATA_EVENTFD: one
+/// s32 per vector).
 #[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct GroupStatus {
-    argsz: u32,
-    flags: u32,
+struct IrqSetFds<const N: usize> {
+    head: abi::vfio_irq_set,
+    fds: [RawFd; N],
+}
+const _: () = assert!(offset_of!(IrqSetFds<1>, fds) == offset_of!(abi::vfio_irq_set, data));
+
+fn argsz<T>() -> u32 {
+    size_of::<T>() as u32
 }
 
-/// struct vfio_device_info (cap_offset since Linux 5.9; older kernels leave it 0).
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct DeviceInfo {
-    pub argsz: u32,
-    pub flags: u32,
-    pub num_regions: u32,
-    pub num_irqs: u32,
-    pub cap_offset: u32,
-    pad: u32,
+/// One VFIO ioctl for rustix: the opcode, the argument word, and the kernel's non-negative return
+/// value as the output (VFIO returns data that way: the API version, a device fd). `'a` ties a
+/// pointer argument to the borrow it was made from.
+struct Call<'a> {
+    op: Opcode,
+    arg: *mut c_void,
+    _borrow: PhantomData<&'a mut ()>,
 }
 
-/// struct vfio_irq_info.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct IrqInfo {
-    pub argsz: u32,
-    pub flags: u32,
-    pub index: u32,
-    pub count: u32,
-}
-
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct DmaMap {
-    argsz: u32,
-    flags: u32,
-    vaddr: u64,
-    iova: u64,
-    size: u64,
-}
-
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct DmaUnmap {
-    argsz: u32,
-    flags: u32,
-    iova: u64,
-    size: u64,
-}
-
-/// struct vfio_region_info is 32 bytes: argsz, flags, index, cap_offset (u32), size, offset (u64).
-pub const REGION_INFO_LEN: usize = 32;
-/// struct vfio_iommu_type1_info is 24 bytes: argsz, flags, iova_pgsizes (u64), cap_offset, pad.
-pub const IOMMU_INFO_LEN: usize = 24;
-
-fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
+impl<'a> Call<'a> {
+    fn none(op: Opcode) -> Self {
+        Call { op, arg: std::ptr::null_mut(), _borrow: PhantomData }
+    }
+    /// An argument passed by value.
+    fn value(op: Opcode, v: u32) -> Self {
+        Call { op, arg: std::ptr::without_provenance_mut(v as usize), _borrow: PhantomData }
+    }
+    /// A struct or buffer the kernel reads and may fill in.
+    fn with<T: ?Sized>(op: Opcode, arg: &'a mut T) -> Self {
+        Call { op, arg: (arg as *mut T).cast(), _borrow: PhantomData }
+    }
+    /// Memory the kernel only reads.
+    fn reads<T: ?Sized>(op: Opcode, arg: &'a T) -> Self {
+        Call { op, arg: (arg as *const T).cast_mut().cast(), _borrow: PhantomData }
     }
 }
 
-pub fn get_api_version(container: &File) -> io::Result<i32> {
-    // SAFETY: VFIO_GET_API_VERSION takes no argument and only returns a value.
-    check(unsafe { libc::ioctl(container.as_raw_fd(), GET_API_VERSION) })
+// SAFETY: `as_ptr` hands over the argument word given at construction: a value, or a pointer
+// borrowed for `'a` (so live for the call); the output is the return value, no memory is read.
+unsafe impl Ioctl for Call<'_> {
+    type Output = IoctlOutput;
+    // Some calls have the kernel write through the pointer (the info structs).
+    const IS_MUTATING: bool = true;
+    fn opcode(&self) -> Opcode {
+        self.op
+    }
+    fn as_ptr(&mut self) -> *mut c_void {
+        self.arg
+    }
+    unsafe fn output_from_ptr(out: IoctlOutput, _: *mut c_void) -> rustix::io::Result<IoctlOutput> {
+        Ok(out)
+    }
+}
+
+/// Issue `call` on `fd`.
+///
+/// # Safety
+/// `call`'s opcode must be a VFIO ioctl and its argument what vfio.h defines for it: a value, or
+/// memory of that struct's layout at least `argsz` bytes long.
+unsafe fn vfio(fd: &File, call: Call<'_>) -> io::Result<IoctlOutput> {
+    // SAFETY: the caller's contract above.
+    unsafe { rustix::ioctl::ioctl(fd, call) }.map_err(io::Error::from)
+}
+
+pub fn get_api_version(container: &File) -> io::Result<u32> {
+    // SAFETY: VFIO_GET_API_VERSION takes no argument; the version is the return value (>= 0).
+    unsafe { vfio(container, Call::none(GET_API_VERSION)) }.map(|v| v as u32)
 }
 
 pub fn check_extension(container: &File, ext: u32) -> io::Result<bool> {
-    // SAFETY: VFIO_CHECK_EXTENSION takes its argument by value and writes no memory.
-    check(unsafe { libc::ioctl(container.as_raw_fd(), CHECK_EXTENSION, ext as libc::c_ulong) }).map(|r| r > 0)
+    // SAFETY: VFIO_CHECK_EXTENSION takes its argument by value and touches no memory.
+    unsafe { vfio(container, Call::value(CHECK_EXTENSION, ext)) }.map(|r| r > 0)
 }
 
 pub fn set_iommu(container: &File, kind: u32) -> io::Result<()> {
-    // SAFETY: VFIO_SET_IOMMU takes its argument by value and writes no memory.
-    check(unsafe { libc::ioctl(container.as_raw_fd(), SET_IOMMU, kind as libc::c_ulong) }).map(drop)
+    // SAFETY: VFIO_SET_IOMMU takes its argument by value and touches no memory.
+    unsafe { vfio(container, Call::value(SET_IOMMU, kind)) }.map(drop)
 }
 
 /// VFIO_GROUP_GET_STATUS: the group's flags word.
 pub fn group_status(group: &File) -> io::Result<u32> {
-    let mut st = GroupStatus { argsz: std::mem::size_of::<GroupStatus>() as u32, flags: 0 };
-    // SAFETY: the kernel writes at most argsz bytes into `st`, which is that large and live.
-    check(unsafe { libc::ioctl(group.as_raw_fd(), GROUP_GET_STATUS, &mut st) })?;
+    let mut st = abi::vfio_group_status { argsz: argsz::<abi::vfio_group_status>(), flags: 0 };
+    // SAFETY: a struct vfio_group_status; the kernel writes at most argsz bytes, its size.
+    unsafe { vfio(group, Call::with(GROUP_GET_STATUS, &mut st)) }?;
     Ok(st.flags)
 }
 
 pub fn group_set_container(group: &File, container: &File) -> io::Result<()> {
     let fd: RawFd = container.as_raw_fd();
-    // SAFETY: the argument is a pointer to an int holding the container fd, read by the kernel.
-    check(unsafe { libc::ioctl(group.as_raw_fd(), GROUP_SET_CONTAINER, &fd) }).map(drop)
+    // SAFETY: the argument points at an int holding the container fd, which the kernel only reads.
+    unsafe { vfio(group, Call::reads(GROUP_SET_CONTAINER, &fd)) }.map(drop)
 }
 
 /// VFIO_GROUP_GET_DEVICE_FD with the device's name ("0000:00:04.0").
 pub fn group_get_device_fd(group: &File, name: &CStr) -> io::Result<File> {
     // SAFETY: the argument is a NUL-terminated string the kernel only reads.
-    let fd = check(unsafe { libc::ioctl(group.as_raw_fd(), GROUP_GET_DEVICE_FD, name.as_ptr()) })?;
-    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    let fd = unsafe { vfio(group, Call::reads(GROUP_GET_DEVICE_FD, name.to_bytes_with_nul())) }?;
+    // SAFETY: on success the return value is a new descriptor that nothing else owns.
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
-pub fn device_info(device: &File) -> io::Result<DeviceInfo> {
-    let mut info = DeviceInfo { argsz: std::mem::size_of::<DeviceInfo>() as u32, ..Default::default() };
-    // SAFETY: the kernel writes at most argsz bytes into `info`, which is that large and live.
-    check(unsafe { libc::ioctl(device.as_raw_fd(), DEVICE_GET_INFO, &mut info) })?;
+pub fn device_info(device: &File) -> io::Result<vfio_device_info> {
+    let mut info = vfio_device_info { argsz: argsz::<vfio_device_info>(), ..Default::default() };
+    // SAFETY: a struct vfio_device_info; the kernel writes at most argsz bytes, its size.
+    unsafe { vfio(device, Call::with(DEVICE_GET_INFO, &mut info)) }?;
     Ok(info)
 }
 
-pub fn irq_info(device: &File, index: u32) -> io::Result<IrqInfo> {
-    let mut info = IrqInfo { argsz: std::mem::size_of::<IrqInfo>() as u32, index, ..Default::default() };
-    // SAFETY: the kernel writes at most argsz bytes into `info`, which is that large and live.
-    check(unsafe { libc::ioctl(device.as_raw_fd(), DEVICE_GET_IRQ_INFO, &mut info) })?;
+pub fn irq_info(device: &File, index: u32) -> io::Result<vfio_irq_info> {
+    let mut info = vfio_irq_info { argsz: argsz::<vfio_irq_info>(), index, ..Default::default() };
+    // SAFETY: a struct vfio_irq_info; the kernel writes at most argsz bytes, its size.
+    unsafe { vfio(device, Call::with(DEVICE_GET_IRQ_INFO, &mut info)) }?;
     Ok(info)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 /// Ask twice when the reply has a capability chain: the first reply's argsz says how much room
-/// the whole chain needs. `head` is the fixed struct with argsz and any input fields filled in.
-fn info_with_caps(fd: RawFd, req: libc::c_ulong, head: &[u8], fixed: usize, caps_flag: u32) -> io::Result<Vec<u8>> {
+/// the whole chain needs. `fixed` is the struct's size, `inputs` its input fields (offset, value).
+fn info_with_caps(fd: &File, op: Opcode, fixed: usize, inputs: &[(usize, u32)], caps_flag: u32) -> io::Result<Vec<u8>> {
     let mut argsz = fixed as u32;
     for _ in 0..3 {
-        // u64 storage keeps the buffer aligned for the struct's u64 fields.
-        let mut buf = vec![0u64; (argsz as usize).div_ceil(8)];
-        // SAFETY: buf has room for argsz bytes (rounded up to 8) and head is at most `fixed` long.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
-        bytes[..head.len()].copy_from_slice(head);
-        bytes[..4].copy_from_slice(&argsz.to_ne_bytes());
-        // SAFETY: the kernel writes at most argsz bytes into buf, which is at least that large.
-        check(unsafe { libc::ioctl(fd, req, buf.as_mut_ptr()) })?;
-        let need = u32::from_ne_bytes(bytes[..4].try_into().unwrap_or_default());
-        let flags = u32::from_ne_bytes(bytes[4..8].try_into().unwrap_or_default());
-        if flags & caps_flag == 0 || need <= argsz {
-            return Ok(bytes[..(argsz as usize).max(fixed)].to_vec());
+        // The kernel copies in and out bytewise, so a byte buffer needs no particular alignment.
+        let mut buf = vec![0u8; argsz as usize];
+        for &(at, v) in [(ARGSZ, argsz)].iter().chain(inputs) {
+            buf[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+        // SAFETY: buf starts with the fixed struct `op` takes and is argsz bytes long, all the
+        // kernel writes.
+        unsafe { vfio(fd, Call::with(op, buf.as_mut_slice())) }?;
+        let need = u32_at(&buf, ARGSZ);
+        if u32_at(&buf, FLAGS) & caps_flag == 0 || need <= argsz {
+            return Ok(buf);
         }
         argsz = need;
     }
     Err(io::Error::new(io::ErrorKind::InvalidData, "VFIO info size kept growing"))
 }
 
-/// VFIO_DEVICE_GET_REGION_INFO: the 32-byte struct followed by its capability chain.
+/// VFIO_DEVICE_GET_REGION_INFO: struct vfio_region_info followed by its capability chain.
 pub fn region_info(device: &File, index: u32) -> io::Result<Vec<u8>> {
-    let mut head = [0u8; REGION_INFO_LEN];
-    head[8..12].copy_from_slice(&index.to_ne_bytes());
-    info_with_caps(device.as_raw_fd(), DEVICE_GET_REGION_INFO, &head, REGION_INFO_LEN, REGION_INFO_FLAG_CAPS)
+    let inputs = [(offset_of!(abi::vfio_region_info, index), index)];
+    let fixed = size_of::<abi::vfio_region_info>();
+    info_with_caps(device, DEVICE_GET_REGION_INFO, fixed, &inputs, VFIO_REGION_INFO_FLAG_CAPS)
 }
 
-/// VFIO_IOMMU_GET_INFO: the 24-byte struct followed by its capability chain (type1 only).
+/// VFIO_IOMMU_GET_INFO: struct vfio_iommu_type1_info followed by its capability chain.
 pub fn iommu_info(container: &File) -> io::Result<Vec<u8>> {
-    let head = [0u8; IOMMU_INFO_LEN];
-    info_with_caps(container.as_raw_fd(), IOMMU_GET_INFO, &head, IOMMU_INFO_LEN, IOMMU_INFO_CAPS)
+    let fixed = size_of::<abi::vfio_iommu_type1_info>();
+    info_with_caps(container, IOMMU_GET_INFO, fixed, &[], VFIO_IOMMU_INFO_CAPS)
 }
 
 /// VFIO_IOMMU_MAP_DMA: make `size` bytes at process address `vaddr` reachable at `iova`.
 pub fn map_dma(container: &File, vaddr: u64, iova: u64, size: u64, flags: u32) -> io::Result<()> {
-    let m = DmaMap { argsz: std::mem::size_of::<DmaMap>() as u32, flags, vaddr, iova, size };
+    let m = abi::vfio_iommu_type1_dma_map { argsz: argsz::<abi::vfio_iommu_type1_dma_map>(), flags, vaddr, iova, size };
     // SAFETY: the kernel reads the struct; the memory at vaddr is pinned by the kernel, not
     // accessed through Rust references here (callers keep the mapping alive until unmapped).
-    check(unsafe { libc::ioctl(container.as_raw_fd(), IOMMU_MAP_DMA, &m) }).map(drop)
+    unsafe { vfio(container, Call::reads(IOMMU_MAP_DMA, &m)) }.map(drop)
 }
 
 /// VFIO_IOMMU_UNMAP_DMA: returns the bytes the kernel unmapped.
 pub fn unmap_dma(container: &File, iova: u64, size: u64) -> io::Result<u64> {
-    let mut u = DmaUnmap { argsz: std::mem::size_of::<DmaUnmap>() as u32, flags: 0, iova, size };
-    // SAFETY: the kernel reads the struct and writes back `size`; `u` is live and large enough.
-    check(unsafe { libc::ioctl(container.as_raw_fd(), IOMMU_UNMAP_DMA, &mut u) })?;
+    let mut u = abi::vfio_iommu_type1_dma_unmap {
+        argsz: argsz::<abi::vfio_iommu_type1_dma_unmap>(),
+        iova,
+        size,
+        ..Default::default()
+    };
+    // SAFETY: flags 0 (no dirty bitmap in data[]): the kernel reads argsz bytes and writes back
+    // `size`; `u` is that large and live.
+    unsafe { vfio(container, Call::with(IOMMU_UNMAP_DMA, &mut u)) }?;
     Ok(u.size)
 }
 
-/// VFIO_DEVICE_SET_IRQS: trigger the eventfds on vectors 0.. of `index` (an empty slice disables).
-pub fn set_irq_eventfds(device: &File, index: u32, fds: &[RawFd]) -> io::Result<()> {
-    // struct vfio_irq_set: argsz, flags, index, start, count (u32), then `count` s32 eventfds.
-    let mut buf: Vec<u32> = vec![0; 5 + fds.len()];
-    buf[0] = (buf.len() * 4) as u32;
-    buf[1] = IRQ_SET_ACTION_TRIGGER | if fds.is_empty() { IRQ_SET_DATA_NONE } else { IRQ_SET_DATA_EVENTFD };
-    buf[2] = index;
-    buf[3] = 0;
-    buf[4] = fds.len() as u32;
-    for (slot, fd) in buf[5..].iter_mut().zip(fds) {
-        *slot = *fd as u32;
-    }
-    // SAFETY: the kernel reads argsz bytes from buf, which is exactly that long.
-    check(unsafe { libc::ioctl(device.as_raw_fd(), DEVICE_SET_IRQS, buf.as_ptr()) }).map(drop)
+/// VFIO_DEVICE_SET_IRQS: trigger the eventfds on vectors 0..N of `index` (none disables).
+pub fn set_irq_eventfds<const N: usize>(device: &File, index: u32, fds: [BorrowedFd<'_>; N]) -> io::Result<()> {
+    let data = if N == 0 { abi::VFIO_IRQ_SET_DATA_NONE } else { abi::VFIO_IRQ_SET_DATA_EVENTFD };
+    let set = IrqSetFds {
+        head: abi::vfio_irq_set {
+            argsz: argsz::<IrqSetFds<N>>(),
+            flags: abi::VFIO_IRQ_SET_ACTION_TRIGGER | data,
+            index,
+            start: 0,
+            count: N as u32,
+            data: Default::default(),
+        },
+        fds: fds.map(|f| f.as_raw_fd()),
+    };
+    // SAFETY: the kernel reads argsz bytes, exactly `set`: the header and `count` s32 eventfds,
+    // which stay open for the call (borrowed).
+    unsafe { vfio(device, Call::reads(DEVICE_SET_IRQS, &set)) }.map(drop)
 }
 
 pub fn reset(device: &File) -> io::Result<()> {
     // SAFETY: VFIO_DEVICE_RESET takes no argument.
-    check(unsafe { libc::ioctl(device.as_raw_fd(), DEVICE_RESET) }).map(drop)
+    unsafe { vfio(device, Call::none(DEVICE_RESET)) }.map(drop)
 }
 
-/// A non-blocking eventfd the kernel signals on an interrupt.
-pub fn eventfd() -> io::Result<File> {
-    // SAFETY: eventfd has no memory arguments; a non-negative result is a new descriptor we own.
-    let fd = check(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
-    // SAFETY: as above.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Wait up to `timeout` for the eventfd; returns the count of interrupts since the last wait.
-pub fn eventfd_wait(efd: &File, timeout: Duration) -> io::Result<u64> {
-    let mut p = libc::pollfd { fd: efd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: one live pollfd, count 1.
-    let n = check(unsafe { libc::poll(&mut p, 1, ms) })?;
-    if n == 0 {
-        return Ok(0);
+    /// The numbers strace and the kernel print for these ioctls (';' is 0x3b, VFIO_BASE 100).
+    #[test]
+    fn ioctl_numbers_are_the_kernels() {
+        for n in 0..=14 {
+            assert_eq!(vfio_io(n) as u64, (b';' as u64) << 8 | (100 + n as u64), "_IO(';', 100+{n})");
+        }
+        assert_eq!(GET_API_VERSION, 0x3b64);
+        assert_eq!(GROUP_GET_DEVICE_FD, 0x3b6a);
+        assert_eq!(DEVICE_SET_IRQS, 0x3b6e);
+        assert_eq!(IOMMU_MAP_DMA, 0x3b71);
+        assert_eq!(IOMMU_UNMAP_DMA, 0x3b72);
     }
-    let mut v = 0u64;
-    // SAFETY: an eventfd read fills exactly 8 bytes into `v`.
-    let r = unsafe { libc::read(efd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-    if r != 8 {
-        return Err(io::Error::last_os_error());
+
+    #[test]
+    fn constants_are_the_kernels() {
+        assert_eq!(VFIO_API_VERSION, 0);
+        assert_eq!((VFIO_TYPE1v2_IOMMU, VFIO_NOIOMMU_IOMMU), (3, 8));
+        assert_eq!((VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSI_IRQ_INDEX), (7, 1));
+        assert_eq!((VFIO_GROUP_FLAGS_VIABLE, VFIO_DEVICE_FLAGS_RESET, VFIO_DEVICE_FLAGS_PCI), (1, 1, 2));
+        let region = [VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE, VFIO_REGION_INFO_FLAG_MMAP];
+        assert_eq!((region, VFIO_REGION_INFO_FLAG_CAPS), ([1, 2, 4], 8));
+        assert_eq!((VFIO_IOMMU_INFO_PGSIZES, VFIO_IOMMU_INFO_CAPS), (1, 2));
+        assert_eq!((VFIO_DMA_MAP_FLAG_READ, VFIO_DMA_MAP_FLAG_WRITE, VFIO_IRQ_INFO_EVENTFD), (1, 2, 1));
+        let irq = (abi::VFIO_IRQ_SET_DATA_NONE, abi::VFIO_IRQ_SET_DATA_EVENTFD, abi::VFIO_IRQ_SET_ACTION_TRIGGER);
+        assert_eq!(irq, (1, 4, 32));
     }
-    Ok(v)
+
+    /// Sizes and offsets of the fixed structs as the kernel lays them out (x86-64 and arm64).
+    #[test]
+    fn struct_layouts_are_the_kernels() {
+        use abi::*;
+        assert_eq!(size_of::<vfio_group_status>(), 8);
+        assert_eq!((size_of::<vfio_device_info>(), offset_of!(vfio_device_info, cap_offset)), (24, 16));
+        assert_eq!(size_of::<vfio_irq_info>(), 16);
+        assert_eq!((offset_of!(vfio_irq_info, index), offset_of!(vfio_irq_info, count)), (8, 12));
+        assert_eq!((size_of::<vfio_irq_set>(), offset_of!(vfio_irq_set, data)), (20, 20));
+        assert_eq!((size_of::<IrqSetFds<0>>(), size_of::<IrqSetFds<1>>()), (20, 24));
+        let dma_map = (offset_of!(vfio_iommu_type1_dma_map, vaddr), offset_of!(vfio_iommu_type1_dma_map, size));
+        assert_eq!((size_of::<vfio_iommu_type1_dma_map>(), dma_map), (32, (8, 24)));
+        assert_eq!((size_of::<vfio_iommu_type1_dma_unmap>(), offset_of!(vfio_iommu_type1_dma_unmap, size)), (24, 16));
+    }
+
+    #[test]
+    fn bad_fds_are_errors_not_crashes() {
+        let f = tempfile::tempfile().unwrap();
+        let e = get_api_version(&f).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::NOTTY.raw_os_error()), "{e}");
+        assert!(region_info(&f, 0).is_err());
+        assert!(set_irq_eventfds(&f, VFIO_PCI_MSI_IRQ_INDEX, []).is_err());
+    }
 }

@@ -1,0 +1,63 @@
+//! Figures a performance engineer can trust (issue 11), through the binary: no link limit or
+//! efficiency on the simulated card (with the reason), the context of every report, sample
+//! accounting, and `--total` checked before anything runs.
+
+use std::process::{Command, Output};
+
+fn pcibench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pcibench"))
+        .args(args)
+        .env("PCIBENCH_SYSROOT", "/nonexistent")
+        .output()
+        .expect("run pcibench")
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("JSON")
+}
+
+#[test]
+fn the_sim_card_has_no_link_limit_and_says_why() {
+    for args in [
+        &["pio", "sim", "--bar", "2", "--map", "uc", "--size", "64K", "--total", "1M", "--json"][..],
+        &["dma", "sim", "--size", "64K", "--total", "1M", "--json"][..],
+    ] {
+        let v = json(&pcibench(args));
+        assert!(v["limit_note"].as_str().unwrap().contains("simulated card"), "{}", v["limit_note"]);
+        for r in v["results"].as_array().unwrap() {
+            assert!(r["limit_mbps"].is_null() && r["efficiency_pct"].is_null(), "{r}");
+            let st = &r["stats"];
+            // 1 MiB of 64 KiB transfers: 16 measured, each sample a whole number of them.
+            assert_eq!(st["transfers"], 16);
+            assert_eq!(st["transfers"].as_u64().unwrap() % st["batch"].as_u64().unwrap(), 0);
+            assert!(st["p5_mbps"].as_f64().unwrap() <= st["p95_mbps"].as_f64().unwrap());
+            assert!(st["cv_pct"].as_f64().unwrap() >= 0.0);
+        }
+        let c = &v["context"];
+        assert!(c["cpu"].is_u64() && c["clock"].as_str().unwrap().contains("CLOCK_MONOTONIC"), "{c}");
+        assert_eq!(c["command_line"][1], args[0]);
+    }
+}
+
+#[test]
+fn totals_that_cannot_run_are_refused_before_anything_does() {
+    for total in ["0", "0x100000000000000", "0xffffffffffffffff", "1K"] {
+        let o = pcibench(&["pio", "sim", "--bar", "2", "--size", "4K", "--total", total]);
+        assert_eq!(o.status.code(), Some(2), "--total {total}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--total") && err.lines().count() == 1, "{err}");
+        assert!(o.stdout.is_empty(), "nothing measured for --total {total}");
+        let o = pcibench(&["dma", "sim", "--size", "4K", "--total", total]);
+        assert_eq!(o.status.code(), Some(2), "dma --total {total}");
+    }
+}
+
+#[test]
+fn pinning_shows_in_the_report() {
+    let v = json(&pcibench(&["pio", "sim", "--bar", "2", "--size", "64K", "--total", "1M", "--cpu", "0", "--json"]));
+    assert_eq!((v["context"]["cpu"].as_u64(), v["context"]["pinned"].as_bool()), (Some(0), Some(true)));
+    let o = pcibench(&["pio", "sim", "--cpu", "100000", "--total", "1M"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--cpu"));
+}

@@ -1,0 +1,283 @@
+//! The buffer-access runner (`pcibench buffers`, seed 003): for each buffer, each way in (mmap
+//! with each `--width` copy routine, file read()/write()) and each coherence mode (explicit sync,
+//! O_SYNC, or none for coherent memory), the CPU writes the whole buffer (or `--size`) with a
+//! fresh pattern, then reads it back the same way; each is timed in parts (sync for CPU, the copy,
+//! sync for device, total) through the one sampling loop, and the read-back is compared.
+
+use super::clock::Clock;
+use super::pattern::{verify, Pattern};
+use super::result::{BufferFacts, Kind, Note, Parts, Report, Row, Verify};
+use super::sampler::{check_total, Sampling};
+use crate::access::Via;
+use crate::direction::Direction;
+use crate::dma::cpu::{Access, CpuBuffer, CpuView, Sync};
+use crate::mmio::{self, Width};
+use crate::{Error, Result};
+
+/// What to measure on each buffer.
+#[derive(Debug, Clone)]
+pub struct BufferPlan {
+    /// Copy routines for mmap access (file access moves bytes with read()/write()).
+    pub widths: Vec<Width>,
+    /// Bytes per access (default: the whole buffer).
+    pub size: Option<u64>,
+    /// Bytes per configuration.
+    pub total: u64,
+}
+
+/// Part times of one access, nanoseconds.
+#[derive(Debug, Clone, Copy, Default)]
+struct PartNs {
+    sync_for_cpu: u64,
+    main: u64,
+    sync_for_device: u64,
+}
+
+fn median(v: &mut [u64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2] as f64
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
+    }
+}
+
+fn parts_of(samples: &[PartNs]) -> Parts {
+    let us = |f: fn(&PartNs) -> u64| median(&mut samples.iter().map(f).collect::<Vec<_>>()) / 1000.0;
+    let total: Vec<u64> = samples.iter().map(|p| p.sync_for_cpu + p.main + p.sync_for_device).collect();
+    Parts {
+        sync_for_cpu_us: us(|p| p.sync_for_cpu),
+        main_us: us(|p| p.main),
+        sync_for_device_us: us(|p| p.sync_for_device),
+        total_us: median(&mut total.clone()) / 1000.0,
+    }
+}
+
+/// One access, timed in parts: sync for the CPU, the copy, sync for the device.
+fn access(
+    clock: &dyn Clock,
+    view: &mut dyn CpuView,
+    how: (Access, Sync, Width),
+    dir: Direction,
+    host: &mut [u8],
+) -> Result<PartNs> {
+    let (acc, sync, w) = how;
+    let len = host.len() as u64;
+    let t0 = clock.now_ns();
+    if sync == Sync::Explicit {
+        view.sync_for_cpu(0, len, dir)?;
+    }
+    let t1 = clock.now_ns();
+    match (acc, dir) {
+        (Access::File, Direction::H2c) => view.write_file(0, host)?,
+        (Access::File, Direction::C2h) => view.read_file(0, host)?,
+        // SAFETY: the view maps at least `len` bytes (the runner sizes host buffers from the
+        // buffer's length), page-aligned so every width's alignment holds; `available(w)` was
+        // checked; `host` is a distinct live buffer.
+        (Access::Mmap, Direction::H2c) => unsafe { mmio::copy_to_io(w, view.ptr(), host.as_ptr(), host.len()) },
+        (Access::Mmap, Direction::C2h) => unsafe { mmio::copy_from_io(w, host.as_mut_ptr(), view.ptr(), host.len()) },
+    }
+    let t2 = clock.now_ns();
+    if sync == Sync::Explicit {
+        view.sync_for_device(0, len, dir)?;
+    }
+    let t3 = clock.now_ns();
+    Ok(PartNs { sync_for_cpu: t1 - t0, main: t2 - t1, sync_for_device: t3 - t2 })
+}
+
+/// The (access, coherence, width) configurations a buffer supports under `plan`.
+fn configs(buf: &dyn CpuBuffer, plan: &BufferPlan) -> Vec<(Access, Sync, Width)> {
+    let mut v = Vec::new();
+    for sync in buf.syncs() {
+        for acc in buf.accesses() {
+            match acc {
+                Access::Mmap => v.extend(plan.widths.iter().map(|w| (acc, sync, *w))),
+                Access::File => v.push((acc, sync, Width::B8)),
+            }
+        }
+    }
+    v
+}
+
+/// Measure `buffers`; `unavailable` lists (name, why) of kinds the host could not provide, which
+/// the report names as skipped.
+pub fn run(
+    buffers: &[Box<dyn CpuBuffer>],
+    unavailable: &[(String, String)],
+    plan: &BufferPlan,
+    s: &mut Sampling,
+) -> Result<Report> {
+    let mut report = Report::new(Kind::Buffers, "host", false, Via::Sim, s.overhead.median_s * 1e9);
+    report.via = Via::Sim;
+    let sizes: Vec<u64> = buffers.iter().map(|b| plan.size.unwrap_or(b.len() as u64)).collect();
+    check_total(plan.total, &sizes)?;
+    for (name, why) in unavailable {
+        report.buffers.push(BufferFacts { name: name.clone(), facts: Vec::new(), skipped: Some(why.clone()) });
+    }
+    let mut pattern = Pattern::fresh();
+    'all: for (buf, &size) in buffers.iter().zip(&sizes) {
+        if size > buf.len() as u64 {
+            return Err(Error::usage(format!("{} holds {} bytes: --size {size} does not fit", buf.name(), buf.len())));
+        }
+        report.buffers.push(BufferFacts { name: buf.name(), facts: buf.facts(), skipped: None });
+        for (acc, sync, w) in configs(buf.as_ref(), plan) {
+            let row = |dir| {
+                let mut r = Row::new(dir, size);
+                r.buffer = Some(buf.name());
+                r.access = Some(acc);
+                r.sync = Some(sync);
+                r.memory = Some(buf.memory_type(sync));
+                r.width = (acc == Access::Mmap).then_some(w);
+                r
+            };
+            let (mut wr, mut rd) = (row(Direction::H2c), row(Direction::C2h));
+            let unaligned = acc == Access::Mmap && size % w.bytes() as u64 != 0;
+            if let Some(why) = mmio::available(w)
+                .err()
+                .map(|e| e.to_string())
+                .or(unaligned.then(|| format!("width {w} moves {}-byte accesses: {size} is not a multiple", w.bytes())))
+            {
+                for r in [&mut wr, &mut rd] {
+                    r.notes.push(Note::Skipped { reason: why.clone() });
+                }
+                report.results.extend([wr, rd]);
+                continue;
+            }
+            pattern = pattern.successor();
+            let expected = pattern.generate(size as usize);
+            let mut view = buf.open(sync)?;
+            for (dir, r) in [(Direction::H2c, &mut wr), (Direction::C2h, &mut rd)] {
+                let mut host = if dir == Direction::H2c { expected.clone() } else { vec![0u8; size as usize] };
+                let mut parts = Vec::new();
+                let clock = s.clock;
+                let sampled = s.run(size, plan.total, |k| {
+                    for _ in 0..k {
+                        parts.push(access(clock, view.as_mut(), (acc, sync, w), dir, &mut host)?);
+                    }
+                    Ok(())
+                })?;
+                r.measured(&sampled, None, s.overhead.median_s * 1e9);
+                r.parts = Some(parts_of(&parts));
+                if sampled.interrupted {
+                    r.notes.push(Note::Interrupted { engine: None });
+                    report.interrupted = true;
+                }
+                if dir == Direction::C2h {
+                    let v = match verify(&expected, &host, 0) {
+                        Ok(()) => Verify::Ok,
+                        Err(m) => {
+                            report.warnings.push(format!("{} {} {dir}: {m}", buf.name(), acc.name()));
+                            Verify::Mismatch { mismatch: m }
+                        }
+                    };
+                    r.verify = Some(v);
+                }
+            }
+            // The read-back checks what the write left in the buffer.
+            wr.verify = rd.verify.clone();
+            if sync == Sync::Explicit && acc == Access::Mmap {
+                partial_sync(view.as_mut(), size, &mut wr);
+            }
+            let stop = report.interrupted;
+            report.results.extend([wr, rd]);
+            if stop {
+                break 'all;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Sync the middle half of the buffer alone: the region the interface took is checked by the
+/// view (u-dma-buf reads its sync_offset/sync_size/sync_direction back); a failure is a note.
+fn partial_sync(view: &mut dyn CpuView, size: u64, row: &mut Row) {
+    let (off, len) = ((size / 4) & !0xfff, (size / 2).max(1));
+    let r = view.sync_for_cpu(off, len, Direction::H2c).and_then(|_| view.sync_for_device(off, len, Direction::H2c));
+    row.notes.push(match r {
+        Ok(()) => Note::PartialSync { offset: off, size: len, error: None },
+        Err(e) => Note::PartialSync { offset: off, size: len, error: Some(e.to_string()) },
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::clock::FakeClock;
+    use crate::bench::timer::TimerOverhead;
+    use crate::dma::cpu::anon::Anon;
+    use std::sync::atomic::AtomicBool;
+
+    fn go(buffers: &[Box<dyn CpuBuffer>], plan: &BufferPlan, clock: &dyn Clock) -> Result<Report> {
+        let stop = AtomicBool::new(false);
+        let mut progress = ();
+        let mut s = Sampling {
+            clock,
+            overhead: TimerOverhead::measure(clock),
+            stop: &stop,
+            progress: &mut progress,
+            health: None,
+        };
+        run(buffers, &[], plan, &mut s)
+    }
+
+    #[test]
+    fn heap_write_then_read_verified_with_exact_parts() {
+        let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(64 << 10, false).unwrap())];
+        // 10 ns per clock reading, 1000 bytes/µs: one 64 KiB access is 65536 ns of copying.
+        let clock = FakeClock::new(10, 0, 1000);
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 65536 };
+        let r = go(&bufs, &plan, &clock).unwrap();
+        assert_eq!(r.results.len(), 2);
+        for x in &r.results {
+            assert_eq!(x.verify, Some(Verify::Ok), "{x:?}");
+            assert_eq!(x.stats.as_ref().unwrap().transfers, 16);
+            let p = x.parts.unwrap();
+            // Coherent memory: no sync calls; the copy's cost lands when the clock is told, after
+            // the last reading of the access, so the parts are the readings' cost alone.
+            assert_eq!((p.sync_for_cpu_us, p.main_us, p.sync_for_device_us), (0.01, 0.01, 0.01));
+        }
+        assert_eq!(r.buffers[0].name, "heap");
+    }
+
+    #[test]
+    fn u_dma_buf_every_way_in_verified_in_seed_format() {
+        let (_t, h) = crate::dma::cpu::udev::testing::fixture(true);
+        let bufs: Vec<Box<dyn CpuBuffer>> =
+            vec![Box::new(crate::dma::cpu::udev::UDmaBuf::open(&h, "udmabuf0", Some(16384)).unwrap())];
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 16384 };
+        let r = go(&bufs, &plan, &crate::bench::clock::MonotonicClock).unwrap();
+        // {explicit sync, O_SYNC} x {mmap, file} x {write, read}.
+        assert_eq!(r.results.len(), 8);
+        assert!(r.results.iter().all(|x| x.verify == Some(Verify::Ok)), "{:?}", r.results);
+        assert!(r.results.iter().any(|x| x
+            .notes
+            .iter()
+            .any(|n| matches!(n, Note::PartialSync { offset: 0x1000, size: 0x2000, error: None }))));
+        let seed = crate::report::seed::Seed;
+        let text = crate::report::Exporter::report(&seed, &r).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "device=u-dma-buf udmabuf0");
+        assert!(lines.contains(&"phys_addr=0x0000000012340000"));
+        assert_eq!(text.matches("compare = ok").count(), 4);
+        assert!(
+            text.contains("mmap write test : sync=0 time=") && text.contains("file read  test : sync=1 time="),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn widths_the_size_cannot_take_are_skipped() {
+        let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(4096, false).unwrap())];
+        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4100), total: 1 << 20 };
+        let e = go(&bufs, &plan, &crate::bench::clock::MonotonicClock).unwrap_err().to_string();
+        assert!(e.contains("does not fit"), "{e}");
+        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4092), total: 1 << 20 };
+        let r = go(&bufs, &plan, &crate::bench::clock::MonotonicClock).unwrap();
+        assert!(r.results.iter().filter(|x| x.width == Some(Width::B64)).all(|x| x.skipped()));
+        assert!(r.results.iter().filter(|x| x.width == Some(Width::Memcpy)).all(|x| x.verify == Some(Verify::Ok)));
+    }
+}
