@@ -6,6 +6,7 @@
 pub mod edu;
 pub mod qdma;
 mod qdma_ctx;
+pub mod qdma_driver;
 #[cfg(test)]
 mod qdma_model_tests;
 pub mod qdma_probe;
@@ -28,7 +29,7 @@ use crate::{Error, Result};
 use serde::Serialize;
 
 /// Every engine pcibench drives.
-pub static DRIVERS: &[&dyn EngineDriver] = &[&edu::EduDriver, &xdma::XdmaDriver, &qdma::QdmaDriver];
+pub static DRIVERS: &[&dyn EngineDriver] = &[&edu::EduDriver, &xdma::XdmaDriver, &qdma_driver::QdmaDriver];
 
 /// Engine settings from the command line; `None` means the engine's default. An engine refuses
 /// a setting it has no use for (`EngineDriver::check_options`) rather than ignoring it.
