@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod info;
 pub mod json;
 pub mod notes;
+pub mod queues;
 pub mod seed;
 pub mod setup;
 pub mod table;

@@ -10,6 +10,10 @@ pub mod card_memory;
 pub mod config_space;
 pub mod host_map;
 pub mod mem;
+pub mod qdma_card;
+mod qdma_engine;
+pub mod qdma_model;
+mod qdma_state;
 pub mod xdma_card;
 mod xdma_engine;
 pub mod xdma_model;
@@ -68,7 +72,7 @@ pub trait CardSpec: Sync {
 }
 
 /// Every simulated card, in the order `pcibench list` shows them.
-pub static CARDS: &[&dyn CardSpec] = &[&xdma_card::XdmaCard];
+pub static CARDS: &[&dyn CardSpec] = &[&xdma_card::XdmaCard, &qdma_card::QdmaCard];
 
 /// One of `CARDS`, by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
