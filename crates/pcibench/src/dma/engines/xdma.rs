@@ -263,6 +263,12 @@ impl XdmaEngine {
         match outcome {
             Outcome::Done => self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN),
             Outcome::Error(done) | Outcome::Stopped(done) => {
+                // PG195 does not order the error writeback against the status register: wait
+                // (bounded) for the channel to go idle, so the status read holds the reason.
+                let t = Instant::now();
+                while self.rd(self.ch_reg(dir, CH_STATUS))? & ST_BUSY != 0 && t.elapsed() < IDLE_WAIT {
+                    std::thread::yield_now();
+                }
                 let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
                 Err(Error::Device(format!(
