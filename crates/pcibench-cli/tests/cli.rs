@@ -27,13 +27,14 @@ fn list_prints_a_line_per_device() {
     assert!(o.status.success());
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 6, "{out}");
+    assert_eq!(lines.len(), 7, "{out}");
     assert!(lines[0].starts_with("sim ") && lines[0].contains("(simulated)"));
+    assert!(lines[1].starts_with("sim-qdma ") && lines[1].contains("[10ee:903f] (simulated)"), "{out}");
     assert_eq!(
-        lines[1],
+        lines[2],
         "0000:15:00.0 Memory controller [0580]: Xilinx Corporation Device 7024 [10ee:7024] driver=none"
     );
-    assert!(lines[5].contains("[1332:5425]") && lines[5].ends_with("driver=vfio-pci"));
+    assert!(lines[6].contains("[1332:5425]") && lines[6].ends_with("driver=vfio-pci"));
 
     let o = pcibench(t.path(), &["list", "-d", "1332:5425"]);
     assert_eq!(stdout(&o).lines().count(), 1);
@@ -151,6 +152,115 @@ fn dma_on_sim_round_trips() {
     let o = pcibench(none, &["dma", "sim", "--engine", "edu"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("has no edu engine"), "{}", stderr(&o));
+}
+
+#[test]
+fn dma_on_sim_qdma_over_queues_random_and_refusals() {
+    let none = std::path::Path::new("/nonexistent");
+    let o =
+        pcibench(none, &["dma", "sim-qdma", "--queues", "1,4", "--size", "64..128", "--dir", "all", "--total", "256K"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("### Sequential throughput (GB/s): H2C and C2H at once"), "{out}");
+    assert!(out.lines().filter(|l| l.starts_with("c2h (bidir)")).count() == 4, "{out}");
+    let o = pcibench(
+        none,
+        &[
+            "dma",
+            "sim-qdma",
+            "--queues",
+            "1..4",
+            "--size",
+            "256",
+            "--pattern",
+            "random",
+            "--window",
+            "4M",
+            "--total",
+            "1M",
+            "--format",
+            "seed",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("### Random access throughput (GB/s), host window 4 MiB: C2H"), "{out}");
+    assert!(out.contains("| package size (Bytes) | Qs = 1 | 2 | 4 |  |"), "{out}");
+    assert!(out.contains("Test pattern pass (6 rows verified)"), "{out}");
+    // Bad input: one line each, usage exit code, nothing run.
+    for (args, want) in [
+        (&["dma", "sim", "--engine", "qdma"][..], "sim (10ee:7024) has no qdma engine"),
+        (&["dma", "sim-qdma", "--queues", "4096"][..], "--queues 4096 is more than function 0 has"),
+        (
+            &["dma", "sim-qdma", "--ring-size", "1000"][..],
+            "--ring-size 1000 is not in the card's global ring-size table",
+        ),
+        (&["dma", "sim", "--pattern", "random"][..], "--pattern random needs an engine that runs batches"),
+    ] {
+        let o = pcibench(none, args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("pcibench: ") && err.contains(want) && err.lines().count() == 1, "{args:?}: {err}");
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("proc")).unwrap();
+    std::fs::write(t.path().join("proc/meminfo"), "MemAvailable: 1048576 kB\n").unwrap();
+    let o = pcibench(t.path(), &["dma", "sim-qdma", "--pattern", "random", "--window", "1G"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--window 1 GiB needs 2 GiB of host buffers"), "{}", stderr(&o));
+}
+
+/// A fixture QDMA function: BAR0 (256 KiB) is a resource file holding the registers the driver
+/// reads first (identifier, version, engines, queues, function, ring sizes).
+fn qdma_fixture(root: &std::path::Path) -> Vec<u8> {
+    use pcibench::pci::fixture::{endpoint_config, Fixture};
+    let mut bar = vec![0u8; 256 << 10];
+    let mut put = |off: usize, v: u32| bar[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    put(0x0, 0x1fd3_0000);
+    put(0x118, 0x0003_0101);
+    put(0x120, 512);
+    put(0x134, 0x0200_0000);
+    for (i, v) in [2049u32, 65, 129].into_iter().enumerate() {
+        put(0x204 + 4 * i, v);
+    }
+    Fixture::new(root)
+        .device("0000:30:00.0")
+        .ids(0x10ee, 0x903f, 0x10ee, 0x0007)
+        .class(0x058000)
+        .bars(&[(0, 0xc000_0000, 256 << 10, 0x0004_0200)])
+        .config(&endpoint_config(0x10ee, 0x903f, 0x0002, 3, 16, 256, 512, 4096))
+        .file("resource0", &bar);
+    bar
+}
+
+#[test]
+fn info_finds_qdma_by_its_config_bar_and_dma_refuses_before_writing() {
+    let t = tempfile::tempdir().unwrap();
+    seed_tree(t.path());
+    let bar = qdma_fixture(t.path());
+    let o = pcibench(t.path(), &["info", "30:00.0"]);
+    let out = stdout(&o);
+    assert!(out.contains("DMA engine:    QDMA (AMD/Xilinx queue DMA, PG302) config registers in BAR0"), "{out}");
+    assert!(out.contains("queues: 512 in the IP") && out.contains("ring sizes (descriptors): 2048, 64, 128"), "{out}");
+    let o = pcibench(t.path(), &["info", "30:00.0", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        (v["engines"][0]["engine"].as_str(), v["engines"][0]["details"]["ip"].as_str()),
+        (Some("qdma"), Some("qdma-soft"))
+    );
+    // A Xilinx function without the identifier is not taken for a QDMA (the vendor id alone never decides).
+    let o = pcibench(t.path(), &["info", "15:00.0", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["engines"].as_array().unwrap().iter().all(|e| e["engine"] != "qdma"), "{v}");
+    // DMA needs VFIO: refused in one line, and the registers were never written.
+    let o = pcibench(t.path(), &["dma", "30:00.0", "--engine", "qdma", "--allow-dma"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("DMA is not available through sysfs") && stderr(&o).lines().count() == 1,
+        "{}",
+        stderr(&o)
+    );
+    assert!(std::fs::read(t.path().join("sys/bus/pci/devices/0000:30:00.0/resource0")).unwrap() == bar);
 }
 
 #[test]

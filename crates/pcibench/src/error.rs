@@ -32,6 +32,10 @@ pub enum Error {
     /// The device misbehaved (DMA error status, timeout).
     #[error("{0}")]
     Device(String),
+    /// The host's sysfs is inconsistent (a symlink loop, a holder loop, a dangling link), so what
+    /// uses a device cannot be told.
+    #[error("{0}")]
+    Sysfs(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -5,7 +5,8 @@ mod common;
 
 use common::{root, user, Tree, EDU, MEM32, PREF64};
 use pcibench::access::Via;
-use pcibench::doctor::{self, render_text, Caller, Check, Report, Severity, CHECK_NAMES};
+use pcibench::doctor::{self, Caller, Check, Report, Severity, CHECK_NAMES};
+use pcibench::report::doctor::render_text;
 use pcibench::target::Target;
 use std::io::Write;
 
@@ -211,14 +212,122 @@ fn another_driver_names_unbind_and_bind_commands() {
     assert_eq!(r.recommended.command.as_deref(), Some("pcibench pio 0000:00:04.0 --via vfio"));
 }
 
+/// A root port 0000:00:1c.0 (LnkCap as given) with an endpoint 0000:01:00.0 below it.
+fn port_with_endpoint(t: &Tree, port: (&str, u8), ep: (&str, u8, &str, u8)) {
+    t.device("0000:00:1c.0", 0x8086, 0xa110, 0x060400, &[], 0x0006).bind("0000:00:1c.0", "pcieport");
+    t.device_at(
+        "devices/pci0000:00/0000:00:1c.0/0000:01:00.0",
+        "0000:01:00.0",
+        0x1b36,
+        0x0010,
+        0x010802,
+        &[(0, 0xfe00_0000, 16 << 10, MEM32)],
+        0x0006,
+    );
+    // The port's LnkSta follows the link; its LnkCap is its own.
+    t.link_speed("0000:00:1c.0", ep.0, ep.1, port.0, port.1);
+    t.link_speed("0000:01:00.0", ep.0, ep.1, ep.2, ep.3);
+}
+
+/// Whatever a report says, it never offers to take the device.
+fn offers_nothing_that_takes(r: &Report) {
+    let text = render_text(r) + &serde_json::to_string(r).unwrap();
+    for bad in ["setup", "unbind", "driver_override", "drivers_probe", "--sysfs-user", "setpci", "chown"] {
+        assert!(!text.contains(bad), "offers {bad:?}:\n{text}");
+    }
+}
+
 #[test]
-fn bridges_cannot_go_to_vfio() {
+fn a_bridge_is_not_a_target_and_points_at_the_endpoints_below() {
     let t = Tree::new();
-    t.device("0000:00:1c.0", 0x8086, 0xa110, 0x060400, &[(0, 0xfe10_0000, 4096, MEM32)], 2);
+    port_with_endpoint(&t, ("16.0 GT/s PCIe", 16), ("2.5 GT/s PCIe", 1, "2.5 GT/s PCIe", 1));
     let r = doc(&t, "00:1c.0", &root());
-    expect(&r, "driver", Severity::Pass, "a bridge, which vfio-pci does not take");
-    assert!(check(&r, "driver").blocks.contains(&Via::VfioNoiommu));
-    assert_eq!(r.recommended.via, Some(Via::Sysfs));
+    expect(&r, "device", Severity::Fail, "a bridge (PCI bridge), not a target");
+    expect(&r, "driver", Severity::Info, "pcieport: the kernel's port driver");
+    expect(&r, "in-use", Severity::Pass, "the running system uses nothing below it");
+    let names: Vec<&str> = r.checks.iter().map(|c| c.name).collect();
+    assert_eq!(names, ["device", "driver", "in-use", "link", "aer"]);
+    assert_eq!(r.recommended.command.as_deref(), Some("pcibench doctor 0000:01:00.0"));
+    assert_eq!(
+        r.recommended.summary,
+        "none: 0000:00:1c.0 is a bridge, not a target; use the endpoint(s) below it: 0000:01:00.0"
+    );
+    assert_eq!(r.recommended.via, None);
+    assert_eq!(r.exit_code(), 2);
+    offers_nothing_that_takes(&r);
+    // Its link trained to what the device below supports: not degraded (lspci's rule for ports).
+    expect(
+        &r,
+        "link",
+        Severity::Pass,
+        "Gen1 x1 (2.5 GT/s PCIe), the most this link allows: the device below it 0000:01:00.0 supports Gen1 x1",
+    );
+    // setup refuses it the same way, pointing at the endpoint.
+    let k = pcibench::setup::SetupOptions::default();
+    let e = pcibench::setup::vfio(&t.host(), &"00:1c.0".parse().unwrap(), &k).unwrap_err().to_string();
+    assert!(e.contains("is a PCI bridge") && e.contains("0000:01:00.0"), "{e}");
+}
+
+#[test]
+fn a_device_the_system_uses_fails_in_use_and_nothing_offers_to_take_it() {
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 5).bind(EDU, "virtio-pci");
+    let d = t.devdir(EDU);
+    t.file(&format!("{d}/virtio0/block/vda/dev"), "254:0\n")
+        .link("sys/class/block/vda", &format!("{d}/virtio0/block/vda"));
+    t.file(&format!("{d}/virtio0/block/vda/vda1/dev"), "254:1\n")
+        .file(&format!("{d}/virtio0/block/vda/vda1/partition"), "1\n");
+    t.link("sys/class/block/vda1", &format!("{d}/virtio0/block/vda/vda1"));
+    t.file("proc/self/mountinfo", "21 1 254:1 / / rw - ext4 /dev/root rw\n");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "in-use", Severity::Fail, "in use by the running system: it backs / (root filesystem) through vda1");
+    assert_eq!(fix(&r, "in-use"), "pick another device: this one cannot be freed while the system runs from it");
+    assert_eq!(r.recommended.via, None);
+    assert_eq!(r.recommended.command, None);
+    assert_eq!(r.recommended.blocked_by, ["in-use"]);
+    assert!(r.recommended.summary.contains("pick another device"), "{}", r.recommended.summary);
+    assert_eq!(r.exit_code(), 2);
+    offers_nothing_that_takes(&r);
+    // The driver check still says what is bound, and nothing else fails because of the path.
+    expect(&r, "driver", Severity::Warn, "bound to virtio-pci");
+    assert!(
+        r.checks.iter().filter(|c| c.severity == Severity::Fail).all(|c| c.name == "in-use"),
+        "{}",
+        render_text(&r)
+    );
+
+    // Mounted elsewhere: freeing it is offered (not the root filesystem).
+    t.file("proc/self/mountinfo", "21 1 254:1 / /data rw - ext4 /dev/vda1 rw\n");
+    let r = doc(&t, EDU, &root());
+    assert_eq!(fix(&r, "in-use"), "pick another device, or free it first: umount /data");
+    assert_eq!(r.recommended.then, ["umount /data"]);
+    offers_nothing_that_takes(&r);
+    // Unmounted: free, and doctor recommends the usual path again.
+    t.file("proc/self/mountinfo", "");
+    let r = doc(&t, EDU, &root());
+    expect(&r, "in-use", Severity::Pass, "the running system does not use it");
+    assert_eq!(r.recommended.command.as_deref(), Some("sudo pcibench setup 0000:00:04.0 --vfio"));
+}
+
+#[test]
+fn a_group_member_the_system_uses_is_never_offered_to_vfio() {
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 5).vfio_loaded(false);
+    t.device("0000:00:04.1", 0x1af4, 0x1042, 0x010000, &[], 0x0006)
+        .group("0000:00:04.1", 5)
+        .bind("0000:00:04.1", "virtio-pci");
+    let d = t.devdir("0000:00:04.1");
+    t.file(&format!("{d}/virtio1/block/vdb/dev"), "254:16\n")
+        .link("sys/class/block/vdb", &format!("{d}/virtio1/block/vdb"));
+    t.file("proc/swaps", "Filename Type Size Used Priority\n/dev/vdb partition 1024 0 -2\n");
+    let r = doc(&t, EDU, &root());
+    expect(
+        &r,
+        "iommu-group",
+        Severity::Info,
+        "the running system uses some of them (0000:00:04.1: it backs active swap through vdb)",
+    );
+    assert!(!render_text(&r).contains("setup 0000:00:04.1"), "{}", render_text(&r));
 }
 
 #[test]
@@ -506,7 +615,12 @@ fn link_trained_below_its_maximum() {
     let t = Tree::new();
     t.edu().link_speed(EDU, "2.5 GT/s PCIe", 1, "8.0 GT/s PCIe", 8);
     let r = doc(&t, EDU, &root());
-    expect(&r, "link", Severity::Warn, "trained at Gen1 x1 (2.5 GT/s PCIe), below its maximum Gen3 x8 (8.0 GT/s PCIe)");
+    expect(
+        &r,
+        "link",
+        Severity::Warn,
+        "trained at Gen1 x1 (2.5 GT/s PCIe), below its maximum Gen3 x8 (8.0 GT/s PCIe) (its link partner is unknown)",
+    );
     assert!(fix(&r, "link").contains("reseat the card"));
     assert_eq!(r.exit_code(), 1);
 
@@ -516,6 +630,60 @@ fn link_trained_below_its_maximum() {
     let t = Tree::new();
     t.edu();
     expect(&doc(&t, EDU, &root()), "link", Severity::Info, "no PCIe link information");
+}
+
+#[test]
+fn degraded_means_below_what_both_ends_support() {
+    let ep = "0000:01:00.0";
+    // An x8 Gen3 card in an x4 Gen3 slot, trained x4: the slot limits it, not degraded.
+    let t = Tree::new();
+    port_with_endpoint(&t, ("8.0 GT/s PCIe", 4), ("8.0 GT/s PCIe", 4, "8.0 GT/s PCIe", 8));
+    let r = doc(&t, ep, &root());
+    expect(&r, "link", Severity::Info, "Gen3 x4 (8.0 GT/s PCIe), the most this link allows: the upstream port 0000:00:1c.0 supports Gen3 x4 (8.0 GT/s PCIe), this device Gen3 x8 (8.0 GT/s PCIe)");
+    let info = pcibench::target::describe(&t.host(), &ep.parse().unwrap()).unwrap();
+    let l = info.link.as_ref().unwrap();
+    assert!(!l.degraded);
+    assert_eq!(l.limited_by_words().as_deref(), Some("speed: both ends, width: the upstream port 0000:00:1c.0"));
+    let text = pcibench::report::info::info_text(&info);
+    assert!(
+        text.contains("  Link partner:  0000:00:1c.0 (upstream port), max Gen3 x4; the link can train to Gen3 x4"),
+        "{text}"
+    );
+    assert!(!text.contains("DEGRADED"), "{text}");
+    // Trained x2 where both ends do x4: degraded, and the limit is named.
+    t.link_speed(ep, "8.0 GT/s PCIe", 2, "8.0 GT/s PCIe", 8);
+    let r = doc(&t, ep, &root());
+    expect(&r, "link", Severity::Warn, "trained at Gen3 x2 (8.0 GT/s PCIe), below Gen3 x4 that both ends support (this device: Gen3 x8 (8.0 GT/s PCIe); upstream port 0000:00:1c.0: Gen3 x4 (8.0 GT/s PCIe); the limit is set by speed: both ends, width: the upstream port 0000:00:1c.0)");
+    assert!(fix(&r, "link").contains("lspci -vv -s 0000:00:1c.0"));
+    let info = pcibench::target::describe(&t.host(), &ep.parse().unwrap()).unwrap();
+    let text = pcibench::report::info::info_text(&info);
+    assert!(text.contains("max Gen3 x8 -- DEGRADED: below Gen3 x4, what both ends support"), "{text}");
+    // The root port: Gen4 x16 capable, trained Gen1 x1 to a Gen1 x1 device: never flagged by its own LnkCap.
+    let t = Tree::new();
+    port_with_endpoint(&t, ("16.0 GT/s PCIe", 16), ("2.5 GT/s PCIe", 1, "2.5 GT/s PCIe", 1));
+    let info = pcibench::target::describe(&t.host(), &"00:1c.0".parse().unwrap()).unwrap();
+    assert!(!info.link.as_ref().unwrap().degraded);
+    let text = pcibench::report::info::info_text(&info);
+    assert!(text.contains("  Link:          Gen1 x1 (2.5 GT/s PCIe), max Gen4 x16\n"), "{text}");
+    assert!(text.contains("  Link partner:  0000:01:00.0 (device below it), max Gen1 x1; the link can train to Gen1 x1 (set by the device 0000:01:00.0)"), "{text}");
+    // ...and the endpoint below it is at its own maximum.
+    expect(
+        &doc(&t, ep, &root()),
+        "link",
+        Severity::Pass,
+        "Gen1 x1 (2.5 GT/s PCIe), its maximum (the upstream port 0000:00:1c.0 supports Gen4 x16 (16.0 GT/s PCIe))",
+    );
+    // A root port with nothing below: no verdict.
+    let t = Tree::new();
+    t.device("0000:00:1c.0", 0x8086, 0xa110, 0x060400, &[], 0x0006).link_speed(
+        "0000:00:1c.0",
+        "2.5 GT/s PCIe",
+        1,
+        "16.0 GT/s PCIe",
+        16,
+    );
+    let r = doc(&t, "00:1c.0", &root());
+    expect(&r, "link", Severity::Info, "nothing found below it (an empty slot, or the link is down), so no verdict");
 }
 
 #[test]

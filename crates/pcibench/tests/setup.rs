@@ -191,10 +191,17 @@ impl System for FakeKernel {
 fn opts(k: &Arc<FakeKernel>) -> SetupOptions {
     SetupOptions {
         force: false,
+        notify: Some(notify(k)),
         user: Some(User { name: "user".into(), uid: USER_UID, gid: USER_UID }),
         timeout: Duration::from_secs(5),
         system: k.clone(),
     }
+}
+
+/// What --force announces goes into the kernel's log, so tests see it came before any write.
+fn notify(k: &Arc<FakeKernel>) -> setup::Notify {
+    let k = k.clone();
+    Arc::new(move |m: &str| k.log.lock().unwrap().push(format!("notify {m}")))
 }
 
 fn edu() -> PciAddress {
@@ -238,7 +245,10 @@ fn vfio_without_iommu_enables_noiommu_and_binds() {
     let again = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
     assert_eq!(again, vec![]);
     assert_eq!(k.log().len(), before, "{:?}", &k.log()[before..]);
-    assert_eq!(setup::render_changes(EDU, &again), "0000:00:04.0: nothing to change, already set up\n");
+    assert_eq!(
+        pcibench::report::setup::render_changes(EDU, &again),
+        "0000:00:04.0: nothing to change, already set up\n"
+    );
 }
 
 #[test]
@@ -253,7 +263,7 @@ fn vfio_with_noiommu_param_off_writes_it() {
     assert!(ch[0].warning.is_some());
     assert!(k.log().contains(&"write sys/module/vfio/parameters/enable_unsafe_noiommu_mode \"1\"".to_string()));
     assert_eq!(t.read("sys/module/vfio/parameters/enable_unsafe_noiommu_mode"), "Y\n");
-    let text = setup::render_changes(EDU, &ch);
+    let text = pcibench::report::setup::render_changes(EDU, &ch);
     assert!(text.contains("\nWARNING: no-IOMMU mode taints the kernel"), "{text}");
 }
 
@@ -362,50 +372,126 @@ fn release_refuses_while_a_process_holds_the_group() {
     assert_eq!(rel[0].what, "unbound it from vfio-pci");
 }
 
-/// The device with an NVMe-like block device under it: disk nvme0n1, partition nvme0n1p1,
-/// and dm-0 stacked on the partition.
-fn with_disk(t: &Tree) {
-    let d = t.devdir(EDU);
-    let disk = format!("{d}/nvme/nvme0/nvme0n1");
-    t.file(&format!("{disk}/dev"), "259:0\n").link(&format!("{disk}/subsystem"), "sys/class/block");
-    t.file(&format!("{disk}/nvme0n1p1/dev"), "259:1\n").file(&format!("{disk}/nvme0n1p1/partition"), "1\n");
-    fs::create_dir_all(t.path("sys/class/block")).unwrap();
-    fs::create_dir_all(t.path("sys/devices/virtual/block/dm-0/dm")).unwrap();
-    t.file("sys/devices/virtual/block/dm-0/dev", "253:0\n").file("sys/devices/virtual/block/dm-0/dm/name", "vg-data\n");
-    t.link("sys/class/block/dm-0", "sys/devices/virtual/block/dm-0");
-    t.link(&format!("{disk}/nvme0n1p1/holders/dm-0"), "sys/devices/virtual/block/dm-0");
+/// The device as an NVMe controller with CONFIG_NVME_MULTIPATH, as Debian's kernels have it: the
+/// per-path node nvme0c0n1 under the controller, the namespace head nvme0n1 (partitions nvme0n1p1,
+/// nvme0n1p2) under /sys/devices/virtual/nvme-subsystem, and dm-0 (LVM) stacked on nvme0n1p1.
+fn with_multipath_disk(t: &Tree) {
+    let ctrl = format!("{}/nvme/nvme0", t.devdir(EDU));
+    let head = "sys/devices/virtual/nvme-subsystem/nvme-subsys0/nvme0n1";
+    let block = |dir: &str, dev: &str| {
+        t.file(&format!("{dir}/dev"), format!("{dev}\n"));
+        t.link(&format!("sys/class/block/{}", dir.rsplit('/').next().unwrap()), dir);
+    };
+    block(&format!("{ctrl}/nvme0c0n1"), "259:9");
+    block(head, "259:0");
+    for (p, dev) in [("nvme0n1p1", "259:1"), ("nvme0n1p2", "259:2")] {
+        block(&format!("{head}/{p}"), dev);
+        t.file(&format!("{head}/{p}/partition"), "1\n");
+    }
+    t.link(&format!("{head}/multipath/nvme0c0n1"), &format!("{ctrl}/nvme0c0n1"));
+    block("sys/devices/virtual/block/dm-0", "253:0");
+    t.file("sys/devices/virtual/block/dm-0/dm/name", "vg-data\n")
+        .file("sys/devices/virtual/block/dm-0/dm/uuid", "LVM-x\n");
+    t.link(&format!("{head}/nvme0n1p1/holders/dm-0"), "sys/devices/virtual/block/dm-0");
 }
 
-#[test]
-fn refuses_to_unbind_a_driver_with_a_mounted_filesystem() {
-    let t = Tree::new();
-    t.edu().bind(EDU, "nvme");
-    with_disk(&t);
-    t.file("proc/mounts", "proc /proc proc rw 0 0\n/dev/nvme0n1p1 /boot ext4 rw 0 0\n");
-    let k = FakeKernel::new(&t);
-    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
-    assert!(e.starts_with("refusing to unbind 0000:00:04.0 from nvme: /dev/nvme0n1p1 is mounted on /boot"), "{e}");
-    assert!(e.contains("--force"));
+/// Nothing changed: no kernel write, no driver_override, no record.
+fn assert_untouched(t: &Tree, k: &FakeKernel) {
     assert!(k.log().is_empty(), "nothing may change: {:?}", k.log());
     assert_eq!(t.read(&format!("{}/driver_override", t.devdir(EDU))), "(null)\n");
     assert!(!t.path("run/pcibench/0000:00:04.0").exists());
+}
 
-    // Stacked device-mapper volume, found through holders; and by major:minor in mountinfo.
-    t.file("proc/mounts", "/dev/mapper/vg-data /data xfs rw 0 0\n");
+#[test]
+fn refuses_to_take_a_multipath_nvme_whose_namespace_is_mounted() {
+    let t = Tree::new();
+    t.edu().bind(EDU, "nvme");
+    with_multipath_disk(&t);
+    // The root filesystem by device number (/dev/root), /data on LVM by device number.
+    t.file(
+        "proc/self/mountinfo",
+        "21 1 259:2 / / rw,relatime - ext4 /dev/root rw\n30 21 253:0 / /data rw - xfs /dev/mapper/vg-data rw\n",
+    );
+    let k = FakeKernel::new(&t);
     let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
-    assert!(e.contains("/dev/mapper/vg-data (dm-0) is mounted on /data"), "{e}");
-    t.file("proc/mounts", "/dev/root / ext4 rw 0 0\n");
-    t.file("proc/self/mountinfo", "22 1 259:0 / / rw,relatime - ext4 /dev/root rw\n");
-    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
-    assert!(e.contains("/dev/nvme0n1 is mounted on /"), "{e}");
+    assert_eq!(
+        e,
+        "refusing to unbind 0000:00:04.0 from nvme: the running system uses it: it backs / (root filesystem) \
+         through nvme0n1p2 on nvme0n1 (NVMe multipath head over nvme0c0n1); it backs /data through vg-data \
+         (dm-0, LVM) on nvme0n1p1 on nvme0n1 (NVMe multipath head over nvme0c0n1); choose another device; \
+         --force takes it anyway"
+    );
+    assert_untouched(&t, &k);
+    // --sysfs-user would give a user the BARs: refused the same way.
+    let e = setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap_err().to_string();
+    assert!(
+        e.starts_with(
+            "refusing to give user the BARs of 0000:00:04.0: the running system uses it: it backs / (root filesystem)"
+        ),
+        "{e}"
+    );
+    assert_untouched(&t, &k);
+
+    // Swap on the other partition, unmounted LVM: still in use.
     t.file("proc/self/mountinfo", "")
-        .file("proc/swaps", "Filename Type Size Used Priority\n/dev/nvme0n1p1 partition 1024 0 -2\n");
+        .file("proc/swaps", "Filename Type Size Used Priority\n/dev/nvme0n1p2 partition 1024 0 -2\n");
     let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
-    assert!(e.contains("/dev/nvme0n1p1 is in use as swap"), "{e}");
+    assert!(e.contains("it backs active swap through nvme0n1p2 on nvme0n1 (NVMe multipath head over nvme0c0n1); it carries vg-data (dm-0, LVM) on nvme0n1p1 on nvme0n1 (NVMe multipath head over nvme0c0n1), which device-mapper keeps open"), "{e}");
+    assert!(
+        e.contains(
+            "free it first (swapoff /dev/nvme0n1p2; dmsetup remove vg-data (or vgchange -an / cryptsetup close))"
+        ),
+        "{e}"
+    );
+    assert_untouched(&t, &k);
+}
 
+#[test]
+fn force_says_what_it_overrides_before_it_changes_anything() {
+    let t = Tree::new();
+    t.edu().bind(EDU, "nvme");
+    with_multipath_disk(&t);
+    t.file("proc/self/mountinfo", "21 1 259:2 / / rw,relatime - ext4 /dev/root rw\n");
+    let k = FakeKernel::new(&t);
     let forced = SetupOptions { force: true, ..opts(&k) };
     let ch = setup::vfio(&t.host(), &edu(), &forced).unwrap();
+    let said = "--force: went ahead although it backs / (root filesystem) through nvme0n1p2 on nvme0n1 (NVMe multipath head over nvme0c0n1)";
+    assert_eq!(ch[0].what, said);
+    assert!(ch[0].warning.as_deref().is_some_and(|w| w.contains("I/O errors")), "{:?}", ch[0]);
+    assert_eq!(k.log()[0], format!("notify 0000:00:04.0: {said}"), "announced first: {:?}", k.log());
     assert!(whats(&ch).contains(&"unbound it from nvme"));
+    let text = pcibench::report::setup::render_changes(EDU, &ch);
+    assert!(text.starts_with(&format!("0000:00:04.0: {said}\nWARNING: the running system loses")), "{text}");
+}
+
+#[test]
+fn an_inconsistent_sysfs_is_a_clear_refusal_and_never_an_unbind() {
+    let t = Tree::new();
+    t.edu().bind(EDU, "nvme");
+    with_multipath_disk(&t);
+    // dm-0 lists the partition it sits on as its own holder: a loop.
+    t.link(
+        "sys/devices/virtual/block/dm-0/holders/nvme0n1p1",
+        "sys/devices/virtual/nvme-subsystem/nvme-subsys0/nvme0n1/nvme0n1p1",
+    );
+    let k = FakeKernel::new(&t);
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(
+        e.starts_with("refusing to unbind 0000:00:04.0 from nvme: cannot tell what the running system uses it for: holder loop in sysfs: nvme0n1 -> nvme0n1p1 -> dm-0 -> nvme0n1p1"),
+        "{e}"
+    );
+    assert!(e.ends_with("--force takes it without knowing"), "{e}");
+    assert_untouched(&t, &k);
+    // A dangling holder link.
+    fs::remove_file(t.path("sys/devices/virtual/block/dm-0/holders/nvme0n1p1")).unwrap();
+    t.link("sys/devices/virtual/block/dm-0/holders/dm-5", "sys/devices/virtual/block/dm-5");
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("cannot tell what the running system uses it for: dangling link "), "{e}");
+    assert_untouched(&t, &k);
+    // --force goes ahead, and says it did not know.
+    let forced = SetupOptions { force: true, ..opts(&k) };
+    let ch = setup::vfio(&t.host(), &edu(), &forced).unwrap();
+    assert!(ch[0].what.starts_with("--force: went ahead without knowing what uses it (dangling link "), "{:?}", ch[0]);
 }
 
 #[test]
@@ -414,9 +500,10 @@ fn refuses_to_unbind_a_driver_with_an_interface_up() {
     t.edu().iommu().group(EDU, 7).bind(EDU, "e1000e").vfio_loaded(false);
     let d = t.devdir(EDU);
     t.file(&format!("{d}/net/enp0s4/operstate"), "up\n").file(&format!("{d}/net/enp0s4/flags"), "0x1003\n");
+    t.link("sys/class/net/enp0s4", &format!("{d}/net/enp0s4"));
     let k = FakeKernel::with_native(&t, &[(EDU, "e1000e")]);
     let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
-    assert!(e.contains("network interface enp0s4 is up"), "{e}");
+    assert!(e.contains("the running system uses it: enp0s4 is up; free it first (ip link set enp0s4 down)"), "{e}");
     // Administratively up but no carrier still counts (IFF_UP).
     t.file(&format!("{d}/net/enp0s4/operstate"), "down\n");
     assert!(setup::vfio(&t.host(), &edu(), &opts(&k)).is_err());

@@ -1,9 +1,8 @@
 use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::Args;
 use pcibench::bench::buffers::{self, BufferPlan};
-use pcibench::bench::clock::MonotonicClock;
+use pcibench::bench::clock::MONOTONIC;
 use pcibench::bench::sampler::{Progress as _, Sampling};
-use pcibench::bench::timer::TimerOverhead;
 use pcibench::dma::cpu::{self, CpuBuffer, Kind};
 use pcibench::host::Host;
 use pcibench::mmio::Width;
@@ -84,14 +83,7 @@ pub fn run(host: &Host, a: BuffersArgs) -> anyhow::Result<ExitCode> {
     let stop = interrupt_flag();
     let mut progress = Progress::new();
     progress.begin("buffers", plan.total.saturating_mul(2 * bufs.len() as u64));
-    let clock = MonotonicClock;
-    let mut sampling = Sampling {
-        clock: &clock,
-        overhead: TimerOverhead::measure(&clock),
-        stop: &stop,
-        progress: &mut progress,
-        health: None,
-    };
+    let mut sampling = Sampling::new(&MONOTONIC, &stop, &mut progress, None);
     let mut result = buffers::run(&bufs, &unavailable, &plan, &mut sampling)?;
     progress.end();
     result.context = Some(context);

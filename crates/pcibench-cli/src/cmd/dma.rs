@@ -1,11 +1,11 @@
 use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
-use pcibench::bench::clock::MonotonicClock;
+use pcibench::bench::clock::MONOTONIC;
 use pcibench::bench::dma::{self, DmaPlan, DmaSetup};
+use pcibench::bench::dma_layout::Access;
 use pcibench::bench::result::Report;
 use pcibench::bench::sampler::{Progress as _, Sampling};
-use pcibench::bench::timer::TimerOverhead;
 use pcibench::dma::engines::EngineOptions;
 use pcibench::dma::{BufferSource, Direction};
 use pcibench::host::Host;
@@ -24,6 +24,45 @@ fn parse_engine(s: &str) -> Result<String, String> {
     } else {
         Err(format!("unknown engine '{s}': use one of {}, or sim", pcibench::dma::engines::names()))
     }
+}
+
+/// `--dir` for DMA: one direction, each in turn, both at once, or all three.
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+pub enum DmaDir {
+    H2c,
+    C2h,
+    /// h2c, then c2h.
+    Both,
+    /// Both directions at the same time (engines with queues).
+    Bidir,
+    /// h2c, c2h, then both at once.
+    All,
+}
+
+/// `--pattern`: where transfers go in the host buffer.
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+pub enum PatternArg {
+    /// Consecutive transfers.
+    Seq,
+    /// Fixed-size packets at random offsets in a host window (--window).
+    Random,
+}
+
+/// `--queues 1,2,4,8` or `1..16` (powers of two): the queue counts to measure.
+fn parse_queues(s: &str) -> anyhow::Result<Vec<u16>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+        for n in parse_size_list(part.trim())? {
+            let q = u16::try_from(n).ok().filter(|q| *q > 0);
+            out.push(q.ok_or_else(|| {
+                anyhow::anyhow!(pcibench::Error::usage(format!("--queues {n}: a queue count is 1 to 65535")))
+            })?);
+        }
+    }
+    if out.is_empty() {
+        anyhow::bail!(pcibench::Error::usage("--queues needs a count, e.g. --queues 1,2,4,8"));
+    }
+    Ok(out)
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -46,8 +85,20 @@ pub struct DmaArgs {
     #[arg(long)]
     pub buffer: Option<String>,
     #[arg(long, value_enum, default_value = "both")]
-    pub dir: crate::cmd::pio::DirArg,
-    /// Transfer size(s) (default: the engine's whole card memory, as time_dma_blkram).
+    pub dir: DmaDir,
+    /// Queue counts to spread each run over (qdma): 1,2,4,8,16 or 1..16.
+    #[arg(long)]
+    pub queues: Option<String>,
+    /// Descriptors per queue ring (qdma): an entry of the card's global ring-size table (default 2048).
+    #[arg(long)]
+    pub ring_size: Option<u32>,
+    /// seq (default) or random: fixed-size packets at random offsets in a host window (qdma).
+    #[arg(long, value_enum, default_value = "seq")]
+    pub pattern: PatternArg,
+    /// Host window for --pattern random (default 1G, less where memory is short).
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range 64..1M (default: the engine's whole card memory, as time_dma_blkram).
     #[arg(long = "size", value_name = "BYTES")]
     pub sizes: Vec<String>,
     /// Bytes per direction and size (default 64M; edu: 4 transfers, it takes ~100 ms each).
@@ -75,11 +126,12 @@ pub struct DmaArgs {
     pub common: MeasureArgs,
 }
 
-fn plan(a: &DmaArgs, rig: &DmaRig) -> anyhow::Result<DmaPlan> {
+fn plan(a: &DmaArgs, rig: &DmaRig, access: Access) -> anyhow::Result<DmaPlan> {
     let mut sizes = Vec::new();
-    for s in &a.sizes {
-        sizes.extend(parse_size_list(s)?);
+    for s in a.sizes.iter().flat_map(|s| s.split(',')).filter(|s| !s.trim().is_empty()) {
+        sizes.extend(parse_size_list(s.trim())?);
     }
+    use DmaDir::*;
     let first = sizes.first().copied().unwrap_or(rig.engine.card_size().min(rig.engine.max_transfer()));
     let total = match &a.total {
         Some(t) => parse_size(t)?,
@@ -87,14 +139,18 @@ fn plan(a: &DmaArgs, rig: &DmaRig) -> anyhow::Result<DmaPlan> {
     };
     Ok(DmaPlan {
         dirs: match a.dir {
-            crate::cmd::pio::DirArg::H2c => vec![Direction::H2c],
-            crate::cmd::pio::DirArg::C2h => vec![Direction::C2h],
-            crate::cmd::pio::DirArg::Both => vec![Direction::H2c, Direction::C2h],
+            H2c => vec![Direction::H2c],
+            C2h => vec![Direction::C2h],
+            Both | All => vec![Direction::H2c, Direction::C2h],
+            Bidir => vec![],
         },
+        bidir: matches!(a.dir, Bidir | All),
         sizes,
         total,
         card_addr: rig.card_offset,
         timeout: Duration::from_millis(a.timeout_ms),
+        queues: a.queues.as_deref().map(parse_queues).transpose()?.unwrap_or_default(),
+        access,
     })
 }
 
@@ -107,6 +163,8 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<DmaRequest> {
             card_addr: a.card_addr.as_deref().map(parse_size).transpose()?,
             card_size: a.card_size.as_deref().map(parse_size).transpose()?,
             channel: a.channel,
+            queues: a.queues.as_deref().map(parse_queues).transpose()?.and_then(|q| q.into_iter().max()),
+            ring_size: a.ring_size,
         },
     })
 }
@@ -118,13 +176,27 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)>
     });
     let session = Session::open(host, &a.device, via)?;
     session.check_dma_consent(a.allow_dma)?;
-    let mut rig = session.open_dma(&request(a)?)?;
-    let plan = plan(a, &rig)?;
+    // Everything the engine does not decide is checked before it is opened.
+    let req = request(a)?;
+    let asked = a.window.as_deref().map(parse_size).transpose()?;
+    if asked.is_some() && a.pattern != PatternArg::Random {
+        anyhow::bail!(pcibench::Error::usage("--window applies to --pattern random"));
+    }
+    let (access, window_note) = match a.pattern {
+        PatternArg::Seq => (Access::Sequential, None),
+        PatternArg::Random => {
+            let (window, note) = dma::random_window(host, asked)?;
+            (Access::Random { window }, note)
+        }
+    };
+    let mut rig = session.open_dma(&req)?;
+    let plan = plan(a, &rig, access)?;
     let stop = interrupt_flag();
     let info = &session.info;
     let m = session.measuring(a.common.placement(), &command_line())?;
     let mut progress = Progress::new();
-    progress.begin("dma", plan.total.saturating_mul((plan.dirs.len() * plan.sizes.len().max(1)) as u64));
+    let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
+    progress.begin("dma", plan.total.saturating_mul(rows as u64));
     let setup = DmaSetup {
         dev: session.dev.as_ref(),
         device: &info.address,
@@ -133,16 +205,10 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)>
         engine: rig.engine.as_mut(),
         alloc: rig.alloc.as_ref(),
     };
-    let clock = MonotonicClock;
-    let mut sampling = Sampling {
-        clock: &clock,
-        overhead: TimerOverhead::measure(&clock),
-        stop: &stop,
-        progress: &mut progress,
-        health: m.health.as_ref(),
-    };
+    let mut sampling = Sampling::new(&MONOTONIC, &stop, &mut progress, m.health.as_ref());
     let mut report = dma::run(setup, &plan, &mut sampling)?;
     progress.end();
+    report.warnings.extend(window_note);
     m.finish(&mut report);
     Ok((session.info, report))
 }

@@ -21,7 +21,7 @@ pub fn run(host: &Host, a: DoctorArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         print_json(&r)?;
     } else {
-        print!("{}", doctor::render_text(&r));
+        print!("{}", pcibench::report::doctor::render_text(&r));
     }
     Ok(ExitCode::from(r.exit_code()))
 }

@@ -1,10 +1,9 @@
 use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
-use pcibench::bench::clock::MonotonicClock;
+use pcibench::bench::clock::MONOTONIC;
 use pcibench::bench::pio::{self, MapMode, PioPlan, PioTarget};
 use pcibench::bench::sampler::{Progress as _, Sampling};
-use pcibench::bench::timer::TimerOverhead;
 use pcibench::dma::Direction;
 use pcibench::host::Host;
 use pcibench::mmio::Width;
@@ -141,14 +140,7 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
     let stop = interrupt_flag();
     let mut progress = Progress::new();
     progress.begin("pio", plan.planned_bytes());
-    let clock = MonotonicClock;
-    let mut sampling = Sampling {
-        clock: &clock,
-        overhead: TimerOverhead::measure(&clock),
-        stop: &stop,
-        progress: &mut progress,
-        health: m.health.as_ref(),
-    };
+    let mut sampling = Sampling::new(&MONOTONIC, &stop, &mut progress, m.health.as_ref());
     let t = PioTarget {
         dev: dev.as_ref(),
         device: &info.address,

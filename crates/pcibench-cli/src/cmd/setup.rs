@@ -23,13 +23,16 @@ pub struct SetupArgs {
     /// Unbind from vfio-pci and restore the original driver.
     #[arg(long)]
     release: bool,
-    /// Unbind even a driver that backs a mounted filesystem or an up network interface.
+    /// Take the device even when the running system uses it (a mounted filesystem, swap, an
+    /// interface that is up, the console); each overridden use is printed before anything changes.
     #[arg(long)]
     force: bool,
 }
 
 pub fn run(host: &Host, a: SetupArgs) -> anyhow::Result<ExitCode> {
-    let opts = SetupOptions { force: a.force, ..SetupOptions::from_env() };
+    // What --force overrides goes to stderr as it is decided, before anything changes.
+    let notify: setup::Notify = std::sync::Arc::new(|m: &str| eprintln!("WARNING: {m}"));
+    let opts = SetupOptions { force: a.force, notify: Some(notify), ..SetupOptions::from_env() };
     let changes = if a.vfio {
         setup::vfio(host, &a.device, &opts)?
     } else if let Some(u) = &a.sysfs_user {
@@ -37,6 +40,6 @@ pub fn run(host: &Host, a: SetupArgs) -> anyhow::Result<ExitCode> {
     } else {
         setup::release(host, &a.device, &opts)?
     };
-    print!("{}", setup::render_changes(&a.device.to_string(), &changes));
+    print!("{}", pcibench::report::setup::render_changes(&a.device.to_string(), &changes));
     Ok(ExitCode::SUCCESS)
 }

@@ -146,8 +146,25 @@ pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<B
         (Some("vfio-pci"), Some(_)) => Err(Error::Refused(format!(
             "{addr} is bound to vfio-pci, which owns its BARs: use --via vfio (or vfio-noiommu), or release it for sysfs: sudo pcibench setup {addr} --release"
         ))),
-        (Some(driver), _) => Err(sysfs::bound_driver_refusal(&addr, driver)),
-        (None, None | Some(Via::Sysfs)) => Ok(Box::new(sysfs::SysfsDevice::open(host, info)?)),
+        (Some(driver), _) => Err(sysfs::bound_driver_refusal(host, &addr, driver)),
+        (None, None | Some(Via::Sysfs)) => {
+            // No driver, yet the system may still use it (the boot VGA device under efifb/simpledrm).
+            match crate::host::inuse::inventory(host, &addr.to_string()) {
+                Ok(inv) if !inv.is_empty() => {
+                    return Err(Error::Refused(format!(
+                        "{addr} is in use by the running system: {}: pcibench will not map its BARs; pick another device",
+                        inv.summary()
+                    )))
+                }
+                Err(e @ Error::Sysfs(_)) => {
+                    return Err(Error::Refused(format!(
+                        "{addr}: cannot tell what the running system uses it for ({e}): pcibench will not map its BARs"
+                    )))
+                }
+                _ => {}
+            }
+            Ok(Box::new(sysfs::SysfsDevice::open(host, info)?))
+        }
         (None, Some(v)) => Err(Error::Refused(format!(
             "{addr} has no driver bound, so --via {v} cannot reach it: bind it to vfio-pci first: sudo pcibench setup {addr} --vfio (or use --via sysfs)"
         ))),

@@ -33,7 +33,7 @@ impl SysfsDevice {
                     "{addr} is bound to vfio-pci, which owns its BARs: use --via vfio, or release it for sysfs: sudo pcibench setup {addr} --release"
                 ))
             } else {
-                bound_driver_refusal(&addr, d)
+                bound_driver_refusal(host, &addr, d)
             });
         }
         let dir = device_dir(host, &addr);
@@ -68,11 +68,21 @@ impl SysfsDevice {
     }
 }
 
-/// The refusal for a device a kernel driver (other than vfio-pci) owns.
-pub fn bound_driver_refusal(addr: &PciAddress, driver: &str) -> Error {
-    Error::Refused(format!(
-        "{addr} is bound to driver {driver}: pcibench will not touch a BAR a kernel driver owns; unbind it first: sudo pcibench setup {addr} --vfio (or echo {addr} > /sys/bus/pci/drivers/{driver}/unbind)"
-    ))
+/// The refusal for a device a kernel driver (other than vfio-pci) owns. It offers the unbind only
+/// when the running system does not use the device (`host::inuse`).
+pub fn bound_driver_refusal(host: &Host, addr: &PciAddress, driver: &str) -> Error {
+    match crate::host::inuse::inventory(host, &addr.to_string()) {
+        Ok(inv) if inv.is_empty() => Error::Refused(format!(
+            "{addr} is bound to driver {driver}: pcibench will not touch a BAR a kernel driver owns; unbind it first: sudo pcibench setup {addr} --vfio (or echo {addr} > /sys/bus/pci/drivers/{driver}/unbind)"
+        )),
+        Ok(inv) => Error::Refused(format!(
+            "{addr} is bound to driver {driver} and the running system uses it ({}): pcibench will not touch its BARs; pick another device",
+            inv.summary()
+        )),
+        Err(e) => Error::Refused(format!(
+            "{addr} is bound to driver {driver}, and what the running system uses it for cannot be told ({e}): pcibench will not touch its BARs; pick another device"
+        )),
+    }
 }
 
 /// The name for `--sysfs-user` in a hint: the invoking user (under sudo, the one who ran it).

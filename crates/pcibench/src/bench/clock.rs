@@ -22,6 +22,9 @@ pub trait Clock: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MonotonicClock;
 
+/// The real clock, for callers that need one with a static lifetime.
+pub static MONOTONIC: MonotonicClock = MonotonicClock;
+
 fn origin() -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     *ORIGIN.get_or_init(Instant::now)

@@ -4,9 +4,10 @@
 use super::*;
 use crate::access::{BarRegion, IoMode, Mapping, Via};
 use crate::bench::clock::{Clock, FakeClock, MonotonicClock};
+use crate::bench::dma_layout::Access;
 use crate::bench::timer::TimerOverhead;
 use crate::dma::Addressing;
-use crate::dma::Segment;
+use crate::dma::{Segment, Work};
 use crate::pci::config::COMMAND;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -50,7 +51,9 @@ impl DmaAllocator for HeapAlloc {
 #[derive(Default)]
 struct MockEngine {
     card: Vec<u8>,
-    job: Option<(usize, Transfer)>,
+    jobs: Vec<(usize, Transfer)>,
+    /// Queues, for an engine that takes batches; 0: one transfer at a time.
+    queues: u16,
     corrupt: bool,
     hang: bool,
     stops: u32,
@@ -70,7 +73,25 @@ impl Engine for MockEngine {
         self.card.len() as u64
     }
     fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
-        self.job = Some((buf.bus_range(t.buf_offset, t.len).unwrap() as usize, *t));
+        self.jobs = vec![(buf.bus_range(t.buf_offset, t.len).unwrap() as usize, *t)];
+        Ok(())
+    }
+    fn queues(&self) -> u16 {
+        self.queues.max(1)
+    }
+    fn max_batch(&self) -> usize {
+        if self.queues > 0 {
+            1 << 20
+        } else {
+            1
+        }
+    }
+    fn prepare_batch(&mut self, work: &[Work]) -> Result<()> {
+        if self.queues == 0 && work.len() != 1 {
+            return Err(Error::Unsupported("one at a time".into()));
+        }
+        assert!(work.iter().all(|w| w.queue < self.queues()), "queue within the engine's");
+        self.jobs = work.iter().map(|w| (w.buf.bus_range(w.t.buf_offset, w.t.len).unwrap() as usize, w.t)).collect();
         Ok(())
     }
     fn run(&mut self, _timeout: Duration) -> Result<()> {
@@ -83,16 +104,17 @@ impl Engine for MockEngine {
         if self.hang {
             return Err(Error::Device("mock engine timed out after 1 ms".into()));
         }
-        let (host, t) = self.job.unwrap();
-        let card = &mut self.card[t.card_addr as usize..(t.card_addr + t.len) as usize];
-        // SAFETY: `host` is the bus (= virtual) address of a live HeapBuf of at least t.len bytes.
-        unsafe {
-            match t.dir {
-                Direction::H2c => std::ptr::copy_nonoverlapping(host as *const u8, card.as_mut_ptr(), card.len()),
-                Direction::C2h => std::ptr::copy_nonoverlapping(card.as_ptr(), host as *mut u8, card.len()),
+        for &(host, t) in &self.jobs {
+            let card = &mut self.card[t.card_addr as usize..(t.card_addr + t.len) as usize];
+            // SAFETY: `host` is the bus (= virtual) address of a live HeapBuf of at least t.len bytes.
+            unsafe {
+                match t.dir {
+                    Direction::H2c => std::ptr::copy_nonoverlapping(host as *const u8, card.as_mut_ptr(), card.len()),
+                    Direction::C2h => std::ptr::copy_nonoverlapping(card.as_ptr(), host as *mut u8, card.len()),
+                }
             }
         }
-        if self.corrupt && t.dir == Direction::C2h {
+        if let Some(&(host, _)) = self.jobs.iter().find(|(_, t)| self.corrupt && t.dir == Direction::C2h) {
             // SAFETY: as above; offset 5 < t.len in these tests.
             unsafe { *(host as *mut u8).add(5) ^= 1 };
         }
@@ -128,12 +150,16 @@ impl DeviceAccess for CfgDev {
 }
 
 fn plan() -> DmaPlan {
+    // One transfer at a time, sequential, both directions in turn: the plan of engines without queues.
     DmaPlan {
         dirs: vec![Direction::H2c, Direction::C2h],
+        bidir: false,
         sizes: vec![],
         total: 1 << 20,
         card_addr: 0,
         timeout: Duration::from_secs(1),
+        queues: vec![],
+        access: crate::bench::dma_layout::Access::Sequential,
     }
 }
 
@@ -237,4 +263,141 @@ fn sizes_outside_card_memory_are_refused() {
     let e2 = go(&dev, &mut e, &p, &AtomicBool::new(false)).unwrap_err();
     assert!(e2.to_string().contains("--card-addr"));
     assert_eq!(*dev.command.lock().unwrap(), 0, "no bus mastering when nothing ran");
+}
+
+#[test]
+fn queued_runs_verify_sequential_random_and_both_at_once() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 1 << 20], queues: 8, ..Default::default() };
+    let clock = FakeClock::new(10, 200, 4000);
+    for access in [Access::Sequential, Access::Random { window: 4 << 20 }] {
+        let p = DmaPlan { bidir: true, sizes: vec![64, 4096], queues: vec![1, 8], total: 1 << 20, access, ..plan() };
+        let (r, _) = go_with(&dev, &mut e, &p, &AtomicBool::new(false), &clock).unwrap();
+        // (h2c, c2h, both at once: two rows) × 2 sizes × 2 queue counts.
+        assert_eq!(r.results.len(), 16, "{access:?}");
+        for x in &r.results {
+            assert_eq!(x.verify, Some(Verify::Ok), "{access:?} {} {} q{:?}", x.dir, x.size, x.queues);
+            assert!(x.queues.is_some());
+            assert_eq!(x.window, if let Access::Random { window } = access { Some(window) } else { None });
+            let in_flight = x.notes.iter().find_map(|n| match n {
+                Note::InFlight { transfers, queues } => Some((*transfers, *queues)),
+                _ => None,
+            });
+            let (n, q) = in_flight.expect("several transfers per run");
+            assert_eq!((n % q as u64, Some(q)), (0, x.queues));
+        }
+        assert_eq!(r.results.iter().filter(|x| x.concurrent).count(), 8);
+        // Both-at-once rows share their samples: each direction's bytes over the same times.
+        let both: Vec<&Row> = r.results.iter().filter(|x| x.concurrent).take(2).collect();
+        assert_eq!((both[0].dir, both[1].dir), (Direction::H2c, Direction::C2h));
+        assert_eq!(both[0].stats.as_ref().unwrap().samples, both[1].stats.as_ref().unwrap().samples);
+    }
+    assert_eq!(e.stops, 0);
+}
+
+#[test]
+fn random_corruption_is_named_at_its_host_offset() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 1 << 20], queues: 4, corrupt: true, ..Default::default() };
+    let p = DmaPlan {
+        dirs: vec![Direction::C2h],
+        sizes: vec![256],
+        queues: vec![4],
+        total: 1 << 20,
+        access: Access::Random { window: 64 << 20 },
+        ..plan()
+    };
+    let (r, _) = go(&dev, &mut e, &p, &AtomicBool::new(false)).unwrap();
+    let m = r.results[0].mismatch().expect("the flipped byte is found");
+    assert_eq!((m.offset % 256, m.count), (5, 1), "{m}");
+    assert!(m.offset < 64 << 20);
+    assert_eq!(m.offset, e.jobs[0].1.buf_offset + 5, "byte 5 of the first packet, at its random host offset");
+}
+
+#[test]
+fn queue_counts_and_batch_only_modes_are_refused_up_front() {
+    let dev = CfgDev { command: Mutex::new(0) };
+    let stop = AtomicBool::new(false);
+    let cases: [(DmaPlan, &str); 3] = [
+        (DmaPlan { queues: vec![2], ..plan() }, "--queues 2 is more than the 1 queue the mock engine was opened with"),
+        (
+            DmaPlan { access: Access::Random { window: 1 << 20 }, ..plan() },
+            "--pattern random needs an engine that runs batches",
+        ),
+        (DmaPlan { bidir: true, ..plan() }, "--dir bidir needs an engine that runs both directions in one batch"),
+    ];
+    for (p, want) in cases {
+        let mut e = MockEngine { card: vec![0; 4096], ..Default::default() };
+        let err = go(&dev, &mut e, &p, &stop).unwrap_err().to_string();
+        assert_eq!(err, want.to_string() + &err[want.len()..], "{err}");
+        assert!(!err.contains('\n') && e.runs == 0);
+    }
+    assert_eq!(*dev.command.lock().unwrap(), 0, "no bus mastering when nothing ran");
+    // Transfers that do not fit one per queue are skipped rows, not errors.
+    let mut e = MockEngine { card: vec![0; 8192], queues: 4, ..Default::default() };
+    let p = DmaPlan { dirs: vec![Direction::H2c], sizes: vec![4096], queues: vec![1, 4], total: 8192, ..plan() };
+    let (r, _) = go(&dev, &mut e, &p, &stop).unwrap();
+    assert_eq!(r.results[0].verify, Some(Verify::Ok));
+    assert!(r.results[1].skipped(), "4 x 4 KiB do not fit 8 KiB");
+}
+
+#[test]
+fn the_random_window_follows_available_memory() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("proc")).unwrap();
+    std::fs::write(t.path().join("proc/meminfo"), "MemTotal: 2097152 kB\nMemAvailable: 1048576 kB\n").unwrap();
+    let host = Host::with_root(t.path());
+    let (w, note) = random_window(&host, None).unwrap();
+    assert_eq!(w, 256 << 20, "a quarter of 1 GiB available");
+    assert!(note.unwrap().contains("1 GiB would take more than half of the 1.0 GiB available"));
+    let e = random_window(&host, Some(1 << 30)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "--window 1 GiB needs 2 GiB of host buffers (a source and a destination window), more than the 1.0 GiB this host \
+         has available (MemAvailable): use --window 512 MiB or less"
+    );
+    assert_eq!(random_window(&host, Some(128 << 20)).unwrap(), (128 << 20, None));
+    assert!(random_window(&host, Some(0)).is_err());
+    let none = Host::with_root("/nonexistent");
+    assert_eq!(random_window(&none, None).unwrap(), (DEFAULT_WINDOW, None), "unknown memory: the default");
+}
+
+#[test]
+fn sim_qdma_end_to_end_over_queues_both_ways_and_at_random() {
+    use crate::access::sim::SimDevice;
+    use crate::dma::engines::{self, EngineOptions};
+    let dev = SimDevice::open(crate::sim::SimId::from_name("sim-qdma").unwrap()).unwrap();
+    let info = crate::sim::CardSpec::info(&crate::sim::qdma_card::QdmaCard);
+    let (driver, found) = engines::resolve(None, &info, &dev).unwrap();
+    assert_eq!(driver.name(), "qdma");
+    let alloc = crate::dma::buffers::sim::SimAllocator::new(dev.host_map().clone());
+    let opts = EngineOptions { queues: Some(8), ..Default::default() };
+    let mut opened = driver.open(&found, &dev, &alloc, &opts).unwrap();
+    for access in [Access::Sequential, Access::Random { window: 8 << 20 }] {
+        let p = DmaPlan { bidir: true, sizes: vec![64, 4096], queues: vec![1, 8], total: 1 << 20, access, ..plan() };
+        let stop = AtomicBool::new(false);
+        let clock = MonotonicClock;
+        let mut progress = |_| {};
+        let mut s = Sampling {
+            clock: &clock,
+            overhead: TimerOverhead::measure(&clock),
+            stop: &stop,
+            progress: &mut progress,
+            health: None,
+        };
+        let setup = DmaSetup {
+            dev: &dev,
+            device: "sim-qdma",
+            simulated: true,
+            link: None,
+            engine: opened.engine.as_mut(),
+            alloc: &alloc,
+        };
+        let r = run(setup, &p, &mut s).unwrap();
+        assert_eq!(r.results.len(), 16);
+        for x in &r.results {
+            assert_eq!(x.verify, Some(Verify::Ok), "{access:?} {} {} q{:?}: {:?}", x.dir, x.size, x.queues, r.warnings);
+            assert!(x.notes.iter().any(|n| matches!(n, Note::EngineCounters { counters, .. } if counters.beats > 0)));
+        }
+    }
 }

@@ -5,6 +5,7 @@ pub mod buffers;
 pub mod clock;
 pub mod context;
 pub mod dma;
+pub mod dma_layout;
 pub mod pattern;
 pub mod pio;
 pub mod result;

@@ -104,6 +104,11 @@ pub enum Note {
     AboveLinkModel { efficiency_pct: f64 },
     /// The link's health changed while this row ran: the row is suspect.
     LinkHealth { changes: Vec<String> },
+    /// Each engine run kept this many transfers in flight over this many queues.
+    InFlight { transfers: u64, queues: u16 },
+    /// The engine's own performance counters over the row (warm-up and calibration included),
+    /// beside the bytes pcibench moved in that time.
+    EngineCounters { counters: crate::dma::EngineCounters, bytes: u64, elapsed_s: f64 },
     /// A sync of part of the buffer: what the interface took, or why it failed.
     PartialSync { offset: u64, size: u64, error: Option<String> },
 }
@@ -137,6 +142,15 @@ pub struct Row {
     pub size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
+    /// DMA: queues the transfers were spread over (engines with queues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u16>,
+    /// DMA: packets at random offsets in a host window of this many bytes (absent: sequential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
+    /// DMA: measured while the other direction ran at the same time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub concurrent: bool,
     /// Buffer access (`pcibench buffers`): the buffer, the way in, the coherence mode, the memory
     /// type that gives, and the access's parts (medians).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,6 +188,9 @@ impl Row {
             width: None,
             size,
             offset: None,
+            queues: None,
+            window: None,
+            concurrent: false,
             buffer: None,
             access: None,
             sync: None,
@@ -202,6 +219,11 @@ impl Row {
     /// The link's health changed during the row.
     pub fn suspect(&self) -> bool {
         self.notes.iter().any(|n| matches!(n, Note::LinkHealth { .. }))
+    }
+
+    /// Million transfers per second at the median rate.
+    pub fn mops(&self) -> Option<f64> {
+        self.stats.as_ref().filter(|_| self.size > 0).map(|s| s.median_mbps / self.size as f64)
     }
 
     /// Fill statistics, the link model's limit and efficiency (of the median) and the flags

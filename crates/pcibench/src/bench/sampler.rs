@@ -116,7 +116,17 @@ impl Sampled {
     }
 }
 
-impl Sampling<'_> {
+impl<'a> Sampling<'a> {
+    /// Sampling with `clock`, its overhead measured now.
+    pub fn new(
+        clock: &'a dyn Clock,
+        stop: &'a AtomicBool,
+        progress: &'a mut dyn Progress,
+        health: Option<&'a HealthProbe>,
+    ) -> Sampling<'a> {
+        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress, health }
+    }
+
     /// Time `op(k)` (k transfers of `size` bytes back to back) until `total` bytes have moved.
     /// `total` must hold at least one transfer (callers check and explain).
     pub fn run(&mut self, size: u64, total: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<Sampled> {

@@ -88,10 +88,32 @@ pub struct Transfer {
     pub len: u64,
 }
 
+/// One transfer of a batch: the buffer it uses, what it moves, and which of the engine's queues
+/// (or channels) carries it.
+#[derive(Clone, Copy)]
+pub struct Work<'a> {
+    pub buf: &'a dyn DmaBuffer,
+    pub t: Transfer,
+    pub queue: u16,
+}
+
+/// What an engine's own performance counters saw in one direction (where it has them): a
+/// hardware-side count to set beside the bytes pcibench timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct EngineCounters {
+    pub dir: Direction,
+    /// Engine clock cycles counted while the counters ran.
+    pub cycles: u64,
+    /// Data beats (datapath-wide transfers) the engine counted.
+    pub beats: u64,
+}
+
 /// A driver for a card's DMA engine.
 ///
 /// `prepare` does the per-transfer setup (descriptor chains) once; `run` starts the prepared
-/// transfer and polls it to completion, so a benchmark times `run` alone.
+/// transfer and polls it to completion, so a benchmark times `run` alone. Engines with several
+/// queues also take a batch of transfers spread over them (`prepare_batch`), which one `run`
+/// moves together; the defaults describe an engine that runs one transfer at a time.
 pub trait Engine: Send {
     fn name(&self) -> &'static str;
     /// Bytes of card memory the engine can reach (the default transfer size).
@@ -108,6 +130,34 @@ pub trait Engine: Send {
     fn run(&mut self, timeout: Duration) -> Result<()>;
     /// Stop the engine now (timeout, Ctrl-C); returns its decoded status.
     fn stop(&mut self) -> Result<String>;
+    /// Queues (or channels) the engine was opened with: `Work::queue` is below this.
+    fn queues(&self) -> u16 {
+        1
+    }
+    /// Most transfers one `run` takes (1: one transfer at a time).
+    fn max_batch(&self) -> usize {
+        1
+    }
+    /// Prepare transfers that one `run` moves together, each on its queue. The default takes
+    /// a batch of one transfer on queue 0, which is what single-transfer engines run.
+    fn prepare_batch(&mut self, work: &[Work]) -> Result<()> {
+        match work {
+            [w] if w.queue == 0 => self.prepare(w.buf, &w.t),
+            _ => Err(Error::Unsupported(format!(
+                "the {} engine runs one transfer at a time on one queue; this batch has {} transfers",
+                self.name(),
+                work.len()
+            ))),
+        }
+    }
+    /// Clear and start the engine's performance counters before a measured row.
+    fn counters_start(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// What the counters saw since `counters_start`; empty for engines without counters.
+    fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Makes buffers a device can reach, on one access path (VFIO type1, no-IOMMU, u-dma-buf, sim).

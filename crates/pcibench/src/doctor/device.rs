@@ -1,10 +1,9 @@
 //! Checks on the device itself: presence, bound driver, command register bits, link training
 //! and AER counters.
 
-use super::{Ctx, Finding, Severity};
+use super::{Ctx, Finding, InUse, Severity};
 use crate::access::Via;
-use crate::host::state::class_is_bridge;
-use crate::pci::device::LinkStatus;
+use crate::pci::device::LinkEnd;
 
 pub(super) fn exists(c: &Ctx) -> Finding {
     let i = &c.info;
@@ -16,16 +15,53 @@ pub(super) fn exists(c: &Ctx) -> Finding {
 }
 
 pub(super) fn checks(c: &Ctx) -> Vec<Finding> {
-    vec![driver(c), memory_space(c), bus_master(c)]
+    vec![driver(c), in_use(c), memory_space(c), bus_master(c)]
+}
+
+/// What the running system uses the device for (`host::inuse`): any holder fails it.
+fn in_use(c: &Ctx) -> Finding {
+    match &c.in_use {
+        InUse::Free => Finding::new(
+            "in-use",
+            Severity::Pass,
+            "the running system does not use it: no filesystem, swap, stacked block device, network \
+             interface, console or driver reference on it",
+        ),
+        InUse::Used(inv) => {
+            let steps = inv.free_steps();
+            let fix = if !inv.can_be_freed() {
+                "pick another device: this one cannot be freed while the system runs from it".to_string()
+            } else {
+                format!("pick another device, or free it first: {}", steps.join("; "))
+            };
+            let mut f =
+                Finding::new("in-use", Severity::Fail, format!("in use by the running system: {}", inv.summary()))
+                    .fix(fix);
+            for v in [Via::Sysfs, Via::Vfio, Via::VfioNoiommu] {
+                f = f.blocks(v, None);
+            }
+            f
+        }
+        InUse::Unknown(e) => {
+            let mut f =
+                Finding::new("in-use", Severity::Fail, format!("cannot tell what the running system uses it for: {e}"))
+                    .fix("pick another device; run it again, and if this persists see dmesg");
+            for v in [Via::Sysfs, Via::Vfio, Via::VfioNoiommu] {
+                f = f.blocks(v, None);
+            }
+            f
+        }
+    }
 }
 
 fn driver(c: &Ctx) -> Finding {
     let addr = c.addr;
-    let mut f = match c.driver.as_deref() {
+    match c.driver.as_deref() {
         None => {
             Finding::new("driver", Severity::Pass, "no driver bound: sysfs can reach the BARs; VFIO needs vfio-pci")
                 .fix(format!("for VFIO bind it to vfio-pci: {}", c.setup_vfio()))
                 .blocks(c.vfio, Some(c.setup_vfio()))
+                .takes()
         }
         Some("vfio-pci") => Finding::new("driver", Severity::Pass, "vfio-pci"),
         Some(d) => {
@@ -45,15 +81,9 @@ fn driver(c: &Ctx) -> Finding {
             ))
             .blocks(c.vfio, Some(c.setup_vfio()))
             .blocks(Via::Sysfs, Some(format!("echo {addr} | sudo tee /sys/bus/pci/drivers/{d}/unbind")))
+            .takes()
         }
-    };
-    if class_is_bridge(c.info.class_code) {
-        // vfio_pci_core_register_device refuses anything but a type 0 header.
-        f.evidence.push_str("; it is a bridge, which vfio-pci does not take");
-        f.blocks.retain(|(v, _)| *v == Via::Sysfs);
-        f = f.blocks(c.vfio, None);
     }
-    f
 }
 
 fn has_memory_bars(c: &Ctx) -> bool {
@@ -90,6 +120,7 @@ fn memory_space(c: &Ctx) -> Finding {
     Finding::new("memory-space", base, ev)
         .fix(format!("{} sets it (or: sudo setpci -s {} COMMAND=0x02:0x02)", c.setup_sysfs(), c.addr))
         .blocks(Via::Sysfs, Some(c.setup_sysfs()))
+        .takes()
 }
 
 fn bus_master(c: &Ctx) -> Finding {
@@ -127,20 +158,73 @@ fn link(c: &Ctx) -> Finding {
     };
     let cur = gen_width(l.current_gen, &l.current_speed, l.current_width);
     let max = gen_width(l.max_gen, &l.max_speed, l.max_width);
-    if !LinkStatus::degraded(l) {
-        return Finding::new("link", Severity::Pass, format!("{cur}, its maximum"));
+    let limit = gen_width(l.limit_gen, &None, l.limit_width);
+    let who = l.limited_by_words().unwrap_or_default();
+    let partner = l.partner.as_ref().map(|p| (p, gen_width(p.max_gen, &p.max_speed, p.max_width)));
+    if l.degraded {
+        let model = c.info.model.as_ref().map(|m| format!(": the link model allows {:.0} MB/s writes", m.write_mbps));
+        let (ev, other) = match &partner {
+            Some((p, pmax)) => (
+                format!(
+                    "trained at {cur}, below {limit} that both ends support (this device: {max}; {} {}: {pmax}; \
+                     the limit is set by {who}){}",
+                    p.role,
+                    p.address,
+                    model.unwrap_or_default()
+                ),
+                format!(", and the other end {} (lspci -vv -s {})", p.address, p.address),
+            ),
+            None => (
+                format!(
+                    "trained at {cur}, below its maximum {max} (its link partner is unknown){}",
+                    model.unwrap_or_default()
+                ),
+                String::new(),
+            ),
+        };
+        return Finding::new("link", Severity::Warn, ev).fix(format!(
+            "reseat the card or use a slot wired for the full width; check the firmware's link-speed setting{other}"
+        ));
     }
-    let model = c.info.model.as_ref().map(|m| format!(": the link model allows {:.0} MB/s writes", m.write_mbps));
-    let parent =
-        c.info.parent.as_deref().map(|p| format!(", and the upstream port {p} (lspci -vv -s {p})")).unwrap_or_default();
-    Finding::new(
-        "link",
-        Severity::Warn,
-        format!("trained at {cur}, below its maximum {max}{}", model.unwrap_or_default()),
-    )
-    .fix(format!(
-        "reseat the card or use a slot wired for the full width; check the firmware's link-speed setting{parent}"
-    ))
+    match (&partner, l.limit_gen.or(l.limit_width.map(|_| 0))) {
+        // A port with nothing known below it: its own LnkCap says nothing about the link.
+        (None, None) => Finding::new(
+            "link",
+            Severity::Info,
+            format!("{cur}, max {max}: nothing found below it (an empty slot, or the link is down), so no verdict"),
+        ),
+        (Some((p, pmax)), _)
+            if l.speed_limited_by == Some(LinkEnd::Partner) || l.width_limited_by == Some(LinkEnd::Partner) =>
+        {
+            let facing_up = p.role == "upstream port";
+            if facing_up {
+                Finding::new(
+                    "link",
+                    Severity::Info,
+                    format!(
+                        "{cur}, the most this link allows: the upstream port {} supports {pmax}, this device {max}",
+                        p.address
+                    ),
+                )
+                .fix(format!("for this device's full {max}, put it in a slot that supports it"))
+            } else {
+                Finding::new(
+                    "link",
+                    Severity::Pass,
+                    format!(
+                        "{cur}, the most this link allows: the {} {} supports {pmax}, this port {max}",
+                        p.role, p.address
+                    ),
+                )
+            }
+        }
+        (Some((p, pmax)), _) => Finding::new(
+            "link",
+            Severity::Pass,
+            format!("{cur}, its maximum (the {} {} supports {pmax})", p.role, p.address),
+        ),
+        (None, Some(_)) => Finding::new("link", Severity::Pass, format!("{cur}, its maximum")),
+    }
 }
 
 fn aer(c: &Ctx) -> Finding {

@@ -18,7 +18,13 @@
 //! `via` is the path usable now (`none` when a fix is needed first); `goal` the path the
 //! commands lead to; `command` the one command to run (to use the path when ready, else the
 //! first fix) and `then` any further fixes in order. Exit codes: `Report::exit_code`.
+//!
+//! A device the running system uses (`in-use`: `host::inuse`) is never recommended: the check
+//! fails, no other check offers a command that would take it (setup, unbind, driver_override,
+//! --sysfs-user), and the recommendation says to pick another device or free the holders first.
+//! A bridge is not a target either: the report points at the endpoints below it.
 
+mod bridge;
 mod caller;
 mod device;
 mod dma;
@@ -33,7 +39,6 @@ use crate::pci::{DeviceInfo, PciAddress};
 use crate::target::Target;
 use crate::Result;
 use serde::{Serialize, Serializer};
-use std::fmt::Write;
 
 /// How bad a finding is. Ordered: `Pass < Info < Warn < Fail`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -63,7 +68,7 @@ impl Severity {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
-    /// Stable identifier: device, driver, memory-space, bus-master, resource-files, lockdown,
+    /// Stable identifier: device, driver, in-use, memory-space, bus-master, resource-files, lockdown,
     /// strict-devmem, iommu, iommu-group, vfio-modules, noiommu-mode, vfio-nodes, cap-sys-rawio,
     /// memlock, hugepages, link, aer.
     pub name: &'static str,
@@ -138,11 +143,14 @@ pub(crate) struct Finding {
     pub blocks: Vec<(Via, Option<String>)>,
     /// Matters only for DMA (memlock, hugepages): information when the path is sysfs.
     pub dma_only: bool,
+    /// Its fix or commands would take the device from its driver or give its BARs to a user:
+    /// dropped while the running system uses the device.
+    pub takes: bool,
 }
 
 impl Finding {
     pub fn new(name: &'static str, base: Severity, evidence: impl Into<String>) -> Self {
-        Finding { name, base, evidence: evidence.into(), fix: None, blocks: Vec::new(), dma_only: false }
+        Finding { name, base, evidence: evidence.into(), fix: None, blocks: Vec::new(), dma_only: false, takes: false }
     }
 
     pub fn fix(mut self, fix: impl Into<String>) -> Self {
@@ -158,6 +166,34 @@ impl Finding {
     pub fn dma(mut self) -> Self {
         self.dma_only = true;
         self
+    }
+
+    pub fn takes(mut self) -> Self {
+        self.takes = true;
+        self
+    }
+}
+
+/// What the running system uses the device for (`host::inuse`).
+#[derive(Debug, Clone)]
+pub(crate) enum InUse {
+    Free,
+    Used(crate::host::inuse::Inventory),
+    /// The inventory could not be taken (an inconsistent sysfs): treated as used.
+    Unknown(String),
+}
+
+impl InUse {
+    pub fn of(host: &Host, addr: &str) -> InUse {
+        match crate::host::inuse::inventory(host, addr) {
+            Ok(inv) if inv.is_empty() => InUse::Free,
+            Ok(inv) => InUse::Used(inv),
+            Err(e) => InUse::Unknown(e.to_string()),
+        }
+    }
+
+    pub fn taken(&self) -> bool {
+        !matches!(self, InUse::Free)
     }
 }
 
@@ -175,6 +211,7 @@ pub(crate) struct Ctx<'a> {
     pub cmdline: String,
     /// The VFIO flavour this device would use: `Vfio` with an IOMMU, else `VfioNoiommu`.
     pub vfio: Via,
+    pub in_use: InUse,
 }
 
 impl Ctx<'_> {
@@ -227,7 +264,11 @@ pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
         iommus,
         cmdline: crate::host::state::cmdline(host),
         vfio: if has_iommu { Via::Vfio } else { Via::VfioNoiommu },
+        in_use: InUse::of(host, &addr.to_string()),
     };
+    if crate::host::state::class_is_bridge(ctx.info.class_code) {
+        return Ok(bridge::report(&ctx));
+    }
     let mut findings = vec![device::exists(&ctx)];
     findings.extend(device::checks(&ctx));
     findings.extend(sysfs::checks(&ctx));
@@ -241,7 +282,62 @@ pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
         Some(_) => vec![ctx.vfio, Via::Sysfs],
         None => vec![Via::Sysfs, ctx.vfio],
     };
+    if ctx.in_use.taken() {
+        return Ok(finish_in_use(addr.to_string(), findings, &ctx.in_use));
+    }
     Ok(finish(addr.to_string(), findings, &candidates))
+}
+
+/// The report for a device the running system uses: the in-use check fails, nothing that would
+/// take the device is offered, and the recommendation is to choose another device or free it.
+fn finish_in_use(device: String, findings: Vec<Finding>, in_use: &InUse) -> Report {
+    let (summary, then) = match in_use {
+        InUse::Used(inv) if !inv.can_be_freed() => {
+            (format!("none: the running system uses {device} ({}); pick another device", inv.summary()), Vec::new())
+        }
+        InUse::Used(inv) => (
+            format!(
+                "none: the running system uses {device} ({}); pick another device, or free it first and run \
+                 pcibench doctor {device} again",
+                inv.summary()
+            ),
+            inv.free_steps(),
+        ),
+        InUse::Unknown(e) => (
+            format!("none: cannot tell what the running system uses {device} for ({e}); pick another device"),
+            Vec::new(),
+        ),
+        InUse::Free => unreachable!("finish_in_use for a free device"),
+    };
+    let checks: Vec<Check> = findings
+        .into_iter()
+        .map(|f| {
+            let severity = if f.name == "in-use" { Severity::Fail } else { f.base };
+            let fix = if severity == Severity::Pass || f.takes { None } else { f.fix };
+            Check {
+                name: f.name,
+                severity,
+                evidence: f.evidence,
+                fix,
+                blocks: f.blocks.into_iter().map(|b| b.0).collect(),
+            }
+        })
+        .collect();
+    let worst = checks.iter().map(|c| c.severity).max().unwrap_or(Severity::Pass);
+    Report {
+        device,
+        checks,
+        recommended: Recommendation {
+            via: None,
+            goal: None,
+            ready: false,
+            blocked_by: vec!["in-use"],
+            command: None,
+            then,
+            summary,
+        },
+        worst,
+    }
 }
 
 /// Pick the path, then turn findings into checks: blockers of the chosen path fail.
@@ -334,9 +430,10 @@ fn missing_report(host: &Host, addr: &PciAddress) -> Report {
 }
 
 /// Every check name, in report order (the sim card reports each as information).
-pub const CHECK_NAMES: [&str; 17] = [
+pub const CHECK_NAMES: [&str; 18] = [
     "device",
     "driver",
+    "in-use",
     "memory-space",
     "bus-master",
     "resource-files",
@@ -379,27 +476,4 @@ fn sim_report(name: &str) -> Report {
         },
         worst: Severity::Info,
     }
-}
-
-/// The report for people: `PASS  name  evidence` lines aligned, `fix:` lines under them for
-/// anything not passing, then the recommendation and the command.
-pub fn render_text(r: &Report) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "doctor: {}", r.device);
-    let w = r.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
-    for c in &r.checks {
-        let _ = writeln!(s, "{}  {:<w$}  {}", c.severity.label(), c.name, c.evidence);
-        if let Some(fix) = &c.fix {
-            let _ = writeln!(s, "{:6}{:<w$}  fix: {fix}", "", "");
-        }
-    }
-    let rec = &r.recommended;
-    let _ = writeln!(s, "recommended: {}", rec.summary);
-    if let Some(c) = &rec.command {
-        let _ = writeln!(s, "  run: {c}");
-    }
-    for t in &rec.then {
-        let _ = writeln!(s, "  then: {t}");
-    }
-    s
 }

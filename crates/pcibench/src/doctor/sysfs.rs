@@ -77,7 +77,8 @@ fn resource_files(c: &Ctx) -> Finding {
             format!("{} cannot open for read+write: {}{wc_note}", c.caller.user, descs.join(", ")),
         )
         .fix(format!("{} (or: sudo chown {} {})", c.setup_sysfs(), c.caller.user, paths.join(" ")))
-        .blocks(Via::Sysfs, Some(c.setup_sysfs()));
+        .blocks(Via::Sysfs, Some(c.setup_sysfs()))
+        .takes();
     }
     Finding::new(
         "resource-files",
@@ -115,7 +116,8 @@ fn lockdown_check(c: &Ctx) -> Finding {
             "use VFIO, which lockdown allows: {}; lifting lockdown means turning Secure Boot off in the firmware",
             c.setup_vfio()
         ))
-        .blocks(Via::Sysfs, None),
+        .blocks(Via::Sysfs, None)
+        .takes(),
     }
 }
 
@@ -172,7 +174,8 @@ fn strict_devmem(c: &Ctx) -> Finding {
                 format!("{desc}: the BARs {d} has claimed cannot be mapped through sysfs (mmap fails EINVAL)"),
             )
             .fix(format!("unbind {d} (see driver), or boot with iomem=relaxed"))
-            .blocks(Via::Sysfs, Some(format!("echo {} | sudo tee /sys/bus/pci/drivers/{d}/unbind", c.addr))),
+            .blocks(Via::Sysfs, Some(format!("echo {} | sudo tee /sys/bus/pci/drivers/{d}/unbind", c.addr)))
+            .takes(),
             Some(false) => Finding::new(
                 "strict-devmem",
                 Severity::Pass,

@@ -2,7 +2,7 @@
 //! no-IOMMU mode, the /dev/vfio nodes, and CAP_SYS_RAWIO for no-IOMMU groups.
 
 use super::caller::CAP_SYS_RAWIO;
-use super::{Ctx, Finding, Severity};
+use super::{Ctx, Finding, InUse, Severity};
 use crate::access::Via;
 use crate::host::state::{
     class_is_bridge, class_of, cmdline_param, driver_of, group_members, kernel_version, module_loaded, noiommu_enabled,
@@ -93,18 +93,36 @@ fn iommu_group(c: &Ctx) -> Finding {
         return Finding::new("iommu-group", Severity::Pass, format!("group {g} is viable: {}", listed.join(", ")));
     }
     let names: Vec<String> = offenders.iter().map(|(m, d)| format!("{m} (bound to {d})")).collect();
+    let evidence = format!(
+        "group {g} is not viable: {} share it; VFIO needs every member bound to vfio-pci, pci-stub, \
+         pcieport or no driver",
+        names.join(", ")
+    );
+    // A member the running system uses is never offered to vfio-pci.
+    let used: Vec<String> = offenders
+        .iter()
+        .filter_map(|(m, _)| match InUse::of(c.host, m) {
+            InUse::Free => None,
+            InUse::Used(inv) => Some(format!("{m}: {}", inv.summary())),
+            InUse::Unknown(e) => Some(format!("{m}: cannot tell what uses it ({e})")),
+        })
+        .collect();
+    if !used.is_empty() {
+        return Finding::new(
+            "iommu-group",
+            Severity::Info,
+            format!("{evidence}; the running system uses some of them ({})", used.join("; ")),
+        )
+        .fix(
+            "VFIO cannot have this device without them: move the card to a slot with its own IOMMU group, or use sysfs",
+        )
+        .blocks(Via::Vfio, None);
+    }
     let cmd: Vec<String> = offenders.iter().map(|(m, _)| format!("sudo pcibench setup {m} --vfio")).collect();
-    Finding::new(
-        "iommu-group",
-        Severity::Info,
-        format!(
-            "group {g} is not viable: {} share it; VFIO needs every member bound to vfio-pci, pci-stub, \
-             pcieport or no driver",
-            names.join(", ")
-        ),
-    )
-    .fix(format!("move them to vfio-pci too: {}", cmd.join(" && ")))
-    .blocks(Via::Vfio, Some(cmd.join(" && ")))
+    Finding::new("iommu-group", Severity::Info, evidence)
+        .fix(format!("move them to vfio-pci too: {}", cmd.join(" && ")))
+        .blocks(Via::Vfio, Some(cmd.join(" && ")))
+        .takes()
 }
 
 fn modules(c: &Ctx) -> Finding {
@@ -128,6 +146,7 @@ fn modules(c: &Ctx) -> Finding {
     Finding::new("vfio-modules", Severity::Info, format!("not loaded: {}", missing.join(", ")))
         .fix(format!("{} loads them (by hand: {by_hand})", c.setup_vfio()))
         .blocks(c.vfio, Some(c.setup_vfio()))
+        .takes()
 }
 
 fn noiommu_mode(c: &Ctx) -> Finding {
@@ -153,6 +172,7 @@ fn noiommu_mode(c: &Ctx) -> Finding {
             Finding::new("noiommu-mode", Severity::Info, format!("off ({NOIOMMU_PARAM} = N), and there is no IOMMU"))
                 .fix(format!("{} enables it (by hand: echo 1 | sudo tee {NOIOMMU_PARAM}); {warn}", c.setup_vfio()))
                 .blocks(Via::VfioNoiommu, Some(c.setup_vfio()))
+                .takes()
         }
         None if module_loaded(c.host, "vfio") => Finding::new(
             "noiommu-mode",
@@ -163,7 +183,8 @@ fn noiommu_mode(c: &Ctx) -> Finding {
         .blocks(Via::VfioNoiommu, None),
         None => Finding::new("noiommu-mode", Severity::Info, "vfio is not loaded, and there is no IOMMU")
             .fix(format!("{} loads it with enable_unsafe_noiommu_mode=1; {warn}", c.setup_vfio()))
-            .blocks(Via::VfioNoiommu, Some(c.setup_vfio())),
+            .blocks(Via::VfioNoiommu, Some(c.setup_vfio()))
+            .takes(),
     }
 }
 
@@ -205,7 +226,8 @@ fn nodes(c: &Ctx) -> Finding {
     let Some(g) = c.group else {
         return Finding::new("vfio-nodes", Severity::Warn, "bound to vfio-pci but the device has no iommu_group link")
             .fix(format!("rebind it: sudo pcibench setup {} --release && {}", c.addr, c.setup_vfio()))
-            .blocks(c.vfio, None);
+            .blocks(c.vfio, None)
+            .takes();
     };
     let shown = format!("/dev/vfio/{}{g}", if c.noiommu_group { "noiommu-" } else { "" });
     let node = vfio_node(c.host, g, c.noiommu_group);

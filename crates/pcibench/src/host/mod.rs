@@ -1,9 +1,9 @@
 //! Where the host's kernel interfaces live. Everything pcibench reads from /sys, /proc, /dev
 //! and /boot goes through `Host`, so tests point it at a fixture tree instead of the real root.
 //! `state` reads kernel state (drivers, IOMMU groups and mode, modules, lockdown, the kernel's
-//! command line and configuration); `holders` finds what the running system uses a device for.
+//! command line and configuration); `inuse` finds what the running system uses a device for.
 
-pub mod holders;
+pub mod inuse;
 pub mod state;
 
 use std::path::{Path, PathBuf};

@@ -35,6 +35,29 @@ impl Command {
     }
 }
 
+/// Which end of a link sets its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkEnd {
+    /// This device's own Link Capabilities.
+    Device,
+    /// The link partner's.
+    Partner,
+    /// Both ends support the same.
+    Both,
+}
+
+/// The other end of a device's link: the port above an endpoint, the device below a port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkPartner {
+    pub address: String,
+    /// "upstream port", "device below it", "switch port below it".
+    pub role: String,
+    pub max_gen: Option<u8>,
+    pub max_width: Option<u8>,
+    pub max_speed: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct LinkStatus {
     pub current_speed: Option<String>,
@@ -46,13 +69,63 @@ pub struct LinkStatus {
     pub mps: Option<u32>,
     pub mps_supported: Option<u32>,
     pub mrrs: Option<u32>,
+    /// The PCI Express port type (`Endpoint`, `Root Port`, ...) when config space shows it.
+    pub port_type: Option<String>,
+    /// The other end of the link, when known (`pci::partner`).
+    pub partner: Option<LinkPartner>,
+    /// What the link can train to: the lower of both ends' capabilities (this device's alone
+    /// for an endpoint whose partner is unknown; none for a port whose partner is unknown).
+    pub limit_gen: Option<u8>,
+    pub limit_width: Option<u8>,
+    pub speed_limited_by: Option<LinkEnd>,
+    pub width_limited_by: Option<LinkEnd>,
+    /// Trained below that limit (lspci's "(downgraded)"); never for a port by its own LnkCap alone.
+    pub degraded: bool,
 }
 
 impl LinkStatus {
-    /// True when the link trained below what both ends could do (speed or width).
-    pub fn degraded(&self) -> bool {
-        matches!((self.current_gen, self.max_gen), (Some(c), Some(m)) if c < m)
-            || matches!((self.current_width, self.max_width), (Some(c), Some(m)) if c < m && c > 0)
+    /// A link as read, before `pci::partner` judges it.
+    pub fn new(
+        current: (Option<String>, Option<u8>, Option<u8>),
+        max: (Option<String>, Option<u8>, Option<u8>),
+        payload: (Option<u32>, Option<u32>, Option<u32>),
+        port_type: Option<String>,
+    ) -> LinkStatus {
+        LinkStatus {
+            current_speed: current.0,
+            current_gen: current.1,
+            current_width: current.2,
+            max_speed: max.0,
+            max_gen: max.1,
+            max_width: max.2,
+            mps: payload.0,
+            mps_supported: payload.1,
+            mrrs: payload.2,
+            port_type,
+            partner: None,
+            limit_gen: None,
+            limit_width: None,
+            speed_limited_by: None,
+            width_limited_by: None,
+            degraded: false,
+        }
+    }
+
+    /// Which end limits the link, in words: "this device", "the upstream port 0000:00:1c.0",
+    /// "both ends", or "speed: ..., width: ..." when they differ.
+    pub fn limited_by_words(&self) -> Option<String> {
+        let who = |e: LinkEnd| match (e, &self.partner) {
+            (LinkEnd::Device, _) => "this device".to_string(),
+            (LinkEnd::Partner, Some(p)) => format!("the {} {}", p.role.trim_end_matches(" below it"), p.address),
+            (LinkEnd::Partner, None) => "its link partner".to_string(),
+            (LinkEnd::Both, _) => "both ends".to_string(),
+        };
+        match (self.speed_limited_by, self.width_limited_by) {
+            (Some(a), Some(b)) if a == b => Some(who(a)),
+            (Some(a), Some(b)) => Some(format!("speed: {}, width: {}", who(a), who(b))),
+            (Some(a), None) | (None, Some(a)) => Some(who(a)),
+            (None, None) => None,
+        }
     }
 
     /// The model's inputs: the negotiated link when known, else the maximum.

@@ -9,6 +9,7 @@ pub mod fixture;
 pub mod health;
 pub mod link;
 pub mod names;
+pub mod partner;
 pub mod resource;
 pub mod sysfs;
 

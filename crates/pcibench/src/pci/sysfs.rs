@@ -18,6 +18,36 @@ pub fn device_dir(host: &Host, addr: &PciAddress) -> PathBuf {
     host.pci_devices_dir().join(addr.to_string())
 }
 
+/// The endpoints (functions that are not bridges) below a bridge, through switches, sorted.
+pub fn endpoints_below(host: &Host, addr: &PciAddress) -> Vec<PciAddress> {
+    let Ok(root) = fs::canonicalize(device_dir(host, addr)) else { return Vec::new() };
+    let mut out = Vec::new();
+    // Real directories only (no symlinks), a PCI hierarchy is at most a few switches deep.
+    let mut stack = vec![(root, 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        if depth > 8 {
+            continue;
+        }
+        let Ok(rd) = fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let Some(a) = e.file_name().to_str().and_then(|n| n.parse::<PciAddress>().ok()) else { continue };
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let class = read_trim(&e.path().join("class"))
+                .and_then(|c| u32::from_str_radix(c.trim_start_matches("0x"), 16).ok())
+                .unwrap_or(0);
+            if crate::host::state::class_is_bridge(class) {
+                stack.push((e.path(), depth + 1));
+            } else {
+                out.push(a);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Every PCI function the kernel knows, sorted by address.
 pub fn list_addresses(host: &Host) -> Result<Vec<PciAddress>> {
     let dir = host.pci_devices_dir();
@@ -105,17 +135,18 @@ pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
     let max_speed = sysfs_speed("max_link_speed");
     let pcie = cfg.pcie.as_ref();
     let link = if cur_speed.is_some() || max_speed.is_some() || pcie.is_some() {
-        Some(LinkStatus {
-            current_gen: cur_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.cur_gen)),
-            current_width: sysfs_width("current_link_width").or(pcie.map(|p| p.cur_width).filter(|w| *w > 0)),
-            max_gen: max_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.max_gen)),
-            max_width: sysfs_width("max_link_width").or(pcie.map(|p| p.max_width).filter(|w| *w > 0)),
-            current_speed: cur_speed,
-            max_speed,
-            mps: pcie.map(|p| p.mps),
-            mps_supported: pcie.map(|p| p.mps_supported),
-            mrrs: pcie.map(|p| p.mrrs),
-        })
+        let cur_gen = cur_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.cur_gen));
+        let cur_width = sysfs_width("current_link_width").or(pcie.map(|p| p.cur_width).filter(|w| *w > 0));
+        let max_gen = max_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.max_gen));
+        let max_width = sysfs_width("max_link_width").or(pcie.map(|p| p.max_width).filter(|w| *w > 0));
+        let mut l = LinkStatus::new(
+            (cur_speed, cur_gen, cur_width),
+            (max_speed, max_gen, max_width),
+            (pcie.map(|p| p.mps), pcie.map(|p| p.mps_supported), pcie.map(|p| p.mrrs)),
+            pcie.map(|p| p.port_type.to_string()).filter(|t| t != "Unknown"),
+        );
+        super::partner::assess(&dir, class_code, &mut l);
+        Some(l)
     } else {
         None
     };

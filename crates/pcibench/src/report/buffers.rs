@@ -91,12 +91,7 @@ pub fn table(r: &Report) -> String {
             }
         }
     }
-    if r.interrupted {
-        let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
-    }
-    for w in r.context.iter().flat_map(|c| &c.warnings).chain(&r.warnings) {
-        let _ = writeln!(s, "warning: {w}");
-    }
+    super::notes::tail(&mut s, r);
     s
 }
 

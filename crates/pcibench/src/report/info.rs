@@ -89,8 +89,34 @@ pub fn info_text(d: &DeviceInfo) -> String {
         let cur = gen_width(l.current_gen, l.current_width);
         let max = gen_width(l.max_gen, l.max_width);
         let speed = l.current_speed.as_deref().map(|x| format!(" ({x})")).unwrap_or_default();
-        let degraded = if l.degraded() { " -- DEGRADED: trained below its maximum" } else { "" };
-        let _ = writeln!(s, "  Link:          {cur}{speed}, max {max}{degraded}");
+        let verdict = if l.degraded {
+            let limit = gen_width(l.limit_gen, l.limit_width);
+            let who = l.limited_by_words().unwrap_or_else(|| "this device".into());
+            if l.partner.is_some() {
+                format!(" -- DEGRADED: below {limit}, what both ends support (the limit is set by {who})")
+            } else {
+                format!(" -- DEGRADED: below {limit}, its own maximum (its link partner is unknown)")
+            }
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "  Link:          {cur}{speed}, max {max}{verdict}");
+        if let Some(p) = &l.partner {
+            let who = l.limited_by_words().unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "  Link partner:  {} ({}), max {}; the link can train to {} (set by {who})",
+                p.address,
+                p.role,
+                gen_width(p.max_gen, p.max_width),
+                gen_width(l.limit_gen, l.limit_width)
+            );
+        } else if l.limit_gen.is_none() && l.limit_width.is_none() && !d.simulated {
+            let _ = writeln!(
+                s,
+                "  Link partner:  none found below it (an empty slot, or the link is down): no verdict on its own maximum"
+            );
+        }
         let mps = l.mps.map(|m| m.to_string()).unwrap_or_else(|| "unknown".into());
         let sup = l.mps_supported.map(|m| format!(" (supports {m})")).unwrap_or_default();
         let mrrs = l.mrrs.map(|m| m.to_string()).unwrap_or_else(|| "unknown".into());

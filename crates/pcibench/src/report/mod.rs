@@ -1,12 +1,16 @@
 //! Presentation: every rendering of what the other modules measured or found. Nothing here
 //! touches a device. Measurement reports go through `Exporter`, one implementation per format
-//! (`table`, `seed`, `json`); a new format is one file and one arm in `exporter`.
+//! (`table`, `seed`, `json`); a new format is one file and one arm in `exporter`. `doctor` and
+//! `setup` render those commands' findings and changes.
 
 pub mod buffers;
+pub mod doctor;
 pub mod info;
 pub mod json;
 pub mod notes;
+pub mod queues;
 pub mod seed;
+pub mod setup;
 pub mod table;
 
 use crate::bench::result::Report;

@@ -26,6 +26,11 @@ pub fn text(n: &Note) -> String {
             "above the link model ({efficiency_pct:.0}% of its limit): the figure is not what it seems (cached, emulated, or the link's MPS/MRRS/width are not what the model was told)"
         ),
         Note::LinkHealth { changes } => format!("suspect: {} during this row", changes.join("; ")),
+        Note::InFlight { transfers, queues } => format!(
+            "each run kept {transfers} transfers in flight over {queues} queue{}",
+            if *queues == 1 { "" } else { "s" }
+        ),
+        Note::EngineCounters { counters: c, bytes, elapsed_s } => counters_text(c, *bytes, *elapsed_s),
         Note::PartialSync { offset, size, error: None } => format!(
             "partial sync of [{offset:#x}, +{size:#x}): the interface took that region (checked where it reports one back)"
         ),
@@ -33,6 +38,31 @@ pub fn text(n: &Note) -> String {
             format!("partial sync of [{offset:#x}, +{size:#x}) FAILED: {e}")
         }
     }
+}
+
+/// The engine's own count beside pcibench's: bytes per data beat is the datapath width when
+/// the engine counted every byte pcibench moved; cycles over the row's wall time is its clock.
+fn counters_text(c: &crate::dma::EngineCounters, bytes: u64, elapsed_s: f64) -> String {
+    if c.beats == 0 {
+        return format!(
+            "engine counters ({}): no data beats counted for {} moved: this engine has no performance monitor, or it did not count",
+            c.dir,
+            crate::units::human_size(bytes)
+        );
+    }
+    let clock = if elapsed_s > 0.0 {
+        format!(", an implied {:.0} MHz clock", c.cycles as f64 / elapsed_s / 1e6)
+    } else {
+        String::new()
+    };
+    format!(
+        "engine counters ({}): {} data beats in {} cycles for {} bytes pcibench moved: {:.1} bytes per beat (the datapath width if the engine saw every byte){clock}",
+        c.dir,
+        c.beats,
+        c.cycles,
+        bytes,
+        bytes as f64 / c.beats as f64
+    )
 }
 
 /// Short markers for flagged rows, after the verify column: `!few !noisy !model !suspect`.
@@ -59,6 +89,17 @@ pub fn lines(r: &Row) -> Vec<String> {
         v.push(reason.clone());
     }
     v
+}
+
+/// The lines that close every report: the interruption, if any, then the warnings of where it
+/// ran and of the run.
+pub fn tail(s: &mut String, r: &crate::bench::result::Report) {
+    if r.interrupted {
+        let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
+    }
+    for w in r.context.iter().flat_map(|c| &c.warnings).chain(&r.warnings) {
+        let _ = writeln!(s, "warning: {w}");
+    }
 }
 
 /// The verify column.

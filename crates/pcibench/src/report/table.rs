@@ -98,12 +98,7 @@ fn notes_and_warnings(s: &mut String, rows: &[Row], r: &Report, each: impl Fn(&R
             let _ = writeln!(s, "      note: {n}");
         }
     }
-    if r.interrupted {
-        let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
-    }
-    for w in r.context.iter().flat_map(|c| &c.warnings).chain(&r.warnings) {
-        let _ = writeln!(s, "warning: {w}");
-    }
+    super::notes::tail(s, r);
 }
 
 fn pio(r: &Report) -> String {
@@ -176,6 +171,12 @@ fn dma(r: &Report) -> String {
         r.timer_overhead_ns
     );
     context_lines(&mut s, r);
+    if super::queues::queued(r) {
+        let _ = writeln!(s, "{}", super::queues::HEADER);
+        notes_and_warnings(&mut s, &r.results, r, super::queues::row_line);
+        s.push_str(&super::queues::summary(r));
+        return s;
+    }
     let _ = writeln!(
         s,
         "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  verify",

@@ -7,9 +7,11 @@
 //! - `release`: back to the original driver.
 //!
 //! Each returns the changes it made and is idempotent: run twice, the second run returns no
-//! changes. Unbinding a driver that backs a mounted filesystem, active swap or an interface that
-//! is up is refused unless `SetupOptions::force`. Kernel writes and commands go through
-//! `System`, so tests run every step on a fixture tree with a fake kernel.
+//! changes. Taking a device the running system uses (`host::inuse`: a mounted filesystem, active
+//! swap, an interface that is up, the console ...) is refused, naming each holder, before anything
+//! changes; `SetupOptions::force` overrides it and says exactly what it overrode before acting.
+//! Kernel writes and commands go through `System`, so tests run every step on a fixture tree with
+//! a fake kernel.
 
 mod sysfs;
 mod system;
@@ -24,7 +26,6 @@ use crate::host::Host;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
 use serde::Serialize;
-use std::fmt::Write;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,10 +93,15 @@ impl User {
     }
 }
 
+/// Where `setup` says, as it decides it, what `--force` overrides.
+pub type Notify = Arc<dyn Fn(&str) + Send + Sync>;
+
 pub struct SetupOptions {
-    /// Unbind even when the driver backs a mounted filesystem or an interface that is up,
-    /// and release a VFIO device a process holds.
+    /// Take the device even when the running system uses it (a mounted filesystem, swap, an
+    /// interface that is up: see `host::inuse`), and release a VFIO device a process holds.
     pub force: bool,
+    /// Told, before anything changes, each thing `force` overrides (the CLI prints it on stderr).
+    pub notify: Option<Notify>,
     /// Who gets read+write on the VFIO group node (`None`: leave it root's).
     pub user: Option<User>,
     /// How long to wait for the kernel to bind a driver or create a node.
@@ -105,7 +111,13 @@ pub struct SetupOptions {
 
 impl Default for SetupOptions {
     fn default() -> Self {
-        SetupOptions { force: false, user: None, timeout: Duration::from_secs(5), system: Arc::new(RealSystem) }
+        SetupOptions {
+            force: false,
+            notify: None,
+            user: None,
+            timeout: Duration::from_secs(5),
+            system: Arc::new(RealSystem),
+        }
     }
 }
 
@@ -140,19 +152,47 @@ impl SetupOptions {
     }
 }
 
-/// The text for people: one line per change (warnings after `WARNING:`), or that nothing changed.
-pub fn render_changes(device: &str, changes: &[Change]) -> String {
-    if changes.is_empty() {
-        return format!("{device}: nothing to change, already set up\n");
-    }
-    let mut s = String::new();
-    for c in changes {
-        let _ = writeln!(s, "{device}: {}", c.what);
-        if let Some(w) = &c.warning {
-            let _ = writeln!(s, "WARNING: {w}");
+/// What `--force` costs, said with each holder it overrides.
+pub const FORCE_WARNING: &str = "the running system loses what it used the device for: expect I/O errors on its \
+     filesystems and swap, a lost network link or console";
+
+/// Refuse to `action` (e.g. "unbind 0000:01:00.0 from nvme") while the running system uses the
+/// device, naming each holder and what frees it; with `force`, record and announce (before
+/// anything changes) each holder it overrides. An inventory that cannot be taken (an inconsistent
+/// sysfs) refuses too, and `force` overrides that as well, saying so.
+pub(crate) fn guard(host: &Host, addr: &PciAddress, action: &str, opts: &SetupOptions) -> Result<Vec<Change>> {
+    let a = addr.to_string();
+    let overridden: Vec<String> = match crate::host::inuse::inventory(host, &a) {
+        Ok(inv) if inv.is_empty() => return Ok(Vec::new()),
+        Ok(inv) if !opts.force => {
+            let steps = inv.free_steps();
+            let what_to_do = if !inv.can_be_freed() {
+                "choose another device".to_string()
+            } else {
+                format!("free it first ({}) or choose another device", steps.join("; "))
+            };
+            return Err(Error::Refused(format!(
+                "refusing to {action}: the running system uses it: {}; {what_to_do}; --force takes it anyway",
+                inv.summary()
+            )));
         }
+        Ok(inv) => inv.reasons().iter().map(|r| format!("--force: went ahead although {r}")).collect(),
+        Err(e) if !opts.force => {
+            return Err(Error::Refused(format!(
+                "refusing to {action}: cannot tell what the running system uses it for: {e}; --force takes it \
+                 without knowing"
+            )))
+        }
+        Err(e) => vec![format!("--force: went ahead without knowing what uses it ({e})")],
+    };
+    let mut ch = Vec::new();
+    for what in overridden {
+        if let Some(n) = &opts.notify {
+            n(&format!("{a}: {what}"));
+        }
+        ch.push(Change::warn(what, FORCE_WARNING));
     }
-    s
+    Ok(ch)
 }
 
 /// Where `vfio` remembers the driver it replaced: /run/pcibench/ADDR (tmpfs: gone at reboot,

@@ -15,6 +15,8 @@ use std::fs;
 pub fn sysfs_user(host: &Host, addr: &PciAddress, user: &str, opts: &SetupOptions) -> Result<Vec<Change>> {
     let info = crate::target::describe(host, &Target::Pci(*addr))?;
     let u = User::resolve(host, user)?;
+    // Giving a user the BARs of a device the system uses lets one write corrupt it.
+    let mut ch = super::guard(host, addr, &format!("give {} the BARs of {addr}", u.name), opts)?;
     let dir = device_dir(host, addr);
     let mut chowned = Vec::new();
     let mut chmodded = Vec::new();
@@ -32,7 +34,6 @@ pub fn sysfs_user(host: &Host, addr: &PciAddress, user: &str, opts: &SetupOption
             chmodded.push(name.as_str());
         }
     }
-    let mut ch = Vec::new();
     if !chowned.is_empty() {
         let what = format!("gave {} ({}:{}) {} (chown)", u.name, u.uid, u.gid, chowned.join(", "));
         ch.push(match driver_of(host, &addr.to_string()).filter(|d| d != "vfio-pci") {

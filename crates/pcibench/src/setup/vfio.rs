@@ -31,21 +31,24 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
     let dir = check_device(host, addr)?;
     let a = addr.to_string();
     if class_of(host, &a).is_some_and(class_is_bridge) {
+        let below: Vec<String> = crate::pci::sysfs::endpoints_below(host, addr).iter().map(|e| e.to_string()).collect();
+        let instead = match below.first() {
+            Some(e) => format!("use the endpoint(s) below it: {} (pcibench doctor {e})", below.join(", ")),
+            None => "nothing is below it: pcibench list shows the devices present".to_string(),
+        };
         return Err(Error::Refused(format!(
-            "{a} is a PCI bridge: vfio-pci takes only endpoints (type 0 headers); choose the device behind it"
+            "{a} is a PCI bridge, not a target: vfio-pci takes only endpoints (type 0 headers); {instead}"
         )));
     }
     let driver = driver_of(host, &a);
-    if let Some(d) = driver.as_deref().filter(|d| *d != "vfio-pci") {
-        let why = crate::host::holders::in_use(host, &dir);
-        if !why.is_empty() && !opts.force {
-            return Err(Error::Refused(format!(
-                "refusing to unbind {a} from {d}: {}; stop using it first, or pass --force",
-                why.join(", ")
-            )));
-        }
-    }
     let mut ch = Vec::new();
+    if driver.as_deref() != Some("vfio-pci") {
+        let action = match driver.as_deref() {
+            Some(d) => format!("unbind {a} from {d}"),
+            None => format!("bind {a} to vfio-pci"),
+        };
+        ch.extend(super::guard(host, addr, &action, opts)?);
+    }
     let group = iommu_group_of(host, addr);
     let has_iommu = match group {
         Some(g) => !group_is_noiommu(host, g),

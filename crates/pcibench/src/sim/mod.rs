@@ -10,6 +10,10 @@ pub mod card_memory;
 pub mod config_space;
 pub mod host_map;
 pub mod mem;
+pub mod qdma_card;
+mod qdma_engine;
+pub mod qdma_model;
+mod qdma_state;
 pub mod xdma_card;
 mod xdma_engine;
 pub mod xdma_model;
@@ -17,7 +21,7 @@ mod xdma_state;
 
 use crate::mmio::Width;
 use crate::pci::config::{Capability, CMD_MEMORY};
-use crate::pci::device::{Command, DeviceInfo, LinkStatus};
+use crate::pci::device::{Command, DeviceInfo, LinkEnd, LinkStatus};
 use crate::pci::resource::{Bar, BarKind};
 use crate::Result;
 use host_map::HostMap;
@@ -68,7 +72,7 @@ pub trait CardSpec: Sync {
 }
 
 /// Every simulated card, in the order `pcibench list` shows them.
-pub static CARDS: &[&dyn CardSpec] = &[&xdma_card::XdmaCard];
+pub static CARDS: &[&dyn CardSpec] = &[&xdma_card::XdmaCard, &qdma_card::QdmaCard];
 
 /// One of `CARDS`, by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -156,16 +160,17 @@ pub fn card_info(s: &CardShape) -> DeviceInfo {
         parent: None,
         command: Some(Command::from_raw(CMD_MEMORY)),
         bars,
-        link: Some(LinkStatus {
-            current_speed: speed.clone(),
-            current_gen: Some(s.link.0),
-            current_width: Some(s.link.1),
-            max_speed: speed,
-            max_gen: Some(s.link.0),
-            max_width: Some(s.link.1),
-            mps: Some(s.mps),
-            mps_supported: Some(s.mps_supported),
-            mrrs: Some(s.mrrs),
+        link: Some({
+            let mut l = LinkStatus::new(
+                (speed.clone(), Some(s.link.0), Some(s.link.1)),
+                (speed, Some(s.link.0), Some(s.link.1)),
+                (Some(s.mps), Some(s.mps_supported), Some(s.mrrs)),
+                Some("Endpoint".into()),
+            );
+            // No partner: the card's own capabilities are the limit, and it trains to them.
+            (l.limit_gen, l.limit_width) = (Some(s.link.0), Some(s.link.1));
+            (l.speed_limited_by, l.width_limited_by) = (Some(LinkEnd::Device), Some(LinkEnd::Device));
+            l
         }),
         model: None,
         aer: None,

@@ -262,6 +262,8 @@ fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String
     }
     let control = ch.control.load(Ordering::Acquire);
     let mut logged = bits & control & ST_LOGGABLE;
+    // The reason is in the status register before the error writeback tells the driver to look.
+    ch.status.fetch_or(logged, Ordering::AcqRel);
     if let Some(mut why) = why {
         if control & CTRL_POLL_WB != 0 {
             let count = ch.completed.load(Ordering::Acquire) & 0x00ff_ffff;

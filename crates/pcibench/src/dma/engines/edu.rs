@@ -224,6 +224,7 @@ impl super::EngineDriver for EduDriver {
     }
 
     fn check_options(&self, opts: &super::EngineOptions) -> Result<()> {
+        opts.refuse_queues("edu")?;
         let unused = [("--card-size", opts.card_size.is_some()), ("--channel", opts.channel.is_some())];
         match unused.iter().find(|(_, given)| *given) {
             Some((flag, _)) => Err(Error::usage(format!(

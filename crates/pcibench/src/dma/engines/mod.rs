@@ -4,6 +4,18 @@
 //! line in `DRIVERS`; nothing outside this module knows which engines exist.
 
 pub mod edu;
+pub mod qdma;
+mod qdma_ctx;
+pub mod qdma_driver;
+#[cfg(test)]
+mod qdma_model_tests;
+pub mod qdma_probe;
+mod qdma_regs;
+mod qdma_ring;
+#[cfg(test)]
+mod qdma_testkit;
+#[cfg(test)]
+mod qdma_tests;
 pub mod xdma;
 mod xdma_desc;
 pub mod xdma_probe;
@@ -17,7 +29,7 @@ use crate::{Error, Result};
 use serde::Serialize;
 
 /// Every engine pcibench drives.
-pub static DRIVERS: &[&dyn EngineDriver] = &[&edu::EduDriver, &xdma::XdmaDriver];
+pub static DRIVERS: &[&dyn EngineDriver] = &[&edu::EduDriver, &xdma::XdmaDriver, &qdma_driver::QdmaDriver];
 
 /// Engine settings from the command line; `None` means the engine's default. An engine refuses
 /// a setting it has no use for (`EngineDriver::check_options`) rather than ignoring it.
@@ -29,6 +41,27 @@ pub struct EngineOptions {
     pub card_size: Option<u64>,
     /// Channel (`--channel`).
     pub channel: Option<u8>,
+    /// Queues to open (`--queues`, the largest count asked for).
+    pub queues: Option<u16>,
+    /// Descriptors per ring (`--ring-size`), for engines with descriptor rings.
+    pub ring_size: Option<u32>,
+}
+
+impl EngineOptions {
+    /// Refuse the queue and ring settings on an engine that has neither (one line each).
+    pub fn refuse_queues(&self, engine: &str) -> Result<()> {
+        if self.queues.is_some_and(|q| q > 1) {
+            return Err(Error::usage(format!(
+                "--queues applies to engines with queues (qdma); {engine} runs one transfer at a time: drop --queues"
+            )));
+        }
+        if self.ring_size.is_some() {
+            return Err(Error::usage(format!(
+                "--ring-size applies to engines with descriptor rings (qdma), not {engine}: drop it"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// An engine found on a device.
@@ -60,10 +93,10 @@ pub trait EngineDriver: Sync {
     fn default_dma_bits(&self) -> u32 {
         64
     }
-    /// Settings this engine has no use for are refused with the reason.
+    /// Settings this engine has no use for are refused with the reason (by default the queue
+    /// and ring settings, which only engines with queues use).
     fn check_options(&self, opts: &EngineOptions) -> Result<()> {
-        let _ = opts;
-        Ok(())
+        opts.refuse_queues(self.name())
     }
     /// Look for the engine on `dev`. Reads registers only on devices where that is harmless
     /// (known vendor or device ids first); Ok(None) when it is not there.

@@ -263,10 +263,10 @@ impl XdmaEngine {
         match outcome {
             Outcome::Done => self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN),
             Outcome::Error(done) | Outcome::Stopped(done) => {
-                // The error writeback can land before the engine has stopped and logged the error bits
-                // (neither PG195 nor the sim model orders them): let the channel go idle, within the
-                // timeout, so the status read names the error rather than "busy".
-                while self.rd(self.ch_reg(dir, CH_STATUS))? & ST_BUSY != 0 && start.elapsed() < timeout {
+                // PG195 does not order the error writeback against the status register: wait
+                // (bounded) for the channel to go idle, so the status read holds the reason.
+                let t = Instant::now();
+                while self.rd(self.ch_reg(dir, CH_STATUS))? & ST_BUSY != 0 && t.elapsed() < IDLE_WAIT {
                     std::thread::yield_now();
                 }
                 let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;

@@ -1,0 +1,114 @@
+# Sourced by lab/run: machine q35-inuse, the in-use and link-health lab (issue 10). Devices the running system
+# uses, behind PCIe root ports with set link speeds and widths:
+#   rp1 (Gen4 x16): NVMe controller in an NVMe subsystem (nvme-subsys + nvme + nvme-ns, so the kernel's
+#                   CONFIG_NVME_MULTIPATH puts the namespace head under /sys/devices/virtual/nvme-subsystem),
+#                   ext4 with /hello.txt
+#   rp2 (Gen3 x4):  virtio-blk, serial "data", ext4 with /hello.txt
+#   rp3 (Gen1 x1):  virtio-blk, serial "swap", blank (the guest makes it swap)
+#   rp4 (QEMU's default Gen4 x32): virtio-net on an isolated hub (no backend: nothing leaves QEMU)
+#   rp5 (Gen3 x8):  empty
+#   root bus:       a plain NVMe controller, serial "tools": ext4 with the virtio modules, lspci and the guest
+#                   helpers (lab/guest/inuse.sh), so nothing else of the lab changes for this machine.
+# Built once per run, and only when a q35-inuse boot is planned (so the other machines do not pay for it):
+# packages e2fsprogs and pciutils, the virtio modules from the cached cloud kernel .deb (virtio_blk and
+# virtio_net are modules there; nvme and ext4 are built in), the disk images.
+
+INUSE_PACKAGES=(e2fsprogs pciutils)
+# Load order: each after what it depends on (the .ko's modinfo depends=).
+INUSE_MODULES=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk failover
+	net_failover virtio_net)
+INUSE_HELLO="pcibench lab: this file lives on the device under test"
+
+# inuse_images DIR: the images every boot copies (built once per run, under a lock: boots run in parallel).
+inuse_images() {
+	local dir=$1 lock
+	exec {lock}>"$RUN/inuse.lock"
+	flock "$lock"
+	if [ -f "$dir/.complete" ]; then
+		exec {lock}>&-
+		return 0
+	fi
+	ensure_packages_inuse
+	mkdir -p "$dir"
+	# The virtio modules, from the kernel package prepare_kernel cached.
+	local ko=$KO_DIR/virtio deb tmp m f
+	if [ ! -f "$ko/virtio_net.ko" ]; then
+		deb=$(compgen -G "$(dirname "$KO_DIR")/debs/linux-image-*.deb" | head -n 1)
+		[ -n "$deb" ] || die "no linux-image .deb in the cache for the virtio modules"
+		tmp=$(mktemp -d)
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" --wildcards '*/drivers/virtio/*.ko' \
+			'*/drivers/block/virtio_blk.ko' '*/drivers/net/virtio_net.ko' '*/drivers/net/net_failover.ko' \
+			'*/net/core/failover.ko'
+		mkdir -p "$ko"
+		for m in "${INUSE_MODULES[@]}"; do
+			f=$(find "$tmp" -name "$m.ko" | head -n 1)
+			[ -n "$f" ] || die "$m.ko not in $deb"
+			cp "$f" "$ko/"
+		done
+		rm -rf "$tmp"
+	fi
+	# The tools disk: modules in load order, lspci with the libraries it loads, the guest helpers.
+	local tools=$dir/tools.d lib
+	rm -rf "$tools"
+	mkdir -p "$tools/modules" "$tools/lib"
+	for m in "${INUSE_MODULES[@]}"; do cp "$ko/$m.ko" "$tools/modules/"; done
+	printf '%s\n' "${INUSE_MODULES[@]}" >"$tools/modules/order"
+	cp /usr/bin/lspci "$tools/"
+	for lib in $(ldd /usr/bin/lspci | awk '/=>/ { print $3 } /ld-linux/ { print $1 }'); do cp -L "$lib" "$tools/lib/"; done
+	cp "$LAB/guest/inuse.sh" "$tools/inuse.sh"
+	run_logged "$RUN/mke2fs-tools.log" mke2fs -q -F -t ext4 -L tools -d "$tools" "$dir/tools.img" 48M
+	rm -rf "$tools"
+	# The filesystems under test: ext4 with a known file.
+	mkdir -p "$dir/data.d"
+	echo "$INUSE_HELLO" >"$dir/data.d/hello.txt"
+	run_logged "$RUN/mke2fs-data.log" mke2fs -q -F -t ext4 -L data -d "$dir/data.d" "$dir/data.img" 16M
+	run_logged "$RUN/mke2fs-nvme.log" mke2fs -q -F -t ext4 -L nvme -d "$dir/data.d" "$dir/nvme.img" 16M
+	rm -rf "$dir/data.d"
+	truncate -s 16M "$dir/swap.img"
+	touch "$dir/.complete"
+	exec {lock}>&-
+}
+
+ensure_packages_inuse() {
+	local missing=() p
+	for p in "${INUSE_PACKAGES[@]}"; do
+		[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	[ "$(id -u)" = 0 ] || die "missing packages ${missing[*]} and not root: install them first"
+	log_step "installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	if ! apt-get install -y --no-install-recommends "${missing[@]}" >"$RUN/apt-install-inuse.log" 2>&1; then
+		apt_update
+		run_logged "$RUN/apt-install-inuse.log" apt-get install -y --no-install-recommends "${missing[@]}"
+	fi
+}
+
+# inuse_machine SHM: sets mach and vfio for q35-inuse and adds to append (qemu_args' locals); this boot's disk
+# images sit beside its ivshmem backing file (SHM.*), so lab/run's cleanup removes them.
+inuse_machine() {
+	local shm=$1 img=$RUN/inuse-images i
+	inuse_images "$img"
+	for i in tools data nvme swap; do
+		[ -f "$shm.$i" ] || cp --sparse=always "$img/$i.img" "$shm.$i"
+	done
+	mach=(-machine q35
+		-device pcie-root-port,id=rp1,bus=pcie.0,chassis=1,addr=0x10,x-speed=16,x-width=16
+		-device pcie-root-port,id=rp2,bus=pcie.0,chassis=2,addr=0x11,x-speed=8,x-width=4
+		-device pcie-root-port,id=rp3,bus=pcie.0,chassis=3,addr=0x12,x-speed=2_5,x-width=1
+		-device pcie-root-port,id=rp4,bus=pcie.0,chassis=4,addr=0x13
+		-device pcie-root-port,id=rp5,bus=pcie.0,chassis=5,addr=0x14,x-speed=8,x-width=8
+		-device nvme-subsys,id=subsys0,nqn=pcibench-lab
+		-device nvme,id=nvme0,serial=labsubsys,subsys=subsys0,bus=rp1
+		-drive "file=$shm.nvme,if=none,id=nvmens,format=raw"
+		-device nvme-ns,drive=nvmens,bus=nvme0,nsid=1
+		-drive "file=$shm.data,if=none,id=vdata,format=raw"
+		-device virtio-blk-pci,drive=vdata,serial=data,bus=rp2
+		-drive "file=$shm.swap,if=none,id=vswap,format=raw"
+		-device virtio-blk-pci,drive=vswap,serial=swap,bus=rp3
+		-netdev hubport,id=n0,hubid=0
+		-device virtio-net-pci,netdev=n0,bus=rp4,romfile=
+		-drive "file=$shm.tools,if=none,id=tools,format=raw"
+		-device nvme,serial=tools,drive=tools)
+	vfio=noiommu
+}
