@@ -2,7 +2,7 @@
 # names the QDMA, the queue matrix (1,2,4,8 queues x 64 B..1 MiB) and both directions at once
 # verify every row (a mismatch would exit 1), random packets in a window sized to the guest's
 # memory verify, the suite picks QDMA by its config BAR, and bad input is one line, exit 2.
-# machines: pc
+# machines: pc virt-smmuv3
 # timeout: 300
 . /lab/lib.sh
 expect_out 'QDMA soft IP \(3\.x\), Vivado 2019\.2' pcibench info sim-qdma
