@@ -4,6 +4,7 @@ mod cmd;
 
 use clap::{Parser, Subcommand};
 use pcibench::host::Host;
+use pcibench::outcome::Outcome;
 use pcibench::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +13,19 @@ use std::process::ExitCode;
 #[command(
     name = "pcibench",
     version,
-    about = "Find a PCIe card, reach its BARs and DMA engine, and measure PIO and DMA with verified data"
+    about = "Find a PCIe card, reach its BARs and DMA engine, and measure PIO and DMA with verified data",
+    after_help = "Devices: DDDD:BB:DD.F or BB:DD.F as lspci prints them, or a simulated card (sim, sim-qdma, ...).
+Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between. MB = 10^6 bytes.
+
+Exit status: 0 everything asked for was measured and verified; 1 an error (the message says what to do);
+2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing
+to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; a second
+signal exits at once); 141 the reader of stdout went away. doctor: 0 ready, 1 a warning, 2 a failure.
+
+Examples:
+  pcibench run                      the suite on the simulated card
+  pcibench list                     every device, like lspci
+  pcibench doctor 15:00.0           why a device can't be reached, and the fix"
 )]
 struct Cli {
     /// Use this directory in place of / for /sys, /proc, /dev and /boot (fixtures, tests).
@@ -56,10 +69,7 @@ fn main() -> ExitCode {
             {
                 e.exit();
             }
-            // One line: clap's message without its usage block and `--help` tip.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("pcibench: {} (see pcibench --help)", first.trim_start_matches("error: "));
+            eprintln!("pcibench: {}", clap_one_line(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -83,10 +93,37 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("pcibench: {}", one_line(&e));
-            let usage = e.downcast_ref::<Error>().is_some_and(|e| matches!(e, Error::Usage(_)));
-            ExitCode::from(if usage { 2 } else { 1 })
+            let outcome = e.downcast_ref::<Error>().map_or(Outcome::Failed, Outcome::of_error);
+            ExitCode::from(outcome.code())
         }
     }
+}
+
+/// clap's whole message on one line: what is wrong, the argument's name, the allowed values and
+/// any "did you mean", without the usage block and the `--help` tip (which the line points to).
+fn clap_one_line(text: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information") {
+            continue;
+        }
+        if line.starts_with("pcibench ") && parts.len() == 1 {
+            continue; // the usage line's continuation
+        }
+        let line = line.trim_start_matches("error: ").to_string();
+        // A list after "...:" (the missing arguments) reads as one sentence.
+        match parts.last_mut() {
+            Some(last) if last.ends_with(':') => last.push_str(&format!(" {line}")),
+            Some(last) if last.contains(": <") && line.starts_with('<') => last.push_str(&format!(", {line}")),
+            _ => parts.push(line),
+        }
+    }
+    let subcommand = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let help = match subcommand {
+        Some(c) => format!("pcibench {c} --help"),
+        None => "pcibench --help".to_string(),
+    };
+    format!("{} (see {help})", parts.join("; "))
 }
 
 /// Errors are one line: the library's message, plus anyhow context joined with ": ".

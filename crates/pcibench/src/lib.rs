@@ -14,6 +14,7 @@ pub mod error;
 pub mod host;
 pub mod mmio;
 pub mod os;
+pub mod outcome;
 pub mod pci;
 pub mod report;
 pub mod session;

@@ -142,6 +142,24 @@ impl Session {
         Ok(Measuring { context: self.place(placement, args)?, link, limit_note, health: self.health() })
     }
 
+    /// `--io syscall` (one pread/pwrite per access) exists only on VFIO: a sysfs resource file of
+    /// a memory BAR has no read/write (drivers/pci/pci-sysfs.c), and a simulated card has no
+    /// syscall path to measure.
+    pub fn check_io(&self, io: crate::access::IoMode) -> Result<()> {
+        use crate::access::{IoMode, Via};
+        match (io, self.dev.via()) {
+            (IoMode::Syscall, Via::Vfio | Via::VfioNoiommu) | (IoMode::Mmap, _) => Ok(()),
+            (IoMode::Syscall, _) if self.info.simulated => Err(Error::usage(format!(
+                "--io syscall measures one pread/pwrite per access on a VFIO device; {} is a simulated card with no such path: drop --io",
+                self.info.address
+            ))),
+            (IoMode::Syscall, via) => Err(Error::usage(format!(
+                "--io syscall measures one pread/pwrite per access, which only VFIO offers for a memory BAR, not {via}: bind {} to vfio-pci (sudo pcibench setup {} --vfio) or drop --io",
+                self.info.address, self.info.address
+            ))),
+        }
+    }
+
     /// Whether host-to-card writes are allowed: always on a simulated card, else with the flag.
     pub fn may_write(&self, allow_write: bool) -> bool {
         allow_write || self.info.simulated
@@ -168,6 +186,27 @@ impl Session {
 
     /// Find and open the DMA engine, with an allocator for buffers it can reach.
     pub fn open_dma(&self, req: &DmaRequest) -> Result<DmaRig> {
+        if let Some(b) = req.dma_bits.filter(|b| !(24..=64).contains(b)) {
+            return Err(Error::usage(format!(
+                "--dma-bits {b}: a PCI device drives 24 to 64 address bits (QEMU's edu: 28 by default, 32 with dma_mask=0xffffffff)"
+            )));
+        }
+        if self.info.simulated {
+            // A simulated card's engine reaches only the host buffers registered with it, at their
+            // process addresses: there is no buffer to choose and no address width to limit.
+            if let Some(b) = &req.buffer {
+                return Err(Error::usage(format!(
+                    "--buffer {b} does not apply to {}: a simulated card's engine reaches only its own host buffers (drop --buffer)",
+                    self.info.address
+                )));
+            }
+            if req.dma_bits.is_some() {
+                return Err(Error::usage(format!(
+                    "--dma-bits does not apply to {}: a simulated card's bus addresses are process addresses (drop --dma-bits)",
+                    self.info.address
+                )));
+            }
+        }
         let (driver, found) = engines::resolve(req.engine.as_deref(), &self.info, self.dev.as_ref())?;
         driver.check_options(&req.options)?;
         let bits = req.dma_bits.unwrap_or_else(|| driver.default_dma_bits());

@@ -138,7 +138,12 @@ pub fn run(
             // Engines that keep many transfers in flight are measured at 1 MiB transfers (their
             // whole window would be a handful of samples); the others over their whole window.
             let room = rig.engine.card_size().saturating_sub(rig.card_offset);
-            let sizes = if rig.engine.max_batch() > 1 { vec![room.min(1 << 20)] } else { Vec::new() };
+            let mut sizes = if rig.engine.max_batch() > 1 { vec![room.min(1 << 20)] } else { Vec::new() };
+            // A --total below one such transfer measures transfers of --total (whole 4 KiB pages).
+            let one = sizes.first().copied().unwrap_or(size);
+            if total < one {
+                sizes = vec![(total & !0xfff).max(total.min(4096))];
+            }
             let plan = DmaPlan {
                 dirs: vec![Direction::H2c, Direction::C2h],
                 bidir: false,

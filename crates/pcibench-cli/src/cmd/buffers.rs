@@ -1,4 +1,4 @@
-use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
+use super::{command_line, emit, finish, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::Args;
 use pcibench::bench::buffers::{self, BufferPlan};
 use pcibench::bench::clock::MONOTONIC;
@@ -6,6 +6,7 @@ use pcibench::bench::sampler::{Progress as _, Sampling};
 use pcibench::dma::cpu::{self, CpuBuffer, Kind};
 use pcibench::host::Host;
 use pcibench::mmio::Width;
+use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::session::Session;
 use pcibench::target::Target;
@@ -88,13 +89,6 @@ pub fn run(host: &Host, a: BuffersArgs) -> anyhow::Result<ExitCode> {
     progress.end();
     result.context = Some(context);
     let exporter = report::exporter(a.common.format(), report::Options::default());
-    print!("{}", exporter.report(&result)?);
-    if result.mismatched() {
-        eprintln!("pcibench: a buffer's data did not read back as written: see the MISMATCH rows");
-        return Ok(ExitCode::from(1));
-    }
-    if result.interrupted {
-        return Ok(ExitCode::from(130));
-    }
-    Ok(ExitCode::SUCCESS)
+    emit(&exporter.report(&result)?);
+    Ok(finish(Outcome::of_report(&result)))
 }

@@ -1,4 +1,4 @@
-use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
+use super::{command_line, emit, finish, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
 use pcibench::bench::clock::MONOTONIC;
@@ -9,6 +9,7 @@ use pcibench::bench::sampler::{Progress as _, Sampling};
 use pcibench::dma::engines::EngineOptions;
 use pcibench::dma::{BufferSource, Direction};
 use pcibench::host::Host;
+use pcibench::outcome::Outcome;
 use pcibench::pci::DeviceInfo;
 use pcibench::report;
 use pcibench::session::{DmaRequest, DmaRig, Session};
@@ -29,7 +30,9 @@ fn parse_engine(s: &str) -> Result<String, String> {
 /// `--dir` for DMA: one direction, each in turn, both at once, or all three.
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 pub enum DmaDir {
+    /// Host to card: the card's engine reads host memory.
     H2c,
+    /// Card to host: the engine writes host memory.
     C2h,
     /// h2c, then c2h.
     Both,
@@ -67,12 +70,20 @@ fn parse_queues(s: &str) -> anyhow::Result<Vec<u16>> {
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum DmaVia {
+    /// VFIO with an IOMMU: the card is given I/O virtual addresses.
     Vfio,
+    /// VFIO without an IOMMU: the card is given physical addresses.
     VfioNoiommu,
 }
 
 #[derive(Args, Clone)]
+#[command(after_help = "Examples:
+  pcibench dma sim                                       the simulated card's XDMA engine, both directions, verified
+  pcibench dma sim-qdma --queues 1,2,4,8 --size 64..1M    throughput by size and queue count
+  pcibench dma 03:00.0 --engine xdma --allow-dma --format seed
+  pcibench dma 00:01.0 --engine edu --dma-bits 32 --total 16K --allow-dma    QEMU's edu device")]
 pub struct DmaArgs {
+    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, sim-qdma, ...).
     #[arg(value_parser = parse_target)]
     pub device: Target,
     /// DMA engine driver (edu, xdma, or sim for a simulated card's own); default: the one found on the device.
@@ -84,6 +95,7 @@ pub struct DmaArgs {
     /// Host buffer: heap, hugepage (default), or u-dma-buf:NAME.
     #[arg(long)]
     pub buffer: Option<String>,
+    /// Direction: h2c, c2h, both (one after the other, default), bidir (at once), or all.
     #[arg(long, value_enum, default_value = "both")]
     pub dir: DmaDir,
     /// Queue counts to spread each run over (qdma): 1,2,4,8,16 or 1..16.
@@ -216,13 +228,6 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)>
 pub fn run(host: &Host, a: DmaArgs) -> anyhow::Result<ExitCode> {
     let (_info, result) = measure(host, &a)?;
     let exporter = report::exporter(a.common.format(), report::Options::default());
-    print!("{}", exporter.report(&result)?);
-    if result.mismatched() {
-        eprintln!("pcibench: DMA data did not verify: see the MISMATCH rows (offset, expected, found)");
-        return Ok(ExitCode::from(1));
-    }
-    if result.interrupted {
-        return Ok(ExitCode::from(130));
-    }
-    Ok(ExitCode::SUCCESS)
+    emit(&exporter.report(&result)?);
+    Ok(finish(Outcome::of_report(&result)))
 }

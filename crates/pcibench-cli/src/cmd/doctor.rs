@@ -6,8 +6,11 @@ use pcibench::target::Target;
 use std::process::ExitCode;
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  pcibench doctor 15:00.0         each check with its evidence and fix, then the one recommended path
+  pcibench doctor 15:00.0 --json")]
 pub struct DoctorArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F or sim.
+    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card.
     #[arg(value_parser = parse_target)]
     device: Target,
     /// One JSON document on stdout (fields: device, checks, recommended, worst).
@@ -21,7 +24,7 @@ pub fn run(host: &Host, a: DoctorArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         print_json(&r)?;
     } else {
-        print!("{}", pcibench::report::doctor::render_text(&r));
+        super::emit(&pcibench::report::doctor::render_text(&r));
     }
     Ok(ExitCode::from(r.exit_code()))
 }

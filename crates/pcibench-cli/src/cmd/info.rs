@@ -10,8 +10,12 @@ use serde::Serialize;
 use std::process::ExitCode;
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  pcibench info sim
+  pcibench info 15:00.0           BARs, link and its limits, the link partner, AER, DMA engines
+  pcibench info 15:00.0 --json")]
 pub struct InfoArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F or sim.
+    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, sim-qdma, ...).
     #[arg(value_parser = parse_target)]
     device: Target,
     /// One JSON document on stdout (field names in README "JSON output").
@@ -33,9 +37,9 @@ pub fn run(host: &Host, a: InfoArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         print_json(&InfoOut { info: &info, engines })?;
     } else {
-        print!("{}", info_text(&info));
+        super::emit(&info_text(&info));
         for e in &engines {
-            println!("  DMA engine:    {}", e.summary.replace('\n', "\n                 "));
+            super::emitln(&format!("  DMA engine:    {}", e.summary.replace('\n', "\n                 ")));
         }
         for w in &info.warnings {
             eprintln!("warning: {w}");

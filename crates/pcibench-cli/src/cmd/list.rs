@@ -7,11 +7,15 @@ use pcibench::target::{self, Target};
 use std::process::ExitCode;
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  pcibench list                   every device, the simulated cards first
+  pcibench list -d 10ee           Xilinx devices only
+  pcibench list -s 15:00.0 --json")]
 pub struct ListArgs {
     /// Only devices with this vendor (and device) id, in hex: VID or VID:DID.
     #[arg(short = 'd', value_name = "VID[:DID]", value_parser = |s: &str| s.parse::<IdFilter>().map_err(|e| e.to_string()))]
     ids: Option<IdFilter>,
-    /// Only the device at this address (DDDD:BB:DD.F, BB:DD.F or sim).
+    /// Only the device at this address (DDDD:BB:DD.F, BB:DD.F, or a simulated card).
     #[arg(short = 's', value_name = "ADDR", value_parser = parse_target)]
     slot: Option<Target>,
     /// One JSON document (an array of device objects, as `info --json`) on stdout.
@@ -25,7 +29,7 @@ pub fn run(host: &Host, a: ListArgs) -> anyhow::Result<ExitCode> {
         print_json(&devices)?;
     } else {
         for d in &devices {
-            println!("{}", list_line(d));
+            super::emitln(&list_line(d));
         }
     }
     Ok(ExitCode::SUCCESS)

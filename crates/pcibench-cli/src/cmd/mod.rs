@@ -11,8 +11,9 @@ pub mod setup;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pcibench::target::Target;
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Parse a DEVICE argument (`DDDD:BB:DD.F`, `BB:DD.F`, or a simulated card such as `sim`).
@@ -22,7 +23,7 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
 
 /// Print a JSON document on stdout.
 pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    emit(&pcibench::report::json::to_json(v)?);
     Ok(())
 }
 
@@ -32,11 +33,11 @@ pub struct MeasureArgs {
     /// Pin the measuring thread to this CPU (default: a CPU on the device's NUMA node when sysfs names one).
     #[arg(long, value_name = "N")]
     pub cpu: Option<u32>,
-    /// Output: table, seed (the fpga_sio block format) or json.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: FormatArg,
+    /// Output: table (default), seed (fpga_sio's "Min/Mean/Max (Mbytes/sec)" blocks) or json.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
     /// Same as --format json.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
 }
 
@@ -49,7 +50,7 @@ impl MeasureArgs {
     }
 
     pub fn format(&self) -> pcibench::report::Format {
-        self.format.resolve(self.json)
+        self.format.unwrap_or(FormatArg::Table).resolve(self.json)
     }
 }
 
@@ -81,13 +82,48 @@ impl FormatArg {
     }
 }
 
-/// Ctrl-C sets this; runners stop at the next sample, stop engines and report what they have.
+/// SIGINT, SIGTERM and SIGHUP set this: runners stop at the next sample, stop engines, restore
+/// Bus Master and report what they have (exit 130). A second signal while the first is being
+/// handled ends the process at once with 130.
 pub fn interrupt_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let f = Arc::clone(&flag);
-    // A second handler install fails harmlessly; the first stays.
-    let _ = ctrlc::set_handler(move || f.store(true, Ordering::SeqCst));
-    flag
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+            // Registered first, so it sees the flag as it was before this signal set it.
+            let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag));
+            let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
+        }
+        flag
+    })
+    .clone()
+}
+
+/// Write to stdout. When the reader has gone (`| head -1`), leave quietly as coreutils do when
+/// SIGPIPE ends them (status 141): every run has finished and cleaned up before it prints.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("pcibench: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `emit` with a newline.
+pub fn emitln(text: &str) {
+    emit(&format!("{text}\n"));
+}
+
+/// The exit status of a finished run, with the line that explains a non-zero one.
+pub fn finish(outcome: pcibench::outcome::Outcome) -> ExitCode {
+    if let Some(why) = outcome.explain() {
+        eprintln!("pcibench: {why}");
+    }
+    ExitCode::from(outcome.code())
 }
 
 /// A byte-progress bar on stderr that appears only for runs longer than about 2 s, and only

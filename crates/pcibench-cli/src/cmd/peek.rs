@@ -18,29 +18,47 @@ fn parse_num(s: &str) -> Result<u64, String> {
 }
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  pcibench peek 00:01.0 0 0              the register at BAR0 + 0 (QEMU's edu reads 0x010000ed)
+  pcibench peek sim 4 0x2000             the simulated card's XDMA IRQ-block identifier
+  pcibench peek 03:00.0 2 0x100 --width 64 --via vfio")]
 pub struct PeekArgs {
+    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, ...).
     #[arg(value_parser = parse_target)]
     device: Target,
+    /// BAR index (0-5).
     bar: u8,
+    /// Byte offset in the BAR, decimal or 0x-hex, aligned to the width.
     #[arg(value_parser = parse_num)]
     offset: u64,
+    /// Access width in bits: 8, 16, 32 (default) or 64; one single access of that size.
     #[arg(long, value_parser = parse_width, default_value = "32")]
     width: Width,
+    /// Access path (default: sysfs when no driver is bound, vfio when bound to vfio-pci).
     #[arg(long, value_enum)]
     via: Option<ViaArg>,
 }
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  pcibench poke 00:01.0 0 4 0x12345678 --allow-write     edu's liveness register (reads back inverted)
+  pcibench poke sim 0 0x100 0xff --width 8")]
 pub struct PokeArgs {
+    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, ...).
     #[arg(value_parser = parse_target)]
     device: Target,
+    /// BAR index (0-5).
     bar: u8,
+    /// Byte offset in the BAR, decimal or 0x-hex, aligned to the width.
     #[arg(value_parser = parse_num)]
     offset: u64,
+    /// Value to write, decimal or 0x-hex; must fit the width.
     #[arg(value_parser = parse_num)]
     value: u64,
+    /// Access width in bits: 8, 16, 32 (default) or 64; one single store of that size.
     #[arg(long, value_parser = parse_width, default_value = "32")]
     width: Width,
+    /// Access path (default: sysfs when no driver is bound, vfio when bound to vfio-pci).
     #[arg(long, value_enum)]
     via: Option<ViaArg>,
     /// Consent to write to this device's BAR (not needed for sim).
@@ -56,7 +74,7 @@ pub fn peek(host: &Host, a: PeekArgs) -> anyhow::Result<ExitCode> {
     let s = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
     let region = s.dev.open_bar(a.bar, Mapping::Uc, IoMode::Mmap)?;
     let v = regs::peek(region.as_ref(), a.offset, a.width)?;
-    println!("{} BAR{}+{:#x} = {:#0w$x}", s.info.address, a.bar, a.offset, v, w = digits(a.width) + 2);
+    super::emitln(&format!("{} BAR{}+{:#x} = {:#0w$x}", s.info.address, a.bar, a.offset, v, w = digits(a.width) + 2));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -71,6 +89,13 @@ pub fn poke(host: &Host, a: PokeArgs) -> anyhow::Result<ExitCode> {
     let s = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
     let region = s.dev.open_bar(a.bar, Mapping::Uc, IoMode::Mmap)?;
     regs::poke(region.as_ref(), a.offset, a.width, a.value)?;
-    println!("{} BAR{}+{:#x} <- {:#0w$x}", s.info.address, a.bar, a.offset, a.value, w = digits(a.width) + 2);
+    super::emitln(&format!(
+        "{} BAR{}+{:#x} <- {:#0w$x}",
+        s.info.address,
+        a.bar,
+        a.offset,
+        a.value,
+        w = digits(a.width) + 2
+    ));
     Ok(ExitCode::SUCCESS)
 }

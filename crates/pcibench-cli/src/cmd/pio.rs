@@ -1,4 +1,4 @@
-use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
+use super::{command_line, emit, finish, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
 use pcibench::bench::clock::MONOTONIC;
@@ -7,37 +7,49 @@ use pcibench::bench::sampler::{Progress as _, Sampling};
 use pcibench::dma::Direction;
 use pcibench::host::Host;
 use pcibench::mmio::Width;
+use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::session::Session;
 use pcibench::target::Target;
 use pcibench::units::{parse_size, parse_size_list};
 use std::process::ExitCode;
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
 pub enum MapArg {
+    /// Uncached-minus (sysfs resourceN, every VFIO mapping).
     Uc,
+    /// Write-combining (sysfs resourceN_wc, prefetchable BARs only).
     Wc,
+    /// Write-combining, the timed part ending with a read that drains the posted writes.
     WcFlush,
+    /// Every mapping the path offers; the others become skipped rows with the reason.
     All,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum DirArg {
+    /// Host to card: the CPU writes the BAR.
     H2c,
+    /// Card to host: the CPU reads the BAR.
     C2h,
     Both,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum IoArg {
+    /// Loads and stores through a mapping of the BAR.
     Mmap,
+    /// One pread/pwrite per access on the VFIO device (the slow path some tools use).
     Syscall,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum ViaArg {
+    /// The sysfs resource files (no driver bound).
     Sysfs,
+    /// VFIO with an IOMMU (bound to vfio-pci).
     Vfio,
+    /// VFIO without an IOMMU (bound to vfio-pci in no-IOMMU mode).
     VfioNoiommu,
 }
 
@@ -52,8 +64,13 @@ impl ViaArg {
 }
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  pcibench pio sim                                          every mapping, both directions, whole BARs (simulated card)
+  pcibench pio 15:00.0 --bar 0 --map wc --width 512 --allow-write
+  pcibench pio 15:00.0 --bar 2 --map uc --dir c2h --size 8..1K --total 256K     read latency by size, reads only
+  pcibench pio 15:00.0 --via vfio --io syscall --width 64 --allow-write          one pread/pwrite per access")]
 pub struct PioArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F or sim.
+    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, sim-qdma, ...).
     #[arg(value_parser = parse_target)]
     device: Target,
     /// BAR index to measure (repeatable; default: every memory BAR that is not a DMA register block).
@@ -62,9 +79,10 @@ pub struct PioArgs {
     /// Access path (default: sysfs when no driver is bound, vfio when bound to vfio-pci).
     #[arg(long, value_enum)]
     via: Option<ViaArg>,
-    /// Memory type of the mapping; wc-flush adds a read after the writes inside the timed part.
-    #[arg(long, value_enum, default_value = "all")]
-    map: MapArg,
+    /// Memory type of the mapping (repeatable; default all): uc, wc, or wc-flush (a read after the writes, inside the timed part).
+    #[arg(long = "map", value_enum, value_name = "MAP")]
+    maps: Vec<MapArg>,
+    /// Direction: h2c (the CPU writes, needs --allow-write on a real device), c2h (reads), or both.
     #[arg(long, value_enum, default_value = "both")]
     dir: DirArg,
     /// Copy routine: 8 16 32 64 128 256 512 nt128 nt256 nt512 movdir64b memcpy, or all (repeatable).
@@ -73,13 +91,13 @@ pub struct PioArgs {
     /// Transfer size(s): 4K, 1M, 0x1000, or a power-of-two range such as 8..1M (default: the whole BAR).
     #[arg(long = "size", value_name = "BYTES")]
     sizes: Vec<String>,
-    /// Bytes to move per configuration (default 64M, as fpga_sio).
+    /// Bytes to move per configuration (default 64M, as fpga_sio's time_memmapped).
     #[arg(long, default_value = "64M")]
     total: String,
-    /// Offset into the BAR.
+    /// Offset into the BAR where transfers start.
     #[arg(long, default_value = "0")]
     offset: String,
-    /// mmap (default) or one pread/pwrite per access (VFIO only: seed 002's comparison).
+    /// mmap (default), or syscall: one pread/pwrite per 8-64-bit access (VFIO only).
     #[arg(long, value_enum, default_value = "mmap")]
     io: IoArg,
     /// Allow host-to-card writes to this device's BARs (not needed for sim).
@@ -105,12 +123,24 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
             widths.push(w.parse::<Width>()?);
         }
     }
-    let maps = match a.map {
-        MapArg::Uc => vec![MapMode::Uc],
-        MapArg::Wc => vec![MapMode::Wc],
-        MapArg::WcFlush => vec![MapMode::WcFlush],
-        MapArg::All => MapMode::ALL.to_vec(),
+    let all_maps = a.maps.is_empty() || a.maps.contains(&MapArg::All);
+    let mut maps = Vec::new();
+    for m in if all_maps { vec![MapArg::Uc, MapArg::Wc, MapArg::WcFlush] } else { a.maps.clone() } {
+        let mode = match m {
+            MapArg::Uc => MapMode::Uc,
+            MapArg::Wc => MapMode::Wc,
+            MapArg::WcFlush | MapArg::All => MapMode::WcFlush,
+        };
+        if !maps.contains(&mode) {
+            maps.push(mode);
+        }
+    }
+    let io = match a.io {
+        IoArg::Mmap => IoMode::Mmap,
+        IoArg::Syscall => IoMode::Syscall,
     };
+    session.check_io(io)?;
+    let widths = pio::widths_for_io(widths, strict_width, io)?;
     let mut sizes = Vec::new();
     for s in &a.sizes {
         sizes.extend(parse_size_list(s)?);
@@ -128,12 +158,9 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
         sizes,
         total: parse_size(&a.total)?,
         offset: parse_size(&a.offset)?,
-        io: match a.io {
-            IoArg::Mmap => IoMode::Mmap,
-            IoArg::Syscall => IoMode::Syscall,
-        },
+        io,
         allow_write: session.may_write(a.allow_write),
-        strict_map: !matches!(a.map, MapArg::All),
+        strict_map: !all_maps,
         strict_width,
     };
     let m = session.measuring(a.common.placement(), &command_line())?;
@@ -152,13 +179,6 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
     progress.end();
     m.finish(&mut result);
     let exporter = report::exporter(a.common.format(), report::Options { latency: a.latency });
-    print!("{}", exporter.report(&result)?);
-    if result.mismatched() {
-        eprintln!("pcibench: data did not verify: see the MISMATCH rows (offset, expected, found)");
-        return Ok(ExitCode::from(1));
-    }
-    if result.interrupted {
-        return Ok(ExitCode::from(130));
-    }
-    Ok(ExitCode::SUCCESS)
+    emit(&exporter.report(&result)?);
+    Ok(finish(Outcome::of_report(&result)))
 }

@@ -1,7 +1,8 @@
-use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Progress};
+use super::{command_line, emit, finish, interrupt_flag, parse_target, MeasureArgs, Progress};
 use clap::Args;
 use pcibench::bench::clock::MonotonicClock;
 use pcibench::host::Host;
+use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::suite::{self, SuiteOptions};
 use pcibench::target::Target;
@@ -9,6 +10,10 @@ use pcibench::units::parse_size;
 use std::process::ExitCode;
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  pcibench run                                   the suite on the simulated card
+  pcibench run sim-qdma --format seed
+  pcibench run 15:00.0 --allow-write --allow-dma --cpu 2 --json")]
 pub struct RunArgs {
     /// The device (default: the simulated card `sim`).
     #[arg(value_parser = parse_target, default_value = "sim")]
@@ -41,13 +46,6 @@ pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {w}");
     }
     let exporter = report::exporter(a.common.format(), report::Options::default());
-    print!("{}", exporter.suite(&result)?);
-    if result.parts().any(|r| r.mismatched()) {
-        eprintln!("pcibench: data did not verify: see the MISMATCH rows");
-        return Ok(ExitCode::from(1));
-    }
-    if result.interrupted() {
-        return Ok(ExitCode::from(130));
-    }
-    Ok(ExitCode::SUCCESS)
+    emit(&exporter.suite(&result)?);
+    Ok(finish(Outcome::of_suite(&result)))
 }

@@ -5,10 +5,19 @@ use pcibench::setup::{self, SetupOptions};
 use std::process::ExitCode;
 
 fn parse_addr(s: &str) -> Result<PciAddress, String> {
+    if pcibench::sim::SimId::from_name(s).is_some() {
+        return Err(format!(
+            "{s} is a simulated card: it needs no setup (setup binds a real PCI device to an access path)"
+        ));
+    }
     s.parse::<PciAddress>().map_err(|e| e.to_string())
 }
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  sudo pcibench setup 03:00.0 --vfio               bind to vfio-pci (no-IOMMU mode where there is no IOMMU), for this user
+  sudo pcibench setup 03:00.0 --sysfs-user alice   let alice map the BARs through sysfs
+  sudo pcibench setup 03:00.0 --release            give the device back to its previous driver")]
 #[command(group(clap::ArgGroup::new("action").required(true).args(["vfio", "sysfs_user", "release"])))]
 pub struct SetupArgs {
     /// The device: DDDD:BB:DD.F or BB:DD.F.
@@ -40,6 +49,6 @@ pub fn run(host: &Host, a: SetupArgs) -> anyhow::Result<ExitCode> {
     } else {
         setup::release(host, &a.device, &opts)?
     };
-    print!("{}", pcibench::report::setup::render_changes(&a.device.to_string(), &changes));
+    super::emit(&pcibench::report::setup::render_changes(&a.device.to_string(), &changes));
     Ok(ExitCode::SUCCESS)
 }

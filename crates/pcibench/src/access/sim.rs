@@ -66,7 +66,7 @@ impl DeviceAccess for SimDevice {
             Some((_, SimBar::Registers(model))) => Ok(Box::new(SimRegBar { index, model: Arc::clone(model), mapping })),
             None => {
                 let have: Vec<String> = self.card.bars.iter().map(|(i, _)| i.to_string()).collect();
-                Err(Error::Refused(format!(
+                Err(Error::usage(format!(
                     "{} has BARs {}; BAR{index} does not exist (run `pcibench info {}`)",
                     self.name,
                     have.join(", "),
@@ -99,12 +99,12 @@ impl DeviceAccess for SimDevice {
 
 fn check(index: u8, len: u64, offset: u64, bytes: u64, unit: usize) -> Result<()> {
     if offset.checked_add(bytes).is_none_or(|end| end > len) {
-        return Err(Error::Refused(format!(
+        return Err(Error::usage(format!(
             "{bytes} bytes at offset {offset:#x} run past the end of BAR{index} ({len:#x} bytes)"
         )));
     }
     if offset % unit as u64 != 0 || bytes % unit as u64 != 0 {
-        return Err(Error::Refused(format!(
+        return Err(Error::usage(format!(
             "BAR{index} offset {offset:#x} and length {bytes} must be multiples of the {}-byte access width",
             unit
         )));

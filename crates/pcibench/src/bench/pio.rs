@@ -70,6 +70,24 @@ impl PioPlan {
     }
 }
 
+/// The copy routines a plan may use with `io`: one pread/pwrite per access moves 8/16/32/64-bit
+/// words, so a wider routine named on its own is refused (it would be mislabelled) and `all`
+/// keeps the scalar widths.
+pub fn widths_for_io(widths: Vec<Width>, strict: bool, io: IoMode) -> Result<Vec<Width>> {
+    if io == IoMode::Mmap {
+        return Ok(widths);
+    }
+    if strict {
+        if let Some(w) = widths.iter().find(|w| !w.is_scalar()) {
+            return Err(Error::usage(format!(
+                "--io syscall moves one 8, 16, 32 or 64-bit word per pread/pwrite: --width {w} does not apply (use --width 64)"
+            )));
+        }
+        return Ok(widths);
+    }
+    Ok(widths.into_iter().filter(|w| w.is_scalar()).collect())
+}
+
 /// The TLP payload a CPU copy produces: one access per TLP on UC; WC buffers combine up to a
 /// 64-byte line (Intel SDM Vol. 3 §11.3.1); either way no more than MPS.
 fn tlp_payload(map: MapMode, w: Width, mps: u32) -> u64 {
@@ -167,10 +185,16 @@ pub fn check_range(region: &dyn BarRegion, offset: u64, size: u64, w: Width) -> 
     if size == 0 {
         return Err(Error::usage("transfer size is 0: give --size of at least one access"));
     }
+    if offset >= len {
+        return Err(Error::usage(format!(
+            "--offset {offset:#x} is past the end of BAR{} ({len:#x} bytes): give an offset below {len:#x}",
+            region.index()
+        )));
+    }
     match offset.checked_add(size) {
         Some(end) if end <= len => {}
         _ => {
-            return Err(Error::Refused(format!(
+            return Err(Error::usage(format!(
                 "offset {offset:#x} + size {size:#x} is past the end of BAR{} ({len:#x} bytes): choose a smaller --size or --offset",
                 region.index()
             )))

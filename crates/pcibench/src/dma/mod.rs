@@ -20,6 +20,16 @@ pub enum BufferSource {
     UDmaBuf(String),
 }
 
+impl std::fmt::Display for BufferSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BufferSource::Heap => f.write_str("heap"),
+            BufferSource::Hugepage => f.write_str("hugepage"),
+            BufferSource::UDmaBuf(n) => write!(f, "u-dma-buf:{n}"),
+        }
+    }
+}
+
 impl std::str::FromStr for BufferSource {
     type Err = Error;
 

@@ -152,7 +152,7 @@ pub fn check_access(region_len: u64, offset: u64, width: Width) -> Result<()> {
         )));
     }
     if !matches!(offset.checked_add(n), Some(end) if end <= region_len) {
-        return Err(Error::Refused(format!(
+        return Err(Error::usage(format!(
             "offset {offset:#x} + {n} bytes is past the end of the {region_len:#x}-byte BAR"
         )));
     }
@@ -183,7 +183,7 @@ pub fn check_bulk(region_len: u64, offset: u64, len: usize, width: Width) -> Res
         )));
     }
     if !matches!(offset.checked_add(len as u64), Some(end) if end <= region_len) {
-        return Err(Error::Refused(format!(
+        return Err(Error::usage(format!(
             "{len} bytes at offset {offset:#x} run past the end of the {region_len:#x}-byte BAR"
         )));
     }
