@@ -68,18 +68,6 @@ check_unchanged() {
 	fi
 }
 
-# expect_rc "RC..." PATTERN CMD...: CMD must exit with one of RC... and print a line matching PATTERN.
-expect_rc() {
-	want=$1 pat=$2
-	shift 2
-	rc=0
-	out=$("$@" 2>&1) || rc=$?
-	printf '%s\n' "$out"
-	case " $want " in *" $rc "*) ;; *) fail "exit status $rc, want $want: $*" ;; esac
-	printf '%s\n' "$out" | grep -Eq -- "$pat" || fail "no line matches /$pat/: $*"
-	ok "status $rc and /$pat/ in: $*"
-}
-
 # offers_nothing_that_takes CMD...: no line of CMD's output offers to take the device.
 offers_nothing_that_takes() {
 	out=$("$@" 2>&1) || true

@@ -96,6 +96,18 @@ expect_err() {
 	ok "fails as it should, with /$pat/: $*"
 }
 
+# expect_rc "RC..." PATTERN CMD...: CMD must exit with one of the statuses RC... and print a line matching PATTERN.
+expect_rc() {
+	want=$1 pat=$2
+	shift 2
+	rc=0
+	out=$("$@" 2>&1) || rc=$?
+	printf '%s\n' "$out"
+	case " $want " in *" $rc "*) ;; *) fail "exit status $rc, want $want: $*" ;; esac
+	printf '%s\n' "$out" | grep -Eq -- "$pat" || fail "no line matches /$pat/: $*"
+	ok "status $rc and /$pat/ in: $*"
+}
+
 # expect_out PATTERN CMD...: CMD must succeed and its output (stdout+stderr) match the extended regex PATTERN.
 expect_out() {
 	pat=$1

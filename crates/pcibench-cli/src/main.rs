@@ -28,8 +28,9 @@ Examples:
   pcibench doctor 15:00.0           why a device can't be reached, and the fix"
 )]
 struct Cli {
-    /// Use this directory in place of / for /sys, /proc, /dev and /boot (fixtures, tests).
-    #[arg(long, global = true, hide = true, env = "PCIBENCH_SYSROOT")]
+    /// Use this directory in place of / for /sys, /proc, /dev and /boot (fixtures, tests; also
+    /// $PCIBENCH_SYSROOT, where empty means /).
+    #[arg(long, global = true, hide = true)]
     sysroot: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -75,7 +76,7 @@ fn main() -> ExitCode {
     };
     let host = match &cli.sysroot {
         Some(r) if !r.as_os_str().is_empty() => Host::with_root(r),
-        _ => Host::with_root("/"),
+        _ => Host::from_env(),
     };
     let result = match cli.command {
         Command::List(a) => cmd::list::run(&host, a),

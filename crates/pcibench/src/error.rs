@@ -32,6 +32,10 @@ pub enum Error {
     /// The device misbehaved (DMA error status, timeout).
     #[error("{0}")]
     Device(String),
+    /// There is nothing the command could measure on this device (no BAR left for PIO, no
+    /// engine): not the user's typing, not a failure; the message says what to name instead.
+    #[error("{0}")]
+    NothingToMeasure(String),
     /// The host's sysfs is inconsistent (a symlink loop, a holder loop, a dangling link), so what
     /// uses a device cannot be told.
     #[error("{0}")]

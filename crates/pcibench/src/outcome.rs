@@ -52,6 +52,7 @@ impl Outcome {
     pub fn of_error(e: &Error) -> Outcome {
         match e {
             Error::Usage(_) => Outcome::Usage,
+            Error::NothingToMeasure(_) => Outcome::NothingMeasured,
             _ => Outcome::Failed,
         }
     }

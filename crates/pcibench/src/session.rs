@@ -94,13 +94,27 @@ impl Session {
             return Ok(asked.to_vec());
         }
         let engine_bars = engines::register_bars(&self.info, self.dev.as_ref());
-        Ok(self
+        let bars: Vec<u8> = self
             .info
             .bars
             .iter()
             .filter(|b| b.is_memory() && !engine_bars.contains(&b.index))
             .map(|b| b.index)
-            .collect())
+            .collect();
+        if bars.is_empty() {
+            let addr = &self.info.address;
+            return Err(Error::NothingToMeasure(if engine_bars.is_empty() {
+                format!("{addr} has no memory BAR to measure: `pcibench info {addr}` lists its BARs")
+            } else {
+                let named: Vec<String> = engine_bars.iter().map(|b| format!("BAR{b}")).collect();
+                format!(
+                    "every memory BAR of {addr} holds DMA engine registers ({}), which PIO leaves alone by default (test patterns would program the engine): name one to measure it anyway, e.g. --bar {} --dir c2h (reads only)",
+                    named.join(", "),
+                    engine_bars[0]
+                )
+            }));
+        }
+        Ok(bars)
     }
 
     /// The link that bounds the figures (None for a simulated card or a device without a PCIe

@@ -81,8 +81,16 @@ pub fn run(
     let simulated = session.info.simulated;
 
     let allow_write = session.may_write(opts.allow_write);
+    let bars = match session.pio_bars(&[]) {
+        Ok(b) => b,
+        Err(crate::Error::NothingToMeasure(why)) => {
+            report.notes.push(format!("PIO skipped: {why}"));
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
     let plan = PioPlan {
-        bars: session.pio_bars(&[])?,
+        bars,
         maps: MapMode::ALL.to_vec(),
         dirs: if allow_write { vec![Direction::H2c, Direction::C2h] } else { vec![Direction::C2h] },
         widths: vec![Width::B64, widest(), Width::Memcpy],

@@ -6,7 +6,7 @@ use crate::{Error, Result};
 /// as in `4K`, `1M`, `0x128000`, `64KiB`.
 pub fn parse_size(s: &str) -> Result<u64> {
     let t = s.trim();
-    let bad = || Error::usage(format!("invalid size '{s}': use bytes such as 4096, 4K, 1M, 2G or 0x128000"));
+    let bad = || Error::usage(format!("invalid size '{s}': use bytes such as 4096, 4K, 1M, 2G, 1T or 0x128000"));
     if t.is_empty() {
         return Err(bad());
     }
@@ -19,6 +19,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
         Some('k') => (&body[..body.len() - 1], 1u64 << 10),
         Some('m') => (&body[..body.len() - 1], 1 << 20),
         Some('g') => (&body[..body.len() - 1], 1 << 30),
+        Some('t') => (&body[..body.len() - 1], 1 << 40),
         _ => (body, 1),
     };
     let n: u64 = num.trim().parse().map_err(|_| bad())?;

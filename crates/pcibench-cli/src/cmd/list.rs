@@ -24,7 +24,10 @@ pub struct ListArgs {
 }
 
 pub fn run(host: &Host, a: ListArgs) -> anyhow::Result<ExitCode> {
-    let devices = target::list(host, a.ids, a.slot.as_ref())?;
+    let (devices, problems) = target::list(host, a.ids, a.slot.as_ref())?;
+    for p in &problems {
+        eprintln!("warning: {p}");
+    }
     if a.json {
         print_json(&devices)?;
     } else {

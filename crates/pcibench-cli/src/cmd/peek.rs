@@ -72,7 +72,7 @@ fn digits(w: Width) -> usize {
 
 pub fn peek(host: &Host, a: PeekArgs) -> anyhow::Result<ExitCode> {
     let s = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
-    let region = s.dev.open_bar(a.bar, Mapping::Uc, IoMode::Mmap)?;
+    let region = s.dev.open_bar_read_only(a.bar, Mapping::Uc, IoMode::Mmap)?;
     let v = regs::peek(region.as_ref(), a.offset, a.width)?;
     super::emitln(&format!("{} BAR{}+{:#x} = {:#0w$x}", s.info.address, a.bar, a.offset, v, w = digits(a.width) + 2));
     Ok(ExitCode::SUCCESS)

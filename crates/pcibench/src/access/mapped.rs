@@ -13,12 +13,30 @@ pub struct MappedBar {
     via: Via,
     /// The BAR's size (the mapping may be rounded up to a page).
     size: u64,
+    /// False for a read-only mapping: single writes are refused rather than faulting.
+    writable: bool,
 }
 
 impl MappedBar {
     pub fn new(map: Mmap, index: u8, size: u64, mapping: Mapping, via: Via) -> Self {
         let size = size.min(map.len() as u64);
-        MappedBar { map, index, mapping, via, size }
+        MappedBar { map, index, mapping, via, size, writable: true }
+    }
+
+    /// Mark a read-only mapping (`Mmap::file(.., writable: false)`).
+    pub fn writable(mut self, writable: bool) -> Self {
+        self.writable = writable;
+        self
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.writable {
+            return Ok(());
+        }
+        Err(crate::Error::Refused(format!(
+            "BAR{} is mapped read-only (opened for reading): writes need --allow-write",
+            self.index
+        )))
     }
 }
 
@@ -43,6 +61,7 @@ impl BarRegion for MappedBar {
         self.map.read(offset, width)
     }
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
+        self.check_writable()?;
         check_access(self.size, offset, width)?;
         self.map.write(offset, width, value)
     }
@@ -56,6 +75,7 @@ impl BarRegion for MappedBar {
         Ok(())
     }
     fn write_bulk(&self, offset: u64, buf: &[u8], width: Width) -> Result<()> {
+        self.check_writable()?;
         check_bulk(self.size, offset, buf.len(), width)?;
         let n = width.bytes();
         for (i, chunk) in buf.chunks_exact(n).enumerate() {

@@ -95,6 +95,11 @@ pub trait DeviceAccess: Send + Sync {
     fn via(&self) -> Via;
     /// Map (or open for syscall I/O) one BAR with the requested memory type.
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>>;
+    /// The same for reading only: where the path allows it, the file is opened and mapped
+    /// read-only, so read permission is enough; the region refuses single writes.
+    fn open_bar_read_only(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>> {
+        self.open_bar(index, mapping, io)
+    }
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()>;
     /// How the device reaches host memory on this path (what DMA buffers must be made of).

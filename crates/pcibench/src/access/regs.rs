@@ -10,8 +10,8 @@ fn check(region: &dyn BarRegion, offset: u64, w: Width) -> Result<()> {
     }
     let g = w.bytes() as u64;
     if offset.checked_add(g).is_none_or(|end| end > region.len()) {
-        return Err(Error::Refused(format!(
-            "offset {offset:#x} is past the end of BAR{} ({:#x} bytes)",
+        return Err(Error::usage(format!(
+            "offset {offset:#x} is past the end of BAR{} ({:#x} bytes): give an offset below the BAR's size",
             region.index(),
             region.len()
         )));

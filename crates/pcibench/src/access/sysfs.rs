@@ -59,6 +59,48 @@ impl SysfsDevice {
         explain_errno(&self.addr, errno, crate::host::state::lockdown_active(&self.host).as_deref(), &current_user())
     }
 
+    /// Map BAR `index`; `write` false opens and maps it read-only (read permission suffices).
+    fn open_bar_as(&self, index: u8, mapping: Mapping, io: IoMode, write: bool) -> Result<Box<dyn BarRegion>> {
+        let bar = self.bar(index)?;
+        if io == IoMode::Syscall {
+            // pci-sysfs.c gives resourceN read/write only for I/O port BARs (pci_read_resource_io);
+            // a memory BAR file answers read() with EIO.
+            return Err(Error::Unsupported(format!(
+                "BAR{index} of {}: sysfs resource files of memory BARs have no read/write (the kernel returns EIO), only mmap: map the BAR instead, or bind the device to vfio-pci and use --via vfio for syscall I/O",
+                self.addr
+            )));
+        }
+        if !bar.is_memory() {
+            return Err(Error::Unsupported(format!(
+                "BAR{index} of {} is an I/O port BAR: it cannot be memory-mapped (pci_mmap_resource refuses I/O BARs on x86); use a memory BAR",
+                self.addr
+            )));
+        }
+        let name = match mapping {
+            Mapping::Uc => format!("resource{index}"),
+            Mapping::Wc => format!("resource{index}_wc"),
+        };
+        let path = self.dir.join(&name);
+        if !path.exists() {
+            return Err(match mapping {
+                Mapping::Wc => Error::Unsupported(wc_unavailable(&self.addr, bar)),
+                Mapping::Uc => Error::Unsupported(format!(
+                    "{} has no {name}: the kernel did not expose BAR{index} for mmap (unassigned BAR?): see pcibench info {}",
+                    self.addr, self.addr
+                )),
+            });
+        }
+        let file = self.open_file(&name, write)?;
+        let len = usize::try_from(bar.size).map_err(|_| {
+            Error::Unsupported(format!("BAR{index} ({} bytes) is larger than the address space", bar.size))
+        })?;
+        let map = Mmap::file(&file, 0, len, write).map_err(|e| {
+            let hint = self.explain(&e);
+            Error::io_hint("cannot mmap", &path, e, hint)
+        })?;
+        Ok(Box::new(MappedBar::new(map, index, bar.size, mapping, Via::Sysfs).writable(write)))
+    }
+
     fn open_file(&self, name: &str, write: bool) -> Result<File> {
         let path = self.dir.join(name);
         OpenOptions::new().read(true).write(write).open(&path).map_err(|e| {
@@ -122,44 +164,11 @@ impl DeviceAccess for SysfsDevice {
     }
 
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>> {
-        let bar = self.bar(index)?;
-        if io == IoMode::Syscall {
-            // pci-sysfs.c gives resourceN read/write only for I/O port BARs (pci_read_resource_io);
-            // a memory BAR file answers read() with EIO.
-            return Err(Error::Unsupported(format!(
-                "BAR{index} of {}: sysfs resource files of memory BARs have no read/write (the kernel returns EIO), only mmap: map the BAR instead, or bind the device to vfio-pci and use --via vfio for syscall I/O",
-                self.addr
-            )));
-        }
-        if !bar.is_memory() {
-            return Err(Error::Unsupported(format!(
-                "BAR{index} of {} is an I/O port BAR: it cannot be memory-mapped (pci_mmap_resource refuses I/O BARs on x86); use a memory BAR",
-                self.addr
-            )));
-        }
-        let name = match mapping {
-            Mapping::Uc => format!("resource{index}"),
-            Mapping::Wc => format!("resource{index}_wc"),
-        };
-        let path = self.dir.join(&name);
-        if !path.exists() {
-            return Err(match mapping {
-                Mapping::Wc => Error::Unsupported(wc_unavailable(&self.addr, bar)),
-                Mapping::Uc => Error::Unsupported(format!(
-                    "{} has no {name}: the kernel did not expose BAR{index} for mmap (unassigned BAR?): see pcibench info {}",
-                    self.addr, self.addr
-                )),
-            });
-        }
-        let file = self.open_file(&name, true)?;
-        let len = usize::try_from(bar.size).map_err(|_| {
-            Error::Unsupported(format!("BAR{index} ({} bytes) is larger than the address space", bar.size))
-        })?;
-        let map = Mmap::file(&file, 0, len, true).map_err(|e| {
-            let hint = self.explain(&e);
-            Error::io_hint("cannot mmap", &path, e, hint)
-        })?;
-        Ok(Box::new(MappedBar::new(map, index, bar.size, mapping, Via::Sysfs)))
+        self.open_bar_as(index, mapping, io, true)
+    }
+
+    fn open_bar_read_only(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>> {
+        self.open_bar_as(index, mapping, io, false)
     }
 
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {

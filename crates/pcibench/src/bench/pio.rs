@@ -115,7 +115,13 @@ pub fn run(t: &PioTarget, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
     let mut pattern = Pattern::fresh();
     'all: for &bar in &plan.bars {
         for &map in &plan.maps {
-            let region = match t.dev.open_bar(bar, map.mapping(), plan.io) {
+            // Without consent to write, the BAR is opened read-only: read permission is enough.
+            let opened = if plan.allow_write {
+                t.dev.open_bar(bar, map.mapping(), plan.io)
+            } else {
+                t.dev.open_bar_read_only(bar, map.mapping(), plan.io)
+            };
+            let region = match opened {
                 Ok(r) => r,
                 Err(e) if !plan.strict_map => {
                     report.results.push(skipped(bar, map, plan, None, e.to_string()));
@@ -182,14 +188,16 @@ fn skipped(bar: u8, map: MapMode, plan: &PioPlan, w: Option<Width>, why: String)
 pub fn check_range(region: &dyn BarRegion, offset: u64, size: u64, w: Width) -> Result<()> {
     let len = region.len();
     let g = w.bytes() as u64;
-    if size == 0 {
-        return Err(Error::usage("transfer size is 0: give --size of at least one access"));
-    }
+    // The offset first: with no --size the size is what is left of the BAR past it, so an
+    // offset at the end would otherwise be blamed on the size.
     if offset >= len {
         return Err(Error::usage(format!(
             "--offset {offset:#x} is past the end of BAR{} ({len:#x} bytes): give an offset below {len:#x}",
             region.index()
         )));
+    }
+    if size == 0 {
+        return Err(Error::usage("transfer size is 0: give --size of at least one access"));
     }
     match offset.checked_add(size) {
         Some(end) if end <= len => {}

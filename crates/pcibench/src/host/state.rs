@@ -9,7 +9,24 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    String::from_utf8(read_regular(p, 1 << 20).ok()?).ok().map(|s| s.trim().to_string())
+}
+
+/// Up to `max` bytes of a regular file. Anything else (a FIFO, a device node standing where a
+/// sysfs attribute should be) is refused rather than read: reading it could block forever.
+pub fn read_regular(p: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer before the check.
+    let f = fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(p)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file (sysfs attributes are): not read", p.display()),
+        ));
+    }
+    let mut buf = Vec::new();
+    f.take(max).read_to_end(&mut buf)?;
+    Ok(buf)
 }
 
 /// The last component of a symlink's target (`driver` → `e1000e`, `iommu_group` → `5`).

@@ -156,16 +156,34 @@ fn parse_pcie(b: &[u8], off: usize, warnings: &mut Vec<String>) -> Option<PcieCa
         warnings.push(format!("PCI Express capability at {off:#x} is truncated"));
         return None;
     };
-    let gen = |code: u32| (1..=7).contains(&code).then_some(code as u8);
+    // Speed codes 1-6 are 2.5 to 64 GT/s (PCIe 6.0 §7.5.3.6); anything else is not a link pcibench
+    // can model, said once rather than shown as a generation with a zero limit.
+    let mut unknown = Vec::new();
+    let mut gen = |code: u32| {
+        if (1..=6).contains(&code) {
+            Some(code as u8)
+        } else {
+            if code != 0 {
+                unknown.push(code);
+            }
+            None
+        }
+    };
+    let (max_gen, cur_gen) = (gen(linkcap & 0xf), gen(linksta as u32 & 0xf));
+    for code in unknown {
+        warnings.push(format!(
+            "link speed code {code} at {off:#x} is not one the PCIe spec defines (1-6): link limits unknown"
+        ));
+    }
     Some(PcieCap {
         offset: off as u16,
         port_type: port_type_name(((caps >> 4) & 0xf) as u8),
         mps_supported: 128 << (devcap & 0x7).min(5),
         mps: 128 << ((devctl >> 5) & 0x7).min(5),
         mrrs: 128 << ((devctl >> 12) & 0x7).min(5),
-        max_gen: gen(linkcap & 0xf),
+        max_gen,
         max_width: ((linkcap >> 4) & 0x3f) as u8,
-        cur_gen: gen(linksta as u32 & 0xf),
+        cur_gen,
         cur_width: ((linksta >> 4) & 0x3f) as u8,
     })
 }

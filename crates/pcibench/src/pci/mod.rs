@@ -18,7 +18,7 @@ pub use device::DeviceInfo;
 pub use resource::{Bar, BarKind};
 
 use crate::host::Host;
-use crate::Result;
+use crate::{Error, Result};
 
 /// A `-d VID[:DID]` filter as lspci takes it (hex; either part may be empty or `*`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,19 +61,28 @@ impl IdFilter {
 }
 
 /// Every PCI device in sysfs, filtered as lspci's -d and -s (see `target::list` for the
-/// simulated cards too).
-pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&PciAddress>) -> Result<Vec<DeviceInfo>> {
+/// simulated cards too), and a line for each entry that could not be read (a device being
+/// removed leaves a dangling link): one bad entry never hides the others.
+pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&PciAddress>) -> Result<(Vec<DeviceInfo>, Vec<String>)> {
     let mut out = Vec::new();
+    let mut problems = Vec::new();
     for a in list_addrs_or_empty(host)? {
         if slot.is_some_and(|s| *s != a) {
             continue;
         }
-        out.push(sysfs::read_device(host, &a)?);
+        match sysfs::read_device(host, &a) {
+            Ok(d) => out.push(d),
+            Err(Error::NoDevice(_)) => problems.push(format!(
+                "{a} is listed in {} but its directory is gone (a device being removed?): skipped",
+                host.pci_devices_dir().display()
+            )),
+            Err(e) => problems.push(format!("{a}: {e}: skipped")),
+        }
     }
     if let Some(f) = ids {
         out.retain(|d| f.matches(d));
     }
-    Ok(out)
+    Ok((out, problems))
 }
 
 fn list_addrs_or_empty(host: &Host) -> Result<Vec<PciAddress>> {

@@ -72,6 +72,11 @@ pub fn parse_resource(text: &str, warnings: &mut Vec<String>) -> Vec<Bar> {
         if flags & (IORESOURCE_IO | IORESOURCE_MEM) == 0 || end < start || (start == 0 && end == 0) {
             continue;
         }
+        // A region ending at the top of the address space from 0 would be 2^64 bytes: impossible.
+        let Some(size) = end.checked_sub(start).and_then(|d| d.checked_add(1)) else {
+            warnings.push(format!("resource line {i} spans {start:#x}-{end:#x}, an impossible BAR: skipped"));
+            continue;
+        };
         if flags & (IORESOURCE_DISABLED | IORESOURCE_UNSET) != 0 {
             warnings.push(format!("BAR{i} is not assigned an address by the kernel (flags {flags:#x})"));
         }
@@ -79,7 +84,7 @@ pub fn parse_resource(text: &str, warnings: &mut Vec<String>) -> Vec<Bar> {
         bars.push(Bar {
             index: i as u8,
             start,
-            size: end - start + 1,
+            size,
             kind,
             is_64bit: kind == BarKind::Memory && flags & IORESOURCE_MEM_64 != 0,
             prefetchable: kind == BarKind::Memory && flags & IORESOURCE_PREFETCH != 0,
@@ -112,6 +117,14 @@ mod tests {
         assert_eq!(bars[1].size, 0x20000);
         assert!(bars[1].is_64bit && bars[1].prefetchable);
         assert_eq!(bars[1].describe(), "memory 64-bit prefetchable");
+    }
+
+    #[test]
+    fn impossible_sizes_are_caught_not_wrapped() {
+        let mut w = vec![];
+        let bars = parse_resource("0x0000000000000000 0xffffffffffffffff 0x40200\n", &mut w);
+        assert!(bars.is_empty());
+        assert!(w[0].contains("impossible BAR"), "{w:?}");
     }
 
     #[test]

@@ -83,14 +83,25 @@ pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
     if vendor_id.is_none() || device_id.is_none() {
         w.push("vendor or device id file is missing or unreadable".into());
     }
-    let (vid, did) = (vendor_id.unwrap_or(0xffff) as u16, device_id.unwrap_or(0xffff) as u16);
-    let svid = read_hex(&dir, "subsystem_vendor", &mut w).unwrap_or(0) as u16;
-    let sdid = read_hex(&dir, "subsystem_device", &mut w).unwrap_or(0) as u16;
+    // Ids are 16 bits (PCI Local Bus 3.0 §6.2.1): a wider value is a broken file, not truncated.
+    let id16 = |v: Option<u32>, name: &str, w: &mut Vec<String>| match v.map(u16::try_from) {
+        Some(Ok(x)) => Some(x),
+        Some(Err(_)) => {
+            w.push(format!("{name} holds {:#x}, which is not a 16-bit PCI id", v.unwrap_or(0)));
+            None
+        }
+        None => None,
+    };
+    let vid = id16(vendor_id, "vendor", &mut w).unwrap_or(0xffff);
+    let did = id16(device_id, "device", &mut w).unwrap_or(0xffff);
+    let svid = id16(read_hex(&dir, "subsystem_vendor", &mut w), "subsystem_vendor", &mut w).unwrap_or(0);
+    let sdid = id16(read_hex(&dir, "subsystem_device", &mut w), "subsystem_device", &mut w).unwrap_or(0);
     let class_code = read_hex(&dir, "class", &mut w).unwrap_or(0);
     let mut revision = read_hex(&dir, "revision", &mut w).map(|r| r as u8);
 
     let cfg_path = dir.join("config");
-    let cfg_bytes = match fs::read(&cfg_path) {
+    // Config space is at most 4 KiB (PCIe extended configuration space).
+    let cfg_bytes = match crate::host::state::read_regular(&cfg_path, 4096) {
         Ok(b) => b,
         Err(e) => {
             w.push(format!("cannot read {}: {e}", cfg_path.display()));
@@ -103,10 +114,18 @@ pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
         revision = cfg_bytes.get(8).copied();
     }
     let privileged = rustix::process::geteuid().is_root();
-    if cfg_bytes.len() <= 64 && !cfg_bytes.is_empty() {
+    if cfg_bytes.len() < 64 && !cfg_bytes.is_empty() {
+        // Every reader gets at least the 64-byte header (pci-sysfs.c, pci_read_config): less is
+        // not a permission question.
         w.push(format!(
-            "only {} bytes of config space are readable: the capability list (MPS, MRRS, link) needs root: sudo pcibench info {addr}",
+            "config space is only {} bytes, shorter than the 64-byte header every reader gets: the file is not what the kernel exposes",
             cfg_bytes.len()
+        ));
+    } else if cfg_bytes.len() == 64 && privileged && host.is_real() {
+        w.push("config space reads only 64 bytes even as root: the kernel limits it (lockdown?), so MPS, MRRS and link come from sysfs alone".into());
+    } else if cfg_bytes.len() == 64 {
+        w.push(format!(
+            "only 64 bytes of config space are readable: the capability list (MPS, MRRS, link) needs root: sudo pcibench info {addr}"
         ));
     } else if cfg_bytes.len() <= 256 && cfg.pcie.is_some() && !privileged && host.is_real() {
         w.push(format!(

@@ -60,20 +60,21 @@ pub fn describe(host: &Host, target: &Target) -> Result<DeviceInfo> {
 }
 
 /// `pcibench list`: the simulated cards first, then every PCI device, filtered as lspci's -d
-/// and -s.
-pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&Target>) -> Result<Vec<DeviceInfo>> {
+/// and -s; and a line for each sysfs entry that could not be read.
+pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&Target>) -> Result<(Vec<DeviceInfo>, Vec<String>)> {
     let mut out: Vec<DeviceInfo> = SimId::all()
         .filter(|id| slot.is_none_or(|s| *s == Target::Sim(*id)))
         .map(|id| id.spec().info())
         .filter(|d| ids.is_none_or(|f| f.matches(d)))
         .collect();
     let pci_slot = match slot {
-        Some(Target::Sim(_)) => return Ok(out),
+        Some(Target::Sim(_)) => return Ok((out, Vec::new())),
         Some(Target::Pci(a)) => Some(a),
         None => None,
     };
-    out.extend(pci::list(host, ids, pci_slot)?);
-    Ok(out)
+    let (devices, problems) = pci::list(host, ids, pci_slot)?;
+    out.extend(devices);
+    Ok((out, problems))
 }
 
 /// Open a target on the access path `via`, or on the default one (see `access::open_device`).
@@ -114,10 +115,10 @@ mod tests {
         let l = d.link.unwrap();
         assert_eq!((l.current_gen, l.current_width, l.mps, l.mrrs), (Some(2), Some(4), Some(256), Some(512)));
         // Listing works on a host without PCI at all: just the simulated cards.
-        let all = list(&Host::with_root("/nonexistent"), None, None).unwrap();
+        let (all, _) = list(&Host::with_root("/nonexistent"), None, None).unwrap();
         assert_eq!(all.len(), crate::sim::CARDS.len());
         assert_eq!(all[0].address, "sim");
-        let only = list(&Host::with_root("/nonexistent"), None, Some(&Target::SIM)).unwrap();
+        let (only, _) = list(&Host::with_root("/nonexistent"), None, Some(&Target::SIM)).unwrap();
         assert_eq!(only.len(), 1);
     }
 }

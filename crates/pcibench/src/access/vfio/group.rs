@@ -41,6 +41,13 @@ pub fn locate(host: &Host, addr: &PciAddress) -> Result<(u32, GroupKind, PathBuf
         Ok((n, GroupKind::NoIommu, noiommu))
     } else if host.path(&iommu).exists() {
         Ok((n, GroupKind::Iommu, iommu))
+    } else if state::driver_of(host, &addr.to_string()).as_deref() == Some("vfio-pci") {
+        // Bound, yet no node: the binding is done; what is missing is /dev (devtmpfs or udev).
+        Err(Error::Unsupported(format!(
+            "{addr} is bound to vfio-pci in IOMMU group {n} but neither {} nor {} exists: is devtmpfs mounted on /dev (mount -t devtmpfs devtmpfs /dev), or did udev remove the node? ls -l /dev/vfio shows what is there",
+            iommu.display(),
+            noiommu.display()
+        )))
     } else {
         Err(Error::Unsupported(format!(
             "{addr} is in IOMMU group {n} but neither {} nor {} exists: bind it to vfio-pci: sudo pcibench setup {addr} --vfio",

@@ -26,9 +26,9 @@ pub fn is_config_bar(bar: &dyn BarRegion) -> Result<bool> {
 pub fn find_config_bar(dev: &dyn DeviceAccess, bars: &[u8]) -> Result<Option<u8>> {
     let mut first_err = None;
     for &index in bars {
-        let found = match dev.open_bar(index, Mapping::Uc, IoMode::Mmap) {
+        let found = match dev.open_bar_read_only(index, Mapping::Uc, IoMode::Mmap) {
             Ok(bar) => Ok(bar),
-            Err(e) => dev.open_bar(index, Mapping::Uc, IoMode::Syscall).map_err(|_| e),
+            Err(e) => dev.open_bar_read_only(index, Mapping::Uc, IoMode::Syscall).map_err(|_| e),
         }
         .and_then(|bar| is_config_bar(&*bar));
         match found {

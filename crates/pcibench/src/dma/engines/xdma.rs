@@ -438,7 +438,7 @@ impl EngineDriver for XdmaDriver {
         }
         let bars: Vec<u8> = info.bars.iter().filter(|b| b.is_memory()).map(|b| b.index).collect();
         let Some(bar) = find_dma_bar(dev, &bars)? else { return Ok(None) };
-        let region = dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?;
+        let region = dev.open_bar_read_only(bar, Mapping::Uc, IoMode::Mmap)?;
         let x = probe(region.as_ref())?;
         Ok(Some(Detected {
             engine: self.name(),

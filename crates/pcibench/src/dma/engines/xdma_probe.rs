@@ -47,9 +47,9 @@ pub fn find_dma_bar(dev: &dyn DeviceAccess, bars: &[u8]) -> Result<Option<u8>> {
     for &index in bars {
         // A BAR that cannot be mapped may still be readable by syscalls (VFIO regions without
         // mmap); if both fail, the mapping's error is the one that explains (permission, lockdown).
-        let found = match dev.open_bar(index, Mapping::Uc, IoMode::Mmap) {
+        let found = match dev.open_bar_read_only(index, Mapping::Uc, IoMode::Mmap) {
             Ok(bar) => Ok(bar),
-            Err(e) => dev.open_bar(index, Mapping::Uc, IoMode::Syscall).map_err(|_| e),
+            Err(e) => dev.open_bar_read_only(index, Mapping::Uc, IoMode::Syscall).map_err(|_| e),
         }
         .and_then(|bar| is_dma_bar(&*bar));
         match found {
