@@ -164,6 +164,9 @@ pub struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<Parts>,
     pub stats: Option<Stats>,
+    /// Latency runs: per-access figures from a log-linear histogram, and its CDF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyFigures>,
     /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
     pub limit_mbps: Option<f64>,
     pub efficiency_pct: Option<f64>,
@@ -197,6 +200,7 @@ impl Row {
             memory: None,
             parts: None,
             stats: None,
+            latency: None,
             limit_mbps: None,
             efficiency_pct: None,
             verify: None,
@@ -253,6 +257,34 @@ impl Row {
             self.notes.push(Note::LinkHealth { changes: sampled.health.clone() });
         }
     }
+}
+
+/// What a latency row found: single accesses, never batched, timed one by one with the timer's
+/// own cost subtracted, kept in a log-linear histogram (bounded memory whatever the count).
+/// Nanoseconds throughout. `cdf` is the histogram as (latency ns, fraction of samples at or
+/// below it) points in increasing order, for plots.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LatencyFigures {
+    /// Samples in the histogram (warm-up excluded).
+    pub samples: u64,
+    /// Accesses run first and discarded (caches, TLB, the engine's first descriptor fetch).
+    pub warmup: u64,
+    /// The timer's own cost per reading pair, subtracted from every sample.
+    pub overhead_ns: f64,
+    /// The clock: "rdtsc (invariant TSC, N MHz)" or "CLOCK_MONOTONIC (vDSO)".
+    pub clock: String,
+    pub min_ns: f64,
+    pub mean_ns: f64,
+    pub p50_ns: f64,
+    pub p90_ns: f64,
+    pub p99_ns: f64,
+    pub p999_ns: f64,
+    pub p9999_ns: f64,
+    pub max_ns: f64,
+    /// Samples above 3x p95 (as pcie-bench counts outliers).
+    pub outliers: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cdf: Vec<[f64; 2]>,
 }
 
 /// The parts of one buffer access, medians over the samples, microseconds (seed 003's
