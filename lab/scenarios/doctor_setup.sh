@@ -30,6 +30,8 @@ expect_rc "0 1 2" '^PASS  lockdown +none$' pcibench doctor "$a"
 expect_rc 2 '^FAIL  resource-files +user cannot open for read\+write: resource0' as_user pcibench doctor "$a"
 expect_rc 2 "^  run: sudo pcibench setup $a --sysfs-user user\$" as_user pcibench doctor "$a"
 expect_rc 2 '"via": *"none"' as_user pcibench doctor "$a" --json
+# A user who cannot open the BAR measures nothing: every configuration is skipped with the reason, exit 4.
+expect_rc 4 'Permission denied' as_user pcibench pio "$a" --via sysfs --bar 0 --dir c2h --size 4K --total 64K
 
 # setup --vfio, twice.
 expect_out 'bound it to vfio-pci' pcibench setup "$a" --vfio

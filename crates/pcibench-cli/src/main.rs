@@ -61,6 +61,19 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A bug is one line too; unwinding then stops any engine and restores Bus Master on its way up.
+    std::panic::set_hook(Box::new(|p| {
+        let what = p
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = p.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!(
+            "pcibench: internal error: {what}{at}: this is a bug in pcibench; please report it with the command line"
+        );
+    }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

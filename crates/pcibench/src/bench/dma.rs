@@ -199,21 +199,32 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     report.addressing = Some(bufs.src.addressing());
     report.buffer = Some(bufs.src.describe());
     let queued = engine.max_batch() > 1;
-    for c in &configs {
-        let Some(parts) = &c.parts else {
-            report.results.push(skipped(c, plan, engine, queued));
-            continue;
-        };
-        pattern = pattern.successor();
-        let ctx = Ctx { engine: &mut *engine, bufs: &bufs, plan, link: s.link, queued };
-        let (rows, stopped) = measure(ctx, c, parts, pattern, sampling, &mut report.warnings)?;
-        report.results.extend(rows);
-        if stopped {
-            report.interrupted = true;
-            break;
+    // A panic mid-run must not leave the engine moving data into buffers about to be freed: stop
+    // it first (then Bus Master is restored and the buffers released as the stack unwinds).
+    let measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<()> {
+        for c in &configs {
+            let Some(parts) = &c.parts else {
+                report.results.push(skipped(c, plan, engine, queued));
+                continue;
+            };
+            pattern = pattern.successor();
+            let ctx = Ctx { engine: &mut *engine, bufs: &bufs, plan, link: s.link, queued };
+            let (rows, stopped) = measure(ctx, c, parts, pattern, sampling, &mut report.warnings)?;
+            report.results.extend(rows);
+            if stopped {
+                report.interrupted = true;
+                break;
+            }
+        }
+        Ok(())
+    }));
+    match measured {
+        Ok(r) => r.map(|()| report),
+        Err(panic) => {
+            let _ = engine.stop();
+            std::panic::resume_unwind(panic)
         }
     }
-    Ok(report)
 }
 
 fn skipped(c: &Config, plan: &DmaPlan, engine: &dyn Engine, queued: bool) -> Row {

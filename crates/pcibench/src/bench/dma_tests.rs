@@ -59,6 +59,8 @@ struct MockEngine {
     stops: u32,
     /// Raise the stop flag after this many runs.
     interrupt_after: Option<(u32, &'static AtomicBool)>,
+    /// Panic in this run (a bug anywhere in the measuring path).
+    panic_at_run: Option<u32>,
     runs: u32,
 }
 
@@ -96,6 +98,9 @@ impl Engine for MockEngine {
     }
     fn run(&mut self, _timeout: Duration) -> Result<()> {
         self.runs += 1;
+        if self.panic_at_run == Some(self.runs) {
+            panic!("mock engine: a bug mid-run");
+        }
         if let Some((n, flag)) = self.interrupt_after {
             if self.runs >= n {
                 flag.store(true, Ordering::Relaxed);
@@ -238,6 +243,18 @@ fn timeout_stops_the_engine_and_reports() {
     assert!(err.contains("timed out") && err.contains("engine stopped; status: idle"), "{err}");
     assert_eq!(e.stops, 1);
     assert_eq!(*dev.command.lock().unwrap(), 0x0002, "bus master restored after an error");
+}
+
+#[test]
+fn a_panic_mid_run_stops_the_engine_and_restores_bus_master() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 4096], panic_at_run: Some(5), ..Default::default() };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = go(&dev, &mut e, &plan(), &AtomicBool::new(false));
+    }));
+    assert!(r.is_err(), "the panic goes on up");
+    assert_eq!(e.stops, 1, "the engine was stopped before the buffers were freed");
+    assert_eq!(*dev.command.lock().unwrap(), 0x0002, "bus master restored");
 }
 
 #[test]

@@ -63,14 +63,19 @@ impl IdFilter {
 /// Every PCI device in sysfs, filtered as lspci's -d and -s (see `target::list` for the
 /// simulated cards too), and a line for each entry that could not be read (a device being
 /// removed leaves a dangling link): one bad entry never hides the others.
-pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&PciAddress>) -> Result<(Vec<DeviceInfo>, Vec<String>)> {
+pub fn list(
+    host: &Host,
+    ids: Option<IdFilter>,
+    slot: Option<&PciAddress>,
+    detail: sysfs::Detail,
+) -> Result<(Vec<DeviceInfo>, Vec<String>)> {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for a in list_addrs_or_empty(host)? {
         if slot.is_some_and(|s| *s != a) {
             continue;
         }
-        match sysfs::read_device(host, &a) {
+        match sysfs::read_device_at(host, &a, detail) {
             Ok(d) => out.push(d),
             Err(Error::NoDevice(_)) => problems.push(format!(
                 "{a} is listed in {} but its directory is gone (a device being removed?): skipped",

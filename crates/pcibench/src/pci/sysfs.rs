@@ -71,15 +71,99 @@ fn read_hex(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Option<u32> {
     }
 }
 
-/// Read one device. Fails only when the device directory does not exist.
+/// How much of a device to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// What `list` prints (ids, names, class, revision, driver): the 64-byte config header only,
+    /// as `lspci -nn` reads it. Reading a whole 4 KiB extended config space costs a trapped
+    /// config cycle per dword on many hosts (tens of ms on a VM's host bridge).
+    Summary,
+    /// Everything `info` shows: the whole config space, capabilities, link and its partner, AER.
+    Full,
+}
+
+/// Read one device in full. Fails only when the device directory does not exist.
 pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
+    read_device_at(host, addr, Detail::Full)
+}
+
+/// Read one device at `detail`. Fails only when the device directory does not exist.
+pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<DeviceInfo> {
     let dir = device_dir(host, addr);
     if !dir.is_dir() {
         return Err(Error::NoDevice(addr.to_string()));
     }
     let mut w = Vec::new();
-    let vendor_id = read_hex(&dir, "vendor", &mut w);
-    let device_id = read_hex(&dir, "device", &mut w);
+    let ids = read_ids(&dir, &mut w);
+    let cfg_path = dir.join("config");
+    // Config space is at most 4 KiB (PCIe extended configuration space).
+    let max = if detail == Detail::Full { 4096 } else { 64 };
+    let cfg_bytes = match crate::host::state::read_regular(&cfg_path, max) {
+        Ok(b) => b,
+        Err(e) => {
+            w.push(format!("cannot read {}: {e}", cfg_path.display()));
+            Vec::new()
+        }
+    };
+    let cfg = config::parse(&cfg_bytes);
+    let revision = ids.revision.or(cfg_bytes.get(8).copied());
+    let full = detail == Detail::Full;
+    if full {
+        w.extend(cfg.warnings.iter().cloned());
+        config_size_warning(host, addr, &cfg_bytes, cfg.pcie.is_some(), &mut w);
+    }
+    let bars = if full { read_bars(&dir, &mut w) } else { Vec::new() };
+    let link = if full { read_link(&dir, ids.class_code, cfg.pcie.as_ref()) } else { None };
+    let parent = fs::canonicalize(&dir).ok().and_then(|p| {
+        let up = p.parent()?.file_name()?.to_str()?;
+        up.parse::<PciAddress>().ok().map(|a| a.to_string())
+    });
+    let numa_node = read_trim(&dir.join("numa_node")).and_then(|s| s.parse().ok()).filter(|n: &i32| *n >= 0);
+    let (vid, did, svid, sdid) = (ids.vendor, ids.device, ids.subsystem_vendor, ids.subsystem_device);
+    let mut info = DeviceInfo {
+        address: addr.to_string(),
+        simulated: false,
+        vendor_id: vid,
+        vendor_name: names::vendor(vid).map(str::to_string),
+        device_id: did,
+        device_name: names::device(vid, did).map(str::to_string),
+        subsystem_vendor_id: svid,
+        subsystem_device_id: sdid,
+        subsystem_name: names::subsystem(vid, did, svid, sdid).map(str::to_string),
+        class_code: ids.class_code,
+        class_name: names::class(ids.class_code),
+        revision: revision.unwrap_or(0),
+        driver: link_name(&dir.join("driver")),
+        iommu_group: link_name(&dir.join("iommu_group")).and_then(|g| g.parse().ok()),
+        numa_node,
+        parent,
+        command: cfg.command.map(Command::from_raw),
+        bars,
+        link,
+        model: None,
+        aer: if full { read_aer(&dir, &mut w) } else { None },
+        config_bytes: cfg_bytes.len(),
+        capabilities: cfg.capabilities,
+        extended_capabilities: cfg.extended_capabilities,
+        warnings: w,
+    };
+    info.fill_model();
+    Ok(info)
+}
+
+/// The identity files: vendor, device, subsystem ids, class and revision.
+struct Ids {
+    vendor: u16,
+    device: u16,
+    subsystem_vendor: u16,
+    subsystem_device: u16,
+    class_code: u32,
+    revision: Option<u8>,
+}
+
+fn read_ids(dir: &Path, w: &mut Vec<String>) -> Ids {
+    let vendor_id = read_hex(dir, "vendor", w);
+    let device_id = read_hex(dir, "device", w);
     if vendor_id.is_none() || device_id.is_none() {
         w.push("vendor or device id file is missing or unreadable".into());
     }
@@ -92,49 +176,45 @@ pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
         }
         None => None,
     };
-    let vid = id16(vendor_id, "vendor", &mut w).unwrap_or(0xffff);
-    let did = id16(device_id, "device", &mut w).unwrap_or(0xffff);
-    let svid = id16(read_hex(&dir, "subsystem_vendor", &mut w), "subsystem_vendor", &mut w).unwrap_or(0);
-    let sdid = id16(read_hex(&dir, "subsystem_device", &mut w), "subsystem_device", &mut w).unwrap_or(0);
-    let class_code = read_hex(&dir, "class", &mut w).unwrap_or(0);
-    let mut revision = read_hex(&dir, "revision", &mut w).map(|r| r as u8);
-
-    let cfg_path = dir.join("config");
-    // Config space is at most 4 KiB (PCIe extended configuration space).
-    let cfg_bytes = match crate::host::state::read_regular(&cfg_path, 4096) {
-        Ok(b) => b,
-        Err(e) => {
-            w.push(format!("cannot read {}: {e}", cfg_path.display()));
-            Vec::new()
-        }
-    };
-    let cfg = config::parse(&cfg_bytes);
-    w.extend(cfg.warnings.iter().cloned());
-    if revision.is_none() {
-        revision = cfg_bytes.get(8).copied();
+    let sv = read_hex(dir, "subsystem_vendor", w);
+    let sd = read_hex(dir, "subsystem_device", w);
+    Ids {
+        vendor: id16(vendor_id, "vendor", w).unwrap_or(0xffff),
+        device: id16(device_id, "device", w).unwrap_or(0xffff),
+        subsystem_vendor: id16(sv, "subsystem_vendor", w).unwrap_or(0),
+        subsystem_device: id16(sd, "subsystem_device", w).unwrap_or(0),
+        class_code: read_hex(dir, "class", w).unwrap_or(0),
+        revision: read_hex(dir, "revision", w).map(|r| r as u8),
     }
+}
+
+/// Why the config space read is shorter than the capabilities need, if it is.
+fn config_size_warning(host: &Host, addr: &PciAddress, cfg: &[u8], pcie: bool, w: &mut Vec<String>) {
     let privileged = rustix::process::geteuid().is_root();
-    if cfg_bytes.len() < 64 && !cfg_bytes.is_empty() {
+    if cfg.len() < 64 && !cfg.is_empty() {
         // Every reader gets at least the 64-byte header (pci-sysfs.c, pci_read_config): less is
         // not a permission question.
         w.push(format!(
             "config space is only {} bytes, shorter than the 64-byte header every reader gets: the file is not what the kernel exposes",
-            cfg_bytes.len()
+            cfg.len()
         ));
-    } else if cfg_bytes.len() == 64 && privileged && host.is_real() {
+    } else if cfg.len() == 64 && privileged && host.is_real() {
         w.push("config space reads only 64 bytes even as root: the kernel limits it (lockdown?), so MPS, MRRS and link come from sysfs alone".into());
-    } else if cfg_bytes.len() == 64 {
+    } else if cfg.len() == 64 {
         w.push(format!(
             "only 64 bytes of config space are readable: the capability list (MPS, MRRS, link) needs root: sudo pcibench info {addr}"
         ));
-    } else if cfg_bytes.len() <= 256 && cfg.pcie.is_some() && !privileged && host.is_real() {
+    } else if cfg.len() <= 256 && pcie && !privileged && host.is_real() {
         w.push(format!(
             "extended config space (AER, other extended capabilities) is readable only by root: sudo pcibench info {addr}"
         ));
     }
+}
 
+/// BARs from `resource`, with the resourceN / resourceN_wc files that exist for each.
+fn read_bars(dir: &Path, w: &mut Vec<String>) -> Vec<super::resource::Bar> {
     let mut bars = match read_trim(&dir.join("resource")) {
-        Some(text) => parse_resource(&text, &mut w),
+        Some(text) => parse_resource(&text, w),
         None => {
             w.push("resource file is missing: BARs unknown".into());
             Vec::new()
@@ -147,64 +227,31 @@ pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
             }
         }
     }
+    bars
+}
 
+/// The link from sysfs's link files, completed from the PCIe capability, judged against its
+/// partner (lspci's rule, `pci::partner`).
+fn read_link(dir: &Path, class_code: u32, pcie: Option<&config::PcieCap>) -> Option<LinkStatus> {
     let sysfs_speed = |n: &str| read_trim(&dir.join(n)).filter(|s| !s.is_empty() && !s.starts_with("Unknown"));
     let sysfs_width = |n: &str| read_trim(&dir.join(n)).and_then(|s| s.parse::<u8>().ok()).filter(|w| *w > 0);
     let cur_speed = sysfs_speed("current_link_speed");
     let max_speed = sysfs_speed("max_link_speed");
-    let pcie = cfg.pcie.as_ref();
-    let link = if cur_speed.is_some() || max_speed.is_some() || pcie.is_some() {
-        let cur_gen = cur_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.cur_gen));
-        let cur_width = sysfs_width("current_link_width").or(pcie.map(|p| p.cur_width).filter(|w| *w > 0));
-        let max_gen = max_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.max_gen));
-        let max_width = sysfs_width("max_link_width").or(pcie.map(|p| p.max_width).filter(|w| *w > 0));
-        let mut l = LinkStatus::new(
-            (cur_speed, cur_gen, cur_width),
-            (max_speed, max_gen, max_width),
-            (pcie.map(|p| p.mps), pcie.map(|p| p.mps_supported), pcie.map(|p| p.mrrs)),
-            pcie.map(|p| p.port_type.to_string()).filter(|t| t != "Unknown"),
-        );
-        super::partner::assess(&dir, class_code, &mut l);
-        Some(l)
-    } else {
-        None
-    };
-
-    let parent = fs::canonicalize(&dir).ok().and_then(|p| {
-        let up = p.parent()?.file_name()?.to_str()?;
-        up.parse::<PciAddress>().ok().map(|a| a.to_string())
-    });
-
-    let numa_node = read_trim(&dir.join("numa_node")).and_then(|s| s.parse().ok()).filter(|n: &i32| *n >= 0);
-    let mut info = DeviceInfo {
-        address: addr.to_string(),
-        simulated: false,
-        vendor_id: vid,
-        vendor_name: names::vendor(vid).map(str::to_string),
-        device_id: did,
-        device_name: names::device(vid, did).map(str::to_string),
-        subsystem_vendor_id: svid,
-        subsystem_device_id: sdid,
-        subsystem_name: names::subsystem(vid, did, svid, sdid).map(str::to_string),
-        class_code,
-        class_name: names::class(class_code),
-        revision: revision.unwrap_or(0),
-        driver: link_name(&dir.join("driver")),
-        iommu_group: link_name(&dir.join("iommu_group")).and_then(|g| g.parse().ok()),
-        numa_node,
-        parent,
-        command: cfg.command.map(Command::from_raw),
-        bars,
-        link,
-        model: None,
-        aer: read_aer(&dir, &mut w),
-        config_bytes: cfg_bytes.len(),
-        capabilities: cfg.capabilities,
-        extended_capabilities: cfg.extended_capabilities,
-        warnings: w,
-    };
-    info.fill_model();
-    Ok(info)
+    if cur_speed.is_none() && max_speed.is_none() && pcie.is_none() {
+        return None;
+    }
+    let cur_gen = cur_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.cur_gen));
+    let cur_width = sysfs_width("current_link_width").or(pcie.map(|p| p.cur_width).filter(|w| *w > 0));
+    let max_gen = max_speed.as_deref().and_then(gen_from_speed).or(pcie.and_then(|p| p.max_gen));
+    let max_width = sysfs_width("max_link_width").or(pcie.map(|p| p.max_width).filter(|w| *w > 0));
+    let mut l = LinkStatus::new(
+        (cur_speed, cur_gen, cur_width),
+        (max_speed, max_gen, max_width),
+        (pcie.map(|p| p.mps), pcie.map(|p| p.mps_supported), pcie.map(|p| p.mrrs)),
+        pcie.map(|p| p.port_type.to_string()).filter(|t| t != "Unknown"),
+    );
+    super::partner::assess(dir, class_code, &mut l);
+    Some(l)
 }
 
 /// AER counters (drivers/pci/pcie/aer.c; parsing in `pci::aer`).

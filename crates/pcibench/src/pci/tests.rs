@@ -1,6 +1,7 @@
 //! Discovery on fixture sysfs trees modelled on the seeds' devices: exact parsed values.
 
 use super::fixture::{endpoint_config, seed_tree, Fixture};
+use super::sysfs::Detail;
 use super::*;
 use crate::host::Host;
 
@@ -107,16 +108,16 @@ fn seed_002_device_behind_bridge_with_degraded_link() {
 #[test]
 fn list_filters_like_lspci() {
     let (_t, h) = tree();
-    let all = list(&h, None, None).unwrap().0;
+    let all = list(&h, None, None, Detail::Full).unwrap().0;
     let addrs: Vec<&str> = all.iter().map(|d| d.address.as_str()).collect();
     assert_eq!(addrs, vec!["0000:15:00.0", "0000:16:00.0", "0000:20:00.0", "0000:22:00.0", "0000:2d:00.0"]);
-    let x = list(&h, Some("10ee".parse().unwrap()), None).unwrap().0;
+    let x = list(&h, Some("10ee".parse().unwrap()), None, Detail::Full).unwrap().0;
     assert_eq!(x.len(), 3); // 15, 16, 22
-    let x = list(&h, Some("10ee:9031".parse().unwrap()), None).unwrap().0;
+    let x = list(&h, Some("10ee:9031".parse().unwrap()), None, Detail::Full).unwrap().0;
     assert_eq!(x.len(), 1);
-    let x = list(&h, Some(":5425".parse().unwrap()), None).unwrap().0;
+    let x = list(&h, Some(":5425".parse().unwrap()), None, Detail::Full).unwrap().0;
     assert_eq!(x[0].address, "0000:2d:00.0");
-    let x = list(&h, None, Some(&"16:00.0".parse().unwrap())).unwrap().0;
+    let x = list(&h, None, Some(&"16:00.0".parse().unwrap()), Detail::Full).unwrap().0;
     assert_eq!(x.len(), 1);
     assert!("10ee:zz".parse::<IdFilter>().is_err());
 }
@@ -159,7 +160,7 @@ fn malformed_devices_warn_and_never_fail() {
     assert_eq!(d.link.as_ref().unwrap().mps, Some(256));
 
     // The whole list still works with broken devices present.
-    assert_eq!(list(&h, None, None).unwrap().0.len(), 3);
+    assert_eq!(list(&h, None, None, Detail::Full).unwrap().0.len(), 3);
     // Unknown address.
     let e = sysfs::read_device(&h, &"09:00.0".parse().unwrap()).unwrap_err().to_string();
     assert_eq!(e, "no PCI device 0000:09:00.0: run `pcibench list` to see the devices present");
@@ -207,4 +208,28 @@ fn json_field_names_are_stable() {
     assert_eq!(v["command"]["memory"], true);
     assert_eq!(v["link"]["current_gen"], 2);
     assert_eq!(v["model"]["link"]["mps"], 256);
+}
+
+#[test]
+fn a_summary_read_agrees_with_the_full_one_on_what_list_prints() {
+    let (_t, h) = tree();
+    let full = list(&h, None, None, Detail::Full).unwrap().0;
+    let brief = list(&h, None, None, Detail::Summary).unwrap().0;
+    assert_eq!(full.len(), brief.len());
+    for (f, b) in full.iter().zip(&brief) {
+        let key = |d: &DeviceInfo| {
+            (
+                d.address.clone(),
+                d.vendor_id,
+                d.device_id,
+                d.class_code,
+                d.revision,
+                d.driver.clone(),
+                d.class_name.clone(),
+            )
+        };
+        assert_eq!(key(f), key(b));
+        // The summary reads the 64-byte header only: no capabilities, link or AER.
+        assert!(b.config_bytes <= 64 && b.link.is_none() && b.aer.is_none(), "{b:?}");
+    }
 }

@@ -61,7 +61,12 @@ pub fn describe(host: &Host, target: &Target) -> Result<DeviceInfo> {
 
 /// `pcibench list`: the simulated cards first, then every PCI device, filtered as lspci's -d
 /// and -s; and a line for each sysfs entry that could not be read.
-pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&Target>) -> Result<(Vec<DeviceInfo>, Vec<String>)> {
+pub fn list(
+    host: &Host,
+    ids: Option<IdFilter>,
+    slot: Option<&Target>,
+    detail: pci::sysfs::Detail,
+) -> Result<(Vec<DeviceInfo>, Vec<String>)> {
     let mut out: Vec<DeviceInfo> = SimId::all()
         .filter(|id| slot.is_none_or(|s| *s == Target::Sim(*id)))
         .map(|id| id.spec().info())
@@ -72,7 +77,7 @@ pub fn list(host: &Host, ids: Option<IdFilter>, slot: Option<&Target>) -> Result
         Some(Target::Pci(a)) => Some(a),
         None => None,
     };
-    let (devices, problems) = pci::list(host, ids, pci_slot)?;
+    let (devices, problems) = pci::list(host, ids, pci_slot, detail)?;
     out.extend(devices);
     Ok((out, problems))
 }
@@ -115,10 +120,11 @@ mod tests {
         let l = d.link.unwrap();
         assert_eq!((l.current_gen, l.current_width, l.mps, l.mrrs), (Some(2), Some(4), Some(256), Some(512)));
         // Listing works on a host without PCI at all: just the simulated cards.
-        let (all, _) = list(&Host::with_root("/nonexistent"), None, None).unwrap();
+        let (all, _) = list(&Host::with_root("/nonexistent"), None, None, pci::sysfs::Detail::Full).unwrap();
         assert_eq!(all.len(), crate::sim::CARDS.len());
         assert_eq!(all[0].address, "sim");
-        let (only, _) = list(&Host::with_root("/nonexistent"), None, Some(&Target::SIM)).unwrap();
+        let (only, _) =
+            list(&Host::with_root("/nonexistent"), None, Some(&Target::SIM), pci::sysfs::Detail::Full).unwrap();
         assert_eq!(only.len(), 1);
     }
 }
