@@ -14,6 +14,7 @@ pub mod qdma_card;
 mod qdma_engine;
 pub mod qdma_model;
 mod qdma_state;
+mod spin;
 pub mod xdma_card;
 mod xdma_engine;
 pub mod xdma_model;

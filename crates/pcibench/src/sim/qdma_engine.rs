@@ -18,17 +18,13 @@ use super::qdma_state::*;
 use crate::direction::Direction;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const DESC_BYTES: u64 = 32;
 const DV: u32 = 1 << 28;
 const LEN_MASK: u32 = 0x0fff_ffff;
 /// Descriptors served per queue per turn (round robin between queues with work).
 const BURST: u32 = 64;
-/// After running out of work the worker spins this long before parking, so back-to-back runs
-/// start without a futex wake-up; it yields while spinning so the driver thread keeps a core.
-const SPIN: Duration = Duration::from_micros(100);
-const SPIN_PURE: Duration = Duration::from_micros(2);
 
 /// Why a queue stopped: the model's error field, the GLBL_DSC_ERR_STS bit to log (0 when the
 /// MM engine's error code register has it instead), and words.
@@ -68,24 +64,7 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Direction) {
 
 /// Wait until the doorbell counter moves past `seen` (spin, then park); false on shutdown.
 fn wait_for_kick(shared: &Shared, mm: &Mm, seen: u64) -> bool {
-    let start = Instant::now();
-    let mut spins = 0u32;
-    while mm.kick.load(Ordering::Acquire) == seen {
-        if shared.shutdown.load(Ordering::Acquire) {
-            return false;
-        }
-        spins = spins.wrapping_add(1);
-        if spins % 64 == 0 {
-            let waited = start.elapsed();
-            if waited >= SPIN {
-                break;
-            }
-            if waited >= SPIN_PURE {
-                std::thread::yield_now();
-            }
-        }
-        std::hint::spin_loop();
-    }
+    super::spin::briefly(|| mm.kick.load(Ordering::Acquire) != seen || shared.shutdown.load(Ordering::Acquire));
     let mut parked = mm.parked.lock().unwrap_or_else(|e| e.into_inner());
     while mm.kick.load(Ordering::Acquire) == seen {
         if shared.shutdown.load(Ordering::Acquire) {

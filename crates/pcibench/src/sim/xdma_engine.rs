@@ -16,18 +16,12 @@ use crate::direction::Direction;
 use crate::Result;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MAGIC: u32 = 0xad4b;
 const DESC_STOP: u32 = 1 << 0;
 const DESC_COMPLETED: u32 = 1 << 1;
 const MAX_LEN: u32 = 0x0fff_ffff;
-/// After a chain the worker spins this long before sleeping, so back-to-back runs (a benchmark
-/// loop) start without a futex wake-up; idle engines cost nothing after it.
-const SPIN: Duration = Duration::from_micros(100);
-/// Past this the spin yields between checks: on a host with more runnable threads than cores a
-/// pure spin would hold the core the driver thread needs to submit the next run.
-const SPIN_PURE: Duration = Duration::from_micros(2);
 
 struct Desc {
     control: u32,
@@ -60,21 +54,7 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
 }
 
 fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
-    let start = Instant::now();
-    let mut spins = 0u32;
-    while ch.gen_hint.load(Ordering::Acquire) == *served && !shared.shutdown.load(Ordering::Acquire) {
-        spins = spins.wrapping_add(1);
-        if spins % 64 == 0 {
-            let waited = start.elapsed();
-            if waited >= SPIN {
-                break;
-            }
-            if waited >= SPIN_PURE {
-                std::thread::yield_now();
-            }
-        }
-        std::hint::spin_loop();
-    }
+    super::spin::briefly(|| ch.gen_hint.load(Ordering::Acquire) != *served || shared.shutdown.load(Ordering::Acquire));
     let mut st = ch.lock();
     loop {
         if shared.shutdown.load(Ordering::Acquire) {

@@ -4,6 +4,7 @@
 //! line in `DRIVERS`; nothing outside this module knows which engines exist.
 
 pub mod edu;
+pub mod probe_bar;
 pub mod qdma;
 mod qdma_ctx;
 pub mod qdma_driver;

@@ -4,7 +4,7 @@
 //! no side effects.
 
 use super::qdma_regs::*;
-use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
+use crate::access::{BarRegion, DeviceAccess};
 use crate::dma::Direction;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -21,25 +21,9 @@ pub fn is_config_bar(bar: &dyn BarRegion) -> Result<bool> {
     Ok(rd(bar, R_ID)? >> 16 == ID_MAGIC)
 }
 
-/// The first of `bars` that is a QDMA config BAR. A BAR that cannot be opened or read is
-/// skipped; if none matches, the first such failure is returned so the user learns why.
+/// The first of `bars` that is a QDMA config BAR (see `probe_bar::find`).
 pub fn find_config_bar(dev: &dyn DeviceAccess, bars: &[u8]) -> Result<Option<u8>> {
-    let mut first_err = None;
-    for &index in bars {
-        let found = match dev.open_bar_read_only(index, Mapping::Uc, IoMode::Mmap) {
-            Ok(bar) => Ok(bar),
-            Err(e) => dev.open_bar_read_only(index, Mapping::Uc, IoMode::Syscall).map_err(|_| e),
-        }
-        .and_then(|bar| is_config_bar(&*bar));
-        match found {
-            Ok(true) => return Ok(Some(index)),
-            Ok(false) => {}
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    first_err.map_or(Ok(None), Err)
+    super::probe_bar::find(dev, bars, is_config_bar)
 }
 
 /// What `probe` learns from a QDMA config BAR.

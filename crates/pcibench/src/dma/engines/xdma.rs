@@ -436,16 +436,8 @@ impl EngineDriver for XdmaDriver {
         if !(info.simulated || info.vendor_id == XILINX_VENDOR) {
             return Ok(None);
         }
-        let bars: Vec<u8> = info.bars.iter().filter(|b| b.is_memory()).map(|b| b.index).collect();
-        let Some(bar) = find_dma_bar(dev, &bars)? else { return Ok(None) };
-        let region = dev.open_bar_read_only(bar, Mapping::Uc, IoMode::Mmap)?;
-        let x = probe(region.as_ref())?;
-        Ok(Some(Detected {
-            engine: self.name(),
-            register_bars: vec![bar],
-            summary: x.to_string(),
-            details: serde_json::to_value(&x).unwrap_or_default(),
-        }))
+        let Some(bar) = find_dma_bar(dev, &super::probe_bar::memory_bars(info))? else { return Ok(None) };
+        super::probe_bar::detected(self.name(), dev, bar, probe).map(Some)
     }
 
     fn open(

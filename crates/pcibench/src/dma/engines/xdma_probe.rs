@@ -1,7 +1,7 @@
 //! Finding an XDMA engine (PG195): the register BAR by its identifiers, its channels and
 //! capabilities, for `pcibench info` and for the driver (`xdma.rs`).
 
-use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
+use crate::access::{BarRegion, DeviceAccess};
 use crate::direction::Direction;
 use crate::mmio::Width;
 use crate::{Error, Result};
@@ -40,27 +40,9 @@ pub fn is_dma_bar(bar: &dyn BarRegion) -> Result<bool> {
     Ok(rd(bar, 0x2000)? & 0xffff_0000 == 0x1fc2_0000 && rd(bar, 0x3000)? & 0xffff_0000 == 0x1fc3_0000)
 }
 
-/// The first of `bars` that is an XDMA register BAR. A BAR that cannot be opened or read is
-/// skipped; if none matches, the first such failure is returned so the user learns why.
+/// The first of `bars` that is an XDMA register BAR (see `probe_bar::find`).
 pub fn find_dma_bar(dev: &dyn DeviceAccess, bars: &[u8]) -> Result<Option<u8>> {
-    let mut first_err = None;
-    for &index in bars {
-        // A BAR that cannot be mapped may still be readable by syscalls (VFIO regions without
-        // mmap); if both fail, the mapping's error is the one that explains (permission, lockdown).
-        let found = match dev.open_bar_read_only(index, Mapping::Uc, IoMode::Mmap) {
-            Ok(bar) => Ok(bar),
-            Err(e) => dev.open_bar_read_only(index, Mapping::Uc, IoMode::Syscall).map_err(|_| e),
-        }
-        .and_then(|bar| is_dma_bar(&*bar));
-        match found {
-            Ok(true) => return Ok(Some(index)),
-            Ok(false) => {}
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    first_err.map_or(Ok(None), Err)
+    super::probe_bar::find(dev, bars, is_dma_bar)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
