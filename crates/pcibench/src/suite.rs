@@ -14,7 +14,7 @@ use crate::dma::engines::Detected;
 use crate::host::Host;
 use crate::mmio::{self, Width};
 use crate::pci::DeviceInfo;
-use crate::session::{DmaRequest, Session};
+use crate::session::{DmaRequest, Measuring, Session};
 use crate::target::Target;
 use crate::Result;
 use serde::Serialize;
@@ -63,6 +63,13 @@ fn widest() -> Width {
     [Width::V512, Width::V256, Width::V128].into_iter().find(|w| mmio::available(*w).is_ok()).unwrap_or(Width::B64)
 }
 
+/// How the suite's parts are timed: the clock and its overhead, the stop flag, progress.
+struct Timing<'a> {
+    clock: &'a dyn Clock,
+    overhead: TimerOverhead,
+    stop: &'a AtomicBool,
+}
+
 /// Run the suite; `stop` ends it early (what was measured is kept).
 pub fn run(
     host: &Host,
@@ -77,14 +84,47 @@ pub fn run(
     let engines: Vec<Detected> =
         crate::dma::engines::detect(&info, session.dev.as_ref()).into_iter().flatten().collect();
     let mut report = SuiteReport { info, engines, pio: None, dma: None, notes: Vec::new() };
-    let overhead = TimerOverhead::measure(clock);
+    let timing = Timing { clock, overhead: TimerOverhead::measure(clock), stop };
+    let m = session.measuring(opts.placement, &opts.args)?;
+    let pio_report = pio_part(&session, opts, &m, &timing, progress, &mut report.notes)?;
+    let stopped = pio_report.interrupted;
+    report.pio = Some(pio_report);
+    if stopped {
+        return Ok(report);
+    }
     let simulated = session.info.simulated;
+    match report.engines.first() {
+        None => report.notes.push(format!(
+            "DMA skipped: no DMA engine pcibench drives was found on {} ({})",
+            session.info.address,
+            session.info.ids()
+        )),
+        Some(_) if !opts.allow_dma && !simulated => {
+            report.notes.push("DMA skipped: add --allow-dma to let the card's engine read and write host memory".into())
+        }
+        Some(found) => {
+            let engine = found.engine.to_string();
+            report.dma = Some(dma_part(&session, &engine, opts, &m, &timing, progress)?);
+        }
+    }
+    Ok(report)
+}
 
+/// PIO on every BAR that holds no engine's registers, reads only without consent to write.
+fn pio_part(
+    session: &Session,
+    opts: &SuiteOptions,
+    m: &Measuring,
+    timing: &Timing,
+    progress: &mut dyn Progress,
+    notes: &mut Vec<String>,
+) -> Result<Report> {
+    let simulated = session.info.simulated;
     let allow_write = session.may_write(opts.allow_write);
     let bars = match session.pio_bars(&[]) {
         Ok(b) => b,
         Err(crate::Error::NothingToMeasure(why)) => {
-            report.notes.push(format!("PIO skipped: {why}"));
+            notes.push(format!("PIO skipped: {why}"));
             Vec::new()
         }
         Err(e) => return Err(e),
@@ -103,80 +143,74 @@ pub fn run(
         strict_width: false,
     };
     if !allow_write {
-        report.notes.push("PIO reads only: add --allow-write to measure and verify host-to-card writes".into());
+        notes.push("PIO reads only: add --allow-write to measure and verify host-to-card writes".into());
     }
-    let m = session.measuring(opts.placement, &opts.args)?;
-    let link = m.link;
     progress.begin("pio", plan.planned_bytes());
     let t = PioTarget {
         dev: session.dev.as_ref(),
         device: &session.info.address,
         simulated,
-        link,
+        link: m.link,
         bar_sizes: session.bar_sizes(),
     };
+    let (clock, overhead, stop) = (timing.clock, timing.overhead, timing.stop);
     let mut sampling = Sampling { clock, overhead, stop, progress: &mut *progress, health: m.health.as_ref() };
-    let mut pio_report = pio::run(&t, &plan, &mut sampling)?;
+    let mut report = pio::run(&t, &plan, &mut sampling)?;
     progress.end();
-    m.finish(&mut pio_report);
-    let stopped = pio_report.interrupted;
-    report.pio = Some(pio_report);
-    if stopped {
-        return Ok(report);
-    }
+    m.finish(&mut report);
+    Ok(report)
+}
 
-    match report.engines.first() {
-        None => report.notes.push(format!(
-            "DMA skipped: no DMA engine pcibench drives was found on {} ({})",
-            session.info.address,
-            session.info.ids()
-        )),
-        Some(_) if !opts.allow_dma && !simulated => {
-            report.notes.push("DMA skipped: add --allow-dma to let the card's engine read and write host memory".into())
-        }
-        Some(found) => {
-            let req = DmaRequest { engine: Some(found.engine.to_string()), ..DmaRequest::default() };
-            let mut rig = session.open_dma(&req)?;
-            let size = rig.engine.card_size().min(rig.engine.max_transfer());
-            let total = match opts.total {
-                Some(t) => t,
-                None if simulated => 64 << 20,
-                None => rig.engine.default_total(size),
-            };
-            // Engines that keep many transfers in flight are measured at 1 MiB transfers (their
-            // whole window would be a handful of samples); the others over their whole window.
-            let room = rig.engine.card_size().saturating_sub(rig.card_offset);
-            let mut sizes = if rig.engine.max_batch() > 1 { vec![room.min(1 << 20)] } else { Vec::new() };
-            // A --total below one such transfer measures transfers of --total (whole 4 KiB pages).
-            let one = sizes.first().copied().unwrap_or(size);
-            if total < one {
-                sizes = vec![(total & !0xfff).max(total.min(4096))];
-            }
-            let plan = DmaPlan {
-                dirs: vec![Direction::H2c, Direction::C2h],
-                bidir: false,
-                sizes,
-                total,
-                card_addr: rig.card_offset,
-                timeout: Duration::from_secs(2),
-                queues: Vec::new(),
-                access: crate::bench::dma_layout::Access::Sequential,
-            };
-            progress.begin("dma", total.saturating_mul(2));
-            let setup = DmaSetup {
-                dev: session.dev.as_ref(),
-                device: &session.info.address,
-                simulated,
-                link,
-                engine: rig.engine.as_mut(),
-                alloc: rig.alloc.as_ref(),
-            };
-            let mut sampling = Sampling { clock, overhead, stop, progress: &mut *progress, health: m.health.as_ref() };
-            let mut dma_report = dma::run(setup, &plan, &mut sampling)?;
-            progress.end();
-            m.finish(&mut dma_report);
-            report.dma = Some(dma_report);
-        }
+/// DMA both ways with the engine found on the card.
+fn dma_part(
+    session: &Session,
+    engine: &str,
+    opts: &SuiteOptions,
+    m: &Measuring,
+    timing: &Timing,
+    progress: &mut dyn Progress,
+) -> Result<Report> {
+    let simulated = session.info.simulated;
+    let req = DmaRequest { engine: Some(engine.to_string()), ..DmaRequest::default() };
+    let mut rig = session.open_dma(&req)?;
+    let size = rig.engine.card_size().min(rig.engine.max_transfer());
+    let total = match opts.total {
+        Some(t) => t,
+        None if simulated => 64 << 20,
+        None => rig.engine.default_total(size),
+    };
+    // Engines that keep many transfers in flight are measured at 1 MiB transfers (their whole
+    // window would be a handful of samples); the others over their whole window.
+    let room = rig.engine.card_size().saturating_sub(rig.card_offset);
+    let mut sizes = if rig.engine.max_batch() > 1 { vec![room.min(1 << 20)] } else { Vec::new() };
+    // A --total below one such transfer measures transfers of --total (whole 4 KiB pages).
+    let one = sizes.first().copied().unwrap_or(size);
+    if total < one {
+        sizes = vec![(total & !0xfff).max(total.min(4096))];
     }
+    let plan = DmaPlan {
+        dirs: vec![Direction::H2c, Direction::C2h],
+        bidir: false,
+        sizes,
+        total,
+        card_addr: rig.card_offset,
+        timeout: Duration::from_secs(2),
+        queues: Vec::new(),
+        access: crate::bench::dma_layout::Access::Sequential,
+    };
+    progress.begin("dma", total.saturating_mul(2));
+    let setup = DmaSetup {
+        dev: session.dev.as_ref(),
+        device: &session.info.address,
+        simulated,
+        link: m.link,
+        engine: rig.engine.as_mut(),
+        alloc: rig.alloc.as_ref(),
+    };
+    let (clock, overhead, stop) = (timing.clock, timing.overhead, timing.stop);
+    let mut sampling = Sampling { clock, overhead, stop, progress: &mut *progress, health: m.health.as_ref() };
+    let mut report = dma::run(setup, &plan, &mut sampling)?;
+    progress.end();
+    m.finish(&mut report);
     Ok(report)
 }

@@ -64,6 +64,42 @@ pub fn info_text(d: &DeviceInfo) -> String {
             let _ = writeln!(s, "  Control:       unknown (config space not readable)");
         }
     }
+    bars_text(d, &mut s);
+    link_text(d, &mut s);
+    if let Some(m) = &d.model {
+        let assumed = if m.assumed_payload_sizes { " (MPS/MRRS unknown: assumed 128/512)" } else { "" };
+        let _ = writeln!(
+            s,
+            "  Link model:    raw {:.0} MB/s per direction; write limit {:.0} MB/s, read limit {:.0} MB/s for transfers >= 1 MiB{assumed}",
+            m.raw_mbps, m.write_mbps, m.read_mbps
+        );
+    }
+    if let Some(a) = &d.aer {
+        let n = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into());
+        let mut line = format!("correctable {}, nonfatal {}, fatal {}", n(a.correctable), n(a.nonfatal), n(a.fatal));
+        if !a.nonzero.is_empty() {
+            let parts: Vec<String> = a.nonzero.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = write!(line, " ({})", parts.join(", "));
+        }
+        let _ = writeln!(s, "  AER:           {line}");
+    }
+    if !d.capabilities.is_empty() {
+        let caps: Vec<String> = d.capabilities.iter().map(|c| format!("[{:02x}] {}", c.offset, c.name)).collect();
+        let _ = writeln!(s, "  Capabilities:  {}", caps.join(", "));
+    }
+    if !d.extended_capabilities.is_empty() {
+        let caps: Vec<String> = d
+            .extended_capabilities
+            .iter()
+            .map(|c| format!("[{:03x}] {} v{}", c.offset, c.name, c.version.unwrap_or(0)))
+            .collect();
+        let _ = writeln!(s, "  Extended caps: {}", caps.join(", "));
+    }
+    s
+}
+
+/// One line per BAR.
+fn bars_text(d: &DeviceInfo, s: &mut String) {
     if d.bars.is_empty() {
         let _ = writeln!(s, "  BARs:          none");
     }
@@ -85,6 +121,10 @@ pub fn info_text(d: &DeviceInfo) -> String {
             b.describe()
         );
     }
+}
+
+/// The link, its verdict against the partner (lspci's rule), and the payload sizes.
+fn link_text(d: &DeviceInfo, s: &mut String) {
     if let Some(l) = &d.link {
         let cur = gen_width(l.current_gen, l.current_width);
         let max = gen_width(l.max_gen, l.max_width);
@@ -124,34 +164,4 @@ pub fn info_text(d: &DeviceInfo) -> String {
     } else {
         let _ = writeln!(s, "  Link:          not PCI Express (no link status)");
     }
-    if let Some(m) = &d.model {
-        let assumed = if m.assumed_payload_sizes { " (MPS/MRRS unknown: assumed 128/512)" } else { "" };
-        let _ = writeln!(
-            s,
-            "  Link model:    raw {:.0} MB/s per direction; write limit {:.0} MB/s, read limit {:.0} MB/s for transfers >= 1 MiB{assumed}",
-            m.raw_mbps, m.write_mbps, m.read_mbps
-        );
-    }
-    if let Some(a) = &d.aer {
-        let n = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into());
-        let mut line = format!("correctable {}, nonfatal {}, fatal {}", n(a.correctable), n(a.nonfatal), n(a.fatal));
-        if !a.nonzero.is_empty() {
-            let parts: Vec<String> = a.nonzero.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            let _ = write!(line, " ({})", parts.join(", "));
-        }
-        let _ = writeln!(s, "  AER:           {line}");
-    }
-    if !d.capabilities.is_empty() {
-        let caps: Vec<String> = d.capabilities.iter().map(|c| format!("[{:02x}] {}", c.offset, c.name)).collect();
-        let _ = writeln!(s, "  Capabilities:  {}", caps.join(", "));
-    }
-    if !d.extended_capabilities.is_empty() {
-        let caps: Vec<String> = d
-            .extended_capabilities
-            .iter()
-            .map(|c| format!("[{:03x}] {} v{}", c.offset, c.name, c.version.unwrap_or(0)))
-            .collect();
-        let _ = writeln!(s, "  Extended caps: {}", caps.join(", "));
-    }
-    s
 }
