@@ -5,7 +5,7 @@
 //! sync for device, total) through the one sampling loop, and the read-back is compared.
 
 use super::clock::Clock;
-use super::pattern::{verify, Pattern};
+use super::pattern::{host_bytes, verify, Pattern};
 use super::result::{BufferFacts, Kind, Note, Parts, Report, Row, Verify};
 use super::sampler::{check_total, Sampling};
 use crate::access::Via;
@@ -148,10 +148,10 @@ pub fn run(
                 continue;
             }
             pattern = pattern.successor();
-            let expected = pattern.generate(size as usize);
+            let expected = pattern.try_generate(size as usize)?;
             let mut view = buf.open(sync)?;
             for (dir, r) in [(Direction::H2c, &mut wr), (Direction::C2h, &mut rd)] {
-                let mut host = if dir == Direction::H2c { expected.clone() } else { vec![0u8; size as usize] };
+                let mut host = if dir == Direction::H2c { expected.clone() } else { host_bytes(size as usize)? };
                 let mut parts = Vec::new();
                 let clock = s.clock;
                 let sampled = s.run(size, plan.total, |k| {

@@ -8,7 +8,7 @@
 //! time, many spread over queues for engines with queues, sequential or at random offsets.
 
 use super::dma_layout::{self, Access, Layout};
-use super::pattern::{Mismatch, Pattern};
+use super::pattern::{host_bytes, Mismatch, Pattern};
 use super::result::{Kind, Note, Report, Row, Verify};
 use super::sampler::{Sampled, Sampling};
 use crate::access::{BusMaster, DeviceAccess};
@@ -280,8 +280,8 @@ fn measure(
     let expected: Vec<Vec<u8>> = parts
         .iter()
         .enumerate()
-        .map(|(i, (_, l))| Pattern::with_seed(pattern.seed ^ i as u64).generate(l.bytes() as usize))
-        .collect();
+        .map(|(i, (_, l))| Pattern::with_seed(pattern.seed ^ i as u64).try_generate(l.bytes() as usize))
+        .collect::<Result<_>>()?;
     for ((dir, l), e) in parts.iter().zip(&expected) {
         if *dir == Direction::C2h {
             // The card holds the pattern first (untimed), so the reads have something to verify.
@@ -292,7 +292,7 @@ fn measure(
     for ((dir, l), e) in parts.iter().zip(&expected) {
         match dir {
             Direction::H2c => scatter(&*cx.bufs.src, l, e),
-            Direction::C2h => scatter(&*cx.bufs.dst, l, &vec![0; e.len()]),
+            Direction::C2h => scatter(&*cx.bufs.dst, l, &host_bytes(e.len())?),
         }
     }
     let work: Vec<Work> = parts.iter().flat_map(|(d, l)| l.work(*d, cx.bufs.of(*d))).collect();
@@ -371,7 +371,7 @@ fn verify_parts(
         let found = match dir {
             Direction::C2h => compare(&*bufs.dst, l, &expected[i]),
             Direction::H2c => {
-                put(&*bufs.dst, 0, &vec![0; l.bytes() as usize]);
+                put(&*bufs.dst, 0, &host_bytes(l.bytes() as usize)?);
                 card_copy(engine, Direction::C2h, &*bufs.dst, l.card_base, l.bytes(), timeout)?;
                 let seq = Layout { host: (0..l.count()).map(|k| k * l.size).collect(), ..l.clone() };
                 compare(&*bufs.dst, &seq, &expected[i]).map_err(|mut m| {

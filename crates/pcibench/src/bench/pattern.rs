@@ -2,7 +2,23 @@
 //! (xorshift64* per 8-byte word), never generated inside a timed part, and verified with the
 //! first mismatch named.
 
+use crate::units::human_size;
+use crate::{Error, Result};
 use serde::Serialize;
+
+/// `len` zeroed bytes of host memory, or one line saying they could not be had (a low
+/// `ulimit -v`, a huge --size) instead of the allocator's abort.
+pub fn host_bytes(len: usize) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        Error::Unsupported(format!(
+            "cannot allocate {} of host memory for the data to move and verify: use a smaller --size, or raise the memory limit (ulimit -v)",
+            human_size(len as u64)
+        ))
+    })?;
+    v.resize(len, 0);
+    Ok(v)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Pattern {
@@ -74,6 +90,12 @@ impl Pattern {
         }
     }
 
+    pub fn try_generate(&self, len: usize) -> Result<Vec<u8>> {
+        let mut v = host_bytes(len)?;
+        self.fill(&mut v);
+        Ok(v)
+    }
+
     pub fn generate(&self, len: usize) -> Vec<u8> {
         let mut v = vec![0u8; len];
         self.fill(&mut v);
@@ -99,6 +121,14 @@ pub fn verify(expected: &[u8], found: &[u8], base: u64) -> Result<(), Mismatch> 
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn memory_that_cannot_be_had_is_an_error_not_an_abort() {
+        let e = super::host_bytes(usize::MAX / 2).unwrap_err().to_string();
+        assert!(e.contains("cannot allocate") && e.contains("ulimit -v"), "{e}");
+        assert_eq!(super::host_bytes(3).unwrap(), vec![0, 0, 0]);
+    }
+
     use super::*;
 
     #[test]

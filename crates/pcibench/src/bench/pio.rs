@@ -2,7 +2,7 @@
 //! mapping (or one syscall per access), statistics, the link model's limit, and verification
 //! of a pattern that changes from run to run.
 
-use super::pattern::{verify, Mismatch, Pattern};
+use super::pattern::{host_bytes, verify, Mismatch, Pattern};
 use super::result::{Kind, Note, Report, Row, Verify};
 use super::sampler::{check_total, Sampling};
 use crate::access::{BarRegion, DeviceAccess, IoMode};
@@ -316,8 +316,8 @@ impl One<'_> {
 
     fn run(&self, s: &mut Sampling) -> Result<Vec<Row>> {
         let (region, map, w, off) = (self.region, self.map, self.w, self.plan.offset);
-        let expected = self.pattern.generate(self.size as usize);
-        let mut host = vec![0u8; self.size as usize];
+        let expected = self.pattern.try_generate(self.size as usize)?;
+        let mut host = host_bytes(self.size as usize)?;
         let mut wrote = false;
         let mut rows = Vec::new();
         for &dir in &self.plan.dirs {
@@ -359,13 +359,13 @@ impl One<'_> {
             row.verify = Some(match dir {
                 Direction::H2c => {
                     wrote = true;
-                    let mut back = vec![0u8; self.size as usize];
+                    let mut back = host_bytes(self.size as usize)?;
                     read_back(region, off, &mut back)?;
                     to_verify(verify(&expected, &back, off))
                 }
                 Direction::C2h if wrote => to_verify(verify(&expected, &host, off)),
                 Direction::C2h => {
-                    let mut again = vec![0u8; self.size as usize];
+                    let mut again = host_bytes(self.size as usize)?;
                     read_back(region, off, &mut again)?;
                     match verify(&host, &again, off) {
                         Ok(()) => Verify::Unverified {

@@ -160,7 +160,10 @@ impl<'a> Sampling<'a> {
         let batch = batch.min(planned).max(planned.div_ceil(MAX_SAMPLES));
         let count = planned / batch;
         let mut samples = Samples::new(size, batch);
-        samples.secs.reserve(count as usize);
+        // At most MAX_SAMPLES (8 MiB of times); fallible all the same, like every large buffer.
+        samples.secs.try_reserve_exact(count as usize).map_err(|_| {
+            Error::Unsupported(format!("cannot allocate room for {count} samples: raise the memory limit (ulimit -v)"))
+        })?;
         let mut interrupted = false;
         for _ in 0..count {
             if self.stop.load(Ordering::Relaxed) {
