@@ -15,7 +15,7 @@ use super::nvram_state::*;
 pub use super::nvram_state::{size_code, NvramModelConfig};
 use crate::mmio::Width;
 use crate::{Error, Result};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -58,6 +58,7 @@ impl NvramModel {
             regs: Mutex::new(regs),
             scr: AtomicU32::new(0),
             run: Mutex::new(RunState::default()),
+            gen_hint: AtomicU64::new(0),
             wake: Condvar::new(),
             faults: Mutex::new(Faults::default()),
             last_fault: Mutex::new(None),
@@ -130,6 +131,7 @@ impl NvramModel {
             };
             drop(regs);
             run.gen += 1;
+            s.gen_hint.store(run.gen, Ordering::Release);
             s.scr.store(control | status, Ordering::Release);
             s.wake.notify_all();
             drop(run);

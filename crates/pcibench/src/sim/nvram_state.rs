@@ -5,7 +5,7 @@
 use super::card_memory::CardMemory;
 use super::host_map::HostMap;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 // CSR byte offsets (umem.h).
@@ -121,6 +121,8 @@ pub(crate) struct Shared {
     /// DMA status/control (0x68): control bits as written, GO while the engine runs, status bits.
     pub scr: AtomicU32,
     pub run: Mutex<RunState>,
+    /// `run.gen` for lock-free checks: the worker spins on it briefly before sleeping.
+    pub gen_hint: AtomicU64,
     pub wake: Condvar,
     pub faults: Mutex<Faults>,
     pub last_fault: Mutex<Option<String>>,
