@@ -47,9 +47,9 @@ impl NvramModel {
         regs[MAGIC] = cfg.magic;
         regs[BATTERY] = cfg.battery;
         regs[MEMORY] = code;
-        // Card memory is an anonymous mapping: pages cost RAM only once touched, so a 1 GiB card
-        // costs what its transfers write.
-        let pages = Pages::new("NVRAM", cfg.card_size as usize)?;
+        // Card memory is an uncharged anonymous mapping: pages cost RAM only once touched, so a
+        // 1 GiB card costs what its transfers write (and fits a 512 MiB lab guest).
+        let pages = Pages::sparse("NVRAM", cfg.card_size as usize)?;
         let shared = Shared {
             cfg,
             card: CardMemory::new(pages, cfg.card_size),
