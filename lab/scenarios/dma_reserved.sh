@@ -17,7 +17,7 @@ expect_out '^h2c +4095 B .* ok( ![a-z]+)*$' pcibench dma "$a" --engine edu --buf
 expect_out '^c2h +2 KiB .* ok( ![a-z]+)*$' pcibench dma "$a" --engine edu --buffer "$r" --dir c2h --size 2K --dma-bits 32 --total 4K --allow-dma
 expect_out 'card-to-host DMA timing for 2 transfers of 4095 bytes' \
 	pcibench dma "$a" --engine edu --buffer "$r" --dma-bits 32 --total 8K --allow-dma --format seed
-# The same memory through /proc/iomem's eyes: the kernel's own RAM (16 MiB is where the kernel is loaded).
+# System RAM (16 MiB, inside 0x100000-0xfffffff): the kernel allocates from it.
 expect_rc 1 '^pcibench: 0x1000000-0x10fffff \(1 MiB\) is System RAM .* memmap=1M\$0x1000000' \
 	pcibench dma "$a" --engine edu --buffer reserved:0x1000000,1M --dma-bits 32 --total 8K --allow-dma
 # Past the guest's RAM: nothing reserved there.
@@ -30,3 +30,7 @@ expect_rc 2 '^pcibench: --buffer reserved:0x10000800,64K: START 0x10000800 and S
 # edu's DMA mask is 32 bits here; a 28-bit device could not reach 0x10000000-0x13ffffff.
 expect_rc 1 'above the device.s 28-bit DMA reach' pcibench dma "$a" --engine edu --buffer "$r" --dma-bits 28 --total 8K --allow-dma
 expect_rc 2 'simulated card' pcibench dma sim-nvram --buffer "$r"
+# doctor, asked about a transfer the free hugepages cannot hold twice, names this way out.
+echo 4 >/proc/sys/vm/nr_hugepages
+expect_rc "1 2" 'hugepages .*a 256 MiB transfer needs 512 MiB.*--buffer reserved:0x100000000,512M' pcibench doctor "$a" --size 256M
+echo 0 >/proc/sys/vm/nr_hugepages
