@@ -3,6 +3,7 @@
 
 pub mod mapped;
 pub mod physical;
+pub mod region;
 pub mod reserved;
 pub mod sim;
 pub mod udmabuf;

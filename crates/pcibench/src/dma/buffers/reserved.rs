@@ -9,24 +9,22 @@
 //! in no-IOMMU mode is its physical address. Each allocation is a page-aligned piece of the
 //! range, mapped without O_SYNC (cached: right for cache-coherent DMA, as on x86).
 
-use super::mapped::MappedBuffer;
-use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
+use super::region::Region;
+use crate::dma::{DmaAllocator, DmaBuffer, Segment};
 use crate::host::{iomem, Host};
-use crate::os::mmap::{page_size, Mmap};
-use crate::os::space::Space;
+use crate::os::mmap::Mmap;
 use crate::units::human_size;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 pub struct ReservedAllocator {
     start: u64,
     size: u64,
     dma_bits: u32,
     node: PathBuf,
-    mem: Arc<File>,
-    space: Arc<Mutex<Space>>,
+    mem: File,
+    region: Region,
 }
 
 impl ReservedAllocator {
@@ -52,67 +50,33 @@ impl ReservedAllocator {
                 "/dev/mem needs root (CAP_SYS_RAWIO and write permission on the node)",
             )
         })?;
-        Ok(ReservedAllocator {
-            start,
-            size,
-            dma_bits,
-            node,
-            mem: Arc::new(mem),
-            space: Arc::new(Mutex::new(Space::new())),
-        })
+        Ok(ReservedAllocator { start, size, dma_bits, node, mem, region: Region::new(start, size) })
     }
 }
 
 impl DmaAllocator for ReservedAllocator {
     fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>> {
-        if len == 0 {
-            return Err(Error::usage("a DMA buffer needs a size above 0"));
-        }
-        let page = page_size() as u64;
-        let want = (len as u64).div_ceil(page) * page;
-        let off = {
-            let mut s = self.space.lock().map_err(|_| Error::Device("reserved-memory bookkeeping poisoned".into()))?;
-            let used = s.reserved();
-            s.reserve(&[(0, self.size - 1)], want, page, 0, self.size - 1).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "the reserved range {:#x} ({}) has no free {} ({} in use): reserve more (e.g. {}) or use a smaller --size",
-                    self.start,
-                    human_size(self.size),
-                    human_size(want),
-                    human_size(used),
-                    iomem::memmap_option(self.start, (self.size + want).next_power_of_two())
-                ))
-            })?
-        };
-        let bus = self.start + off;
-        let mapped = Mmap::file(&self.mem, bus, want as usize, true);
-        let mem = match mapped {
-            Ok(m) => m,
-            Err(e) => {
-                if let Ok(mut s) = self.space.lock() {
-                    s.release(off);
-                }
-                return Err(Error::io_hint(
-                    "cannot mmap",
-                    &self.node,
-                    e,
-                    "with CONFIG_STRICT_DEVMEM /dev/mem maps only ranges that are not RAM: check /proc/iomem lists it as Reserved",
-                ));
-            }
-        };
-        let space = self.space.clone();
-        let buf = MappedBuffer::new(
-            mem,
-            vec![Segment { offset: 0, bus, len: want }],
-            Addressing::Physical,
-            format!("reserved memory (memmap=) at physical {bus:#x}"),
-        )
-        .on_release(move || {
-            if let Ok(mut s) = space.lock() {
-                s.release(off);
-            }
-        });
-        Ok(Box::new(buf))
+        let p = self.region.reserve(len, |want, used| {
+            Error::Unsupported(format!(
+                "the reserved range {:#x} ({}) has no free {} ({} in use): reserve more (e.g. {}) or use a smaller --size",
+                self.start,
+                human_size(self.size),
+                human_size(want),
+                human_size(used),
+                iomem::memmap_option(self.start, (self.size + want).next_power_of_two())
+            ))
+        })?;
+        let mem = Mmap::file(&self.mem, p.bus, p.len as usize, true).map_err(|e| {
+            self.region.release(&p);
+            Error::io_hint(
+                "cannot mmap",
+                &self.node,
+                e,
+                "with CONFIG_STRICT_DEVMEM /dev/mem maps only ranges that are not RAM: check /proc/iomem lists it as Reserved",
+            )
+        })?;
+        let describe = format!("reserved memory (memmap=) at physical {:#x}", p.bus);
+        Ok(Box::new(self.region.buffer(p, mem, describe)))
     }
 
     fn dma_bits(&self) -> u32 {
@@ -123,7 +87,8 @@ impl DmaAllocator for ReservedAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dma::BufferSource;
+    use crate::dma::{Addressing, BufferSource};
+    use crate::os::mmap::page_size;
     use std::fs;
 
     /// A sysroot with /proc/iomem reserving 64 MiB at 256 MiB, and a sparse file as /dev/mem.
