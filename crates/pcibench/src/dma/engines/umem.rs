@@ -388,6 +388,9 @@ impl EngineDriver for UmemDriver {
 
     /// Micro Memory's vendor id and a family device id first; then byte reads of status
     /// registers only. A wrong magic byte is shown (and the engine refused at open), not hidden.
+    /// umem.c warns that reading the battery register during host-to-card DMA can hang the card:
+    /// detect runs only on a device pcibench itself opens (VFIO lets one process in at a time),
+    /// never during its own runs.
     fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
         if info.vendor_id != VENDOR || expected_magic(info.device_id).is_none() {
             return Ok(None);
