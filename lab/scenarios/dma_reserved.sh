@@ -2,13 +2,18 @@
 # with memmap=2050M$4G): the pc guest boots with memmap=64M$0x10000000 (lab/run), /proc/iomem lists it
 # Reserved, and edu moves data both ways through it, verified, at its physical address (below edu's 32-bit
 # DMA mask). Refusals, each one line before any DMA: a System RAM range, an unreserved range, an unaligned
-# range (usage, exit 2), more than the reservation holds, and the IOMMU-free path only.
-# machines: pc
+# range (usage, exit 2), one beyond the DMA width; behind an IOMMU (q35-iommu) the option is refused in one line.
+# machines: pc q35-iommu
 # timeout: 180
 . /lab/lib.sh
 a=$(find_dev 1234:11e8)
 trap 'unbind "$a"' EXIT
 bind_vfio "$a"
+if [ "$LAB_VFIO" = type1 ]; then
+	expect_rc 1 '^pcibench: --buffer reserved is for no-IOMMU runs .*use --buffer heap or hugepage' \
+		pcibench dma "$a" --engine edu --buffer reserved:0x10000000,64M --dma-bits 32 --total 8K --allow-dma
+	exit 0
+fi
 expect_out '^10000000-13ffffff : Reserved' cat /proc/iomem
 r=reserved:0x10000000,64M
 expect_out 'buffer: reserved memory \(memmap=\) at physical 0x10000000; the card was given physical addresses' \
