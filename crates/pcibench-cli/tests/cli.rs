@@ -27,17 +27,24 @@ fn list_prints_a_line_per_device() {
     assert!(o.status.success());
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 7, "{out}");
+    assert_eq!(lines.len(), 8, "{out}");
     assert!(lines[0].starts_with("sim ") && lines[0].contains("(simulated)"));
     assert!(lines[1].starts_with("sim-qdma ") && lines[1].contains("[10ee:903f] (simulated)"), "{out}");
+    assert!(lines[2].starts_with("sim-nvram ") && lines[2].contains("[1332:5425] (simulated)"), "{out}");
     assert_eq!(
-        lines[2],
+        lines[3],
         "0000:15:00.0 Memory controller [0580]: Xilinx Corporation Device 7024 [10ee:7024] driver=none"
     );
-    assert!(lines[6].contains("[1332:5425]") && lines[6].ends_with("driver=vfio-pci"));
+    assert!(lines[7].contains("[1332:5425]") && lines[7].ends_with("driver=vfio-pci"));
 
+    // The sim-nvram card has seed 001's ids too: -d matches it and the fixture card.
     let o = pcibench(t.path(), &["list", "-d", "1332:5425"]);
-    assert_eq!(stdout(&o).lines().count(), 1);
+    let out = stdout(&o);
+    assert_eq!(
+        out.lines().map(|l| l.split(' ').next().unwrap()).collect::<Vec<_>>(),
+        ["sim-nvram", "0000:2d:00.0"],
+        "{out}"
+    );
     let o = pcibench(t.path(), &["list", "-s", "22:00.0", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 1);
@@ -152,6 +159,39 @@ fn dma_on_sim_round_trips() {
     let o = pcibench(none, &["dma", "sim", "--engine", "edu"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("has no edu engine"), "{}", stderr(&o));
+}
+
+#[test]
+fn dma_on_sim_nvram_with_the_umem_engine() {
+    let none = std::path::Path::new("/nonexistent");
+    let o = pcibench(none, &["dma", "sim-nvram", "--size", "8K", "--size", "1M", "--total", "4M", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["engine"], "umem");
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r["verify"]["status"] == "ok"), "{rows:?}");
+    let o = pcibench(none, &["dma", "sim-nvram", "--size", "1M", "--total", "2M", "--format", "seed"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("Test pattern pass\nhost-to-card DMA timing for 2 transfers of 1048576 bytes:\n   Min = "),
+        "{out}"
+    );
+    assert!(out.contains("card-to-host DMA timing for 2 transfers of 1048576 bytes:"), "{out}");
+    let o = pcibench(none, &["info", "sim-nvram"]);
+    assert!(stdout(&o).contains("umem: MM-5425CN NVRAM DMA engine in BAR0, magic 0x5c"), "{}", stdout(&o));
+    for (args, code, want) in [
+        (&["dma", "sim-nvram", "--size", "2G"][..], 2, "does not fit the umem engine's card memory"),
+        (&["dma", "sim-nvram", "--size", "12", "--total", "48"], 2, "multiple of 8"),
+        (&["dma", "sim-nvram", "--buffer", "reserved:0x10000000,64M"], 2, "does not apply to sim-nvram"),
+        (&["dma", "sim-nvram", "--buffer", "reserved:0x10000800,64M"], 2, "multiples of the"),
+        (&["dma", "sim", "--engine", "umem"], 2, "has no umem engine"),
+    ] {
+        let o = pcibench(none, args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
 }
 
 #[test]

@@ -594,11 +594,23 @@ fn hugepages_for_dma_buffers() {
         Severity::Warn,
         "none free (0 of 0 free at 2 MiB): no-IOMMU DMA needs physically contiguous",
     );
-    assert_eq!(fix(&r, "hugepages"), "echo 64 | sudo tee /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+    let f = fix(&r, "hugepages");
+    assert!(
+        f.starts_with("echo 64 | sudo tee /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages, or reserve"),
+        "{f}"
+    );
+    assert!(f.contains("--buffer reserved:0x100000000,128M") && f.contains("memmap=128M$0x100000000"), "{f}");
 
     t.hugepages(2048, 16, 16).hugepages(1048576, 1, 0);
     let r = doc(&t, EDU, &root());
     expect(&r, "hugepages", Severity::Pass, "16 of 16 free at 2 MiB, 0 of 1 free at 1 GiB");
+    // Seed 001's transfer, 1 GiB: two buffers do not fit 32 MiB of hugepages; reserved memory does.
+    let r = doctor::run_as_for(&t.host(), &EDU.parse::<Target>().unwrap(), &root(), Some(1 << 30)).unwrap();
+    expect(&r, "hugepages", Severity::Warn, "32 MiB free in hugepages");
+    let f = fix(&r, "hugepages");
+    assert!(f.starts_with("echo 1024 | sudo tee") && f.contains("--buffer reserved:0x100000000,2G"), "{f}");
+    let r = doctor::run_as_for(&t.host(), &EDU.parse::<Target>().unwrap(), &root(), Some(8 << 20)).unwrap();
+    expect(&r, "hugepages", Severity::Pass, "16 of 16 free");
 
     // Older kernels or containers: /proc/meminfo only.
     std::fs::remove_dir_all(t.path("sys/kernel/mm/hugepages")).unwrap();

@@ -92,7 +92,8 @@ pub struct DmaArgs {
     /// VFIO with an IOMMU (IOVA) or without one (physical addresses); default: what the device's group is.
     #[arg(long, value_enum)]
     pub via: Option<DmaVia>,
-    /// Host buffer: heap, hugepage (default), or u-dma-buf:NAME.
+    /// Host buffer: heap, hugepage (default), u-dma-buf:NAME, or reserved:START,SIZE (memory
+    /// reserved with memmap=SIZE$START, mapped through /dev/mem; no-IOMMU only).
     #[arg(long)]
     pub buffer: Option<String>,
     /// Direction: h2c, c2h, both (one after the other, default), bidir (at once), or all.

@@ -91,7 +91,7 @@ fn sizes(engine: &dyn Engine, plan: &DmaPlan) -> Result<Vec<u64>> {
     let sizes = if plan.sizes.is_empty() { vec![card_room.min(engine.max_transfer())] } else { plan.sizes.clone() };
     for &size in &sizes {
         if size == 0 || size > card_room {
-            let more = if engine.name() == "edu" { "" } else { " or set --card-size" };
+            let more = if matches!(engine.name(), "edu" | "umem") { "" } else { " or set --card-size" };
             return Err(Error::usage(format!(
                 "transfer size {size:#x} does not fit the {} engine's card memory from offset {:#x} ({card_room:#x} bytes): use a smaller --size{more}",
                 engine.name(),

@@ -18,6 +18,9 @@ pub enum BufferSource {
     Hugepage,
     /// A u-dma-buf device `/dev/NAME`: reserved, physically contiguous memory.
     UDmaBuf(String),
+    /// Physical memory the kernel was told to leave alone (`memmap=SIZE$START`), mapped through
+    /// /dev/mem: `reserved:START,SIZE`, page-aligned.
+    Reserved { start: u64, size: u64 },
 }
 
 impl std::fmt::Display for BufferSource {
@@ -26,6 +29,7 @@ impl std::fmt::Display for BufferSource {
             BufferSource::Heap => f.write_str("heap"),
             BufferSource::Hugepage => f.write_str("hugepage"),
             BufferSource::UDmaBuf(n) => write!(f, "u-dma-buf:{n}"),
+            BufferSource::Reserved { start, size } => write!(f, "reserved:{start:#x},{size:#x}"),
         }
     }
 }
@@ -37,14 +41,36 @@ impl std::str::FromStr for BufferSource {
         match s {
             "heap" => Ok(BufferSource::Heap),
             "hugepage" => Ok(BufferSource::Hugepage),
+            _ if s.starts_with("reserved:") => parse_reserved(s),
             _ => match s.strip_prefix("u-dma-buf:") {
                 Some(name) if !name.is_empty() && !name.contains('/') => Ok(BufferSource::UDmaBuf(name.to_string())),
                 _ => Err(Error::usage(format!(
-                    "invalid buffer '{s}': use heap, hugepage, or u-dma-buf:NAME (e.g. u-dma-buf:udmabuf0)"
+                    "invalid buffer '{s}': use heap, hugepage, u-dma-buf:NAME (e.g. u-dma-buf:udmabuf0) or \
+                     reserved:START,SIZE (e.g. reserved:0x10000000,64M)"
                 ))),
             },
         }
     }
+}
+
+/// `reserved:START,SIZE`: both page-aligned (the range is mapped through /dev/mem a page at a
+/// time at the least), non-empty, and not wrapping around.
+fn parse_reserved(s: &str) -> Result<BufferSource> {
+    let bad =
+        |why: &str| Error::usage(format!("--buffer {s}: {why}; e.g. reserved:0x10000000,64M (memmap=64M$0x10000000)"));
+    let (a, b) = s["reserved:".len()..].split_once(',').ok_or_else(|| bad("give START,SIZE"))?;
+    let start = crate::units::parse_size(a.trim()).map_err(|_| bad("START is not an address"))?;
+    let size = crate::units::parse_size(b.trim()).map_err(|_| bad("SIZE is not a size"))?;
+    let page = crate::os::mmap::page_size() as u64;
+    if size == 0 || start.checked_add(size).is_none() {
+        return Err(bad("the range is empty or wraps past the top of the address space"));
+    }
+    if start % page != 0 || size % page != 0 {
+        return Err(bad(&format!(
+            "START {start:#x} and SIZE {size:#x} must both be multiples of the {page}-byte page (they are mapped through /dev/mem)"
+        )));
+    }
+    Ok(BufferSource::Reserved { start, size })
 }
 
 /// What the card is given as the buffer's address.

@@ -67,27 +67,64 @@ fn pools(c: &Ctx) -> Vec<(u64, u64, u64)> {
     v
 }
 
+/// The no-IOMMU alternative to hugepages: memory reserved on the kernel command line, handed to
+/// the card through /dev/mem (seed 001 reserved 2050 MiB at 4 GiB this way).
+fn reserved_hint(transfer: u64) -> String {
+    let size = (2 * transfer).next_power_of_two().max(64 << 20);
+    format!(
+        "or reserve physical memory on the kernel command line ({}, seed 001 used memmap=2050M$4G) and run dma with \
+         --buffer reserved:0x100000000,{}",
+        crate::host::iomem::memmap_option(0x1_0000_0000, size),
+        crate::host::iomem::short_size(size)
+    )
+}
+
 fn hugepages(c: &Ctx) -> Finding {
     let pools = pools(c);
+    let noiommu = c.vfio == Via::VfioNoiommu;
     if pools.is_empty() {
-        return Finding::new(
-            "hugepages",
-            Severity::Info,
-            "no hugepage support found (/sys/kernel/mm/hugepages absent)",
-        )
-        .dma();
+        let f =
+            Finding::new("hugepages", Severity::Info, "no hugepage support found (/sys/kernel/mm/hugepages absent)");
+        return if noiommu { f.fix(reserved_hint(c.transfer.unwrap_or(64 << 20)).replacen("or r", "R", 1)) } else { f }
+            .dma();
     }
     let desc: Vec<String> =
         pools.iter().map(|(kb, t, f)| format!("{f} of {t} free at {}", human_size(kb << 10))).collect();
+    let default_kb = meminfo(c.host, "Hugepagesize").unwrap_or(2048);
+    let free_bytes: u64 = pools.iter().map(|(kb, _, f)| (kb << 10) * f).sum();
+    // A DMA run holds a source and a destination buffer of the transfer size.
+    if let (Some(t), true) = (c.transfer, noiommu) {
+        let need = t.saturating_mul(2);
+        if free_bytes < need {
+            let pages = need.div_ceil(default_kb << 10);
+            return Finding::new(
+                "hugepages",
+                Severity::Warn,
+                format!(
+                    "{} free in hugepages ({}); a {} transfer needs {} (a source and a destination buffer), physically \
+                     contiguous pieces without an IOMMU",
+                    human_size(free_bytes),
+                    desc.join(", "),
+                    human_size(t),
+                    human_size(need)
+                ),
+            )
+            .fix(format!(
+                "echo {pages} | sudo tee /sys/kernel/mm/hugepages/hugepages-{default_kb}kB/nr_hugepages (if memory allows), {}",
+                reserved_hint(t)
+            ))
+            .dma();
+        }
+    }
     if pools.iter().any(|p| p.2 > 0) {
         return Finding::new("hugepages", Severity::Pass, desc.join(", ")).dma();
     }
-    let default_kb = meminfo(c.host, "Hugepagesize").unwrap_or(2048);
     let fix = format!("echo 64 | sudo tee /sys/kernel/mm/hugepages/hugepages-{default_kb}kB/nr_hugepages");
-    let (base, why) = if c.vfio == Via::VfioNoiommu {
-        (Severity::Warn, "no-IOMMU DMA needs physically contiguous buffers, which hugepages are")
+    let (base, why, fix) = if noiommu {
+        let fix = format!("{fix}, {}", reserved_hint(c.transfer.unwrap_or(64 << 20)));
+        (Severity::Warn, "no-IOMMU DMA needs physically contiguous buffers, which hugepages are", fix)
     } else {
-        (Severity::Info, "heap buffers work through the IOMMU; hugepages need fewer IOMMU mappings")
+        (Severity::Info, "heap buffers work through the IOMMU; hugepages need fewer IOMMU mappings", fix)
     };
     Finding::new("hugepages", base, format!("none free ({}): {why}", desc.join(", "))).fix(fix).dma()
 }

@@ -212,6 +212,8 @@ pub(crate) struct Ctx<'a> {
     /// The VFIO flavour this device would use: `Vfio` with an IOMMU, else `VfioNoiommu`.
     pub vfio: Via,
     pub in_use: InUse,
+    /// The transfer size the user plans (`doctor --size`): no-IOMMU buffers must hold two.
+    pub transfer: Option<u64>,
 }
 
 impl Ctx<'_> {
@@ -238,8 +240,19 @@ pub fn run(host: &Host, target: &Target) -> Result<Report> {
     run_as(host, target, &Caller::current())
 }
 
+/// Diagnose `target` for DMA transfers of `transfer` bytes (`doctor --size`): no-IOMMU
+/// buffers are checked to hold a source and a destination of that size.
+pub fn run_for(host: &Host, target: &Target, transfer: Option<u64>) -> Result<Report> {
+    run_as_for(host, target, &Caller::current(), transfer)
+}
+
 /// Diagnose `target` as `caller` (tests inject uid, capabilities and limits).
 pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
+    run_as_for(host, target, caller, None)
+}
+
+/// `run_as` for transfers of `transfer` bytes.
+pub fn run_as_for(host: &Host, target: &Target, caller: &Caller, transfer: Option<u64>) -> Result<Report> {
     let addr = match target {
         Target::Sim(id) => return Ok(sim_report(id.name())),
         Target::Pci(a) => *a,
@@ -265,6 +278,7 @@ pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
         cmdline: crate::host::state::cmdline(host),
         vfio: if has_iommu { Via::Vfio } else { Via::VfioNoiommu },
         in_use: InUse::of(host, &addr.to_string()),
+        transfer,
     };
     if crate::host::state::class_is_bridge(ctx.info.class_code) {
         return Ok(bridge::report(&ctx));

@@ -4,6 +4,7 @@
 //! command line and configuration); `inuse` finds what the running system uses a device for.
 
 pub mod inuse;
+pub mod iomem;
 pub mod state;
 
 use std::path::{Path, PathBuf};

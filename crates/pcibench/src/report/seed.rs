@@ -112,3 +112,49 @@ Test pattern fail: {}",
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Via;
+    use crate::bench::result::Kind;
+    use crate::bench::stats::Samples;
+    use crate::dma::Direction;
+
+    /// A row of 16 transfers of 1 GiB at seed 001's min and max rates, the other 14 at the rate
+    /// that gives its mean (mean = bytes / time).
+    fn row(dir: Direction, min: f64, mean: f64, max: f64) -> Row {
+        let b = (1u64 << 30) as f64;
+        let rest = (16.0 * b / (mean * 1e6) - b / (min * 1e6) - b / (max * 1e6)) / 14.0;
+        let mut s = Samples::new(1 << 30, 1);
+        s.secs = vec![b / (min * 1e6), b / (max * 1e6)];
+        s.secs.extend([rest; 14]);
+        let mut r = Row::new(dir, 1 << 30);
+        r.stats = s.stats();
+        r.verify = Some(Verify::Ok);
+        r
+    }
+
+    #[test]
+    fn umem_dma_renders_seed_001s_blocks() {
+        let mut r = Report::new(Kind::Dma, "0000:2d:00.0", false, Via::VfioNoiommu, 20.0);
+        r.engine = Some("umem".into());
+        r.results.push(row(Direction::H2c, 697.072373, 697.256706, 697.453255));
+        r.results.push(row(Direction::C2h, 812.180739, 812.218616, 812.241400));
+        let out = Seed.report(&r).unwrap();
+        // Seed 001, time_nvram_access_vfio: one pattern line per verified row here (fpga_sio
+        // prints one per iteration; pcibench verifies each row once, after its timed runs).
+        let want = "Test pattern pass
+host-to-card DMA timing for 16 transfers of 1073741824 bytes:
+   Min = 697.072373 (Mbytes/sec)
+  Mean = 697.256706 (Mbytes/sec)
+   Max = 697.453255 (Mbytes/sec)
+Test pattern pass
+card-to-host DMA timing for 16 transfers of 1073741824 bytes:
+   Min = 812.180739 (Mbytes/sec)
+  Mean = 812.218616 (Mbytes/sec)
+   Max = 812.241400 (Mbytes/sec)
+";
+        assert_eq!(out, want);
+    }
+}

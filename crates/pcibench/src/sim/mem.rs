@@ -75,6 +75,16 @@ impl Pages {
         Ok(Pages { map })
     }
 
+    /// Like `new`, but not charged against the commit limit (MAP_NORESERVE): for large card
+    /// memory of which a run touches only part (a 1 GiB NVRAM card in a 512 MiB guest, where the
+    /// kernel's overcommit heuristic would refuse a charged mapping larger than RAM).
+    pub fn sparse(what: &str, len: usize) -> Result<Pages> {
+        let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
+        let flags = MapFlags::PRIVATE | MapFlags::NORESERVE;
+        let map = Map::new(what, len, ProtFlags::READ | ProtFlags::WRITE, flags, None)?;
+        Ok(Pages { map })
+    }
+
     pub fn len(&self) -> usize {
         self.map.len
     }

@@ -10,6 +10,10 @@ pub mod card_memory;
 pub mod config_space;
 pub mod host_map;
 pub mod mem;
+pub mod nvram_card;
+mod nvram_engine;
+pub mod nvram_model;
+mod nvram_state;
 pub mod qdma_card;
 mod qdma_engine;
 pub mod qdma_model;
@@ -73,7 +77,7 @@ pub trait CardSpec: Sync {
 }
 
 /// Every simulated card, in the order `pcibench list` shows them.
-pub static CARDS: &[&dyn CardSpec] = &[&xdma_card::XdmaCard, &qdma_card::QdmaCard];
+pub static CARDS: &[&dyn CardSpec] = &[&xdma_card::XdmaCard, &qdma_card::QdmaCard, &nvram_card::NvramCard];
 
 /// One of `CARDS`, by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -3,6 +3,8 @@
 
 pub mod mapped;
 pub mod physical;
+pub mod region;
+pub mod reserved;
 pub mod sim;
 pub mod udmabuf;
 pub mod vfio;
@@ -40,5 +42,22 @@ pub fn allocator(
             Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge))
         }
         (DmaPath::Physical, BufferSource::UDmaBuf(name)) => Box::new(udmabuf::UDmaBufAllocator::open(host, name, dma_bits)?),
+        (DmaPath::Physical, BufferSource::Reserved { start, size }) => {
+            Box::new(reserved::ReservedAllocator::open(host, *start, *size, dma_bits)?)
+        }
+        (DmaPath::Sim(_), BufferSource::Reserved { .. }) => {
+            return Err(Error::usage(
+                "--buffer reserved is physical memory for a real device: the simulated card's engine reaches only its own host buffers (drop --buffer)",
+            ))
+        }
+        // VFIO_IOMMU_MAP_DMA pins the pages of a process mapping; a /dev/mem mapping of reserved
+        // memory has no struct page to pin. Not tried: refused rather than half-supported.
+        (DmaPath::Iommu(_), BufferSource::Reserved { .. }) => {
+            return Err(Error::Unsupported(
+                "--buffer reserved is for no-IOMMU runs (the card is given the physical address); behind an IOMMU \
+                 (--via vfio) use --buffer heap or hugepage, which VFIO maps at IOVAs"
+                    .into(),
+            ))
+        }
     })
 }

@@ -4,16 +4,14 @@
 //! allocation takes a page-aligned piece of it. The mapping is opened without O_SYNC, so it is
 //! cached: right for cache-coherent DMA (x86); non-coherent hosts need u-dma-buf's sync_* files.
 
-use super::mapped::MappedBuffer;
-use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
+use super::region::Region;
+use crate::dma::{DmaAllocator, DmaBuffer, Segment};
 use crate::host::Host;
-use crate::os::mmap::{page_size, Mmap};
-use crate::os::space::Space;
+use crate::os::mmap::Mmap;
 use crate::units::human_size;
 use crate::{Error, Result};
 use std::fs::OpenOptions;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 pub struct UDmaBufAllocator {
     name: String,
@@ -21,7 +19,7 @@ pub struct UDmaBufAllocator {
     phys: u64,
     size: u64,
     dma_bits: u32,
-    space: Arc<Mutex<Space>>,
+    region: Region,
 }
 
 /// u-dma-buf prints phys_addr with %pad (0x-prefixed hex) and size as decimal; take either form.
@@ -62,7 +60,7 @@ impl UDmaBufAllocator {
             phys,
             size,
             dma_bits,
-            space: Arc::new(Mutex::new(Space::new())),
+            region: Region::new(phys, size),
         })
     }
 
@@ -77,32 +75,21 @@ impl UDmaBufAllocator {
 
 impl DmaAllocator for UDmaBufAllocator {
     fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>> {
-        if len == 0 {
-            return Err(Error::usage("a DMA buffer needs a size above 0"));
-        }
-        let page = page_size() as u64;
-        let want = (len as u64).div_ceil(page) * page;
-        let off = {
-            let mut s = self.space.lock().map_err(|_| Error::Device("u-dma-buf bookkeeping poisoned".into()))?;
-            let used = s.reserved();
-            s.reserve(&[(0, self.size - 1)], want, page, 0, self.size - 1).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "u-dma-buf {} has no free {} ({} of {} in use): load it with a larger buffer (udmabuf0=SIZE) or use smaller transfers",
-                    self.name,
-                    human_size(want),
-                    human_size(used),
-                    human_size(self.size)
-                ))
-            })?
-        };
+        let p = self.region.reserve(len, |want, used| {
+            Error::Unsupported(format!(
+                "u-dma-buf {} has no free {} ({} of {} in use): load it with a larger buffer (udmabuf0=SIZE) or use smaller transfers",
+                self.name,
+                human_size(want),
+                human_size(used),
+                human_size(self.size)
+            ))
+        })?;
         let release = |e: Error| {
-            if let Ok(mut s) = self.space.lock() {
-                s.release(off);
-            }
+            self.region.release(&p);
             e
         };
-        let bus = self.phys + off;
-        super::physical::check_reach(&[Segment { offset: 0, bus, len: want }], self.dma_bits).map_err(release)?;
+        super::physical::check_reach(&[Segment { offset: 0, bus: p.bus, len: p.len }], self.dma_bits)
+            .map_err(release)?;
         let file = OpenOptions::new().read(true).write(true).open(&self.dev).map_err(|e| {
             release(Error::io_hint(
                 "cannot open",
@@ -111,21 +98,10 @@ impl DmaAllocator for UDmaBufAllocator {
                 "u-dma-buf devices are root-only by default: run as root or chmod the node",
             ))
         })?;
-        let mem =
-            Mmap::file(&file, off, want as usize, true).map_err(|e| release(Error::io("cannot mmap", &self.dev, e)))?;
-        let space = self.space.clone();
-        let buf = MappedBuffer::new(
-            mem,
-            vec![Segment { offset: 0, bus, len: want }],
-            Addressing::Physical,
-            format!("u-dma-buf {} at physical {bus:#x}", self.name),
-        )
-        .on_release(move || {
-            if let Ok(mut s) = space.lock() {
-                s.release(off);
-            }
-        });
-        Ok(Box::new(buf))
+        let mem = Mmap::file(&file, p.off, p.len as usize, true)
+            .map_err(|e| release(Error::io("cannot mmap", &self.dev, e)))?;
+        let describe = format!("u-dma-buf {} at physical {:#x}", self.name, p.bus);
+        Ok(Box::new(self.region.buffer(p, mem, describe)))
     }
 
     fn dma_bits(&self) -> u32 {
@@ -136,6 +112,8 @@ impl DmaAllocator for UDmaBufAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dma::Addressing;
+    use crate::os::mmap::page_size;
     use std::fs;
 
     /// A sysroot with /sys/class/u-dma-buf/udmabuf0 and a plain 64 KiB file as /dev/udmabuf0.

@@ -17,6 +17,11 @@ mod qdma_ring;
 mod qdma_testkit;
 #[cfg(test)]
 mod qdma_tests;
+pub mod umem;
+pub mod umem_desc;
+pub mod umem_regs;
+#[cfg(test)]
+mod umem_tests;
 pub mod xdma;
 mod xdma_desc;
 pub mod xdma_probe;
@@ -30,7 +35,8 @@ use crate::{Error, Result};
 use serde::Serialize;
 
 /// Every engine pcibench drives.
-pub static DRIVERS: &[&dyn EngineDriver] = &[&edu::EduDriver, &xdma::XdmaDriver, &qdma_driver::QdmaDriver];
+pub static DRIVERS: &[&dyn EngineDriver] =
+    &[&edu::EduDriver, &xdma::XdmaDriver, &qdma_driver::QdmaDriver, &umem::UmemDriver];
 
 /// Engine settings from the command line; `None` means the engine's default. An engine refuses
 /// a setting it has no use for (`EngineDriver::check_options`) rather than ignoring it.
