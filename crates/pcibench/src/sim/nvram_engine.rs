@@ -21,11 +21,6 @@ use std::time::Duration;
 /// Data moves in pieces of this size, so clearing GO (or a stall) takes effect within one piece.
 const PIECE: u64 = 4 << 20;
 const DESC_LEN: usize = 48;
-/// After a run the worker spins this long before sleeping, so back-to-back runs (a benchmark
-/// loop) start without a futex wake-up; past `SPIN_PURE` it yields between checks, as a pure
-/// spin would hold the core the driver thread needs on a busy host.
-const SPIN: Duration = Duration::from_micros(100);
-const SPIN_PURE: Duration = Duration::from_micros(2);
 
 struct Desc {
     pci: u64,
@@ -87,21 +82,9 @@ pub(crate) fn worker(shared: Arc<Shared>) {
 }
 
 fn spin_for_start(shared: &Shared, served: u64) {
-    let t = std::time::Instant::now();
-    let mut spins = 0u32;
-    while shared.gen_hint.load(Ordering::Acquire) == served && !shared.shutdown.load(Ordering::Acquire) {
-        spins = spins.wrapping_add(1);
-        if spins % 64 == 0 {
-            let waited = t.elapsed();
-            if waited >= SPIN {
-                return;
-            }
-            if waited >= SPIN_PURE {
-                std::thread::yield_now();
-            }
-        }
-        std::hint::spin_loop();
-    }
+    super::spin::briefly(|| {
+        shared.gen_hint.load(Ordering::Acquire) != served || shared.shutdown.load(Ordering::Acquire)
+    });
 }
 
 /// Still serving run `gen`: GO set, no newer run, model alive.
