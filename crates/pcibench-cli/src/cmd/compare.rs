@@ -52,9 +52,9 @@ pub struct CompareArgs {
 }
 
 pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
-    let names = saved::labels(&[a.a.clone(), a.b.clone()], &[])?;
     let (ra, rb) = (saved::read(&a.a)?, saved::read(&a.b)?);
-    let c = compare::compare((&names[0], &ra), (&names[1], &rb), a.threshold)?;
+    let (na, nb) = (a.a.display().to_string(), a.b.display().to_string());
+    let c = compare::compare((&na, &ra), (&nb, &rb), a.threshold)?;
     let format = if a.json { CompareFormat::Json } else { a.format.unwrap_or(CompareFormat::Table) };
     if format != CompareFormat::Table {
         if let Some(q) = render::questionable_line(&c) {

@@ -204,24 +204,23 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
     v
 }
 
-fn rows(r: &Report, out: &mut String) {
-    for x in &r.results {
-        out.push_str(&line(&row_fields(r, x)));
+/// The header, then every row of every report in order.
+pub fn document<'a>(reports: impl IntoIterator<Item = &'a Report>) -> String {
+    let mut s = line(&COLUMNS.iter().map(|c| c.to_string()).collect::<Vec<_>>());
+    for r in reports {
+        for x in &r.results {
+            s.push_str(&line(&row_fields(r, x)));
+        }
     }
+    s
 }
 
 impl Exporter for Csv {
     fn report(&self, r: &Report) -> Result<String> {
-        let mut s = line(&COLUMNS.iter().map(|c| c.to_string()).collect::<Vec<_>>());
-        rows(r, &mut s);
-        Ok(s)
+        Ok(document([r]))
     }
 
     fn suite(&self, x: &SuiteReport) -> Result<String> {
-        let mut s = line(&COLUMNS.iter().map(|c| c.to_string()).collect::<Vec<_>>());
-        for r in x.parts() {
-            rows(r, &mut s);
-        }
-        Ok(s)
+        Ok(document(x.parts()))
     }
 }

@@ -262,7 +262,13 @@ pub fn check_destination(flag: &str, path: &Path) -> Result<()> {
 
 /// Read a saved run. `name` is how errors name the file.
 pub fn read(path: &Path) -> Result<SavedRun> {
-    let text = std::fs::read(path).map_err(|e| Error::io("cannot read the saved run", path, e))?;
+    let text = std::fs::read(path).map_err(|e| match e.kind() {
+        // A name mistyped on the command line is bad usage, like any other bad argument.
+        std::io::ErrorKind::NotFound => {
+            Error::usage(format!("{}: no such file: name a file written by --save FILE.json", path.display()))
+        }
+        _ => Error::io("cannot read the saved run", path, e),
+    })?;
     parse(&path.display().to_string(), &text)
 }
 

@@ -5,7 +5,7 @@
 use super::axis::{self, Axis};
 use super::legend::{self, Entry};
 use super::svg::{self, points, px, values};
-use super::{Input, Styles, LEFT, PANEL, RIGHT};
+use super::{Input, Styles, CEILING_DASH, LEFT, PANEL, RIGHT};
 use crate::direction::Direction;
 use crate::results::config::Config;
 use std::fmt::Write;
@@ -35,6 +35,8 @@ pub struct Ceiling {
     pub file: usize,
     pub dir: Direction,
     pub points: Vec<(u64, f64)>,
+    /// The curves it bounds (their keys), the first giving its colour.
+    pub curves: Vec<String>,
 }
 
 fn good(v: f64) -> bool {
@@ -46,7 +48,7 @@ fn good(v: f64) -> bool {
 pub fn curves(inputs: &[Input]) -> Vec<Curve> {
     let mut out: Vec<Curve> = Vec::new();
     for (file, input) in inputs.iter().enumerate() {
-        let first = out.len();
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for (r, x) in input.run.rows() {
             let Some(st) = x.stats.as_ref().filter(|s| x.size > 0 && good(s.median_mbps)) else { continue };
             let key = Config::of(r, x).series().label();
@@ -57,9 +59,12 @@ pub fn curves(inputs: &[Input]) -> Vec<Curve> {
                 p95: st.p95_mbps,
                 limit: x.limit_mbps.filter(|l| good(*l)),
             };
-            match out[first..].iter_mut().find(|c| c.key == key) {
-                Some(c) => c.points.push(point),
-                None => out.push(Curve { file, key, dir: x.dir, points: vec![point] }),
+            match index.get(&key) {
+                Some(i) => out[*i].points.push(point),
+                None => {
+                    index.insert(key.clone(), out.len());
+                    out.push(Curve { file, key, dir: x.dir, points: vec![point] });
+                }
             }
         }
     }
@@ -74,9 +79,12 @@ pub fn ceilings(curves: &[Curve]) -> Vec<Ceiling> {
     let mut out: Vec<Ceiling> = Vec::new();
     for c in curves {
         let pts: Vec<(u64, f64)> = c.points.iter().filter_map(|p| Some((p.size, p.limit?))).collect();
-        let ceiling = Ceiling { file: c.file, dir: c.dir, points: pts };
-        if !ceiling.points.is_empty() && !out.contains(&ceiling) {
-            out.push(ceiling);
+        if pts.is_empty() {
+            continue;
+        }
+        match out.iter_mut().find(|x| x.file == c.file && x.dir == c.dir && x.points == pts) {
+            Some(x) => x.curves.push(c.key.clone()),
+            None => out.push(Ceiling { file: c.file, dir: c.dir, points: pts, curves: vec![c.key.clone()] }),
         }
     }
     out
@@ -149,9 +157,7 @@ fn draw_curve(out: &mut String, c: &Curve, label: &str, color: &str, x: &Axis, y
     out.push_str("</g>\n");
 }
 
-const CEILING_STYLE: &str = r##"stroke="#000000" stroke-width="1.5" stroke-dasharray="10 4 2 4""##;
-
-fn draw_ceiling(out: &mut String, c: &Ceiling, label: &str, x: &Axis, y: &Axis) {
+fn draw_ceiling(out: &mut String, c: &Ceiling, label: &str, color: &str, x: &Axis, y: &Axis) {
     let _ = writeln!(
         out,
         r#"<g class="ceiling" data-file="{}" data-dir="{}" data-label="{}">"#,
@@ -169,22 +175,21 @@ fn draw_ceiling(out: &mut String, c: &Ceiling, label: &str, x: &Axis, y: &Axis) 
     points(&mut s, pts.iter().copied());
     let _ = writeln!(
         out,
-        r#"<polyline class="ceiling" fill="none" {CEILING_STYLE} points="{s}" data-sizes="{}" data-mbps="{}"/>"#,
+        r#"<polyline class="ceiling" fill="none" stroke="{color}" stroke-width="1.2" stroke-dasharray="{CEILING_DASH}" points="{s}" data-sizes="{}" data-mbps="{}"/>"#,
         values(c.points.iter().map(|p| p.0 as f64)),
         values(c.points.iter().map(|p| p.1))
     );
-    let (lx, ly) = pts[pts.len() - 1];
-    let last = c.points[c.points.len() - 1].1;
-    svg::text(
-        out,
-        "ceiling-label",
-        lx - 4.0,
-        ly - 5.0,
-        "end",
-        r#" font-size="10""#,
-        &format!("{} ceiling {last:.0} MB/s", c.dir),
-    );
     out.push_str("</g>\n");
+}
+
+/// "6711 MB/s", or "5513..6711 MB/s" where the limit varies with the size.
+fn ceiling_range(c: &Ceiling) -> String {
+    let (lo, hi) = c.points.iter().fold((f64::MAX, 0f64), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    if hi - lo < 0.5 {
+        format!("{hi:.0} MB/s")
+    } else {
+        format!("{lo:.0}..{hi:.0} MB/s")
+    }
 }
 
 /// Draw the panel from `top`; returns the y below it (after its legend).
@@ -204,7 +209,7 @@ pub fn draw(out: &mut String, inputs: &[Input], curves: &[Curve], styles: &mut S
         top + 12.0,
         "start",
         r#" font-size="13" font-weight="bold""#,
-        "Bandwidth by transfer size: median, p5..p95 band; dash-dot: link model ceiling",
+        "Bandwidth by transfer size: median, p5..p95 band; dash-dot: the link model's ceiling",
     );
     axis::draw(out, &x, &y, "transfer size", "MB/s (10^6 bytes/s)");
     let mut entries = Vec::new();
@@ -215,12 +220,14 @@ pub fn draw(out: &mut String, inputs: &[Input], curves: &[Curve], styles: &mut S
         entries.push(Entry { color: color.into(), dash: Styles::dash(c.file), width: 1.8, label });
     }
     for c in &ceilings {
-        let label = format!("{}: {} ceiling (link model)", inputs[c.file].label, c.dir);
-        draw_ceiling(out, c, &label, &x, &y);
+        let label =
+            format!("{}: link model ceiling {}, {}", inputs[c.file].label, ceiling_range(c), c.curves.join("; "));
+        let color = styles.color(&c.curves[0]);
+        draw_ceiling(out, c, &label, color, &x, &y);
         entries.push(Entry {
-            color: "#000000".into(),
-            dash: r#" stroke-dasharray="10 4 2 4""#.into(),
-            width: 1.5,
+            color: color.into(),
+            dash: format!(r#" stroke-dasharray="{CEILING_DASH}""#),
+            width: 1.2,
             label,
         });
     }

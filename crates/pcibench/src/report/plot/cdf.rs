@@ -47,7 +47,7 @@ pub fn draw(out: &mut String, inputs: &[Input], curves: &[LatencyCurve], styles:
     let x = Axis::log10(lo, hi, LEFT, RIGHT);
     // Down to the deepest fraction below 1 the data reaches: 99% at least, 99.9999% at most.
     let deepest = all.map(|p| p.1).filter(|f| *f < 1.0).map(|f| -(1.0 - f).log10()).fold(2.0f64, f64::max);
-    let y = Axis::tail(1.0 - 10f64.powi(-(deepest.ceil().min(6.0) as i32)), bottom, plot_top);
+    let y = Axis::tail(1.0 - 10f64.powi(-((deepest - 1e-9).ceil().min(6.0) as i32)), bottom, plot_top);
     out.push_str("<g class=\"panel latency\">\n");
     svg::text(
         out,

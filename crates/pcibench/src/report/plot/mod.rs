@@ -31,8 +31,10 @@ pub const PANEL: f64 = 380.0;
 /// Tableau 10: distinct, and readable on white.
 const PALETTE: [&str; 10] =
     ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
-/// One per file, in order (then again).
-const DASHES: [&str; 4] = ["", "8 4", "2 3", "8 3 2 3"];
+/// One per file, in order (then again); the ceiling's dash-dot is none of these.
+const DASHES: [&str; 4] = ["", "7 4", "2 3", "14 4"];
+/// The link model's ceilings: dash-dot, thinner than the curves, in their curve's colour.
+pub const CEILING_DASH: &str = "10 3 2 3";
 
 /// Colours by configuration, in order of first appearance.
 pub struct Styles {
