@@ -19,8 +19,9 @@ Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between. MB = 10^6 bytes.
 
 Exit status: 0 everything asked for was measured and verified; 1 an error (the message says what to do);
 2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing
-to measure); 5 compare: a row got significantly slower; 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; a second
+to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; a second
 signal exits at once); 141 the reader of stdout went away. doctor: 0 ready, 1 a warning, 2 a failure.
+compare: 5 a row got slower beyond the noise of the two runs.
 
 Examples:
   pcibench run                      the suite on the simulated card

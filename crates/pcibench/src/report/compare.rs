@@ -91,7 +91,11 @@ pub fn table(c: &Comparison) -> String {
             let _ = writeln!(s, "      caveat: {}", r.caveats.join("; "));
         }
     }
-    for (what, list) in [("only in A", &c.only_a), ("only in B", &c.only_b), ("skipped in A or B", &c.unmeasured)] {
+    for (what, list) in [
+        ("only in A", &c.only_a),
+        ("only in B", &c.only_b),
+        ("not compared (skipped, or no throughput figures, in A or B)", &c.unmeasured),
+    ] {
         if !list.is_empty() {
             let _ = writeln!(s, "{what}: {}", list.join(", "));
         }

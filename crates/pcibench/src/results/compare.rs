@@ -115,7 +115,8 @@ pub struct Comparison {
     /// Configurations measured in one run only.
     pub only_a: Vec<String>,
     pub only_b: Vec<String>,
-    /// Configurations present in both but measured in neither or one (skipped rows).
+    /// Configurations present in both without throughput figures on both sides (skipped rows;
+    /// latency rows, which carry histograms instead).
     pub unmeasured: Vec<String>,
 }
 

@@ -76,7 +76,7 @@ impl Config {
     /// `dma qdma h2c q4 random in 1 GiB 64 B`. A size of 0 is left out (a series).
     pub fn label(&self) -> String {
         let mut parts: Vec<String> = vec![self.kind.name().to_string()];
-        if self.latency {
+        if self.latency && self.kind.name() != "latency" {
             parts.push("latency".into());
         }
         parts.extend(self.engine.clone());
