@@ -137,9 +137,11 @@ fn the_svg_has_the_series_axes_and_ceilings_with_the_right_values() {
     let text = svg_of(&[("card", &card)]);
     let doc = roxmltree::Document::parse(&text).expect("the plot is well-formed XML");
     assert_eq!(doc.root_element().tag_name().name(), "svg");
-    // The title names the link: generation, width, MPS, MRRS.
+    // The title names the link: generation, width, MPS, MRRS; the line under it the path and IOMMU mode.
+    let title = doc.descendants().find(|n| class_is(n, "title")).unwrap().text().unwrap();
+    assert_eq!(title, "pcibench run 0000:03:00.0, Gen3 x8, MPS 256, MRRS 512");
     let subtitle = doc.descendants().find(|n| class_is(n, "subtitle")).unwrap().text().unwrap();
-    assert!(subtitle.contains("Gen3 x8, MPS 256, MRRS 512"), "{subtitle}");
+    assert!(subtitle.contains("via vfio (IOVA addresses); IOMMU translated, DMA-FQ"), "{subtitle}");
 
     let x = AxisAttrs::of(&doc, "panel bandwidth", "axis x");
     let y = AxisAttrs::of(&doc, "panel bandwidth", "axis y");

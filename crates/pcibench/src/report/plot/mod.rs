@@ -101,15 +101,27 @@ fn wrap(s: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// The command and device (one file) or the number of runs, and the link that bounds them
+/// when every file has the same one (generation, width, MPS, MRRS).
 fn default_title(inputs: &[Input]) -> String {
-    match inputs {
+    let mut t = match inputs {
         [one] => format!(
             "pcibench {} {}",
             one.run.command,
             one.run.device.as_ref().map_or("(no device)", |d| d.address.as_str())
         ),
         _ => format!("pcibench: {} runs", inputs.len()),
+    };
+    let links: Vec<Option<String>> = inputs
+        .iter()
+        .map(|i| i.run.device.as_ref().filter(|d| !d.simulated).and_then(|d| d.link.as_ref()).map(|l| l.describe()))
+        .collect();
+    if let Some(Some(first)) = links.first() {
+        if links.iter().all(|l| l.as_ref() == Some(first)) {
+            t.push_str(&format!(", {first}"));
+        }
     }
+    t
 }
 
 /// The SVG document for `inputs`; `title` replaces the default title line.
