@@ -29,6 +29,8 @@ bind_vfio "$e"
 echo 1 >/proc/sys/kernel/printk
 # The cue for the host side: inject now, while the h2c row runs (each edu transfer takes ~100 ms).
 echo "@@HOST inject"
-pcibench dma "$e" --engine edu --dma-bits 32 --size 4095 --total 160K --allow-dma --json >dma.json
+pcibench dma "$e" --engine edu --dma-bits 32 --size 4095 --total 160K --allow-dma --json --save saved.json >dma.json
 emit dma cat dma.json
+# The saved run keeps the whole run's link-health changes beside its rows (issue 14).
+emit saved cat saved.json
 expect_out 'reports no PCIe link' pcibench dma "$e" --engine edu --dma-bits 32 --dir c2h --size 1K --total 2K --allow-dma

@@ -21,11 +21,13 @@ Exit status: 0 everything asked for was measured and verified; 1 an error (the m
 2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing
 to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; a second
 signal exits at once); 141 the reader of stdout went away. doctor: 0 ready, 1 a warning, 2 a failure.
+compare: 5 a row got slower beyond the noise of the two runs.
 
 Examples:
   pcibench run                      the suite on the simulated card
   pcibench list                     every device, like lspci
-  pcibench doctor 15:00.0           why a device can't be reached, and the fix"
+  pcibench doctor 15:00.0           why a device can't be reached, and the fix
+  pcibench pio sim --save a.json    keep a run (with its context) for plot and compare"
 )]
 struct Cli {
     /// Use this directory in place of / for /sys, /proc, /dev and /boot (fixtures, tests; also
@@ -58,6 +60,10 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// CPU access to DMA buffers (heap, hugepages, u-dma-buf, /dev/udmabuf, a device's): mmap and file, sync and O_SYNC, verified.
     Buffers(cmd::buffers::BuffersArgs),
+    /// Draw saved runs (--save) as one SVG: bandwidth by size with the link model's ceiling, latency CDFs.
+    Plot(cmd::plot::PlotArgs),
+    /// Compare two saved runs: what differs in their context, then B/A per row, changes beyond the noise flagged.
+    Compare(cmd::compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +108,8 @@ fn main() -> ExitCode {
         Command::Dma(a) => cmd::dma::run(&host, a),
         Command::Peek(a) => cmd::peek::peek(&host, a),
         Command::Poke(a) => cmd::peek::poke(&host, a),
+        Command::Plot(a) => cmd::plot::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
     };
     match result {
         Ok(code) => code,

@@ -17,6 +17,7 @@ pub mod os;
 pub mod outcome;
 pub mod pci;
 pub mod report;
+pub mod results;
 pub mod session;
 pub mod setup;
 pub mod sim;

@@ -1,7 +1,8 @@
 //! What a command's exit status says, one policy for every command (documented in the README and
 //! in `pcibench --help`): 0 everything asked for was measured and verified; 1 an error (the
 //! message says what failed and what to type); 2 bad usage; 3 data did not verify; 4 nothing
-//! could be measured (every configuration skipped, or nothing to measure); 130 interrupted.
+//! could be measured (every configuration skipped, or nothing to measure); 5 `compare`: a row got
+//! significantly slower; 130 interrupted.
 
 use crate::bench::result::Report;
 use crate::suite::SuiteReport;
@@ -14,6 +15,8 @@ pub enum Outcome {
     Usage,
     Mismatch,
     NothingMeasured,
+    /// `compare`: some configuration got significantly slower (for scripts and CI).
+    Slower,
     Interrupted,
 }
 
@@ -25,6 +28,7 @@ impl Outcome {
             Outcome::Usage => 2,
             Outcome::Mismatch => 3,
             Outcome::NothingMeasured => 4,
+            Outcome::Slower => 5,
             Outcome::Interrupted => 130,
         }
     }
@@ -35,6 +39,7 @@ impl Outcome {
         match self {
             Outcome::Ok => 0,
             Outcome::NothingMeasured => 1,
+            Outcome::Slower => 2,
             Outcome::Interrupted => 2,
             Outcome::Failed | Outcome::Usage => 3,
             Outcome::Mismatch => 4,
@@ -78,6 +83,19 @@ impl Outcome {
         parts.into_iter().filter(|o| *o != Outcome::NothingMeasured).fold(Outcome::Ok, Outcome::worst)
     }
 
+    /// `compare`: slower when any row got significantly slower; nothing measured when no
+    /// configuration was measured in both runs.
+    pub fn of_comparison(c: &crate::results::compare::Comparison) -> Outcome {
+        use crate::results::compare::Verdict;
+        if c.rows.is_empty() {
+            Outcome::NothingMeasured
+        } else if c.count(Verdict::Slower) > 0 {
+            Outcome::Slower
+        } else {
+            Outcome::Ok
+        }
+    }
+
     /// The line for stderr that explains a non-zero outcome of a finished run.
     pub fn explain(self) -> Option<&'static str> {
         match self {
@@ -86,6 +104,7 @@ impl Outcome {
                 Some("nothing was measured: every configuration was skipped (the notes say why) or there was nothing to measure")
             }
             Outcome::Interrupted => Some("interrupted: the rows above cover what was measured before the stop"),
+            Outcome::Slower => Some("slower: at least one configuration got slower beyond the noise of the two runs (the SLOWER rows)"),
             _ => None,
         }
     }

@@ -25,12 +25,19 @@ pub struct Measuring {
     pub link: Option<crate::pci::link::Link>,
     pub limit_note: Option<String>,
     pub health: Option<crate::pci::health::HealthProbe>,
+    /// The link's health when the measurement began, for the whole run's changes.
+    pub health_start: Option<crate::pci::health::Snapshot>,
 }
 
 impl Measuring {
-    /// Attach the context and the limit note to a runner's report.
+    /// Attach the context (with what changed in the link's health since the start) and the
+    /// limit note to a runner's report.
     pub fn finish(&self, report: &mut crate::bench::result::Report) {
-        report.context = Some(self.context.clone());
+        let mut context = self.context.clone();
+        if let (Some(h), Some(start)) = (&self.health, &self.health_start) {
+            context.link_health = Some(crate::pci::health::changes(start, &h.snapshot()));
+        }
+        report.context = Some(context);
         report.limit_note = self.limit_note.clone();
     }
 }
@@ -153,7 +160,9 @@ impl Session {
     /// Place the measuring thread and gather what a runner needs besides its plan.
     pub fn measuring(&self, placement: crate::bench::context::Placement, args: &[String]) -> Result<Measuring> {
         let (link, limit_note) = self.bounding_link();
-        Ok(Measuring { context: self.place(placement, args)?, link, limit_note, health: self.health() })
+        let health = self.health();
+        let health_start = health.as_ref().map(|h| h.snapshot());
+        Ok(Measuring { context: self.place(placement, args)?, link, limit_note, health, health_start })
     }
 
     /// `--io syscall` (one pread/pwrite per access) exists only on VFIO: a sysfs resource file of

@@ -1,4 +1,4 @@
-use super::{command_line, emit, finish, interrupt_flag, parse_target, MeasureArgs, Progress};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
 use clap::Args;
 use pcibench::bench::buffers::{self, BufferPlan};
 use pcibench::bench::clock::MONOTONIC;
@@ -6,7 +6,6 @@ use pcibench::bench::sampler::{Progress as _, Sampling};
 use pcibench::dma::cpu::{self, CpuBuffer, Kind};
 use pcibench::host::Host;
 use pcibench::mmio::Width;
-use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::session::Session;
 use pcibench::target::Target;
@@ -88,7 +87,6 @@ pub fn run(host: &Host, a: BuffersArgs) -> anyhow::Result<ExitCode> {
     let mut result = buffers::run(&bufs, &unavailable, &plan, &mut sampling)?;
     progress.end();
     result.context = Some(context);
-    let exporter = report::exporter(a.common.format(), report::Options::default());
-    emit(&exporter.report(&result)?);
-    Ok(finish(Outcome::of_report(&result)))
+    let device = session.as_ref().map(|s| &s.info);
+    a.common.deliver(host, device, Measured::Report(&result), report::Options::default())
 }

@@ -1,4 +1,4 @@
-use super::{command_line, emit, finish, interrupt_flag, parse_target, MeasureArgs, Progress};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
 use pcibench::bench::clock::MONOTONIC;
@@ -9,7 +9,6 @@ use pcibench::bench::sampler::{Progress as _, Sampling};
 use pcibench::dma::engines::EngineOptions;
 use pcibench::dma::{BufferSource, Direction};
 use pcibench::host::Host;
-use pcibench::outcome::Outcome;
 use pcibench::pci::DeviceInfo;
 use pcibench::report;
 use pcibench::session::{DmaRequest, DmaRig, Session};
@@ -227,8 +226,6 @@ pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)>
 }
 
 pub fn run(host: &Host, a: DmaArgs) -> anyhow::Result<ExitCode> {
-    let (_info, result) = measure(host, &a)?;
-    let exporter = report::exporter(a.common.format(), report::Options::default());
-    emit(&exporter.report(&result)?);
-    Ok(finish(Outcome::of_report(&result)))
+    let (info, result) = measure(host, &a)?;
+    a.common.deliver(host, Some(&info), Measured::Report(&result), report::Options::default())
 }

@@ -1,16 +1,26 @@
 pub mod buffers;
+pub mod compare;
 pub mod dma;
 pub mod doctor;
 pub mod info;
 pub mod list;
 pub mod peek;
 pub mod pio;
+pub mod plot;
 pub mod run;
 pub mod setup;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pcibench::bench::result::Report;
+use pcibench::host::Host;
+use pcibench::outcome::Outcome;
+use pcibench::pci::DeviceInfo;
+use pcibench::report;
+use pcibench::results::saved::{self, SavedRun};
+use pcibench::suite::SuiteReport;
 use pcibench::target::Target;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -27,18 +37,37 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Options every measuring command takes (`pio`, `dma`, `run`).
+/// `--save FILE`: checked when the flags are parsed, before anything is measured.
+fn parse_save(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    saved::check_destination("--save", &p).map_err(|e| e.to_string())?;
+    Ok(p)
+}
+
+/// Options every measuring command takes (`pio`, `dma`, `run`, `buffers`), and the one place
+/// they finish (`deliver`): a new measuring command gets every format and --save with them.
 #[derive(clap::Args, Clone)]
 pub struct MeasureArgs {
     /// Pin the measuring thread to this CPU (default: a CPU on the device's NUMA node when sysfs names one).
     #[arg(long, value_name = "N")]
     pub cpu: Option<u32>,
-    /// Output: table (default), seed (fpga_sio's "Min/Mean/Max (Mbytes/sec)" blocks) or json.
+    /// Output: table (default), seed (fpga_sio's "Min/Mean/Max (Mbytes/sec)" blocks), json or csv.
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// Same as --format json.
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Also save the whole result with its context (device, link, IOMMU mode, host) to FILE.json,
+    /// for `pcibench plot` and `pcibench compare`.
+    #[arg(long, value_name = "FILE.json", value_parser = parse_save)]
+    pub save: Option<PathBuf>,
+}
+
+/// What a measuring command found, for `MeasureArgs::deliver`.
+#[derive(Clone, Copy)]
+pub enum Measured<'a> {
+    Report(&'a Report),
+    Suite(&'a SuiteReport),
 }
 
 impl MeasureArgs {
@@ -51,6 +80,33 @@ impl MeasureArgs {
 
     pub fn format(&self) -> pcibench::report::Format {
         self.format.unwrap_or(FormatArg::Table).resolve(self.json)
+    }
+
+    /// Save the run (--save) with the device's context, print it in the chosen format, and
+    /// return the exit status. `device` is the device measured (None: none, as `buffers`
+    /// without --device). The file is written before the output, so a closed stdout cannot lose it.
+    pub fn deliver(
+        &self,
+        host: &Host,
+        device: Option<&DeviceInfo>,
+        measured: Measured,
+        opts: report::Options,
+    ) -> anyhow::Result<ExitCode> {
+        let exporter = report::exporter(self.format(), opts);
+        let (text, outcome) = match measured {
+            Measured::Report(r) => (exporter.report(r)?, Outcome::of_report(r)),
+            Measured::Suite(s) => (exporter.suite(s)?, Outcome::of_suite(s)),
+        };
+        let saving = self.save.as_ref().map(|path| {
+            let run = match measured {
+                Measured::Report(r) => SavedRun::of_report(host, device, r),
+                Measured::Suite(s) => SavedRun::of_suite(host, s),
+            };
+            saved::write(path, &run)
+        });
+        emit(&text);
+        saving.transpose()?;
+        Ok(finish(outcome))
     }
 }
 
@@ -68,6 +124,8 @@ pub enum FormatArg {
     Seed,
     /// One JSON document.
     Json,
+    /// One header row, then one row per result (the fields of JSON's rows).
+    Csv,
 }
 
 impl FormatArg {
@@ -78,6 +136,7 @@ impl FormatArg {
             (true, _) | (_, FormatArg::Json) => Format::Json,
             (_, FormatArg::Table) => Format::Table,
             (_, FormatArg::Seed) => Format::Seed,
+            (_, FormatArg::Csv) => Format::Csv,
         }
     }
 }

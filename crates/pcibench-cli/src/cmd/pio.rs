@@ -1,4 +1,4 @@
-use super::{command_line, emit, finish, interrupt_flag, parse_target, MeasureArgs, Progress};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
 use pcibench::bench::clock::MONOTONIC;
@@ -7,7 +7,6 @@ use pcibench::bench::sampler::{Progress as _, Sampling};
 use pcibench::dma::Direction;
 use pcibench::host::Host;
 use pcibench::mmio::Width;
-use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::session::Session;
 use pcibench::target::Target;
@@ -178,7 +177,5 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
     let mut result = pio::run(&t, &plan, &mut sampling)?;
     progress.end();
     m.finish(&mut result);
-    let exporter = report::exporter(a.common.format(), report::Options { latency: a.latency });
-    emit(&exporter.report(&result)?);
-    Ok(finish(Outcome::of_report(&result)))
+    a.common.deliver(host, Some(info), Measured::Report(&result), report::Options { latency: a.latency })
 }

@@ -1,8 +1,7 @@
-use super::{command_line, emit, finish, interrupt_flag, parse_target, MeasureArgs, Progress};
+use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
 use clap::Args;
 use pcibench::bench::clock::MonotonicClock;
 use pcibench::host::Host;
-use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::suite::{self, SuiteOptions};
 use pcibench::target::Target;
@@ -45,7 +44,5 @@ pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
     for w in &result.info.warnings {
         eprintln!("warning: {w}");
     }
-    let exporter = report::exporter(a.common.format(), report::Options::default());
-    emit(&exporter.suite(&result)?);
-    Ok(finish(Outcome::of_suite(&result)))
+    a.common.deliver(host, Some(&result.info), Measured::Suite(&result), report::Options::default())
 }

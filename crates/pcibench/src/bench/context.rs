@@ -38,6 +38,11 @@ pub struct Context {
     pub tsc_invariant: Option<bool>,
     /// Things that make the figures less trustworthy, in words.
     pub warnings: Vec<String>,
+    /// What changed in the link's health (the device and every port up to the root) from the
+    /// start of the measurement to its end, in words; empty when nothing did, absent where no
+    /// link is watched (a simulated card).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_health: Option<Vec<String>>,
 }
 
 fn read(host: &Host, p: &str) -> Option<String> {
@@ -125,6 +130,7 @@ pub fn place(host: &Host, placement: Placement, device_node: Option<i32>, args: 
         clock: "CLOCK_MONOTONIC (vDSO)".into(),
         tsc_invariant,
         warnings,
+        link_health: None,
     })
 }
 

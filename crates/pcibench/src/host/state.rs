@@ -90,6 +90,53 @@ pub fn iommus(host: &Host) -> Vec<String> {
     v
 }
 
+/// The kernel's IOMMU setup as it bears on one device's DMA, for saved runs: whether DMA is
+/// translated, passed through or physical changes what a figure means.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IommuState {
+    /// IOMMUs the kernel drives (/sys/class/iommu).
+    pub iommus: Vec<String>,
+    /// The IOMMU words of the kernel command line (intel_iommu=, amd_iommu=, iommu=, iommu.*=).
+    pub cmdline: Vec<String>,
+    pub group: Option<u32>,
+    /// The group's default domain type (/sys/kernel/iommu_groups/N/type, drivers/iommu/iommu.c):
+    /// DMA (strict invalidation), DMA-FQ (lazy, a flush queue), identity (passthrough), ...
+    pub group_type: Option<String>,
+    /// A group vfio made for no-IOMMU mode: the device is given physical addresses.
+    pub noiommu_group: bool,
+}
+
+impl IommuState {
+    /// In a few words: "none", "no-IOMMU (physical addresses)", "passthrough (identity)",
+    /// "translated, DMA-FQ (lazy invalidation)", ...
+    pub fn mode(&self) -> String {
+        if self.noiommu_group {
+            return "no-IOMMU (vfio unsafe mode: physical addresses)".into();
+        }
+        match self.group_type.as_deref() {
+            Some("identity") => "passthrough (identity domain)".into(),
+            Some("DMA") => "translated, DMA (strict invalidation)".into(),
+            Some("DMA-FQ") => "translated, DMA-FQ (lazy invalidation)".into(),
+            Some(t) => format!("group type {t}"),
+            None if self.iommus.is_empty() => "none".into(),
+            None => "on (the device is in no IOMMU group)".into(),
+        }
+    }
+}
+
+/// The IOMMU state for a device in `group` (None: in none).
+pub fn iommu_state(host: &Host, group: Option<u32>) -> IommuState {
+    let line = cmdline(host);
+    let keys = ["intel_iommu=", "amd_iommu=", "iommu=", "iommu."];
+    IommuState {
+        iommus: iommus(host),
+        cmdline: line.split_whitespace().filter(|w| keys.iter().any(|k| w.starts_with(k))).map(String::from).collect(),
+        group,
+        group_type: group.and_then(|g| read_trim(&host.path(format!("/sys/kernel/iommu_groups/{g}/type")))),
+        noiommu_group: group.is_some_and(|g| group_is_noiommu(host, g)),
+    }
+}
+
 /// Modules appear under /sys/module when loaded, and when built in with parameters, as
 /// vfio, vfio_pci and vfio_iommu_type1 all have.
 pub fn module_loaded(host: &Host, name: &str) -> bool {
@@ -251,5 +298,23 @@ mod tests {
         assert!(k.enabled("CONFIG_VFIO"));
         assert!(!k.enabled("CONFIG_IO_STRICT_DEVMEM"));
         assert!(!k.enabled("CONFIG_STRICT"));
+    }
+
+    #[test]
+    fn iommu_state_reads_group_type_and_cmdline() {
+        let t = tempfile::tempdir().unwrap();
+        let h = Host::with_root(t.path());
+        fs::create_dir_all(h.path("/sys/kernel/iommu_groups/3")).unwrap();
+        fs::create_dir_all(h.path("/sys/class/iommu/dmar0")).unwrap();
+        fs::create_dir_all(h.path("/proc")).unwrap();
+        fs::write(h.path("/sys/kernel/iommu_groups/3/type"), "DMA-FQ\n").unwrap();
+        fs::write(h.path("/proc/cmdline"), "ro quiet intel_iommu=on iommu.strict=0 iommus=x\n").unwrap();
+        let s = iommu_state(&h, Some(3));
+        assert_eq!(s.iommus, ["dmar0"]);
+        assert_eq!(s.cmdline, ["intel_iommu=on", "iommu.strict=0"]);
+        assert_eq!(s.group_type.as_deref(), Some("DMA-FQ"));
+        assert_eq!(s.mode(), "translated, DMA-FQ (lazy invalidation)");
+        let none = iommu_state(&Host::with_root(t.path().join("absent")), None);
+        assert_eq!(none.mode(), "none");
     }
 }

@@ -1,13 +1,17 @@
 //! Presentation: every rendering of what the other modules measured or found. Nothing here
 //! touches a device. Measurement reports go through `Exporter`, one implementation per format
-//! (`table`, `seed`, `json`); a new format is one file and one arm in `exporter`. `doctor` and
-//! `setup` render those commands' findings and changes.
+//! (`table`, `seed`, `json`, `csv`); a new format is one file and one arm in `exporter`. `doctor`
+//! and `setup` render those commands' findings and changes; `plot` draws saved runs as SVG and
+//! `compare` renders a comparison of two.
 
 pub mod buffers;
+pub mod compare;
+pub mod csv;
 pub mod doctor;
 pub mod info;
 pub mod json;
 pub mod notes;
+pub mod plot;
 pub mod queues;
 pub mod seed;
 pub mod setup;
@@ -26,6 +30,8 @@ pub enum Format {
     Seed,
     /// One JSON document.
     Json,
+    /// One header row, then one row per result.
+    Csv,
 }
 
 /// Renders measurement reports in one format.
@@ -54,6 +60,7 @@ pub fn exporter(format: Format, opts: Options) -> Box<dyn Exporter> {
         Format::Table => Box::new(table::Table { latency: opts.latency }),
         Format::Seed => Box::new(seed::Seed),
         Format::Json => Box::new(json::Json),
+        Format::Csv => Box::new(csv::Csv),
     }
 }
 

@@ -1,0 +1,82 @@
+//! The latency panel: for each row with a latency histogram, its CDF (the fraction of accesses
+//! at or below each latency) on a log10 latency axis, the fraction on a tail scale so that 90%,
+//! 99% and 99.9% are equally spaced and the tail is visible.
+
+use super::axis::{self, Axis};
+use super::legend::{self, Entry};
+use super::svg::{self, points, values};
+use super::{Input, Styles, LEFT, PANEL, RIGHT};
+use crate::results::config::Config;
+use std::fmt::Write;
+
+#[derive(Debug, Clone)]
+pub struct LatencyCurve {
+    pub file: usize,
+    /// The row's configuration in words (with its size).
+    pub key: String,
+    /// (latency ns, fraction at or below), increasing.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Rows with a latency CDF, in order.
+pub fn curves(inputs: &[Input]) -> Vec<LatencyCurve> {
+    let mut out = Vec::new();
+    for (file, input) in inputs.iter().enumerate() {
+        for (r, x) in input.run.rows() {
+            let Some(l) = &x.latency else { continue };
+            let pts: Vec<(f64, f64)> = l
+                .cdf
+                .iter()
+                .map(|p| (p[0], p[1]))
+                .filter(|(ns, f)| ns.is_finite() && *ns > 0.0 && f.is_finite())
+                .collect();
+            if !pts.is_empty() {
+                out.push(LatencyCurve { file, key: Config::of(r, x).label(), points: pts });
+            }
+        }
+    }
+    out
+}
+
+/// Draw the panel from `top`; returns the y below it (after its legend).
+pub fn draw(out: &mut String, inputs: &[Input], curves: &[LatencyCurve], styles: &mut Styles, top: f64) -> f64 {
+    let plot_top = top + 22.0;
+    let bottom = plot_top + PANEL;
+    let all = curves.iter().flat_map(|c| c.points.iter());
+    let (lo, hi) = all.clone().fold((f64::MAX, 0f64), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let x = Axis::log10(lo, hi, LEFT, RIGHT);
+    // Down to the deepest fraction below 1 the data reaches: 99% at least, 99.9999% at most.
+    let deepest = all.map(|p| p.1).filter(|f| *f < 1.0).map(|f| -(1.0 - f).log10()).fold(2.0f64, f64::max);
+    let y = Axis::tail(1.0 - 10f64.powi(-((deepest - 1e-9).ceil().min(6.0) as i32)), bottom, plot_top);
+    out.push_str("<g class=\"panel latency\">\n");
+    svg::text(
+        out,
+        "panel-title",
+        LEFT,
+        top + 12.0,
+        "start",
+        r#" font-size="13" font-weight="bold""#,
+        "Latency per access: fraction of accesses at or below (CDF, tail scale)",
+    );
+    axis::draw(out, &x, &y, "latency (ns)", "fraction at or below");
+    let mut entries = Vec::new();
+    for c in curves {
+        let label = format!("{}: {}", inputs[c.file].label, c.key);
+        let color = styles.color(&c.key);
+        let dash = Styles::dash(c.file);
+        let _ = writeln!(out, r#"<g class="cdf" data-file="{}" data-label="{}">"#, c.file, svg::esc(&label));
+        let mut s = String::with_capacity(16 * c.points.len());
+        points(&mut s, c.points.iter().map(|(ns, f)| (x.px(*ns), y.px(f.min(y.max)))));
+        let _ = writeln!(
+            out,
+            r#"<polyline class="cdf" fill="none" stroke="{color}" stroke-width="1.8"{dash} points="{s}" data-ns="{}" data-fraction="{}"/>"#,
+            values(c.points.iter().map(|p| p.0)),
+            values(c.points.iter().map(|p| p.1))
+        );
+        out.push_str("</g>\n");
+        entries.push(Entry { color: color.into(), dash, width: 1.8, label });
+    }
+    let end = legend::draw(out, &entries, bottom + 60.0);
+    out.push_str("</g>\n");
+    end
+}

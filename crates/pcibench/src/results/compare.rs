@@ -1,0 +1,248 @@
+//! `pcibench compare A B`: rows of two saved runs matched by configuration, B/A per row, and
+//! which changes are larger than the noise of the two runs; first, what differs between the
+//! runs' contexts, marked where it makes the comparison questionable.
+//!
+//! The noise rule: each row's spread is its p5..p95 sample rates. B/A has the range
+//! [B.p5 / A.p95, B.p95 / A.p5]; a row got slower when that whole range lies below 1 (B's fast
+//! end is slower than A's slow end: the two bands do not overlap) and the medians differ by at
+//! least the threshold; faster likewise. Rows with fewer than `stats::MIN_SAMPLES` samples on
+//! either side have no spread to judge and are never flagged.
+
+use super::config::Config;
+pub use super::context_diff::ContextDiff;
+use super::saved::SavedRun;
+use crate::bench::result::Row;
+use crate::bench::stats::MIN_SAMPLES;
+use crate::{Error, Result};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// The default threshold: smaller changes are never flagged, however tight the bands. A run's
+/// band shows the noise within it; runs on a busy host also drift by a few percent between
+/// them (two identical sim runs on a loaded 2-core VM differ by up to ~5%), which no band shows.
+pub const DEFAULT_THRESHOLD_PCT: f64 = 5.0;
+
+/// One side's figures for a row (MB/s).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Figures {
+    pub median_mbps: f64,
+    pub p5_mbps: f64,
+    pub p95_mbps: f64,
+    pub samples: usize,
+    pub cv_pct: f64,
+}
+
+impl Figures {
+    pub fn of(row: &Row) -> Option<Figures> {
+        let s = row.stats.as_ref()?;
+        Some(Figures {
+            median_mbps: s.median_mbps,
+            p5_mbps: s.p5_mbps,
+            p95_mbps: s.p95_mbps,
+            samples: s.samples,
+            cv_pct: s.cv_pct,
+        })
+    }
+
+    /// Half the p5..p95 band, in percent of the median.
+    pub fn spread_pct(&self) -> f64 {
+        if self.median_mbps > 0.0 {
+            (self.p95_mbps - self.p5_mbps) / 2.0 / self.median_mbps * 100.0
+        } else {
+            0.0
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Within the noise of the two runs, or below the threshold.
+    Same,
+    Faster,
+    Slower,
+    /// Too few samples on a side to know its noise.
+    FewSamples,
+}
+
+impl Verdict {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Same => "same",
+            Verdict::Faster => "FASTER",
+            Verdict::Slower => "SLOWER",
+            Verdict::FewSamples => "few samples",
+        }
+    }
+}
+
+/// One configuration measured in both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowChange {
+    pub config: Config,
+    pub label: String,
+    pub a: Figures,
+    pub b: Figures,
+    /// B's median over A's.
+    pub ratio: f64,
+    /// The range of B/A the two bands allow: [B.p5 / A.p95, B.p95 / A.p5].
+    pub ratio_low: f64,
+    pub ratio_high: f64,
+    pub verdict: Verdict,
+    /// Either side's row carries a flag (noisy, few, above the model, suspect link) or did not verify.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<String>,
+}
+
+/// A run as the comparison names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Side {
+    pub file: String,
+    pub command: String,
+    pub device: Option<String>,
+    pub time: Option<String>,
+    pub pcibench_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub a: Side,
+    pub b: Side,
+    pub threshold_pct: f64,
+    /// What differs between the two runs' contexts, the questionable first.
+    pub context: Vec<ContextDiff>,
+    pub rows: Vec<RowChange>,
+    /// Configurations measured in one run only.
+    pub only_a: Vec<String>,
+    pub only_b: Vec<String>,
+    /// Configurations present in both without throughput figures on both sides (skipped rows;
+    /// latency rows, which carry histograms instead).
+    pub unmeasured: Vec<String>,
+}
+
+impl Comparison {
+    pub fn count(&self, v: Verdict) -> usize {
+        self.rows.iter().filter(|r| r.verdict == v).count()
+    }
+
+    pub fn questionable(&self) -> bool {
+        self.context.iter().any(|d| d.questionable)
+    }
+}
+
+fn side(file: &str, run: &SavedRun) -> Side {
+    Side {
+        file: file.to_string(),
+        command: run.command.clone(),
+        device: run.device.as_ref().map(|d| d.address.clone()),
+        time: run.context.as_ref().map(|c| c.time.clone()),
+        pcibench_version: run.context.as_ref().map(|c| c.pcibench_version.clone()),
+    }
+}
+
+/// The verdict for one row: see the module's noise rule.
+pub fn verdict(a: &Figures, b: &Figures, threshold_pct: f64) -> (Verdict, f64, f64) {
+    let low = if a.p95_mbps > 0.0 { b.p5_mbps / a.p95_mbps } else { f64::NAN };
+    let high = if a.p5_mbps > 0.0 { b.p95_mbps / a.p5_mbps } else { f64::NAN };
+    if a.samples < MIN_SAMPLES || b.samples < MIN_SAMPLES {
+        return (Verdict::FewSamples, low, high);
+    }
+    let ratio = b.median_mbps / a.median_mbps;
+    let v = if !ratio.is_finite() || (ratio - 1.0).abs() * 100.0 < threshold_pct {
+        Verdict::Same
+    } else if high < 1.0 {
+        Verdict::Slower
+    } else if low > 1.0 {
+        Verdict::Faster
+    } else {
+        Verdict::Same
+    };
+    (v, low, high)
+}
+
+fn caveats(which: &str, row: &Row) -> Vec<String> {
+    use crate::bench::result::Note;
+    let mut out: Vec<String> = row
+        .notes
+        .iter()
+        .filter_map(|n| match n {
+            Note::FewSamples { .. } => Some("few samples"),
+            Note::Noisy { .. } => Some("noisy"),
+            Note::AboveLinkModel { .. } => Some("above the link model"),
+            Note::LinkHealth { .. } => Some("link health changed (suspect)"),
+            _ => None,
+        })
+        .map(|n| format!("{which}: {n}"))
+        .collect();
+    if row.mismatch().is_some() {
+        out.push(format!("{which}: data did not verify"));
+    }
+    out
+}
+
+/// Rows keyed by configuration; a configuration measured twice in a run is told apart by its
+/// occurrence.
+fn keyed(run: &SavedRun) -> Vec<((Config, usize), &Row)> {
+    let mut seen: HashMap<Config, usize> = HashMap::new();
+    run.rows()
+        .map(|(r, x)| {
+            let c = Config::of(r, x);
+            let n = seen.entry(c.clone()).or_insert(0);
+            *n += 1;
+            ((c, *n), x)
+        })
+        .collect()
+}
+
+/// Compare run `b` against run `a` (each with the name to show for it).
+pub fn compare(a: (&str, &SavedRun), b: (&str, &SavedRun), threshold_pct: f64) -> Result<Comparison> {
+    let kinds = |r: &SavedRun| r.reports.iter().map(|x| x.kind).collect::<Vec<_>>();
+    let (ka, kb) = (kinds(a.1), kinds(b.1));
+    if !ka.iter().any(|k| kb.contains(k)) {
+        return Err(Error::usage(format!(
+            "{} holds a {} run and {} a {} run: compare needs two runs of the same command",
+            a.0, a.1.command, b.0, b.1.command
+        )));
+    }
+    let rows_a = keyed(a.1);
+    let rows_b = keyed(b.1);
+    let index_b: HashMap<&(Config, usize), &Row> = rows_b.iter().map(|(k, r)| (k, *r)).collect();
+    let mut out = Comparison {
+        a: side(a.0, a.1),
+        b: side(b.0, b.1),
+        threshold_pct,
+        context: super::context_diff::diffs(a.1, b.1),
+        rows: Vec::new(),
+        only_a: Vec::new(),
+        only_b: Vec::new(),
+        unmeasured: Vec::new(),
+    };
+    for (key, ra) in &rows_a {
+        let label = key.0.label();
+        let Some(rb) = index_b.get(key) else {
+            out.only_a.push(label);
+            continue;
+        };
+        let (Some(fa), Some(fb)) = (Figures::of(ra), Figures::of(rb)) else {
+            out.unmeasured.push(label);
+            continue;
+        };
+        let (verdict, ratio_low, ratio_high) = verdict(&fa, &fb, threshold_pct);
+        let mut notes = caveats("A", ra);
+        notes.extend(caveats("B", rb));
+        out.rows.push(RowChange {
+            config: key.0.clone(),
+            label,
+            a: fa,
+            b: fb,
+            ratio: fb.median_mbps / fa.median_mbps,
+            ratio_low,
+            ratio_high,
+            verdict,
+            caveats: notes,
+        });
+    }
+    let in_a: std::collections::HashSet<&(Config, usize)> = rows_a.iter().map(|(k, _)| k).collect();
+    out.only_b = rows_b.iter().filter(|(k, _)| !in_a.contains(k)).map(|(k, _)| k.0.label()).collect();
+    Ok(out)
+}

@@ -1,0 +1,144 @@
+//! A row's configuration: everything that says what was measured, nothing that says how fast.
+//! Rows of two runs are the same measurement when their configurations are equal (`compare`),
+//! and rows that differ only in transfer size form one curve (`plot`).
+
+use crate::access::IoMode;
+use crate::bench::result::{Kind, MapMode, Report, Row};
+use crate::direction::Direction;
+use crate::dma::cpu::{Access, Sync};
+use crate::mmio::Width;
+use crate::units::human_size;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Config {
+    pub kind: Kind,
+    /// DMA: the engine (a report-wide fact, part of what was measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bar: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub width: Option<Width>,
+    pub dir: Direction,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub concurrent: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<Access>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync: Option<Sync>,
+    /// Latency rows measure something else than throughput rows of the same shape.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub latency: bool,
+    pub size: u64,
+}
+
+impl Config {
+    pub fn of(report: &Report, row: &Row) -> Config {
+        Config {
+            kind: report.kind,
+            engine: report.engine.clone(),
+            bar: row.bar,
+            map: row.map,
+            io: row.io,
+            width: row.width,
+            dir: row.dir,
+            offset: row.offset.filter(|o| *o != 0),
+            queues: row.queues,
+            window: row.window,
+            concurrent: row.concurrent,
+            buffer: row.buffer.clone(),
+            access: row.access,
+            sync: row.sync,
+            latency: row.latency.is_some(),
+            size: row.size,
+        }
+    }
+
+    /// The configuration without its transfer size: one curve of a plot.
+    pub fn series(&self) -> Config {
+        Config { size: 0, ..self.clone() }
+    }
+
+    /// In words: `pio BAR2 uc h2c 64-bit 1 MiB`, `dma xdma c2h 4 KiB`,
+    /// `dma qdma h2c q4 random in 1 GiB 64 B`. A size of 0 is left out (a series).
+    pub fn label(&self) -> String {
+        let mut parts: Vec<String> = vec![self.kind.name().to_string()];
+        if self.latency && self.kind.name() != "latency" {
+            parts.push("latency".into());
+        }
+        parts.extend(self.engine.clone());
+        parts.extend(self.buffer.clone());
+        parts.extend(self.bar.map(|b| format!("BAR{b}")));
+        if let Some(m) = self.map {
+            let io = if self.io == Some(IoMode::Syscall) { "-sys" } else { "" };
+            parts.push(format!("{}{io}", m.name()));
+        }
+        parts.extend(self.access.map(|a| a.name().to_string()));
+        parts.extend(self.sync.and_then(|s| serde_name(&s)));
+        parts.push(if self.concurrent { format!("{} (bidir)", self.dir) } else { self.dir.to_string() });
+        // `64-bit`, so a width never reads as a size.
+        parts.extend(self.width.map(|w| {
+            if w.to_string().parse::<u32>().is_ok() {
+                format!("{w}-bit")
+            } else {
+                w.to_string()
+            }
+        }));
+        parts.extend(self.queues.map(|q| format!("q{q}")));
+        parts.extend(self.window.map(|w| format!("random in {}", human_size(w))));
+        parts.extend(self.offset.map(|o| format!("at {o:#x}")));
+        if self.size > 0 {
+            parts.push(human_size(self.size));
+        }
+        parts.join(" ")
+    }
+}
+
+/// An enum's name as JSON spells it (`o-sync`).
+pub(crate) fn serde_name<T: Serialize>(v: &T) -> Option<String> {
+    serde_json::to_value(v).ok()?.as_str().map(String::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Via;
+
+    #[test]
+    fn labels_and_series() {
+        let mut r = Report::new(Kind::Pio, "sim", true, Via::Sim, 20.0);
+        let mut row = Row::new(Direction::H2c, 1 << 20);
+        row.bar = Some(2);
+        row.map = Some(MapMode::Wc);
+        row.io = Some(IoMode::Mmap);
+        row.width = Some(Width::B64);
+        row.offset = Some(0);
+        let c = Config::of(&r, &row);
+        assert_eq!(c.label(), "pio BAR2 wc h2c 64-bit 1 MiB");
+        assert_eq!(c.series().label(), "pio BAR2 wc h2c 64-bit");
+        let mut other = row.clone();
+        other.size = 8;
+        assert_eq!(Config::of(&r, &other).series(), c.series());
+        assert_ne!(Config::of(&r, &other), c);
+
+        r.kind = Kind::Dma;
+        r.engine = Some("qdma".into());
+        let mut q = Row::new(Direction::C2h, 64);
+        q.queues = Some(4);
+        q.window = Some(1 << 30);
+        assert_eq!(Config::of(&r, &q).label(), "dma qdma c2h q4 random in 1 GiB 64 B");
+    }
+}
