@@ -1,9 +1,12 @@
 //! The one sampling loop every throughput runner uses (PIO copies, DMA engine runs, buffer
 //! access): one untimed warm-up, a batch size calibrated on growing runs until a sample lasts
-//! at least 100 timer overheads, then timed samples until `total` bytes have moved. The clock
-//! is a trait so runners can be tested with exact figures.
+//! at least 100 timer overheads, then timed samples until `total` bytes have moved. Beside it,
+//! `single` for latency: the same clock, stop flag, progress and link-health watch, but every
+//! sample one access, never batched, with the timing shell's own cost subtracted. The clock is a
+//! trait so runners can be tested with exact figures.
 
 use super::clock::Clock;
+use super::histogram::LatencyHistogram;
 use super::stats::Samples;
 use super::timer::TimerOverhead;
 use crate::pci::health::{self, HealthProbe};
@@ -23,6 +26,11 @@ pub const MAX_TRANSFERS: u64 = MAX_SAMPLES * MAX_BATCH;
 pub const MAX_TOTAL: u64 = 1 << 50;
 /// Link health is also checked between samples this often on long runs (outside the timed part).
 const HEALTH_EVERY_NS: u64 = 1_000_000_000;
+/// Single-access samples report progress in groups this large (a progress update per sample
+/// would cost more than a fast access).
+const PROGRESS_EVERY: u64 = 4096;
+/// Empty timing shells measured to find the cost subtracted from each single-access sample.
+const SHELL_PROBES: usize = 2001;
 
 /// `--total` against the transfer sizes, before anything runs: it must hold at least one
 /// transfer of the largest size, and no more transfers of the smallest than pcibench counts.
@@ -116,6 +124,23 @@ impl Sampled {
     }
 }
 
+/// The samples of one single-access (latency) configuration.
+#[derive(Debug, Clone)]
+pub struct Single {
+    pub hist: LatencyHistogram,
+    /// Accesses run first, untimed, and discarded.
+    pub warmup: u64,
+    /// The cost of the timing shell (two clock readings around nothing), subtracted from every
+    /// sample, in nanoseconds.
+    pub overhead_ns: u64,
+    /// The stop flag ended the sampling early.
+    pub interrupted: bool,
+    /// What changed in the link's health while this configuration ran (empty: nothing).
+    pub health: Vec<String>,
+    /// Time from the first timed sample to the end of the last, shells included (ns).
+    pub elapsed_ns: u64,
+}
+
 impl<'a> Sampling<'a> {
     /// Sampling with `clock`, its overhead measured now.
     pub fn new(
@@ -184,6 +209,77 @@ impl<'a> Sampling<'a> {
         }
         Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted, health: health_changes })
     }
+
+    /// The cost of one empty timing shell as `single` times it (clock reading, the cost-model
+    /// hook, clock reading): the median of many, in nanoseconds. Subtracting it leaves the access.
+    pub fn shell_overhead_ns(&self) -> u64 {
+        let mut d: Vec<u64> = (0..SHELL_PROBES)
+            .map(|_| {
+                let t0 = self.clock.now_ns();
+                self.clock.did(0, 0);
+                self.clock.now_ns().saturating_sub(t0)
+            })
+            .collect();
+        d.sort_unstable();
+        d[d.len() / 2]
+    }
+
+    /// Time `op` once per sample, never batched: `warmup` untimed calls, then up to `samples`
+    /// timed ones (fewer when the stop flag is raised), each one access of `bytes` bytes. A
+    /// sample is the clock's difference around the call less the timing shell's own cost, kept
+    /// in a log-linear histogram, so millions of samples cost no memory.
+    pub fn single(
+        &mut self,
+        warmup: u64,
+        samples: u64,
+        bytes: u64,
+        mut op: impl FnMut() -> Result<()>,
+    ) -> Result<Single> {
+        let before = self.health.map(|h| h.snapshot());
+        let mut health = Vec::new();
+        let mut interrupted = false;
+        let mut warmed = 0;
+        while warmed < warmup && !interrupted {
+            interrupted = self.stop.load(Ordering::Relaxed);
+            if !interrupted {
+                op()?;
+                warmed += 1;
+            }
+        }
+        let overhead_ns = self.shell_overhead_ns();
+        let mut hist = LatencyHistogram::new();
+        let start = self.clock.now_ns();
+        let (mut last_check, mut end, mut pending) = (start, start, 0u64);
+        for _ in 0..samples {
+            if interrupted || self.stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            let t0 = self.clock.now_ns();
+            op()?;
+            self.clock.did(1, bytes);
+            let t1 = self.clock.now_ns();
+            hist.record(t1.saturating_sub(t0).saturating_sub(overhead_ns));
+            end = t1;
+            pending += 1;
+            if pending == PROGRESS_EVERY {
+                self.progress.add(pending * bytes);
+                pending = 0;
+            }
+            if let (Some(h), Some(b)) = (self.health, &before) {
+                if t1.saturating_sub(last_check) >= HEALTH_EVERY_NS {
+                    // Between samples, untimed, as in `run`.
+                    health = health::changes(b, &h.snapshot());
+                    last_check = self.clock.now_ns();
+                }
+            }
+        }
+        self.progress.add(pending * bytes);
+        if let (Some(h), Some(b)) = (self.health, &before) {
+            health = health::changes(b, &h.snapshot());
+        }
+        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns: end.saturating_sub(start) })
+    }
 }
 
 #[cfg(test)]
@@ -229,6 +325,64 @@ mod tests {
         let mut moved = |_| {};
         let s = sampling(&clock, &stop, &mut moved).run(4096, 16 * 4096, |_| Ok(())).unwrap();
         assert_eq!((s.samples.batch, s.samples.secs.len(), s.measured()), (16, 1, 16));
+    }
+
+    #[test]
+    fn single_samples_are_one_access_each_less_the_shell() {
+        // A reading costs 7 ns; each access costs what the script says (the op advances the
+        // fake clock), plus the cost model's 3 ns per transfer and 64 B at 64 B/us (1000 ns).
+        let clock = FakeClock::new(7, 3, 64);
+        let stop = AtomicBool::new(false);
+        let mut moved = 0u64;
+        let mut count = |n: u64| moved += n;
+        let mut s = sampling(&clock, &stop, &mut count);
+        assert_eq!(s.shell_overhead_ns(), 7, "two readings around nothing: one reading's cost");
+        let script = [10u64, 20, 30, 40, 1000];
+        let mut i = 0;
+        let calls = std::cell::Cell::new(0);
+        let r = s
+            .single(3, 10, 64, || {
+                calls.set(calls.get() + 1);
+                if calls.get() > 3 {
+                    clock.advance(script[i % script.len()]);
+                    i += 1;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((r.warmup, r.overhead_ns, r.interrupted, calls.get()), (3, 7, false, 13));
+        let f = r.hist.summary().unwrap();
+        // Each sample: the scripted cost + 3 + 1000 (the model), never batched.
+        assert_eq!(f.samples, 10);
+        assert_eq!((f.min, f.max), (1013, 2003));
+        assert_eq!(f.p50, r.hist.bucket(1033).1, "rank 5 of 10: the third-cheapest twice over");
+        assert_eq!(moved, 640, "progress counted every access");
+        // From the start reading to the last sample's end: the accesses and two readings each.
+        assert_eq!(r.elapsed_ns, 2 * (1013 + 1023 + 1033 + 1043 + 2003) + 10 * 2 * 7);
+    }
+
+    #[test]
+    fn single_honours_the_stop_flag_and_errors() {
+        let clock = FakeClock::new(1, 0, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let mut s = sampling(&clock, &stop, &mut moved);
+        let mut n = 0;
+        let r = s
+            .single(2, 100, 4, || {
+                n += 1;
+                if n == 6 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(r.interrupted);
+        assert_eq!((r.warmup, r.hist.len()), (2, 4), "two warm-up calls, then samples until the flag");
+        let stop = AtomicBool::new(false);
+        let mut s = sampling(&clock, &stop, &mut moved);
+        let e = s.single(0, 5, 4, || Err(Error::Device("gone".into()))).unwrap_err();
+        assert_eq!(e.to_string(), "gone");
     }
 
     #[test]
