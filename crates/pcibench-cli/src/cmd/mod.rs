@@ -2,6 +2,7 @@ pub mod buffers;
 pub mod dma;
 pub mod doctor;
 pub mod info;
+pub mod latency;
 pub mod list;
 pub mod peek;
 pub mod pio;

@@ -7,6 +7,7 @@ pub mod buffers;
 pub mod doctor;
 pub mod info;
 pub mod json;
+pub mod latency;
 pub mod notes;
 pub mod queues;
 pub mod seed;
