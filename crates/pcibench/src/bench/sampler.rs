@@ -26,9 +26,9 @@ pub const MAX_TRANSFERS: u64 = MAX_SAMPLES * MAX_BATCH;
 pub const MAX_TOTAL: u64 = 1 << 50;
 /// Link health is also checked between samples this often on long runs (outside the timed part).
 const HEALTH_EVERY_NS: u64 = 1_000_000_000;
-/// Single-access samples report progress in groups this large (a progress update per sample
-/// would cost more than a fast access).
-const PROGRESS_EVERY: u64 = 4096;
+/// Single-access samples are taken in runs of this many, then put in the histogram (a progress
+/// or health update per sample would cost more than a fast access).
+const CHAIN: usize = 256;
 /// Empty timing shells measured to find the cost subtracted from each single-access sample.
 const SHELL_PROBES: usize = 2001;
 
@@ -137,7 +137,7 @@ pub struct Single {
     pub interrupted: bool,
     /// What changed in the link's health while this configuration ran (empty: nothing).
     pub health: Vec<String>,
-    /// Time from the first timed sample to the end of the last, shells included (ns).
+    /// The samples' time, shells included (ns).
     pub elapsed_ns: u64,
 }
 
@@ -210,24 +210,49 @@ impl<'a> Sampling<'a> {
         Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted, health: health_changes })
     }
 
-    /// The cost of one empty timing shell as `single` times it (clock reading, the cost-model
-    /// hook, clock reading): the median of many, in nanoseconds. Subtracting it leaves the access.
+    /// Up to `diffs.len()` samples back to back: each the clock's difference between the reading
+    /// that ended the previous sample (or the first reading) and the one that ends this one, so
+    /// one reading delimits two samples (a fenced reading waits for the access before it and
+    /// holds back the one after it). Stops early at the stop flag; returns the samples taken.
+    #[inline(always)]
+    fn chain(
+        &self,
+        diffs: &mut [u64],
+        transfers: u64,
+        bytes: u64,
+        op: &mut impl FnMut() -> Result<()>,
+    ) -> Result<(usize, bool)> {
+        let mut t0 = self.clock.now_ns();
+        for (n, d) in diffs.iter_mut().enumerate() {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok((n, true));
+            }
+            op()?;
+            self.clock.did(transfers, bytes);
+            let t1 = self.clock.now_ns();
+            *d = t1.saturating_sub(t0);
+            t0 = t1;
+        }
+        Ok((diffs.len(), false))
+    }
+
+    /// The cost of one empty sample as `single` times it (the loop, the cost-model hook and one
+    /// clock reading around nothing): the median of many, in nanoseconds. Subtracting it from a
+    /// sample leaves the access.
     pub fn shell_overhead_ns(&self) -> u64 {
-        let mut d: Vec<u64> = (0..SHELL_PROBES)
-            .map(|_| {
-                let t0 = self.clock.now_ns();
-                self.clock.did(0, 0);
-                self.clock.now_ns().saturating_sub(t0)
-            })
-            .collect();
+        let mut d = vec![0u64; SHELL_PROBES];
+        // No transfer: a fake clock charges the shell nothing but its reading.
+        let (n, _) = self.chain(&mut d, 0, 0, &mut || Ok(())).unwrap_or((0, true));
+        let d = &mut d[..n];
         d.sort_unstable();
-        d[d.len() / 2]
+        d.get(n / 2).copied().unwrap_or(0)
     }
 
     /// Time `op` once per sample, never batched: `warmup` untimed calls, then up to `samples`
     /// timed ones (fewer when the stop flag is raised), each one access of `bytes` bytes. A
     /// sample is the clock's difference around the call less the timing shell's own cost, kept
-    /// in a log-linear histogram, so millions of samples cost no memory.
+    /// in a log-linear histogram, so millions of samples cost no memory. Samples are taken in
+    /// runs of `CHAIN`; the histogram, progress and link health are updated between runs.
     pub fn single(
         &mut self,
         warmup: u64,
@@ -248,37 +273,32 @@ impl<'a> Sampling<'a> {
         }
         let overhead_ns = self.shell_overhead_ns();
         let mut hist = LatencyHistogram::new();
-        let start = self.clock.now_ns();
-        let (mut last_check, mut end, mut pending) = (start, start, 0u64);
-        for _ in 0..samples {
-            if interrupted || self.stop.load(Ordering::Relaxed) {
-                interrupted = true;
-                break;
+        let mut diffs = [0u64; CHAIN];
+        let (mut done, mut elapsed_ns) = (0u64, 0u64);
+        let mut last_check = self.clock.now_ns();
+        while done < samples && !interrupted {
+            let want = (samples - done).min(CHAIN as u64) as usize;
+            let (n, stopped) = self.chain(&mut diffs[..want], 1, bytes, &mut op)?;
+            interrupted = stopped;
+            for d in &diffs[..n] {
+                hist.record(d.saturating_sub(overhead_ns));
+                elapsed_ns += d;
             }
-            let t0 = self.clock.now_ns();
-            op()?;
-            self.clock.did(1, bytes);
-            let t1 = self.clock.now_ns();
-            hist.record(t1.saturating_sub(t0).saturating_sub(overhead_ns));
-            end = t1;
-            pending += 1;
-            if pending == PROGRESS_EVERY {
-                self.progress.add(pending * bytes);
-                pending = 0;
-            }
+            done += n as u64;
+            self.progress.add(n as u64 * bytes);
             if let (Some(h), Some(b)) = (self.health, &before) {
-                if t1.saturating_sub(last_check) >= HEALTH_EVERY_NS {
-                    // Between samples, untimed, as in `run`.
+                let now = self.clock.now_ns();
+                if now.saturating_sub(last_check) >= HEALTH_EVERY_NS {
+                    // Between runs, untimed, as in `run`.
                     health = health::changes(b, &h.snapshot());
-                    last_check = self.clock.now_ns();
+                    last_check = now;
                 }
             }
         }
-        self.progress.add(pending * bytes);
         if let (Some(h), Some(b)) = (self.health, &before) {
             health = health::changes(b, &h.snapshot());
         }
-        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns: end.saturating_sub(start) })
+        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns })
     }
 }
 
@@ -336,7 +356,7 @@ mod tests {
         let mut moved = 0u64;
         let mut count = |n: u64| moved += n;
         let mut s = sampling(&clock, &stop, &mut count);
-        assert_eq!(s.shell_overhead_ns(), 7, "two readings around nothing: one reading's cost");
+        assert_eq!(s.shell_overhead_ns(), 7, "an empty sample: one reading's cost");
         let script = [10u64, 20, 30, 40, 1000];
         let mut i = 0;
         let calls = std::cell::Cell::new(0);
@@ -357,8 +377,8 @@ mod tests {
         assert_eq!((f.min, f.max), (1013, 2003));
         assert_eq!(f.p50, r.hist.bucket(1033).1, "rank 5 of 10: the third-cheapest twice over");
         assert_eq!(moved, 640, "progress counted every access");
-        // From the start reading to the last sample's end: the accesses and two readings each.
-        assert_eq!(r.elapsed_ns, 2 * (1013 + 1023 + 1033 + 1043 + 2003) + 10 * 2 * 7);
+        // The samples' time: the accesses and the one reading that ends each.
+        assert_eq!(r.elapsed_ns, 2 * (1013 + 1023 + 1033 + 1043 + 2003) + 10 * 7);
     }
 
     #[test]

@@ -293,3 +293,110 @@ pub fn seed(r: &Report) -> Result<String> {
     }
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Via;
+    use crate::bench::result::{Kind, LoadFigures, Verify};
+    use crate::mmio::Width;
+
+    fn lat(p50: f64, mean: f64) -> LatencyFigures {
+        LatencyFigures {
+            samples: 1000,
+            warmup: 10,
+            overhead_ns: 12.0,
+            clock: "fake".into(),
+            min_ns: p50 / 2.0,
+            mean_ns: mean,
+            p50_ns: p50,
+            p90_ns: p50,
+            p99_ns: p50 * 2.0,
+            p999_ns: p50 * 3.0,
+            p9999_ns: p50 * 4.0,
+            max_ns: p50 * 5.0,
+            outliers: 2,
+            cdf: vec![],
+        }
+    }
+
+    fn read(load: Option<(&[Direction], f64)>, p50: f64) -> Row {
+        let mut r = Row::new(Direction::C2h, 4);
+        (r.bar, r.offset, r.width, r.probe) = (Some(0), Some(0x10), Some(Width::B32), Some(Probe::MmioRead));
+        r.latency = Some(lat(p50, p50 + 10.0));
+        r.verify = Some(Verify::Ok);
+        r.load = load.map(|(dirs, mbps)| LoadFigures {
+            engine: "qdma".into(),
+            dirs: dirs.to_vec(),
+            concurrent: dirs.len() > 1,
+            size: 1 << 20,
+            h2c_mbps: dirs.contains(&Direction::H2c).then_some(mbps),
+            c2h_mbps: dirs.contains(&Direction::C2h).then_some(mbps),
+            transfers: 100,
+            elapsed_s: 0.5,
+            cpu: Some(1),
+        });
+        r
+    }
+
+    fn dma(dir: Direction, c: Completion, p50: f64) -> Row {
+        let mut r = Row::new(dir, 64);
+        (r.probe, r.completion) = (Some(Probe::Dma), Some(c));
+        r.latency = Some(lat(p50, p50));
+        r.verify = Some(Verify::Ok);
+        r
+    }
+
+    fn report() -> Report {
+        let mut r = Report::new(Kind::Latency, "0000:01:00.0", false, Via::Vfio, 20.0);
+        r.engine = Some("qdma".into());
+        r.results = vec![
+            read(None, 880.0),
+            read(Some((&[Direction::H2c], 12790.0)), 950.0),
+            read(Some((&[Direction::C2h], 12980.0)), 1470.0),
+            read(Some((&[Direction::H2c, Direction::C2h], 4800.0)), 2950.0),
+            dma(Direction::H2c, Completion::Poll, 1000.0),
+            dma(Direction::H2c, Completion::Msi, 3500.0),
+        ];
+        r
+    }
+
+    #[test]
+    fn the_table_has_every_row_the_load_and_the_comparisons() {
+        let t = table(&report());
+        assert!(t.starts_with("pcibench latency 0000:01:00.0 via vfio\n"), "{t}");
+        assert!(t.contains("clock fake; its cost (12 ns a sample) subtracted; 10 warm-up accesses per row"), "{t}");
+        assert!(t.contains("engine qdma; buffer: -"), "{t}");
+        let row = t.lines().find(|l| l.starts_with("mmio-read") && l.contains(" h2c ")).unwrap();
+        assert!(row.contains("     950 ") && row.ends_with("ok"), "{row}");
+        assert!(t.contains("note: load: qdma streamed both (at once, 100 transfers of 1 MiB in 0.500 s, on CPU 1): h2c 4800.00 MB/s, c2h 4800.00 MB/s"), "{t}");
+        // Seed 004's shape: idle first, then each load with its throughput, in µs.
+        let idle = t.lines().find(|l| l.starts_with("idle ")).unwrap();
+        assert!(idle.contains("0.880") && idle.ends_with(" 0"), "{idle}");
+        let both = t.lines().find(|l| l.starts_with("both ")).unwrap();
+        assert!(both.contains("2.950") && both.contains("4800.00"), "{both}");
+        assert!(
+            t.contains("h2c     64 B: poll p50 1.000 min 0.500; msi p50 3.500 min 1.750; msi - poll p50 +2.500"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn seed_format_prints_seed_004s_tables_or_refuses() {
+        let s = seed(&report()).unwrap();
+        assert!(s.contains("## MMIO read latency (BAR0+0x10, 32-bit reads)"), "{s}");
+        assert!(s.contains("| yes                   | 0.89        | 0              | 0           |"), "{s}");
+        assert!(s.contains("| yes                   | 0.96        | 12.79          | 0           |"), "{s}");
+        assert!(s.contains("| yes                   | 1.48        | 0              | 12.98       |"), "{s}");
+        assert!(s.contains("| (1000 reads' average) |"), "{s}");
+        assert!(s.contains("### H2C"), "{s}");
+        assert!(
+            s.contains("| 64B         | poll       | 1.000             | 0.064             | 1.00         |"),
+            "{s}"
+        );
+        let mut idle_only = report();
+        idle_only.results.truncate(1);
+        let e = seed(&idle_only).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)) && e.to_string().contains("--load"), "{e}");
+    }
+}
