@@ -54,6 +54,14 @@ fn sim_reads_as_json_with_histogram_figures() {
     }
     assert_eq!(rows[1]["verify"]["status"], "ok");
     assert_eq!(rows[0]["verify"]["status"], "unverified");
+    // No --width: 32-bit accesses only (what register blocks decode); `all` adds every width.
+    let v = json(&pcibench(t.path(), &["latency", "sim", "--samples", "100", "--json"]));
+    let widths: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["width"].as_str().unwrap()).collect();
+    assert_eq!(widths, ["32", "32"]);
+    let v = json(&pcibench(t.path(), &["latency", "sim", "--width", "all", "--samples", "100", "--json"]));
+    let has512 = pcibench::mmio::available(pcibench::mmio::Width::V512).is_ok();
+    // Read and write-read at 8, 16, 32, 64 and 512 bits, or one skipped row for 512 without AVX-512F.
+    assert_eq!(v["results"].as_array().unwrap().len(), if has512 { 10 } else { 9 });
 }
 
 #[test]

@@ -2,7 +2,7 @@ use super::dma::parse_engine;
 use super::pio::ViaArg;
 use super::{command_line, emit, finish, interrupt_flag, parse_target, FormatArg, MeasureArgs, Progress};
 use clap::{Args, ValueEnum};
-use pcibench::bench::latency::{self, LatencyPlan, LatencyTarget, DEFAULT_SAMPLES, DEFAULT_WIDTHS};
+use pcibench::bench::latency::{self, LatencyPlan, LatencyTarget, ALL_WIDTHS, DEFAULT_SAMPLES, DEFAULT_WIDTH};
 use pcibench::bench::latency_dma::DmaLatency;
 use pcibench::bench::latency_row::latency_clock;
 use pcibench::bench::load::{LoadMode, LoadPlan};
@@ -52,7 +52,7 @@ cost no memory. The clock: the invariant TSC where /proc/cpuinfo says it is (fre
 CLOCK_MONOTONIC), else CLOCK_MONOTONIC.
 
 Examples:
-  pcibench latency sim                                      MMIO read latency per width (simulated card)
+  pcibench latency sim --width all                          MMIO read latency per width (simulated card)
   pcibench latency sim --load all                           and under DMA load: seed 004's AXI-Lite table
   pcibench latency sim --dma                                DMA latency, 64 B to 4 KiB, both directions
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
@@ -68,7 +68,7 @@ pub struct LatencyArgs {
     /// Offset of the access in the BAR.
     #[arg(long, default_value = "0")]
     offset: String,
-    /// Access width: 8 16 32 64, or 512 (one 64-byte load, AVX-512F), or all (repeatable; default all).
+    /// Access width: 8 16 32 64, 512 (one 64-byte load, AVX-512F), or all (repeatable; default 32). A device may not decode every width: on aarch64 an access it rejects kills the process (SIGBUS).
     #[arg(long = "width", value_name = "WIDTH")]
     widths: Vec<String>,
     /// Access path (default: sysfs when no driver is bound, vfio when bound to vfio-pci).
@@ -130,8 +130,11 @@ pub struct LatencyArgs {
 }
 
 fn widths(a: &LatencyArgs) -> anyhow::Result<(Vec<Width>, bool)> {
-    if a.widths.is_empty() || a.widths.iter().any(|w| w == "all") {
-        return Ok((DEFAULT_WIDTHS.to_vec(), false));
+    if a.widths.is_empty() {
+        return Ok((vec![DEFAULT_WIDTH], true));
+    }
+    if a.widths.iter().any(|w| w == "all") {
+        return Ok((ALL_WIDTHS.to_vec(), false));
     }
     Ok((a.widths.iter().map(|w| w.parse::<Width>()).collect::<Result<_, _>>()?, true))
 }

@@ -20,8 +20,13 @@ use crate::mmio::{self, Width};
 use crate::{Error, Result};
 use std::ptr;
 
-/// The widths measured when none is named: every scalar width, and a 64-byte read.
-pub const DEFAULT_WIDTHS: [Width; 5] = [Width::B8, Width::B16, Width::B32, Width::B64, Width::V512];
+/// `--width all`: every scalar width, and a 64-byte read. Not the default: a device need not
+/// decode every width (QEMU's edu answers 32 and 64-bit accesses only), and on aarch64 an access
+/// the device rejects is an external abort: the process dies of SIGBUS.
+pub const ALL_WIDTHS: [Width; 5] = [Width::B8, Width::B16, Width::B32, Width::B64, Width::V512];
+/// The width measured when none is named: 32 bits, what register blocks decode (seed 004's
+/// AXI-Lite reads).
+pub const DEFAULT_WIDTH: Width = Width::B32;
 /// Samples per MMIO row when none is asked for.
 pub const DEFAULT_SAMPLES: u64 = 100_000;
 

@@ -46,7 +46,7 @@ fn mmio_rows_are_exact_under_the_fake_clock() {
     let stop = AtomicBool::new(false);
     let mut moved = 0u64;
     let mut count = |n: u64| moved += n;
-    let r = run(target(&s), &plan(DEFAULT_WIDTHS.to_vec(), true), &mut sampling(&clock, &stop, &mut count)).unwrap();
+    let r = run(target(&s), &plan(ALL_WIDTHS.to_vec(), true), &mut sampling(&clock, &stop, &mut count)).unwrap();
     assert_eq!(r.kind, Kind::Latency);
     let measured: Vec<&Row> = r.results.iter().filter(|x| x.latency.is_some()).collect();
     let has512 = mmio::available(Width::V512).is_ok();
