@@ -31,6 +31,8 @@ echo 8 >/proc/sys/vm/nr_hugepages
 expect_rc 1 'add --allow-dma' pcibench latency "$e" --dma --dma-bits 32
 # Poll and MSI, both directions, two sizes: 4 samples each (edu takes ~100 ms a transfer).
 emit edu_dma pcibench latency "$e" --width 32 --samples 500 --dma --irq --size 64,4095 --dma-samples 4 --dma-bits 32 --allow-dma --json
+# The same as a table: polling and the MSI side by side.
+expect_out '^dma msi +- +- +- h2c +64 B idle +2 ' pcibench latency "$e" --width 32 --samples 1000 --dma --irq --size 64 --dma-samples 2 --dma-bits 32 --allow-dma
 # The register read idle and under edu DMA each way and both (alternating: edu runs one transfer at a time).
 emit edu_load pcibench latency "$e" --width 32 --samples 2000 --load all --dma-bits 32 --allow-dma --json
 expect_out '^\| yes +\| [0-9.]+ +\| 0 ' pcibench latency "$e" --width 32 --samples 500 --load h2c --dma-bits 32 --allow-dma --format seed

@@ -5,6 +5,7 @@
 
 use super::notes::{flags, lines, verify_text, where_it_ran};
 use super::simulated_label;
+use crate::bench::result::Note;
 use crate::bench::result::{Completion, LatencyFigures, Probe, Report, Row};
 use crate::direction::Direction;
 use crate::dma::Addressing;
@@ -115,6 +116,11 @@ fn row_line(x: &Row) -> String {
     format!("{}  {}{}", line(&cells), verify_text(&x.verify), flags(x))
 }
 
+/// Each line of `lines(x)` with the note it came from (the unverified reason comes last, from none).
+fn notes_of(x: &Row) -> impl Iterator<Item = Option<&Note>> {
+    x.notes.iter().map(Some).chain(std::iter::repeat(None))
+}
+
 /// The load under a row, in words.
 fn load_note(x: &Row) -> Option<String> {
     let l = x.load.as_ref()?;
@@ -145,7 +151,14 @@ pub fn table(r: &Report) -> String {
     let _ = writeln!(s, "{}  verify", line(&names));
     for x in &r.results {
         let _ = writeln!(s, "{}", row_line(x));
-        for n in load_note(x).into_iter().chain(lines(x)) {
+        for n in load_note(x).into_iter().chain(lines(x).into_iter().zip(notes_of(x)).map(|(l, n)| match n {
+            // A latency row's samples are counted, not sized by --total.
+            Some(Note::FewSamples { samples }) => format!(
+                "few samples: {samples} cannot show the spread: raise --{}samples for a figure to trust",
+                if x.probe == Some(Probe::Dma) { "dma-" } else { "" }
+            ),
+            _ => l,
+        })) {
             let _ = writeln!(s, "      note: {n}");
         }
     }
@@ -210,7 +223,7 @@ fn poll_vs_msi(r: &Report) -> String {
     for (p, m) in pairs(r) {
         let (Some(pl), Some(ml)) = (&p.latency, &m.latency) else { continue };
         if s.is_empty() {
-            s.push_str("\nCompletion by polling and by MSI (the MSI is raised after the engine completes: never faster than it), µs\n");
+            s.push_str("\nCompletion by polling and by MSI, µs (polling sees the completion up to a poll late; the MSI is raised after the engine completes: neither is faster than the engine)\n");
         }
         let _ = writeln!(
             s,
@@ -363,7 +376,13 @@ mod tests {
 
     #[test]
     fn the_table_has_every_row_the_load_and_the_comparisons() {
-        let t = table(&report());
+        let mut r = report();
+        r.results[4].notes.push(Note::FewSamples { samples: 2 });
+        let t = table(&r);
+        assert!(
+            t.contains("note: few samples: 2 cannot show the spread: raise --dma-samples for a figure to trust"),
+            "{t}"
+        );
         assert!(t.starts_with("pcibench latency 0000:01:00.0 via vfio\n"), "{t}");
         assert!(t.contains("clock fake; its cost (12 ns a sample) subtracted; 10 warm-up accesses per row"), "{t}");
         assert!(t.contains("engine qdma; buffer: -"), "{t}");
