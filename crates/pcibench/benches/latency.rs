@@ -42,12 +42,18 @@ fn per_sample(clock: &dyn Clock, mut op: impl FnMut()) -> (f64, u64) {
     (median(runs), shell)
 }
 
-fn main() {
-    let mut clocks: Vec<Box<dyn Clock>> = vec![Box::new(MonotonicClock)];
+/// The invariant-TSC clock, where there is one (x86-64).
+fn tsc() -> Option<Box<dyn Clock>> {
     #[cfg(target_arch = "x86_64")]
     if let Some(c) = pcibench::bench::tsc::TscClock::calibrate() {
-        clocks.push(Box::new(c));
+        return Some(Box::new(c));
     }
+    None
+}
+
+fn main() {
+    let clocks: Vec<Box<dyn Clock>> =
+        std::iter::once(Box::new(MonotonicClock) as Box<dyn Clock>).chain(tsc()).collect();
     println!("{:<72} {:>10} {:>10}", "clock", "ns/sample", "shell ns");
     for c in &clocks {
         let (ns, shell) = per_sample(c.as_ref(), || {});
