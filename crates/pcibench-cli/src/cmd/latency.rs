@@ -193,21 +193,12 @@ fn request(a: &LatencyArgs) -> anyhow::Result<DmaRequest> {
     })
 }
 
-pub fn run(host: &Host, a: LatencyArgs) -> anyhow::Result<ExitCode> {
-    check(&a)?;
-    let (widths, strict_width) = widths(&a)?;
-    let dma = a.dma || a.irq;
-    let session = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
-    let irq = if a.irq { Some(session.interrupt()?) } else { None };
-    let mut rig = None;
-    if dma || a.load.is_some() {
-        session.check_dma_consent(a.allow_dma)?;
-        let option = if a.load.is_some() && !dma { "--load" } else { "--dma" };
-        rig = Some(session.open_dma_for(option, &request(&a)?)?);
-    }
+/// The plan from the flags; `card_addr` is where the engine's window starts (0 without one).
+fn plan(a: &LatencyArgs, session: &Session, card_addr: u64) -> anyhow::Result<LatencyPlan> {
+    let (widths, strict_width) = widths(a)?;
     let timeout = Duration::from_millis(a.timeout_ms);
-    let card_addr = rig.as_ref().map_or(0, |r| r.card_offset);
-    let mut plan = LatencyPlan {
+    let dma = a.dma || a.irq;
+    Ok(LatencyPlan {
         bar: match a.bar {
             Some(b) => b,
             None => session.first_memory_bar()?,
@@ -218,45 +209,60 @@ pub fn run(host: &Host, a: LatencyArgs) -> anyhow::Result<ExitCode> {
         allow_write: session.may_write(a.allow_write),
         samples: a.samples,
         warmup: a.warmup,
-        dma: dma.then(|| DmaLatency {
-            dirs: match a.dir {
-                LatDir::H2c => vec![Direction::H2c],
-                LatDir::C2h => vec![Direction::C2h],
-                LatDir::Both => vec![Direction::H2c, Direction::C2h],
-            },
-            sizes: Vec::new(),
-            completions: if a.irq { vec![Completion::Poll, Completion::Msi] } else { vec![Completion::Poll] },
-            samples: a.dma_samples,
-            card_addr,
-            timeout,
-        }),
-        load: a.load.map(|l| LoadPlan {
-            modes: match l {
-                LoadArg::H2c => vec![LoadMode::H2c],
-                LoadArg::C2h => vec![LoadMode::C2h],
-                LoadArg::Both => vec![LoadMode::Both],
-                LoadArg::All => LoadMode::ALL.to_vec(),
-            },
-            width: latency::load_width(&widths),
-            size: None,
-            cpu: a.load_cpu,
-            card_addr,
-            timeout,
-        }),
-    };
-    if let Some(d) = plan.dma.as_mut() {
-        d.sizes = sizes(&a)?;
+        dma: match dma {
+            false => None,
+            true => Some(DmaLatency {
+                dirs: match a.dir {
+                    LatDir::H2c => vec![Direction::H2c],
+                    LatDir::C2h => vec![Direction::C2h],
+                    LatDir::Both => vec![Direction::H2c, Direction::C2h],
+                },
+                sizes: sizes(a)?,
+                completions: if a.irq { vec![Completion::Poll, Completion::Msi] } else { vec![Completion::Poll] },
+                samples: a.dma_samples,
+                card_addr,
+                timeout,
+            }),
+        },
+        load: match a.load {
+            None => None,
+            Some(l) => Some(LoadPlan {
+                modes: match l {
+                    LoadArg::H2c => vec![LoadMode::H2c],
+                    LoadArg::C2h => vec![LoadMode::C2h],
+                    LoadArg::Both => vec![LoadMode::Both],
+                    LoadArg::All => LoadMode::ALL.to_vec(),
+                },
+                width: latency::load_width(&widths),
+                size: a.load_size.as_deref().map(parse_size).transpose()?,
+                cpu: a.load_cpu,
+                card_addr,
+                timeout,
+            }),
+        },
+    })
+}
+
+pub fn run(host: &Host, a: LatencyArgs) -> anyhow::Result<ExitCode> {
+    check(&a)?;
+    let session = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
+    let irq = if a.irq { Some(session.interrupt()?) } else { None };
+    let mut rig = None;
+    if a.dma || a.irq || a.load.is_some() {
+        session.check_dma_consent(a.allow_dma)?;
+        let option = if a.dma || a.irq { "--dma" } else { "--load" };
+        rig = Some(session.open_dma_for(option, &request(&a)?)?);
     }
-    if let Some(l) = plan.load.as_mut() {
-        l.size = a.load_size.as_deref().map(parse_size).transpose()?;
-    }
+    let plan = plan(&a, &session, rig.as_ref().map_or(0, |r| r.card_offset))?;
     let mut m = session.measuring(a.common.placement(), &command_line())?;
     let clock = latency_clock(m.context.tsc_invariant);
     m.context.clock = clock.name();
     let stop = interrupt_flag();
     let mut progress = Progress::new();
-    let per_row = a.samples.saturating_mul(8);
-    progress.begin("latency", per_row.saturating_mul(widths.len() as u64 + 3));
+    // Bytes read per row, for the bar's length (DMA rows are not counted).
+    let rows = plan.widths.len() as u64 * (1 + plan.allow_write as u64)
+        + plan.load.as_ref().map_or(0, |l| l.modes.len() as u64);
+    progress.begin("latency", a.samples.saturating_mul(4).saturating_mul(rows));
     let mut sampling = Sampling::new(clock.as_ref(), &stop, &mut progress, m.health.as_ref());
     let engine: Option<(&mut dyn Engine, &dyn DmaAllocator)> = match rig.as_mut() {
         Some(r) => Some((r.engine.as_mut(), r.alloc.as_ref())),

@@ -221,15 +221,28 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
         if t.simulated {
             report.warnings.push(SIM_LOAD.into());
         }
-        for &mode in &l.modes {
-            let (row, load_figures, verify) = rig.under(mode, s.stop, || mmio_row(a, Probe::MmioRead, plan, s))?;
-            let row = with_load(row, load_figures, verify, &mut report.warnings);
-            if push(&mut report, row) {
-                return Ok(report);
-            }
-        }
+        under_load(&mut rig, l, a, plan, s, &mut report)?;
     }
     Ok(report)
+}
+
+/// The read again under each load mode, until done or interrupted.
+fn under_load(
+    rig: &mut load::Rig,
+    l: &LoadPlan,
+    a: Access,
+    plan: &LatencyPlan,
+    s: &mut Sampling,
+    report: &mut Report,
+) -> Result<()> {
+    for &mode in &l.modes {
+        let (row, load_figures, verify) = rig.under(mode, s.stop, || mmio_row(a, Probe::MmioRead, plan, s))?;
+        let row = with_load(row, load_figures, verify, &mut report.warnings);
+        if push(report, row) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Add a row; true when it was interrupted (the run stops there).
