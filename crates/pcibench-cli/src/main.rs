@@ -58,6 +58,8 @@ enum Command {
     Setup(cmd::setup::SetupArgs),
     /// The suite on one device: info, then the measurements its access paths allow (default: sim).
     Run(cmd::run::RunArgs),
+    /// Single-access latency: MMIO reads per width, DMA by polling and by MSI, reads under DMA load.
+    Latency(cmd::latency::LatencyArgs),
     /// CPU access to DMA buffers (heap, hugepages, u-dma-buf, /dev/udmabuf, a device's): mmap and file, sync and O_SYNC, verified.
     Buffers(cmd::buffers::BuffersArgs),
     /// Draw saved runs (--save) as one SVG: bandwidth by size with the link model's ceiling, latency CDFs.
@@ -102,6 +104,7 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(&host, a),
         Command::Run(a) => cmd::run::run(&host, a),
         Command::Buffers(a) => cmd::buffers::run(&host, a),
+        Command::Latency(a) => cmd::latency::run(&host, a),
         Command::Pio(a) => cmd::pio::run(&host, a),
         Command::Doctor(a) => cmd::doctor::run(&host, a),
         Command::Setup(a) => cmd::setup::run(&host, a),

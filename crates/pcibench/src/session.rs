@@ -207,6 +207,38 @@ impl Session {
         Ok(Box::new(crate::dma::cpu::anon::Anon::from_dma(alloc.alloc(len)?)))
     }
 
+    /// `open_dma` for an option that needs an engine (`--load`, `--dma`): where there is none to
+    /// drive (no engine found, no DMA on this access path), the option does not apply: a usage
+    /// error naming it.
+    pub fn open_dma_for(&self, option: &str, req: &DmaRequest) -> Result<DmaRig> {
+        self.open_dma(req).map_err(|e| match e {
+            Error::Unsupported(m) | Error::NothingToMeasure(m) => {
+                Error::Usage(format!("{option} needs a DMA engine pcibench drives: {m}"))
+            }
+            e => e,
+        })
+    }
+
+    /// The device's interrupt for completion by MSI (`--irq`): only VFIO delivers one to user
+    /// space; elsewhere the option does not apply (a usage error saying why).
+    pub fn interrupt(&self) -> Result<Box<dyn crate::access::Interrupt>> {
+        self.dev.interrupt().map_err(|e| match e {
+            Error::Unsupported(m) => Error::Usage(format!("--irq: {m}")),
+            e => e,
+        })
+    }
+
+    /// The BAR single-access latency reads by default: the device's first memory BAR, registers
+    /// included (reads only, unless writes are allowed).
+    pub fn first_memory_bar(&self) -> Result<u8> {
+        self.info.bars.iter().find(|b| b.is_memory()).map(|b| b.index).ok_or_else(|| {
+            Error::NothingToMeasure(format!(
+                "{} has no memory BAR: `pcibench info {}` lists its BARs",
+                self.info.address, self.info.address
+            ))
+        })
+    }
+
     /// Find and open the DMA engine, with an allocator for buffers it can reach.
     pub fn open_dma(&self, req: &DmaRequest) -> Result<DmaRig> {
         if let Some(b) = req.dma_bits.filter(|b| !(24..=64).contains(b)) {

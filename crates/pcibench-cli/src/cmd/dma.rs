@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// `--engine`: a registered engine name, or `sim` for a simulated card's own engine.
-fn parse_engine(s: &str) -> Result<String, String> {
+pub(crate) fn parse_engine(s: &str) -> Result<String, String> {
     if s == "sim" || pcibench::dma::engines::by_name(s).is_some() {
         Ok(s.to_string())
     } else {

@@ -3,6 +3,7 @@ pub mod compare;
 pub mod dma;
 pub mod doctor;
 pub mod info;
+pub mod latency;
 pub mod list;
 pub mod peek;
 pub mod pio;

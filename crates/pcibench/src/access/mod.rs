@@ -18,6 +18,7 @@ use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// `--via`: the access path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,6 +103,17 @@ pub trait DeviceAccess: Send + Sync {
     }
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// The device's interrupt delivered to this process, for engines that can complete by
+    /// interrupt. Only VFIO routes a device's MSI to user space (an eventfd); the other paths
+    /// say in one line why there is none.
+    fn interrupt(&self) -> Result<Box<dyn Interrupt>> {
+        Err(Error::Unsupported(match self.via() {
+            Via::Sim => "a simulated card raises no interrupts (its engine models complete by polling): completion by MSI needs a device bound to vfio-pci".to_string(),
+            via => format!(
+                "interrupts are not available through {via}: only VFIO delivers a device's MSI to user space; bind it to vfio-pci (sudo pcibench setup ADDR --vfio)"
+            ),
+        }))
+    }
     /// How the device reaches host memory on this path (what DMA buffers must be made of).
     fn dma_path(&self) -> Result<DmaPath> {
         Err(Error::Unsupported(format!(
@@ -109,6 +121,16 @@ pub trait DeviceAccess: Send + Sync {
             self.via()
         )))
     }
+}
+
+/// A device interrupt delivered to this process (VFIO: MSI vector 0 through an eventfd). It is
+/// routed for as long as the value lives.
+pub trait Interrupt: Send + Sync {
+    /// Wait up to `timeout` for interrupts; how many arrived since the last wait (0: timed out).
+    /// `Duration::ZERO` only collects what is pending.
+    fn wait(&self, timeout: Duration) -> Result<u64>;
+    /// What it is, for reports: "MSI vector 0 (VFIO eventfd)".
+    fn describe(&self) -> String;
 }
 
 /// The IOMMU boundary: makes process memory reachable by the device at an I/O virtual address.

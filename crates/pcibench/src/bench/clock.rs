@@ -1,7 +1,8 @@
 //! The clock every runner times with. `MonotonicClock` is the real one (`Instant`, the vDSO's
 //! CLOCK_MONOTONIC); `FakeClock` is a deterministic stand-in whose time advances only by a cost
 //! model, so runners and reports can be tested with exact figures (as hyperfine tests its
-//! output with a mock executor).
+//! output with a mock executor). `tsc::TscClock` (x86-64, invariant TSC) is another, chosen by
+//! the latency runner (`latency_row::latency_clock`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -16,7 +17,14 @@ pub trait Clock: Send + Sync {
     fn did(&self, transfers: u64, bytes: u64) {
         let _ = (transfers, bytes);
     }
+    /// What reports call this clock.
+    fn name(&self) -> String {
+        MONOTONIC_NAME.to_string()
+    }
 }
+
+/// The real clock's name in reports.
+pub const MONOTONIC_NAME: &str = "CLOCK_MONOTONIC (vDSO)";
 
 /// `Instant`: CLOCK_MONOTONIC through the vDSO on Linux.
 #[derive(Debug, Default, Clone, Copy)]
@@ -77,6 +85,10 @@ impl Clock for FakeClock {
         self.t.fetch_add(self.read_ns, Ordering::Relaxed)
     }
 
+    fn name(&self) -> String {
+        "fake clock".into()
+    }
+
     fn did(&self, transfers: u64, bytes: u64) {
         let n = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
         let data = (bytes as u128 * 1000 / self.bytes_per_us as u128) as u64;
@@ -104,5 +116,6 @@ mod tests {
         let m = MonotonicClock;
         let a = m.now_ns();
         assert!(m.now_ns() >= a);
+        assert_eq!(m.name(), MONOTONIC_NAME);
     }
 }

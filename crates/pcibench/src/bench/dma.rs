@@ -394,7 +394,7 @@ fn verify_parts(
 
 /// Untimed: move `len` bytes between `buf` (from offset 0) and the card at `card`, in pieces the
 /// engine takes (seeding the card, reading it back).
-fn card_copy(
+pub(super) fn card_copy(
     engine: &mut dyn Engine,
     dir: Direction,
     buf: &dyn DmaBuffer,
@@ -418,7 +418,7 @@ fn card_copy(
 }
 
 /// Run the prepared batch; on failure stop the engine and add its status to the error.
-fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()> {
+pub(super) fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()> {
     match engine.run(timeout) {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -431,13 +431,13 @@ fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()> {
 // DMA buffers are shared with the device by nature: a mutable view from a shared handle is the
 // point (the engine writes through its own pointer, never while the runner holds a view).
 #[allow(clippy::mut_from_ref)]
-fn view(buf: &dyn DmaBuffer) -> &mut [u8] {
+pub(super) fn view(buf: &dyn DmaBuffer) -> &mut [u8] {
     // SAFETY: `buf` is `len` bytes of memory it owns; no engine run is in progress when the
     // runner reads or fills it, and the runner holds one view at a time.
     unsafe { std::slice::from_raw_parts_mut(buf.as_ptr(), buf.len()) }
 }
 
-fn put(buf: &dyn DmaBuffer, at: usize, data: &[u8]) {
+pub(super) fn put(buf: &dyn DmaBuffer, at: usize, data: &[u8]) {
     view(buf)[at..at + data.len()].copy_from_slice(data);
 }
 

@@ -19,6 +19,8 @@ pub enum Kind {
     Dma,
     /// CPU access to DMA buffers (`pcibench buffers`).
     Buffers,
+    /// Single-access latency (`pcibench latency`).
+    Latency,
 }
 
 impl Kind {
@@ -27,6 +29,7 @@ impl Kind {
             Kind::Pio => "pio",
             Kind::Dma => "dma",
             Kind::Buffers => "buffers",
+            Kind::Latency => "latency",
         }
     }
 }
@@ -167,6 +170,16 @@ pub struct Row {
     /// Latency runs: per-access figures from a log-linear histogram, and its CDF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyFigures>,
+    /// Latency runs: what one sample timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+    /// Latency of DMA: how the CPU learned that a transfer completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Completion>,
+    /// Latency measured while an engine streamed DMA on another thread: that load and its
+    /// throughput over the same time (absent: the device was idle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadFigures>,
     /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
     pub limit_mbps: Option<f64>,
     pub efficiency_pct: Option<f64>,
@@ -201,6 +214,9 @@ impl Row {
             parts: None,
             stats: None,
             latency: None,
+            probe: None,
+            completion: None,
+            load: None,
             limit_mbps: None,
             efficiency_pct: None,
             verify: None,
@@ -287,6 +303,82 @@ pub struct LatencyFigures {
     pub cdf: Vec<[f64; 2]>,
 }
 
+/// What one latency sample timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Probe {
+    /// One read of `width` at a BAR offset: a non-posted request and its completion.
+    MmioRead,
+    /// A posted write of `width`, then a read of the same offset, which cannot pass the write
+    /// (PCIe ordering): the write's delivery and the read's round trip.
+    WriteRead,
+    /// One DMA transfer of `size` bytes, from submission to the CPU seeing it complete.
+    Dma,
+}
+
+impl Probe {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Probe::MmioRead => "mmio-read",
+            Probe::WriteRead => "write-read",
+            Probe::Dma => "dma",
+        }
+    }
+}
+
+/// How the CPU learns that a DMA transfer completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Completion {
+    /// The engine's own loop reads its status until it reports the transfer done.
+    Poll,
+    /// The thread sleeps until the device's MSI arrives (a VFIO eventfd).
+    Msi,
+}
+
+impl Completion {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Completion::Poll => "poll",
+            Completion::Msi => "msi",
+        }
+    }
+}
+
+/// The DMA an engine streamed on a thread of its own while a latency row was measured.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoadFigures {
+    pub engine: String,
+    /// The directions streamed (both: h2c and c2h).
+    pub dirs: Vec<Direction>,
+    /// Both directions at once in one batch (engines with queues); false: one transfer at a
+    /// time, alternating when both directions are streamed.
+    pub concurrent: bool,
+    /// Bytes per transfer.
+    pub size: u64,
+    /// Throughput per direction over the load's whole run (which spans the row), MB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h2c_mbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c2h_mbps: Option<f64>,
+    /// Transfers the load completed, and over how long.
+    pub transfers: u64,
+    pub elapsed_s: f64,
+    /// The CPU the load thread was pinned to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
+}
+
+impl LoadFigures {
+    /// "h2c", "c2h" or "both".
+    pub fn label(&self) -> String {
+        match self.dirs.as_slice() {
+            [d] => d.to_string(),
+            _ => "both".into(),
+        }
+    }
+}
+
 /// The parts of one buffer access, medians over the samples, microseconds (seed 003's
 /// `time=TOTAL sec (MAIN sec)`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -362,8 +454,8 @@ impl Report {
         self.results.iter().any(|r| r.mismatch().is_some())
     }
 
-    /// Rows that were measured (have statistics).
+    /// Rows that were measured (have statistics, or latency figures with samples).
     pub fn measured(&self) -> usize {
-        self.results.iter().filter(|r| r.stats.is_some()).count()
+        self.results.iter().filter(|r| r.stats.is_some() || r.latency.as_ref().is_some_and(|l| l.samples > 0)).count()
     }
 }

@@ -1,9 +1,12 @@
 //! The one sampling loop every throughput runner uses (PIO copies, DMA engine runs, buffer
 //! access): one untimed warm-up, a batch size calibrated on growing runs until a sample lasts
-//! at least 100 timer overheads, then timed samples until `total` bytes have moved. The clock
-//! is a trait so runners can be tested with exact figures.
+//! at least 100 timer overheads, then timed samples until `total` bytes have moved. Beside it,
+//! `single` for latency: the same clock, stop flag, progress and link-health watch, but every
+//! sample one access, never batched, with the timing shell's own cost subtracted. The clock is a
+//! trait so runners can be tested with exact figures.
 
 use super::clock::Clock;
+use super::histogram::LatencyHistogram;
 use super::stats::Samples;
 use super::timer::TimerOverhead;
 use crate::pci::health::{self, HealthProbe};
@@ -23,6 +26,11 @@ pub const MAX_TRANSFERS: u64 = MAX_SAMPLES * MAX_BATCH;
 pub const MAX_TOTAL: u64 = 1 << 50;
 /// Link health is also checked between samples this often on long runs (outside the timed part).
 const HEALTH_EVERY_NS: u64 = 1_000_000_000;
+/// Single-access samples are taken in runs of this many, then put in the histogram (a progress
+/// or health update per sample would cost more than a fast access).
+const CHAIN: usize = 256;
+/// Empty timing shells measured to find the cost subtracted from each single-access sample.
+const SHELL_PROBES: usize = 2001;
 
 /// `--total` against the transfer sizes, before anything runs: it must hold at least one
 /// transfer of the largest size, and no more transfers of the smallest than pcibench counts.
@@ -116,6 +124,23 @@ impl Sampled {
     }
 }
 
+/// The samples of one single-access (latency) configuration.
+#[derive(Debug, Clone)]
+pub struct Single {
+    pub hist: LatencyHistogram,
+    /// Accesses run first, untimed, and discarded.
+    pub warmup: u64,
+    /// The cost of the timing shell (two clock readings around nothing), subtracted from every
+    /// sample, in nanoseconds.
+    pub overhead_ns: u64,
+    /// The stop flag ended the sampling early.
+    pub interrupted: bool,
+    /// What changed in the link's health while this configuration ran (empty: nothing).
+    pub health: Vec<String>,
+    /// The samples' time, shells included (ns).
+    pub elapsed_ns: u64,
+}
+
 impl<'a> Sampling<'a> {
     /// Sampling with `clock`, its overhead measured now.
     pub fn new(
@@ -187,6 +212,97 @@ impl<'a> Sampling<'a> {
         }
         Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted, health: health_changes })
     }
+
+    /// Up to `diffs.len()` samples back to back: each the clock's difference between the reading
+    /// that ended the previous sample (or the first reading) and the one that ends this one, so
+    /// one reading delimits two samples (a fenced reading waits for the access before it and
+    /// holds back the one after it). Stops early at the stop flag; returns the samples taken.
+    #[inline(always)]
+    fn chain(
+        &self,
+        diffs: &mut [u64],
+        transfers: u64,
+        bytes: u64,
+        op: &mut impl FnMut() -> Result<()>,
+    ) -> Result<(usize, bool)> {
+        let mut t0 = self.clock.now_ns();
+        for (n, d) in diffs.iter_mut().enumerate() {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok((n, true));
+            }
+            op()?;
+            self.clock.did(transfers, bytes);
+            let t1 = self.clock.now_ns();
+            *d = t1.saturating_sub(t0);
+            t0 = t1;
+        }
+        Ok((diffs.len(), false))
+    }
+
+    /// The cost of one empty sample as `single` times it (the loop, the cost-model hook and one
+    /// clock reading around nothing): the median of many, in nanoseconds. Subtracting it from a
+    /// sample leaves the access.
+    pub fn shell_overhead_ns(&self) -> u64 {
+        let mut d = vec![0u64; SHELL_PROBES];
+        // No transfer: a fake clock charges the shell nothing but its reading.
+        let (n, _) = self.chain(&mut d, 0, 0, &mut || Ok(())).unwrap_or((0, true));
+        let d = &mut d[..n];
+        d.sort_unstable();
+        d.get(n / 2).copied().unwrap_or(0)
+    }
+
+    /// Time `op` once per sample, never batched: `warmup` untimed calls, then up to `samples`
+    /// timed ones (fewer when the stop flag is raised), each one access of `bytes` bytes. A
+    /// sample is the clock's difference around the call less the timing shell's own cost, kept
+    /// in a log-linear histogram, so millions of samples cost no memory. Samples are taken in
+    /// runs of `CHAIN`; the histogram, progress and link health are updated between runs.
+    pub fn single(
+        &mut self,
+        warmup: u64,
+        samples: u64,
+        bytes: u64,
+        mut op: impl FnMut() -> Result<()>,
+    ) -> Result<Single> {
+        let before = self.health.map(|h| h.snapshot());
+        let mut health = Vec::new();
+        let mut interrupted = false;
+        let mut warmed = 0;
+        while warmed < warmup && !interrupted {
+            interrupted = self.stop.load(Ordering::Relaxed);
+            if !interrupted {
+                op()?;
+                warmed += 1;
+            }
+        }
+        let overhead_ns = self.shell_overhead_ns();
+        let mut hist = LatencyHistogram::new();
+        let mut diffs = [0u64; CHAIN];
+        let (mut done, mut elapsed_ns) = (0u64, 0u64);
+        let mut last_check = self.clock.now_ns();
+        while done < samples && !interrupted {
+            let want = (samples - done).min(CHAIN as u64) as usize;
+            let (n, stopped) = self.chain(&mut diffs[..want], 1, bytes, &mut op)?;
+            interrupted = stopped;
+            for d in &diffs[..n] {
+                hist.record(d.saturating_sub(overhead_ns));
+                elapsed_ns += d;
+            }
+            done += n as u64;
+            self.progress.add(n as u64 * bytes);
+            if let (Some(h), Some(b)) = (self.health, &before) {
+                let now = self.clock.now_ns();
+                if now.saturating_sub(last_check) >= HEALTH_EVERY_NS {
+                    // Between runs, untimed, as in `run`.
+                    health = health::changes(b, &h.snapshot());
+                    last_check = now;
+                }
+            }
+        }
+        if let (Some(h), Some(b)) = (self.health, &before) {
+            health = health::changes(b, &h.snapshot());
+        }
+        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns })
+    }
 }
 
 #[cfg(test)]
@@ -232,6 +348,64 @@ mod tests {
         let mut moved = |_| {};
         let s = sampling(&clock, &stop, &mut moved).run(4096, 16 * 4096, |_| Ok(())).unwrap();
         assert_eq!((s.samples.batch, s.samples.secs.len(), s.measured()), (16, 1, 16));
+    }
+
+    #[test]
+    fn single_samples_are_one_access_each_less_the_shell() {
+        // A reading costs 7 ns; each access costs what the script says (the op advances the
+        // fake clock), plus the cost model's 3 ns per transfer and 64 B at 64 B/us (1000 ns).
+        let clock = FakeClock::new(7, 3, 64);
+        let stop = AtomicBool::new(false);
+        let mut moved = 0u64;
+        let mut count = |n: u64| moved += n;
+        let mut s = sampling(&clock, &stop, &mut count);
+        assert_eq!(s.shell_overhead_ns(), 7, "an empty sample: one reading's cost");
+        let script = [10u64, 20, 30, 40, 1000];
+        let mut i = 0;
+        let calls = std::cell::Cell::new(0);
+        let r = s
+            .single(3, 10, 64, || {
+                calls.set(calls.get() + 1);
+                if calls.get() > 3 {
+                    clock.advance(script[i % script.len()]);
+                    i += 1;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((r.warmup, r.overhead_ns, r.interrupted, calls.get()), (3, 7, false, 13));
+        let f = r.hist.summary().unwrap();
+        // Each sample: the scripted cost + 3 + 1000 (the model), never batched.
+        assert_eq!(f.samples, 10);
+        assert_eq!((f.min, f.max), (1013, 2003));
+        assert_eq!(f.p50, r.hist.bucket(1033).1, "rank 5 of 10: the third-cheapest twice over");
+        assert_eq!(moved, 640, "progress counted every access");
+        // The samples' time: the accesses and the one reading that ends each.
+        assert_eq!(r.elapsed_ns, 2 * (1013 + 1023 + 1033 + 1043 + 2003) + 10 * 7);
+    }
+
+    #[test]
+    fn single_honours_the_stop_flag_and_errors() {
+        let clock = FakeClock::new(1, 0, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let mut s = sampling(&clock, &stop, &mut moved);
+        let mut n = 0;
+        let r = s
+            .single(2, 100, 4, || {
+                n += 1;
+                if n == 6 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(r.interrupted);
+        assert_eq!((r.warmup, r.hist.len()), (2, 4), "two warm-up calls, then samples until the flag");
+        let stop = AtomicBool::new(false);
+        let mut s = sampling(&clock, &stop, &mut moved);
+        let e = s.single(0, 5, 4, || Err(Error::Device("gone".into()))).unwrap_err();
+        assert_eq!(e.to_string(), "gone");
     }
 
     #[test]

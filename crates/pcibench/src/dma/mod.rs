@@ -186,6 +186,20 @@ pub trait Engine: Send {
             ))),
         }
     }
+    /// Whether `run_interrupt` can wait for this engine's completion interrupt.
+    fn completes_by_interrupt(&self) -> bool {
+        false
+    }
+    /// Run the prepared transfer with the engine's completion interrupt armed and sleep until
+    /// `irq` signals it; then check that the engine reports the transfer done (an interrupt
+    /// never comes before the completion it signals) and acknowledge the interrupt.
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupt, timeout: Duration) -> Result<()> {
+        let _ = (irq, timeout);
+        Err(Error::Unsupported(format!(
+            "the {} engine completes by polling only: pcibench arms no completion interrupt on it (edu has one)",
+            self.name()
+        )))
+    }
     /// Clear and start the engine's performance counters before a measured row.
     fn counters_start(&mut self) -> Result<()> {
         Ok(())

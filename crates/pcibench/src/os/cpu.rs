@@ -47,9 +47,17 @@ pub fn allowed_cpus() -> Vec<u32> {
     (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c as u32).collect()
 }
 
-/// Pin the calling thread to `cpu`.
+/// The CPUs the process could use before pcibench pinned any thread: recorded at the first call
+/// (pinning calls it first), so a thread started after the measuring thread was pinned, which
+/// inherits that one CPU, can still be placed on another.
+pub fn process_cpus() -> Vec<u32> {
+    static START: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    START.get_or_init(allowed_cpus).clone()
+}
+
+/// Pin the calling thread to `cpu`, one of the CPUs the process may use.
 pub fn pin_current_thread(cpu: u32) -> Result<()> {
-    let allowed = allowed_cpus();
+    let allowed = process_cpus();
     if !allowed.is_empty() && !allowed.contains(&cpu) {
         return Err(Error::usage(format!(
             "CPU {cpu} is not available to this process (allowed: {}): choose one of them with --cpu",

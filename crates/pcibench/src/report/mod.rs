@@ -10,6 +10,7 @@ pub mod csv;
 pub mod doctor;
 pub mod info;
 pub mod json;
+pub mod latency;
 pub mod notes;
 pub mod plot;
 pub mod queues;

@@ -16,6 +16,9 @@ impl Exporter for Seed {
         if r.kind == Kind::Buffers {
             return Ok(super::buffers::seed(r));
         }
+        if r.kind == Kind::Latency {
+            return super::latency::seed(r);
+        }
         let mut s = String::new();
         if r.simulated {
             let _ = writeln!(s, "Simulated card {}: host-memory figures, not PCIe figures", r.device);
@@ -53,7 +56,7 @@ impl Exporter for Seed {
                         x.size
                     );
                 }
-                Kind::Dma | Kind::Buffers => {
+                Kind::Dma | Kind::Buffers | Kind::Latency => {
                     let _ = writeln!(
                         s,
                         "{} DMA timing for {} transfers of {} bytes:",

@@ -21,6 +21,7 @@ impl Exporter for Table {
             Kind::Pio => pio(r),
             Kind::Dma => dma(r),
             Kind::Buffers => super::buffers::table(r),
+            Kind::Latency => super::latency::table(r),
         };
         if self.latency && r.kind == Kind::Pio {
             s.push_str(&latency(r));

@@ -172,6 +172,15 @@ impl Msi {
     }
 }
 
+impl crate::access::Interrupt for Msi {
+    fn wait(&self, timeout: Duration) -> Result<u64> {
+        Msi::wait(self, timeout)
+    }
+    fn describe(&self) -> String {
+        "MSI vector 0 (VFIO eventfd)".into()
+    }
+}
+
 impl Drop for Msi {
     fn drop(&mut self) {
         // Best effort: closing the device fd tears the IRQ down anyway (vfio_pci_core_disable).
@@ -181,10 +190,19 @@ impl Drop for Msi {
 
 /// Wait up to `timeout` for the (non-blocking) eventfd; the count of signals since the last wait.
 fn eventfd_wait(efd: &OwnedFd, timeout: Duration) -> io::Result<u64> {
-    // Clamped so the conversion cannot fail (about 68 years).
-    let ts = Timespec::try_from(timeout.min(Duration::from_secs(i32::MAX as u64))).map_err(io::Error::other)?;
-    if poll(&mut [PollFd::new(efd, PollFlags::IN)], Some(&ts))? == 0 {
-        return Ok(0);
+    let deadline = std::time::Instant::now() + timeout.min(Duration::from_secs(i32::MAX as u64));
+    loop {
+        // Clamped above so the conversion cannot fail (about 68 years).
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ts = Timespec::try_from(left).map_err(io::Error::other)?;
+        match poll(&mut [PollFd::new(efd, PollFlags::IN)], Some(&ts)) {
+            Ok(0) => return Ok(0),
+            Ok(_) => break,
+            // A signal (Ctrl-C sets the stop flag) ends poll(2) early whatever SA_RESTART says:
+            // wait out the rest, so the interrupt being waited for is not lost mid-transfer.
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
     // An eventfd read returns exactly its 8-byte counter (eventfd(2)).
     let mut v = [0u8; 8];

@@ -160,6 +160,10 @@ impl DeviceAccess for VfioDevice {
         self.device.config_write(offset, data)
     }
 
+    fn interrupt(&self) -> Result<Box<dyn super::Interrupt>> {
+        Ok(Box::new(self.enable_msi()?))
+    }
+
     fn dma_path(&self) -> Result<DmaPath> {
         Ok(match self.container.iommu() {
             Some(IommuType::Type1v2) => DmaPath::Iommu(self.container.clone()),

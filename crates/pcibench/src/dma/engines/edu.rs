@@ -1,9 +1,11 @@
 //! QEMU's `edu` device (1234:11e8, hw/misc/edu.c; docs/specs/edu.rst) as a DMA engine.
 //!
 //! BAR0 registers: +0x80 source, +0x88 destination, +0x90 count, +0x98 command (bit 0 start,
-//! bit 1 direction: 1 = EDU to RAM, bit 2 raise IRQ 0x100 when done). The card side is a
-//! 4096-byte buffer at device address 0x40000. A transfer completes after a ~100 ms
-//! virtual-clock timer: edu is a functional target, not a speed one.
+//! bit 1 direction: 1 = EDU to RAM, bit 2 raise IRQ 0x100 when done), +0x24 interrupt status,
+//! +0x64 interrupt acknowledge. The card side is a 4096-byte buffer at device address 0x40000.
+//! A transfer completes after a ~100 ms virtual-clock timer: edu is a functional target, not a
+//! speed one. Its timer clears the start bit first, then raises the interrupt: as an MSI when
+//! MSI is enabled (VFIO enables it for an eventfd), else INTx (edu_dma_timer, edu_raise_irq).
 //!
 //! QEMU up to 7.2 checks `end < 0x41000` strictly (edu_check_range) and aborts the whole VM on
 //! failure, so a transfer must end at least one byte before the end of the buffer: 4095 bytes at
@@ -23,8 +25,20 @@ const REG_DMA_SRC: u64 = 0x80;
 const REG_DMA_DST: u64 = 0x88;
 const REG_DMA_COUNT: u64 = 0x90;
 const REG_DMA_CMD: u64 = 0x98;
+const REG_IRQ_STATUS: u64 = 0x24;
+const REG_IRQ_ACK: u64 = 0x64;
 const CMD_START: u64 = 1 << 0;
 const CMD_TO_RAM: u64 = 1 << 1;
+/// Raise interrupt DMA_IRQ when the transfer is done.
+const CMD_IRQ: u64 = 1 << 2;
+/// The interrupt status bit of a finished DMA.
+const DMA_IRQ: u64 = 0x100;
+/// edu's DMA timer: a transfer completes this long after its command (dma_rw: timer_mod(now + 100 ms)).
+const EDU_TIMER: Duration = Duration::from_millis(100);
+/// Polls sleep this long between reads until the timer is near.
+const GENTLE_POLL: Duration = Duration::from_micros(200);
+/// How long before the timer is due polling stops sleeping.
+const TIGHT_BEFORE: Duration = Duration::from_millis(5);
 /// The card buffer's device address and size.
 pub const EDU_BUF_ADDR: u64 = 0x40000;
 pub const EDU_BUF_SIZE: u64 = 4096;
@@ -120,6 +134,18 @@ impl EduEngine {
         self.bar.read(REG_DMA_CMD, Width::B32)
     }
 
+    /// Program the prepared transfer and write the command `cmd` (which starts it).
+    fn start(&self, cmd: u64) -> Result<()> {
+        let p = self.prepared.ok_or_else(|| Error::usage("edu: start without prepare()"))?;
+        if self.cmd()? & CMD_START != 0 {
+            return Err(Error::Device("edu: a DMA is still running from before: wait for it to finish".into()));
+        }
+        self.write_addr(REG_DMA_SRC, p.src)?;
+        self.write_addr(REG_DMA_DST, p.dst)?;
+        self.bar.write(REG_DMA_COUNT, Width::B32, p.count)?;
+        self.bar.write(REG_DMA_CMD, Width::B32, cmd)
+    }
+
     /// Addresses that fit 32 bits are written with one 32-bit store (a VFIO pwrite of 8 bytes is
     /// split into two 32-bit accesses on older kernels, and edu ignores the upper one).
     fn write_addr(&self, reg: u64, v: u64) -> Result<()> {
@@ -163,13 +189,7 @@ impl Engine for EduEngine {
 
     fn run(&mut self, timeout: Duration) -> Result<()> {
         let p = self.prepared.ok_or_else(|| Error::usage("edu: run() without prepare()"))?;
-        if self.cmd()? & CMD_START != 0 {
-            return Err(Error::Device("edu: a DMA is still running from before: wait for it to finish".into()));
-        }
-        self.write_addr(REG_DMA_SRC, p.src)?;
-        self.write_addr(REG_DMA_DST, p.dst)?;
-        self.bar.write(REG_DMA_COUNT, Width::B32, p.count)?;
-        self.bar.write(REG_DMA_CMD, Width::B32, p.cmd)?;
+        self.start(p.cmd)?;
         let start = Instant::now();
         loop {
             let cmd = self.cmd()?;
@@ -188,9 +208,48 @@ impl Engine for EduEngine {
                     timeout.as_millis()
                 )));
             }
-            // edu finishes on a ~100 ms timer: poll gently rather than flood the VM with exits.
-            std::thread::sleep(Duration::from_micros(200));
+            // edu finishes on its ~100 ms timer: poll gently rather than flood the VM with exits,
+            // then, close to the timer, without sleeping, so the completion is seen within a
+            // register read of it (a latency run times this loop).
+            if start.elapsed() + TIGHT_BEFORE < EDU_TIMER {
+                std::thread::sleep(GENTLE_POLL);
+            } else {
+                std::thread::yield_now();
+            }
         }
+    }
+
+    fn completes_by_interrupt(&self) -> bool {
+        true
+    }
+
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupt, timeout: Duration) -> Result<()> {
+        let p = self.prepared.ok_or_else(|| Error::usage("edu: run_interrupt() without prepare()"))?;
+        // Collect anything pending from before, so the wait below is for this transfer.
+        irq.wait(Duration::ZERO)?;
+        self.start(p.cmd | CMD_IRQ)?;
+        if irq.wait(timeout)? == 0 {
+            let status = self.stop()?;
+            return Err(Error::Device(format!(
+                "edu raised no interrupt within {} ms of the DMA command ({}): {status}",
+                timeout.as_millis(),
+                irq.describe()
+            )));
+        }
+        // edu_dma_timer clears the start bit before it raises the interrupt.
+        let cmd = self.cmd()?;
+        if cmd & CMD_START != 0 {
+            return Err(Error::Device(format!(
+                "edu's interrupt arrived while its command register still reads {cmd:#x} (running): an interrupt before the completion it signals"
+            )));
+        }
+        let status = self.bar.read(REG_IRQ_STATUS, Width::B32)?;
+        if status & DMA_IRQ == 0 {
+            return Err(Error::Device(format!(
+                "an interrupt arrived but edu's interrupt status reads {status:#x}, without the DMA-done bit {DMA_IRQ:#x}"
+            )));
+        }
+        self.bar.write(REG_IRQ_ACK, Width::B32, DMA_IRQ)
     }
 
     fn stop(&mut self) -> Result<String> {
@@ -334,6 +393,83 @@ mod tests {
             "{err}"
         );
         assert!(e.prepare(&buf, &Transfer { dir: Direction::H2c, buf_offset: 4090, card_addr: 0, len: 16 }).is_err());
+    }
+
+    /// edu's timer as an interrupt: a wait that "completes" the DMA in the fake BAR (start bit
+    /// cleared, DMA-done status set) unless told to fire early or never.
+    struct FakeMsi {
+        regs: usize,
+        early: bool,
+        silent: bool,
+    }
+
+    impl crate::access::Interrupt for FakeMsi {
+        fn wait(&self, timeout: Duration) -> Result<u64> {
+            if timeout.is_zero() || self.silent {
+                return Ok(0);
+            }
+            let reg = |off: u64| (self.regs + off as usize) as *mut u32;
+            // SAFETY: `regs` is the live 4 KiB mapping behind the test's BAR.
+            unsafe {
+                if !self.early {
+                    *reg(REG_DMA_CMD) &= !(CMD_START as u32);
+                }
+                *reg(REG_IRQ_STATUS) |= DMA_IRQ as u32;
+            }
+            Ok(1)
+        }
+        fn describe(&self) -> String {
+            "fake MSI".into()
+        }
+    }
+
+    fn irq_engine() -> (EduEngine, usize) {
+        let bar = MappedBar::new(Mmap::anonymous(page_size(), false).unwrap(), 0, 0x1000, Mapping::Uc, Via::Sim);
+        bar.write(0, Width::B32, 0x0100_00ed).unwrap();
+        let regs = bar.ptr().unwrap() as usize;
+        (EduEngine::new(Box::new(bar), 32).unwrap(), regs)
+    }
+
+    #[test]
+    fn completion_by_interrupt_arms_checks_and_acknowledges() {
+        struct B(Vec<crate::dma::Segment>);
+        impl DmaBuffer for B {
+            fn as_ptr(&self) -> *mut u8 {
+                std::ptr::null_mut()
+            }
+            fn len(&self) -> usize {
+                4096
+            }
+            fn segments(&self) -> &[crate::dma::Segment] {
+                &self.0
+            }
+            fn addressing(&self) -> crate::dma::Addressing {
+                crate::dma::Addressing::Iova
+            }
+            fn describe(&self) -> String {
+                String::new()
+            }
+        }
+        let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x20_0000, len: 4096 }]);
+        let (mut e, regs) = irq_engine();
+        assert!(e.completes_by_interrupt());
+        e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+        e.run_interrupt(&FakeMsi { regs, early: false, silent: false }, Duration::from_secs(1)).unwrap();
+        let rd = |off: u64| e.bar.read(off, Width::B32).unwrap();
+        // The command carried the interrupt bit; the DMA-done bit was acknowledged.
+        assert_eq!(rd(REG_DMA_CMD), CMD_TO_RAM | CMD_IRQ, "start bit cleared by the fake timer");
+        assert_eq!((rd(REG_DMA_DST), rd(REG_DMA_COUNT)), (0x20_0000, 64));
+        assert_eq!(rd(REG_IRQ_ACK), DMA_IRQ);
+        // An interrupt while the engine still runs is an error, never a completion.
+        let (mut e, regs) = irq_engine();
+        e.prepare(&buf, &t(Direction::H2c, 0, 64)).unwrap();
+        let err = e.run_interrupt(&FakeMsi { regs, early: true, silent: false }, Duration::from_secs(1)).unwrap_err();
+        assert!(err.to_string().contains("before the completion it signals"), "{err}");
+        // No interrupt at all: a timeout naming the interrupt and the registers.
+        let (mut e, regs) = irq_engine();
+        e.prepare(&buf, &t(Direction::H2c, 0, 64)).unwrap();
+        let err = e.run_interrupt(&FakeMsi { regs, early: false, silent: true }, Duration::from_millis(1)).unwrap_err();
+        assert!(err.to_string().contains("raised no interrupt") && err.to_string().contains("fake MSI"), "{err}");
     }
 
     #[test]
