@@ -1,6 +1,6 @@
 use super::dma::parse_engine;
 use super::pio::ViaArg;
-use super::{command_line, emit, finish, interrupt_flag, parse_target, FormatArg, MeasureArgs, Progress};
+use super::{command_line, interrupt_flag, parse_target, FormatArg, MeasureArgs, Measured, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::bench::latency::{self, LatencyPlan, LatencyTarget, ALL_WIDTHS, DEFAULT_SAMPLES, DEFAULT_WIDTH};
 use pcibench::bench::latency_dma::DmaLatency;
@@ -12,7 +12,6 @@ use pcibench::dma::engines::EngineOptions;
 use pcibench::dma::{BufferSource, Direction, DmaAllocator, Engine};
 use pcibench::host::Host;
 use pcibench::mmio::Width;
-use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::session::{DmaRequest, Session};
 use pcibench::target::Target;
@@ -278,7 +277,5 @@ pub fn run(host: &Host, a: LatencyArgs) -> anyhow::Result<ExitCode> {
     let mut result = latency::run(t, &plan, &mut sampling)?;
     progress.end();
     m.finish(&mut result);
-    let exporter = report::exporter(a.common.format(), report::Options::default());
-    emit(&exporter.report(&result)?);
-    Ok(finish(Outcome::of_report(&result)))
+    a.common.deliver(host, Some(&session.info), Measured::Report(&result), report::Options::default())
 }

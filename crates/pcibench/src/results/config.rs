@@ -3,7 +3,7 @@
 //! and rows that differ only in transfer size form one curve (`plot`).
 
 use crate::access::IoMode;
-use crate::bench::result::{Kind, MapMode, Report, Row};
+use crate::bench::result::{Completion, Kind, MapMode, Probe, Report, Row};
 use crate::direction::Direction;
 use crate::dma::cpu::{Access, Sync};
 use crate::mmio::Width;
@@ -42,6 +42,14 @@ pub struct Config {
     /// Latency rows measure something else than throughput rows of the same shape.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub latency: bool,
+    /// Latency: what one sample timed, how completion was seen, and the DMA load behind it
+    /// (the directions streamed; empty: idle).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Completion>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub load: Vec<Direction>,
     pub size: u64,
 }
 
@@ -63,6 +71,9 @@ impl Config {
             access: row.access,
             sync: row.sync,
             latency: row.latency.is_some(),
+            probe: row.probe,
+            completion: row.completion,
+            load: row.load.as_ref().map(|l| l.dirs.clone()).unwrap_or_default(),
             size: row.size,
         }
     }
@@ -80,6 +91,8 @@ impl Config {
             parts.push("latency".into());
         }
         parts.extend(self.engine.clone());
+        parts.extend(self.probe.map(|p| p.name().to_string()));
+        parts.extend(self.completion.map(|c| c.name().to_string()));
         parts.extend(self.buffer.clone());
         parts.extend(self.bar.map(|b| format!("BAR{b}")));
         if let Some(m) = self.map {
@@ -100,6 +113,10 @@ impl Config {
         parts.extend(self.queues.map(|q| format!("q{q}")));
         parts.extend(self.window.map(|w| format!("random in {}", human_size(w))));
         parts.extend(self.offset.map(|o| format!("at {o:#x}")));
+        if !self.load.is_empty() {
+            let dirs: Vec<String> = self.load.iter().map(|d| d.to_string()).collect();
+            parts.push(format!("under {} load", dirs.join("+")));
+        }
         if self.size > 0 {
             parts.push(human_size(self.size));
         }
