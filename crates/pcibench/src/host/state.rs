@@ -15,6 +15,13 @@ pub fn read_trim(p: &Path) -> Option<String> {
 /// Up to `max` bytes of a regular file. Anything else (a FIFO, a device node standing where a
 /// sysfs attribute should be) is refused rather than read: reading it could block forever.
 pub fn read_regular(p: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    open_regular(p)?.take(max).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// A regular file opened for reading; anything else is refused (see `read_regular`).
+pub fn open_regular(p: &Path) -> std::io::Result<fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer before the check.
     let f = fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(p)?;
@@ -24,9 +31,7 @@ pub fn read_regular(p: &Path, max: u64) -> std::io::Result<Vec<u8>> {
             format!("{} is not a regular file (sysfs attributes are): not read", p.display()),
         ));
     }
-    let mut buf = Vec::new();
-    f.take(max).read_to_end(&mut buf)?;
-    Ok(buf)
+    Ok(f)
 }
 
 /// The last component of a symlink's target (`driver` → `e1000e`, `iommu_group` → `5`).

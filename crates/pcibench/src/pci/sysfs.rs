@@ -96,9 +96,7 @@ pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<
     let mut w = Vec::new();
     let ids = read_ids(&dir, &mut w);
     let cfg_path = dir.join("config");
-    // Config space is at most 4 KiB (PCIe extended configuration space).
-    let max = if detail == Detail::Full { 4096 } else { 64 };
-    let cfg_bytes = match crate::host::state::read_regular(&cfg_path, max) {
+    let cfg_bytes = match read_config(&cfg_path, detail) {
         Ok(b) => b,
         Err(e) => {
             w.push(format!("cannot read {}: {e}", cfg_path.display()));
@@ -149,6 +147,22 @@ pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<
     };
     info.fill_model();
     Ok(info)
+}
+
+/// Config space as `detail` needs it: the 64-byte header for a summary; else the 256 bytes every
+/// function has, and the extended space (to 4 KiB) only where a PCI Express capability says it
+/// exists, as lspci does: each dword is a config cycle the kernel makes (often trapped by a
+/// hypervisor), so 4 KiB of a host bridge without one costs tens of milliseconds for nothing.
+fn read_config(path: &Path, detail: Detail) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = crate::host::state::open_regular(path)?;
+    let first = if detail == Detail::Full { 256 } else { 64 };
+    let mut buf = Vec::with_capacity(4096);
+    (&mut f).take(first).read_to_end(&mut buf)?;
+    if detail == Detail::Full && buf.len() == 256 && config::parse(&buf).pcie.is_some() {
+        f.take(4096 - 256).read_to_end(&mut buf)?;
+    }
+    Ok(buf)
 }
 
 /// The identity files: vendor, device, subsystem ids, class and revision.

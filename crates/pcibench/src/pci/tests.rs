@@ -233,3 +233,22 @@ fn a_summary_read_agrees_with_the_full_one_on_what_list_prints() {
         assert!(b.config_bytes <= 64 && b.link.is_none() && b.aer.is_none(), "{b:?}");
     }
 }
+
+#[test]
+fn extended_config_space_is_read_only_where_a_pcie_capability_says_it_exists() {
+    let t = tempfile::tempdir().unwrap();
+    let f = Fixture::new(t.path());
+    f.device("0000:01:00.0")
+        .ids(0x10ee, 0x7024, 0, 0)
+        .config(&endpoint_config(0x10ee, 0x7024, 2, 2, 4, 256, 512, 4096));
+    // A conventional function whose config file is 4 KiB long (as a VM's host bridge can be):
+    // no capability list, so only the 256 bytes it has are read.
+    let mut plain = vec![0u8; 4096];
+    plain[0..4].copy_from_slice(&[0x86, 0x80, 0x57, 0x0d]);
+    f.device("0000:00:00.0").ids(0x8086, 0x0d57, 0, 0).config(&plain);
+    let h = Host::with_root(t.path());
+    assert_eq!(sysfs::read_device(&h, &"01:00.0".parse().unwrap()).unwrap().config_bytes, 4096);
+    assert_eq!(sysfs::read_device(&h, &"00:00.0".parse().unwrap()).unwrap().config_bytes, 256);
+    let brief = sysfs::read_device_at(&h, &"01:00.0".parse().unwrap(), Detail::Summary).unwrap();
+    assert_eq!(brief.config_bytes, 64);
+}
