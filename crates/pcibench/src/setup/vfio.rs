@@ -30,16 +30,7 @@ fn override_of(dir: &std::path::Path) -> Option<String> {
 pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<Change>> {
     let dir = check_device(host, addr)?;
     let a = addr.to_string();
-    if class_of(host, &a).is_some_and(class_is_bridge) {
-        let below: Vec<String> = crate::pci::sysfs::endpoints_below(host, addr).iter().map(|e| e.to_string()).collect();
-        let instead = match below.first() {
-            Some(e) => format!("use the endpoint(s) below it: {} (pcibench doctor {e})", below.join(", ")),
-            None => "nothing is below it: pcibench list shows the devices present".to_string(),
-        };
-        return Err(Error::Refused(format!(
-            "{a} is a PCI bridge, not a target: vfio-pci takes only endpoints (type 0 headers); {instead}"
-        )));
-    }
+    refuse_bridge(host, addr)?;
     let driver = driver_of(host, &a);
     let mut ch = Vec::new();
     if driver.as_deref() != Some("vfio-pci") {
@@ -55,46 +46,82 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
         None => !iommus(host).is_empty(),
     };
     load_modules(host, opts, &a, has_iommu, &mut ch)?;
+    bind(host, addr, &dir, driver.as_deref(), has_iommu, opts, &mut ch)?;
+    give_node(host, addr, opts, &mut ch)?;
+    Ok(ch)
+}
 
-    if driver.as_deref() != Some("vfio-pci") {
+/// vfio-pci takes endpoints only: a bridge is refused with the endpoints below it.
+fn refuse_bridge(host: &Host, addr: &PciAddress) -> Result<()> {
+    let a = addr.to_string();
+    if !class_of(host, &a).is_some_and(class_is_bridge) {
+        return Ok(());
+    }
+    let below: Vec<String> = crate::pci::sysfs::endpoints_below(host, addr).iter().map(|e| e.to_string()).collect();
+    let instead = match below.first() {
+        Some(e) => format!("use the endpoint(s) below it: {} (pcibench doctor {e})", below.join(", ")),
+        None => "nothing is below it: pcibench list shows the devices present".to_string(),
+    };
+    Err(Error::Refused(format!(
+        "{a} is a PCI bridge, not a target: vfio-pci takes only endpoints (type 0 headers); {instead}"
+    )))
+}
+
+/// Remember the driver, unbind it, set driver_override and probe, waiting for vfio-pci to bind.
+fn bind(
+    host: &Host,
+    addr: &PciAddress,
+    dir: &std::path::Path,
+    driver: Option<&str>,
+    has_iommu: bool,
+    opts: &SetupOptions,
+    ch: &mut Vec<Change>,
+) -> Result<()> {
+    let a = addr.to_string();
+    if driver != Some("vfio-pci") {
         if load_record(host, addr).is_none() {
-            let p = save_record(host, addr, driver.as_deref())?;
+            let p = save_record(host, addr, driver)?;
             ch.push(Change::new(format!(
                 "remembered its driver ({}) in {} for --release",
-                driver.as_deref().unwrap_or("none"),
+                driver.unwrap_or("none"),
                 p.display()
             )));
         }
-        if let Some(d) = &driver {
+        if let Some(d) = driver {
             write_attr(opts, &host.path(format!("/sys/bus/pci/drivers/{d}/unbind")), &a)?;
             ch.push(Change::new(format!("unbound it from {d}")));
         }
     }
-    if override_of(&dir).as_deref() != Some("vfio-pci") {
+    if override_of(dir).as_deref() != Some("vfio-pci") {
         write_attr(opts, &dir.join("driver_override"), "vfio-pci")?;
         ch.push(Change::new("set driver_override to vfio-pci"));
     }
-    if driver_of(host, &a).as_deref() != Some("vfio-pci") {
-        write_attr(opts, &host.path("/sys/bus/pci/drivers_probe"), &a)?;
-        if !opts.wait_for(|| driver_of(host, &a).as_deref() == Some("vfio-pci")) {
-            let now = driver_of(host, &a).unwrap_or_else(|| "none".into());
-            let hint = if has_iommu {
-                "see dmesg | tail"
-            } else {
-                "with no IOMMU, vfio-pci binds only in no-IOMMU mode; see dmesg | tail"
-            };
-            let back = match &driver {
-                Some(d) if d != "vfio-pci" => format!("; give it back to {d}: sudo pcibench setup {a} --release"),
-                _ => String::new(),
-            };
-            return Err(Error::Device(format!(
-                "{a} did not bind to vfio-pci within {:.0?} (driver now: {now}): {hint}{back}",
-                opts.timeout
-            )));
-        }
-        ch.push(Change::new("bound it to vfio-pci (drivers_probe)"));
+    if driver_of(host, &a).as_deref() == Some("vfio-pci") {
+        return Ok(());
     }
+    write_attr(opts, &host.path("/sys/bus/pci/drivers_probe"), &a)?;
+    if !opts.wait_for(|| driver_of(host, &a).as_deref() == Some("vfio-pci")) {
+        let now = driver_of(host, &a).unwrap_or_else(|| "none".into());
+        let hint = if has_iommu {
+            "see dmesg | tail"
+        } else {
+            "with no IOMMU, vfio-pci binds only in no-IOMMU mode; see dmesg | tail"
+        };
+        let back = match driver {
+            Some(d) if d != "vfio-pci" => format!("; give it back to {d}: sudo pcibench setup {a} --release"),
+            _ => String::new(),
+        };
+        return Err(Error::Device(format!(
+            "{a} did not bind to vfio-pci within {:.0?} (driver now: {now}): {hint}{back}",
+            opts.timeout
+        )));
+    }
+    ch.push(Change::new("bound it to vfio-pci (drivers_probe)"));
+    Ok(())
+}
 
+/// Wait for the group's /dev/vfio node and give it to the user setup runs for (sudo's caller).
+fn give_node(host: &Host, addr: &PciAddress, opts: &SetupOptions, ch: &mut Vec<Change>) -> Result<()> {
     // The group link (and for no-IOMMU the group itself) exists once vfio-pci has bound.
     let mut node = None;
     opts.wait_for(|| {
@@ -103,24 +130,23 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
     });
     let Some((g, node)) = node.filter(|(_, p)| p.exists()) else {
         return Err(Error::Device(format!(
-            "{a} is bound to vfio-pci but its /dev/vfio group node did not appear within {:.0?}: \
+            "{addr} is bound to vfio-pci but its /dev/vfio group node did not appear within {:.0?}: \
              is devtmpfs mounted on /dev? (ls -l /dev/vfio)",
             opts.timeout
         )));
     };
-    if let Some(u) = &opts.user {
-        let (uid, gid, mode) = opts.system.owner(&node).map_err(|e| Error::io("cannot read the owner of", &node, e))?;
-        let shown = format!("/dev/vfio/{}{g}", if group_is_noiommu(host, g) { "noiommu-" } else { "" });
-        if uid != u.uid || gid != u.gid {
-            opts.system.chown(&node, u.uid, u.gid).map_err(|e| Error::io("cannot chown", &node, e))?;
-            ch.push(Change::new(format!("gave {} {shown} (chown {}:{})", u.name, u.uid, u.gid)));
-        }
-        if mode & 0o600 != 0o600 {
-            opts.system.chmod(&node, mode | 0o600).map_err(|e| Error::io("cannot chmod", &node, e))?;
-            ch.push(Change::new(format!("made {shown} read+write for its owner")));
-        }
+    let Some(u) = &opts.user else { return Ok(()) };
+    let (uid, gid, mode) = opts.system.owner(&node).map_err(|e| Error::io("cannot read the owner of", &node, e))?;
+    let shown = format!("/dev/vfio/{}{g}", if group_is_noiommu(host, g) { "noiommu-" } else { "" });
+    if uid != u.uid || gid != u.gid {
+        opts.system.chown(&node, u.uid, u.gid).map_err(|e| Error::io("cannot chown", &node, e))?;
+        ch.push(Change::new(format!("gave {} {shown} (chown {}:{})", u.name, u.uid, u.gid)));
     }
-    Ok(ch)
+    if mode & 0o600 != 0o600 {
+        opts.system.chmod(&node, mode | 0o600).map_err(|e| Error::io("cannot chmod", &node, e))?;
+        ch.push(Change::new(format!("made {shown} read+write for its owner")));
+    }
+    Ok(())
 }
 
 fn modprobe(opts: &SetupOptions, args: &[&str], ch: &mut Vec<Change>) -> Result<()> {
