@@ -252,11 +252,7 @@ impl QdmaModel {
         if mm.running() {
             // Queues rung while the engine was off start now.
             self.ensure_worker(dir)?;
-            mm.kick.fetch_add(1, Ordering::AcqRel);
-            let parked = mm.parked.lock().unwrap_or_else(|e| e.into_inner());
-            if *parked {
-                mm.wake.notify_one();
-            }
+            mm.wake_worker();
         }
         Ok(())
     }
@@ -344,7 +340,7 @@ impl QdmaModel {
     /// Test hook: a stalled engine accepts doorbells but moves nothing (a hung queue).
     pub fn set_stalled(&self, dir: Direction, stalled: bool) {
         self.shared.mm(dir).stalled.store(stalled, Ordering::Release);
-        self.shared.mm(dir).kick.fetch_add(1, Ordering::AcqRel);
+        self.shared.mm(dir).wake_worker();
     }
 
     /// Test hook: context commands never finish (the busy bit stays set).

@@ -187,7 +187,11 @@ pub(crate) struct Mm {
     pub pending: Vec<AtomicU64>,
     /// Bumped by every doorbell; the worker spins on it, then parks.
     pub kick: CacheLine<AtomicU64>,
+    /// The worker waits on `wake` under `parked`; `sleeping` mirrors it so a doorbell takes the
+    /// lock only when there is a sleeper to wake (on hardware a doorbell is one posted write; a
+    /// lock shared with a busy worker would make the model's doorbell cost the driver's figure).
     pub parked: Mutex<bool>,
+    pub sleeping: CacheLine<AtomicBool>,
     pub wake: Condvar,
     /// Test hook: the engine accepts doorbells but moves nothing (a hung engine).
     pub stalled: AtomicBool,
@@ -210,6 +214,7 @@ impl Mm {
             pending: (0..queues.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             kick: CacheLine(AtomicU64::new(0)),
             parked: Mutex::new(false),
+            sleeping: CacheLine(AtomicBool::new(false)),
             wake: Condvar::new(),
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),
@@ -238,9 +243,17 @@ impl Mm {
     /// Mark queue `qid` as having work and wake the worker.
     pub fn kick(&self, qid: usize) {
         self.pending[qid / 64].fetch_or(1 << (qid % 64), Ordering::AcqRel);
-        self.kick.fetch_add(1, Ordering::AcqRel);
-        let parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-        if *parked {
+        self.wake_worker();
+    }
+
+    /// Bump the doorbell counter and wake the worker if it sleeps. SeqCst on `kick` and
+    /// `sleeping` here and in the worker: either the worker sees this kick before it sleeps, or
+    /// this sees it asleep and wakes it (through the lock, so the wake cannot fall between the
+    /// worker's last look and its wait).
+    pub fn wake_worker(&self) {
+        self.kick.fetch_add(1, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
             self.wake.notify_one();
         }
     }
