@@ -18,6 +18,7 @@ expect_out '^  mmap sync +memcpy +write' pcibench buffers --buffer udmabuf --siz
 # Sync cost against size: the same access at 64 KiB and 16 MiB (the module's default limit is 64 MiB).
 for s in 64K 16M; do
 	expect_out "^  mmap sync +memcpy +read +$(echo $s | sed 's/K/ KiB/; s/M/ MiB/')" pcibench buffers --buffer udmabuf --size $s --total 64M
+	emit "sync$s" pcibench buffers --buffer udmabuf --size $s --total 64M --width memcpy --json
 done
 
 # The buffers pcibench gives a device, measured from the CPU side.
