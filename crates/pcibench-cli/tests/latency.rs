@@ -71,7 +71,7 @@ fn sim_under_load_prints_seed_004s_table() {
     assert!(o.status.success(), "{}", err(&o));
     let text = out(&o);
     assert!(
-        text.contains("MMIO read latency under DMA load (seed 004's AXI-Lite table shape): BAR0+0x0, 32-bit reads"),
+        text.contains("MMIO read latency under DMA load (the shape of the QDMA benchmark's AXI-Lite table): BAR0+0x0, 32-bit reads"),
         "{text}"
     );
     for under in ["idle", "h2c", "c2h", "both"] {
@@ -126,7 +126,7 @@ fn options_that_do_not_apply_are_refused_in_one_line() {
     seed_tree(t.path());
     let cases: &[(&[&str], &str)] = &[
         (&["latency", "sim", "--irq"], "--irq: a simulated card raises no interrupts"),
-        (&["latency", "sim", "--format", "seed"], "--format seed prints seed 004's latency tables"),
+        (&["latency", "sim", "--format", "seed"], "--format seed prints the QDMA benchmark's latency tables"),
         (&["latency", "sim", "--load-size", "1M"], "--load-size applies to DMA latency or load"),
         (&["latency", "sim", "--dma", "--load-cpu", "0"], "--load-cpu applies to --load"),
         (&["latency", "sim", "--size", "64"], "--size applies to DMA latency or load"),

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 #[derive(Args)]
 #[command(after_help = "Examples:
   pcibench buffers                                   every buffer this host has (heap, hugepages, /dev/udmabuf, u-dma-bufs)
-  pcibench buffers --buffer u-dma-buf:udmabuf0 --format seed    seed 003's u-dma-buf test, line for line
+  pcibench buffers --buffer u-dma-buf:udmabuf0 --format seed    the u-dma-buf driver's own test, line for line
   pcibench buffers --buffer udmabuf --size 4M --width 64 --width memcpy
   pcibench buffers --device 0000:03:00.0 --size 2M   the DMA buffers pcibench would give that device (VFIO-mapped or physical)")]
 pub struct BuffersArgs {

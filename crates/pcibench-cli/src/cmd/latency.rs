@@ -39,7 +39,7 @@ pub enum LoadArg {
     C2h,
     /// Both directions (at once on engines with queues, else alternating).
     Both,
-    /// h2c, c2h, then both: seed 004's table.
+    /// h2c, c2h, then both: the table of register reads idle and under each DMA load.
     All,
 }
 
@@ -52,7 +52,7 @@ CLOCK_MONOTONIC), else CLOCK_MONOTONIC.
 
 Examples:
   pcibench latency sim --width all                          MMIO read latency per width (simulated card)
-  pcibench latency sim --load all                           and under DMA load: seed 004's AXI-Lite table
+  pcibench latency sim --load all                           and under DMA load (register reads beside DMA throughput)
   pcibench latency sim --dma                                DMA latency, 64 B to 4 KiB, both directions
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
   pcibench latency 00:01.0 --dma --irq --allow-dma --dma-bits 32    poll against MSI (VFIO)"
@@ -177,7 +177,7 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
     }
     if a.common.format == Some(FormatArg::Seed) && !dma && a.load.is_none() {
         anyhow::bail!(pcibench::Error::usage(
-            "--format seed prints seed 004's latency tables, which need --load (the AXI-Lite table) or --dma (DMA latency): add one, or use --format table"
+            "--format seed prints the QDMA benchmark's latency tables, which need --load (the AXI-Lite table) or --dma (DMA latency): add one, or use --format table"
         ));
     }
     Ok(())

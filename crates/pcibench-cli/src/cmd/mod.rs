@@ -52,7 +52,7 @@ pub struct MeasureArgs {
     /// Pin the measuring thread to this CPU (default: a CPU on the device's NUMA node when sysfs names one).
     #[arg(long, value_name = "N")]
     pub cpu: Option<u32>,
-    /// Output: table (default), seed (fpga_sio's "Min/Mean/Max (Mbytes/sec)" blocks), json or csv.
+    /// Output: table (default), seed (the text the test programs pcibench replaces print, e.g. fpga_sio's "Min/Mean/Max (Mbytes/sec)" blocks), json or csv.
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// Same as --format json.
@@ -121,7 +121,9 @@ pub fn command_line() -> Vec<String> {
 pub enum FormatArg {
     /// A readable table (default).
     Table,
-    /// The fpga_sio block format (`Min/Mean/Max (Mbytes/sec)`).
+    /// The text of the test programs pcibench replaces, for side-by-side comparison: fpga_sio's
+    /// (a public set of PCIe test programs) `Min/Mean/Max (Mbytes/sec)` blocks for PIO and DMA,
+    /// u-dma-buf's test lines for buffers, the QDMA and latency tables for queues and latency.
     Seed,
     /// One JSON document.
     Json,

@@ -90,7 +90,7 @@ pub struct PioArgs {
     /// Transfer size(s): 4K, 1M, 0x1000, or a power-of-two range such as 8..1M (default: the whole BAR).
     #[arg(long = "size", value_name = "BYTES")]
     sizes: Vec<String>,
-    /// Bytes to move per configuration (default 64M, as fpga_sio's time_memmapped).
+    /// Bytes to move per configuration (default 64M, as the fpga_sio PCIe test programs move).
     #[arg(long, default_value = "64M")]
     total: String,
     /// Offset into the BAR where transfers start.

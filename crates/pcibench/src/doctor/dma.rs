@@ -72,7 +72,7 @@ fn pools(c: &Ctx) -> Vec<(u64, u64, u64)> {
 fn reserved_hint(transfer: u64) -> String {
     let size = (2 * transfer).next_power_of_two().max(64 << 20);
     format!(
-        "or reserve physical memory on the kernel command line ({}, seed 001 used memmap=2050M$4G) and run dma with \
+        "or reserve physical memory on the kernel command line ({}, the NVRAM benchmark of the fpga_sio programs used memmap=2050M$4G) and run dma with \
          --buffer reserved:0x100000000,{}",
         crate::host::iomem::memmap_option(0x1_0000_0000, size),
         crate::host::iomem::short_size(size)

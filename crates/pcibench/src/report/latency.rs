@@ -181,7 +181,7 @@ fn load_rows(r: &Report) -> Option<(Vec<&Row>, &Row)> {
 fn under_load(r: &Report) -> String {
     let Some((loaded, idle)) = load_rows(r) else { return String::new() };
     let mut s = format!(
-        "\nMMIO read latency under DMA load (seed 004's AXI-Lite table shape): BAR{}+{:#x}, {}-bit reads, µs\n",
+        "\nMMIO read latency under DMA load (the shape of the QDMA benchmark's AXI-Lite table): BAR{}+{:#x}, {}-bit reads, µs\n",
         idle.bar.unwrap_or(0),
         idle.offset.unwrap_or(0),
         idle.width.map_or("-".into(), |w| w.to_string())
@@ -301,7 +301,7 @@ pub fn seed(r: &Report) -> Result<String> {
     }
     if s.trim().is_empty() || !s.contains("|") {
         return Err(Error::usage(
-            "--format seed prints seed 004's latency tables, which need rows under DMA load (--load) or DMA latency (--dma): add one, or use --format table",
+            "--format seed prints the QDMA benchmark's latency tables, which need rows under DMA load (--load) or DMA latency (--dma): add one, or use --format table",
         ));
     }
     Ok(s)

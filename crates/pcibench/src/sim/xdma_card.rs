@@ -16,7 +16,7 @@ pub const SHAPE: CardShape = CardShape {
     name: "sim",
     vendor: 0x10ee,
     device: 0x7024,
-    device_name: "simulated card (memmapped_blkram shape, BARs in host memory)",
+    device_name: "simulated card (XDMA-shaped FPGA card, BARs in host memory)",
     subsystem: (0x0002, 0x0001),
     class: (0x058000, "Memory controller"),
     bars: &[(0, 1 << 20), (2, 128 << 10), (SIM_DMA_BAR, 64 << 10)],
