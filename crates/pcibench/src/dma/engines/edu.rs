@@ -360,6 +360,27 @@ mod tests {
         assert!(program(&t(Direction::C2h, 0, 0), Some(0), 32).is_err());
     }
 
+    /// A 4 KiB buffer the device would see at the given bus address (nothing behind it: the
+    /// fake BARs below never move data).
+    struct B(Vec<crate::dma::Segment>);
+    impl DmaBuffer for B {
+        fn as_ptr(&self) -> *mut u8 {
+            std::ptr::null_mut()
+        }
+        fn len(&self) -> usize {
+            4096
+        }
+        fn segments(&self) -> &[crate::dma::Segment] {
+            &self.0
+        }
+        fn addressing(&self) -> crate::dma::Addressing {
+            crate::dma::Addressing::Iova
+        }
+        fn describe(&self) -> String {
+            String::new()
+        }
+    }
+
     /// A fake BAR0 in host memory: the ID register is set, and since nothing clears the start bit,
     /// `run` must time out and report the registers.
     #[test]
@@ -367,24 +388,6 @@ mod tests {
         let bar = MappedBar::new(Mmap::anonymous(page_size(), false).unwrap(), 0, 0x1000, Mapping::Uc, Via::Sim);
         bar.write(0, Width::B32, 0x0100_00ed).unwrap();
         let mut e = EduEngine::new(Box::new(bar), 32).unwrap();
-        struct B(Vec<crate::dma::Segment>);
-        impl DmaBuffer for B {
-            fn as_ptr(&self) -> *mut u8 {
-                std::ptr::null_mut()
-            }
-            fn len(&self) -> usize {
-                4096
-            }
-            fn segments(&self) -> &[crate::dma::Segment] {
-                &self.0
-            }
-            fn addressing(&self) -> crate::dma::Addressing {
-                crate::dma::Addressing::Iova
-            }
-            fn describe(&self) -> String {
-                String::new()
-            }
-        }
         let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x10_0000, len: 4096 }]);
         e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
         let err = e.run(Duration::from_millis(1)).unwrap_err().to_string();
@@ -432,24 +435,6 @@ mod tests {
 
     #[test]
     fn completion_by_interrupt_arms_checks_and_acknowledges() {
-        struct B(Vec<crate::dma::Segment>);
-        impl DmaBuffer for B {
-            fn as_ptr(&self) -> *mut u8 {
-                std::ptr::null_mut()
-            }
-            fn len(&self) -> usize {
-                4096
-            }
-            fn segments(&self) -> &[crate::dma::Segment] {
-                &self.0
-            }
-            fn addressing(&self) -> crate::dma::Addressing {
-                crate::dma::Addressing::Iova
-            }
-            fn describe(&self) -> String {
-                String::new()
-            }
-        }
         let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x20_0000, len: 4096 }]);
         let (mut e, regs) = irq_engine();
         assert!(e.completes_by_interrupt());
