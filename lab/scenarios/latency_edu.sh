@@ -24,7 +24,7 @@ emit ivshmem_mmio pcibench latency "$i" --bar 2 --offset 0x1000 --width 32 --wid
 expect_out '^mmio-read +0 +0x8 +32 ' pcibench latency "$i" --bar 0 --offset 8 --width 32 --samples 500
 # Options that do not apply are refused in one line (exit 2): no interrupts over sysfs.
 expect_rc 2 '--irq: interrupts are not available through sysfs' pcibench latency "$e" --irq --allow-dma
-expect_rc 2 '--format seed prints seed 004' pcibench latency "$e" --format seed
+expect_rc 2 '--format seed prints the QDMA benchmark' pcibench latency "$e" --format seed
 
 bind_vfio "$e"
 echo 8 >/proc/sys/vm/nr_hugepages
