@@ -23,23 +23,11 @@ use pcibench::sim::qdma_model::{QdmaModel, QdmaModelConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{median, timer_overhead};
+
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-/// Nanoseconds one `Instant::now()` pair costs (subtracted from single-call timings).
-fn timer_overhead() -> f64 {
-    let mut v: Vec<f64> = (0..200_000)
-        .map(|_| {
-            let t = Instant::now();
-            t.elapsed().as_nanos() as f64
-        })
-        .collect();
-    median(&mut v)
-}
 
 fn card() -> (SimDevice, Arc<QdmaModel>) {
     let (built, model) = qdma_card::build(QdmaModelConfig::default()).expect("sim card");

@@ -17,57 +17,16 @@ use pcibench::access::sim::SimDevice;
 use pcibench::access::{DeviceAccess, IoMode, Mapping};
 use pcibench::dma::buffers::sim::SimAllocator;
 use pcibench::dma::engines::umem::{UmemEngine, UmemOptions};
-use pcibench::dma::{Addressing, Direction, DmaAllocator, DmaBuffer, Engine, Segment, Transfer};
+use pcibench::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use pcibench::sim::nvram_card::{self, NVRAM_CSR_BAR};
 use pcibench::sim::nvram_model::NvramModelConfig;
 use std::time::{Duration, Instant};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{median, timer_overhead, Pieces};
+
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A buffer that reports one bus segment per `piece` bytes, so the driver builds one descriptor
-/// per piece (it does not merge adjacent segments).
-struct Pieces<'a> {
-    inner: &'a dyn DmaBuffer,
-    segs: Vec<Segment>,
-}
-
-impl DmaBuffer for Pieces<'_> {
-    fn as_ptr(&self) -> *mut u8 {
-        self.inner.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
-    fn segments(&self) -> &[Segment] {
-        &self.segs
-    }
-    fn addressing(&self) -> Addressing {
-        self.inner.addressing()
-    }
-    fn describe(&self) -> String {
-        format!("{} in pieces", self.inner.describe())
-    }
-}
-
-fn pieces(inner: &dyn DmaBuffer, piece: u64, n: u64) -> Pieces<'_> {
-    let base = inner.segments()[0].bus;
-    Pieces { inner, segs: (0..n).map(|i| Segment { offset: i * piece, bus: base + i * piece, len: piece }).collect() }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn timer_overhead() -> f64 {
-    let mut v: Vec<f64> = (0..200_000)
-        .map(|_| {
-            let t = Instant::now();
-            t.elapsed().as_nanos() as f64
-        })
-        .collect();
-    median(&mut v)
-}
 
 fn card() -> SimDevice {
     let (built, _model) = nvram_card::build(NvramModelConfig::default()).expect("sim-nvram");
@@ -91,7 +50,7 @@ fn submission(dev: &SimDevice, timer: f64) {
     let alloc = SimAllocator::new(dev.host_map().clone());
     let buf = alloc.alloc(4096 * 64).expect("buffer");
     for n in [1u64, 8, 64, 512, 4096] {
-        let view = pieces(&*buf, 64, n);
+        let view = Pieces::new(&*buf, 64, n);
         let mut eng = engine(dev, &alloc);
         eng.prepare(&view, &t(Direction::H2c, n * 64)).expect("prepare");
         let iters = (400_000 / n).clamp(500, 20_000) as usize;
@@ -116,7 +75,7 @@ fn end_to_end(dev: &SimDevice) {
     let alloc = SimAllocator::new(dev.host_map().clone());
     let buf = alloc.alloc(64 * 4096).expect("buffer");
     for n in [1u64, 16, 256, 4096] {
-        let view = pieces(&*buf, 64, n);
+        let view = Pieces::new(&*buf, 64, n);
         let mut eng = engine(dev, &alloc);
         eng.prepare(&view, &t(Direction::C2h, n * 64)).expect("prepare");
         let iters = (200_000 / n).clamp(200, 20_000) as usize;
@@ -136,7 +95,7 @@ fn prepare_cost(dev: &SimDevice) {
     let alloc = SimAllocator::new(dev.host_map().clone());
     let buf = alloc.alloc(64 * 4096).expect("buffer");
     let n = 4096u64;
-    let view = pieces(&*buf, 64, n);
+    let view = Pieces::new(&*buf, 64, n);
     let mut eng = engine(dev, &alloc);
     let mut v: Vec<f64> = (0..200)
         .map(|_| {

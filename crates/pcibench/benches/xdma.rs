@@ -18,60 +18,15 @@ use pcibench::access::sim::{SimDevice, SIM_DMA_BAR};
 use pcibench::access::{DeviceAccess, IoMode, Mapping};
 use pcibench::dma::buffers::sim::SimAllocator;
 use pcibench::dma::engines::xdma::{XdmaEngine, XdmaOptions};
-use pcibench::dma::{Addressing, Direction, DmaAllocator, DmaBuffer, Engine, Segment, Transfer};
+use pcibench::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use pcibench::sim::xdma_model::{XdmaModelConfig, CARD_MEMORY_SIZE};
 use std::time::{Duration, Instant};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{median, timer_overhead, Pieces};
+
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A view of a buffer that reports one bus segment per `piece` bytes, so the driver builds one
-/// descriptor per piece (bus-contiguous pieces, but the driver does not merge segments).
-struct Pieces<'a> {
-    inner: &'a dyn DmaBuffer,
-    segs: Vec<Segment>,
-}
-
-impl<'a> Pieces<'a> {
-    fn new(inner: &'a dyn DmaBuffer, piece: u64, count: u64) -> Self {
-        let base = inner.segments()[0].bus;
-        let segs = (0..count).map(|i| Segment { offset: i * piece, bus: base + i * piece, len: piece }).collect();
-        Pieces { inner, segs }
-    }
-}
-
-impl DmaBuffer for Pieces<'_> {
-    fn as_ptr(&self) -> *mut u8 {
-        self.inner.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
-    fn segments(&self) -> &[Segment] {
-        &self.segs
-    }
-    fn addressing(&self) -> Addressing {
-        self.inner.addressing()
-    }
-    fn describe(&self) -> String {
-        format!("{} in pieces", self.inner.describe())
-    }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-/// Nanoseconds one `Instant::now()` pair costs (subtracted from single-call timings).
-fn timer_overhead() -> f64 {
-    let mut v: Vec<f64> = (0..200_000)
-        .map(|_| {
-            let t = Instant::now();
-            t.elapsed().as_nanos() as f64
-        })
-        .collect();
-    median(&mut v)
-}
 
 fn sim(card: u64) -> (SimDevice, XdmaOptions) {
     let (built, _model) =
