@@ -1,23 +1,8 @@
 //! The `pcibench` binary on fixture trees: output, JSON, exit codes, one-line errors.
 
 use pcibench::pci::fixture::seed_tree;
-use std::process::{Command, Output};
-
-fn pcibench(root: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pcibench"))
-        .args(args)
-        .env("PCIBENCH_SYSROOT", root)
-        .output()
-        .expect("run pcibench")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{err as stderr, out as stdout, pcibench};
 
 #[test]
 fn list_prints_a_line_per_device() {

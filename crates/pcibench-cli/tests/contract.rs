@@ -3,6 +3,8 @@
 //! get one clear line and no wrong advice.
 
 use pcibench::pci::fixture::{endpoint_config, seed_tree, Fixture};
+mod common;
+use common::{err, pcibench as run};
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -12,16 +14,8 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pcibench"))
 }
 
-fn run(root: &Path, args: &[&str]) -> Output {
-    bin().args(args).env("PCIBENCH_SYSROOT", root).output().expect("run pcibench")
-}
-
 fn none() -> &'static Path {
     Path::new("/nonexistent")
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn one_line(o: &Output) -> String {

@@ -2,19 +2,13 @@
 //! efficiency on the simulated card (with the reason), the context of every report, sample
 //! accounting, and `--total` checked before anything runs.
 
-use std::process::{Command, Output};
+mod common;
+use common::json;
+use std::process::Output;
 
+/// On a host without PCI: only the simulated cards.
 fn pcibench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pcibench"))
-        .args(args)
-        .env("PCIBENCH_SYSROOT", "/nonexistent")
-        .output()
-        .expect("run pcibench")
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("JSON")
+    common::pcibench(std::path::Path::new("/nonexistent"), args)
 }
 
 #[test]

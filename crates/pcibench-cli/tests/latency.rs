@@ -2,28 +2,8 @@
 //! fixture device over sysfs, and every option that does not apply refused in one line (exit 2).
 
 use pcibench::pci::fixture::seed_tree;
-use std::process::{Command, Output};
-
-fn pcibench(root: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pcibench"))
-        .args(args)
-        .env("PCIBENCH_SYSROOT", root)
-        .output()
-        .expect("run pcibench")
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}", err(o));
-    serde_json::from_str(&out(o)).unwrap()
-}
+mod common;
+use common::{err, json, out, pcibench};
 
 #[test]
 fn sim_reads_as_json_with_histogram_figures() {

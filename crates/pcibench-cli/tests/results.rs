@@ -4,6 +4,8 @@
 
 use pcibench::pci::fixture::seed_tree;
 use std::path::Path;
+mod common;
+use common::{err, out};
 use std::process::{Command, Output};
 
 fn pcibench(dir: &Path, args: &[&str]) -> Output {
@@ -13,14 +15,6 @@ fn pcibench(dir: &Path, args: &[&str]) -> Output {
         .env("PCIBENCH_SYSROOT", dir.join("root"))
         .output()
         .expect("run pcibench")
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Exit 2 with one line on stderr containing `want`.
