@@ -201,17 +201,15 @@ pub fn draw(out: &mut String, inputs: &[Input], curves: &[Curve], styles: &mut S
     let hi = curves.iter().flat_map(|c| c.points.iter().map(|p| p.size)).max().unwrap_or(1) as f64;
     let x = Axis::log2(lo, hi, LEFT, RIGHT);
     let y = y_axis(curves, &ceilings, bottom, plot_top);
-    out.push_str("<g class=\"panel bandwidth\">\n");
-    svg::text(
+    axis::panel(
         out,
-        "panel-title",
-        LEFT,
+        "bandwidth",
         top + 12.0,
-        "start",
-        r#" font-size="13" font-weight="bold""#,
         "Bandwidth by transfer size: median, p5..p95 band; dash-dot: the link model's ceiling",
+        &x,
+        &y,
+        ("transfer size", "MB/s (10^6 bytes/s)"),
     );
-    axis::draw(out, &x, &y, "transfer size", "MB/s (10^6 bytes/s)");
     let mut entries = Vec::new();
     for c in curves {
         let label = format!("{}: {}", inputs[c.file].label, c.key);

@@ -48,17 +48,15 @@ pub fn draw(out: &mut String, inputs: &[Input], curves: &[LatencyCurve], styles:
     // Down to the deepest fraction below 1 the data reaches: 99% at least, 99.9999% at most.
     let deepest = all.map(|p| p.1).filter(|f| *f < 1.0).map(|f| -(1.0 - f).log10()).fold(2.0f64, f64::max);
     let y = Axis::tail(1.0 - 10f64.powi(-((deepest - 1e-9).ceil().min(6.0) as i32)), bottom, plot_top);
-    out.push_str("<g class=\"panel latency\">\n");
-    svg::text(
+    axis::panel(
         out,
-        "panel-title",
-        LEFT,
+        "latency",
         top + 12.0,
-        "start",
-        r#" font-size="13" font-weight="bold""#,
         "Latency per access: fraction of accesses at or below (CDF, tail scale)",
+        &x,
+        &y,
+        ("latency (ns)", "fraction at or below"),
     );
-    axis::draw(out, &x, &y, "latency (ns)", "fraction at or below");
     let mut entries = Vec::new();
     for c in curves {
         let label = format!("{}: {}", inputs[c.file].label, c.key);
