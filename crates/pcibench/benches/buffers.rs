@@ -6,9 +6,9 @@
 //!    /dev/udmabuf (the lab guest does; most hosts do not load the module).
 
 use pcibench::bench::buffers::{self, BufferPlan};
-use pcibench::bench::clock::MonotonicClock;
-use pcibench::bench::sampler::Sampling;
-use pcibench::bench::timer::TimerOverhead;
+use pcibench::bench::sample::clock::MonotonicClock;
+use pcibench::bench::sample::sampler::Sampling;
+use pcibench::bench::sample::timer::TimerOverhead;
 use pcibench::direction::Direction;
 use pcibench::dma::cpu::{anon::Anon, dmabuf::MemfdDmaBuf, CpuBuffer, Sync};
 use pcibench::host::Host;

@@ -6,9 +6,9 @@
 //! Also the histogram insert alone and an 8-byte read of host memory (the sim card's BAR) in
 //! the loop, all medians of 5 runs of 2 million samples.
 
-use pcibench::bench::clock::{Clock, MonotonicClock};
-use pcibench::bench::histogram::LatencyHistogram;
-use pcibench::bench::sampler::Sampling;
+use pcibench::bench::sample::clock::{Clock, MonotonicClock};
+use pcibench::bench::sample::histogram::LatencyHistogram;
+use pcibench::bench::sample::sampler::Sampling;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
@@ -45,7 +45,7 @@ fn per_sample(clock: &dyn Clock, mut op: impl FnMut()) -> (f64, u64) {
 /// The invariant-TSC clock, where there is one (x86-64).
 fn tsc() -> Option<Box<dyn Clock>> {
     #[cfg(target_arch = "x86_64")]
-    if let Some(c) = pcibench::bench::tsc::TscClock::calibrate() {
+    if let Some(c) = pcibench::bench::sample::tsc::TscClock::calibrate() {
         return Some(Box::new(c));
     }
     None

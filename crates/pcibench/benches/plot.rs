@@ -6,7 +6,7 @@
 
 use pcibench::access::Via;
 use pcibench::bench::result::{Kind, LatencyFigures, Report, Row, Verify};
-use pcibench::bench::stats::Samples;
+use pcibench::bench::sample::stats::Samples;
 use pcibench::direction::Direction;
 use pcibench::report::plot::{self, Input};
 use pcibench::results::saved::{SavedRun, FORMAT, VERSION};

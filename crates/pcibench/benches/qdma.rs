@@ -18,8 +18,8 @@ use pcibench::access::{DeviceAccess, IoMode, Mapping};
 use pcibench::dma::buffers::sim::SimAllocator;
 use pcibench::dma::engines::qdma::{QdmaEngine, QdmaOptions};
 use pcibench::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
-use pcibench::sim::qdma_card::{self, QdmaCard, QDMA_CONFIG_BAR};
-use pcibench::sim::qdma_model::{QdmaModel, QdmaModelConfig};
+use pcibench::sim::qdma::card::{self, QdmaCard, QDMA_CONFIG_BAR};
+use pcibench::sim::qdma::model::{QdmaModel, QdmaModelConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ use common::{median, timer_overhead};
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn card() -> (SimDevice, Arc<QdmaModel>) {
-    let (built, model) = qdma_card::build(QdmaModelConfig::default()).expect("sim card");
+    let (built, model) = card::build(QdmaModelConfig::default()).expect("sim card");
     let dev = SimDevice::from_card("sim-qdma", &pcibench::sim::CardSpec::info(&QdmaCard), built);
     pcibench::access::set_bus_master(&dev, true).expect("bus master");
     (dev, model)

@@ -18,8 +18,8 @@ use pcibench::access::{DeviceAccess, IoMode, Mapping};
 use pcibench::dma::buffers::sim::SimAllocator;
 use pcibench::dma::engines::umem::{UmemEngine, UmemOptions};
 use pcibench::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
-use pcibench::sim::nvram_card::{self, NVRAM_CSR_BAR};
-use pcibench::sim::nvram_model::NvramModelConfig;
+use pcibench::sim::nvram::card::{self, NVRAM_CSR_BAR};
+use pcibench::sim::nvram::model::NvramModelConfig;
 use std::time::{Duration, Instant};
 
 #[path = "common/mod.rs"]
@@ -29,8 +29,8 @@ use common::{median, timer_overhead, Pieces};
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn card() -> SimDevice {
-    let (built, _model) = nvram_card::build(NvramModelConfig::default()).expect("sim-nvram");
-    let dev = SimDevice::from_card("sim-nvram", &pcibench::sim::CardSpec::info(&nvram_card::NvramCard), built);
+    let (built, _model) = card::build(NvramModelConfig::default()).expect("sim-nvram");
+    let dev = SimDevice::from_card("sim-nvram", &pcibench::sim::CardSpec::info(&card::NvramCard), built);
     pcibench::access::set_bus_master(&dev, true).expect("bus master");
     dev
 }

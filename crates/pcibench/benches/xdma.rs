@@ -19,7 +19,7 @@ use pcibench::access::{DeviceAccess, IoMode, Mapping};
 use pcibench::dma::buffers::sim::SimAllocator;
 use pcibench::dma::engines::xdma::{XdmaEngine, XdmaOptions};
 use pcibench::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
-use pcibench::sim::xdma_model::{XdmaModelConfig, CARD_MEMORY_SIZE};
+use pcibench::sim::xdma::model::{XdmaModelConfig, CARD_MEMORY_SIZE};
 use std::time::{Duration, Instant};
 
 #[path = "common/mod.rs"]
@@ -30,8 +30,8 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn sim(card: u64) -> (SimDevice, XdmaOptions) {
     let (built, _model) =
-        pcibench::sim::xdma_card::build(XdmaModelConfig { card_size: card, ..Default::default() }).expect("sim card");
-    let dev = SimDevice::from_card("sim", &pcibench::sim::CardSpec::info(&pcibench::sim::xdma_card::XdmaCard), built);
+        pcibench::sim::xdma::card::build(XdmaModelConfig { card_size: card, ..Default::default() }).expect("sim card");
+    let dev = SimDevice::from_card("sim", &pcibench::sim::CardSpec::info(&pcibench::sim::xdma::card::XdmaCard), built);
     pcibench::access::set_bus_master(&dev, true).expect("bus master");
     (dev, XdmaOptions { card_size: card, ..Default::default() })
 }

@@ -116,7 +116,7 @@ mod tests {
     use crate::access::Via;
     use crate::bench::pattern::Mismatch;
     use crate::bench::result::{Kind, Note, Row, Verify};
-    use crate::bench::stats::Samples;
+    use crate::bench::sample::stats::Samples;
     use crate::direction::Direction;
 
     fn row(measured: bool, verify: Option<Verify>) -> Row {

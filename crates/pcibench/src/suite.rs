@@ -2,13 +2,13 @@
 //! registers (reads only without consent to write), then DMA with the engine found on the card
 //! (with consent). On a simulated card everything runs; its figures are host-memory figures.
 
-use crate::bench::clock::Clock;
 use crate::bench::context::Placement;
 use crate::bench::dma::{self, DmaPlan, DmaSetup};
 use crate::bench::pio::{self, MapMode, PioPlan, PioTarget};
 use crate::bench::result::Report;
-use crate::bench::sampler::{Progress, Sampling};
-use crate::bench::timer::TimerOverhead;
+use crate::bench::sample::clock::Clock;
+use crate::bench::sample::sampler::{Progress, Sampling};
+use crate::bench::sample::timer::TimerOverhead;
 use crate::direction::Direction;
 use crate::dma::engines::Detected;
 use crate::host::Host;
@@ -196,7 +196,7 @@ fn dma_part(
         card_addr: rig.card_offset,
         timeout: Duration::from_secs(2),
         queues: Vec::new(),
-        access: crate::bench::dma_layout::Access::Sequential,
+        access: crate::bench::dma::layout::Access::Sequential,
     };
     progress.begin("dma", total.saturating_mul(2));
     let setup = DmaSetup {

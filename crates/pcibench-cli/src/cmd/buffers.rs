@@ -1,8 +1,8 @@
 use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
 use clap::Args;
 use pcibench::bench::buffers::{self, BufferPlan};
-use pcibench::bench::clock::MONOTONIC;
-use pcibench::bench::sampler::{Progress as _, Sampling};
+use pcibench::bench::sample::clock::MONOTONIC;
+use pcibench::bench::sample::sampler::{Progress as _, Sampling};
 use pcibench::dma::cpu::{self, CpuBuffer, Kind};
 use pcibench::host::Host;
 use pcibench::mmio::Width;

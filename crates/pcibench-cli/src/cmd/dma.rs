@@ -1,11 +1,11 @@
 use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
-use pcibench::bench::clock::MONOTONIC;
+use pcibench::bench::dma::layout::Access;
 use pcibench::bench::dma::{self, DmaPlan, DmaSetup};
-use pcibench::bench::dma_layout::Access;
 use pcibench::bench::result::Report;
-use pcibench::bench::sampler::{Progress as _, Sampling};
+use pcibench::bench::sample::clock::MONOTONIC;
+use pcibench::bench::sample::sampler::{Progress as _, Sampling};
 use pcibench::dma::engines::EngineOptions;
 use pcibench::dma::{BufferSource, Direction};
 use pcibench::host::Host;

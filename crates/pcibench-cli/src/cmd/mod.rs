@@ -203,7 +203,7 @@ impl Progress {
     }
 }
 
-impl pcibench::bench::sampler::Progress for Progress {
+impl pcibench::bench::sample::sampler::Progress for Progress {
     fn begin(&mut self, what: &str, bytes: u64) {
         let bar = ProgressBar::with_draw_target(Some(bytes), ProgressDrawTarget::hidden());
         if let Ok(style) =

@@ -1,9 +1,9 @@
 use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
-use pcibench::bench::clock::MONOTONIC;
 use pcibench::bench::pio::{self, MapMode, PioPlan, PioTarget};
-use pcibench::bench::sampler::{Progress as _, Sampling};
+use pcibench::bench::sample::clock::MONOTONIC;
+use pcibench::bench::sample::sampler::{Progress as _, Sampling};
 use pcibench::dma::Direction;
 use pcibench::host::Host;
 use pcibench::mmio::Width;

@@ -1,6 +1,6 @@
 use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
 use clap::Args;
-use pcibench::bench::clock::MonotonicClock;
+use pcibench::bench::sample::clock::MonotonicClock;
 use pcibench::host::Host;
 use pcibench::report;
 use pcibench::suite::{self, SuiteOptions};

@@ -12,7 +12,7 @@ use crate::sim::{RegisterModel, SimBar, SimCard, SimId};
 use crate::{Error, Result};
 use std::sync::{Arc, Mutex};
 
-pub use crate::sim::xdma_card::SIM_DMA_BAR;
+pub use crate::sim::xdma::card::SIM_DMA_BAR;
 
 /// A simulated card, opened.
 pub struct SimDevice {

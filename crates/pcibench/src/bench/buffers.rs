@@ -4,10 +4,10 @@
 //! fresh pattern, then reads it back the same way; each is timed in parts (sync for CPU, the copy,
 //! sync for device, total) through the one sampling loop, and the read-back is compared.
 
-use super::clock::Clock;
 use super::pattern::{host_bytes, verify, Pattern};
 use super::result::{BufferFacts, Kind, Note, Parts, Report, Row, Verify};
-use super::sampler::{check_total, Sampling};
+use super::sample::clock::Clock;
+use super::sample::sampler::{check_total, Sampling};
 use crate::access::Via;
 use crate::direction::Direction;
 use crate::dma::cpu::{Access, CpuBuffer, CpuView, Sync};
@@ -206,8 +206,8 @@ fn partial_sync(view: &mut dyn CpuView, size: u64, row: &mut Row) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::clock::FakeClock;
-    use crate::bench::timer::TimerOverhead;
+    use crate::bench::sample::clock::FakeClock;
+    use crate::bench::sample::timer::TimerOverhead;
     use crate::dma::cpu::anon::Anon;
     use std::sync::atomic::AtomicBool;
 
@@ -249,7 +249,7 @@ mod tests {
         let bufs: Vec<Box<dyn CpuBuffer>> =
             vec![Box::new(crate::dma::cpu::udev::UDmaBuf::open(&h, "udmabuf0", Some(16384)).unwrap())];
         let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 16384 };
-        let r = go(&bufs, &plan, &crate::bench::clock::MonotonicClock).unwrap();
+        let r = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap();
         // {explicit sync, O_SYNC} x {mmap, file} x {write, read}.
         assert_eq!(r.results.len(), 8);
         assert!(r.results.iter().all(|x| x.verify == Some(Verify::Ok)), "{:?}", r.results);
@@ -273,10 +273,10 @@ mod tests {
     fn widths_the_size_cannot_take_are_skipped() {
         let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(4096, false).unwrap())];
         let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4100), total: 1 << 20 };
-        let e = go(&bufs, &plan, &crate::bench::clock::MonotonicClock).unwrap_err().to_string();
+        let e = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap_err().to_string();
         assert!(e.contains("does not fit"), "{e}");
         let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4092), total: 1 << 20 };
-        let r = go(&bufs, &plan, &crate::bench::clock::MonotonicClock).unwrap();
+        let r = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap();
         assert!(r.results.iter().filter(|x| x.width == Some(Width::B64)).all(|x| x.skipped()));
         assert!(r.results.iter().filter(|x| x.width == Some(Width::Memcpy)).all(|x| x.verify == Some(Verify::Ok)));
     }

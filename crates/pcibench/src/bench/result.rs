@@ -4,7 +4,7 @@
 //! words in `report/`.
 
 use super::pattern::Mismatch;
-use super::stats::Stats;
+use super::sample::stats::Stats;
 use crate::access::{IoMode, Mapping, Via};
 use crate::direction::Direction;
 use crate::dma::Addressing;
@@ -248,7 +248,7 @@ impl Row {
 
     /// Fill statistics, the link model's limit and efficiency (of the median) and the flags
     /// from what the sampler found. `limit_mbps` is None where no PCIe link bounds the figure.
-    pub fn measured(&mut self, sampled: &super::sampler::Sampled, limit_mbps: Option<f64>, overhead_ns: f64) {
+    pub fn measured(&mut self, sampled: &super::sample::sampler::Sampled, limit_mbps: Option<f64>, overhead_ns: f64) {
         if sampled.samples.batch > 1 {
             self.notes.push(Note::Batched { transfers: sampled.samples.batch, timer_overhead_ns: overhead_ns });
         }
@@ -261,8 +261,10 @@ impl Row {
         if let Some(st) = &self.stats {
             for q in st.quality() {
                 self.notes.push(match q {
-                    super::stats::Quality::FewSamples { samples } => Note::FewSamples { samples },
-                    super::stats::Quality::Noisy { cv_pct, min_vs_median } => Note::Noisy { cv_pct, min_vs_median },
+                    super::sample::stats::Quality::FewSamples { samples } => Note::FewSamples { samples },
+                    super::sample::stats::Quality::Noisy { cv_pct, min_vs_median } => {
+                        Note::Noisy { cv_pct, min_vs_median }
+                    }
                 });
             }
         }

@@ -7,7 +7,7 @@
 use super::notes::{lines, text};
 use super::Exporter;
 use crate::bench::result::{Report, Row, Verify};
-use crate::bench::stats::Stats;
+use crate::bench::sample::stats::Stats;
 use crate::results::config::serde_name;
 use crate::suite::SuiteReport;
 use crate::Result;

@@ -121,7 +121,7 @@ mod tests {
     use super::*;
     use crate::access::Via;
     use crate::bench::result::Kind;
-    use crate::bench::stats::Samples;
+    use crate::bench::sample::stats::Samples;
     use crate::dma::Direction;
 
     /// A row of 16 transfers of 1 GiB at seed 001's min and max rates, the other 14 at the rate

@@ -12,7 +12,7 @@ use super::config::Config;
 pub use super::context_diff::ContextDiff;
 use super::saved::SavedRun;
 use crate::bench::result::Row;
-use crate::bench::stats::MIN_SAMPLES;
+use crate::bench::sample::stats::MIN_SAMPLES;
 use crate::{Error, Result};
 use serde::Serialize;
 use std::collections::HashMap;

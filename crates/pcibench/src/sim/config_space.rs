@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn parses_as_the_described_card() {
-        let c = ConfigSpace::from_info(&crate::sim::xdma_card::XdmaCard.info());
+        let c = ConfigSpace::from_info(&crate::sim::xdma::card::XdmaCard.info());
         let info = config::parse(c.bytes());
         assert!(info.warnings.is_empty(), "{:?}", info.warnings);
         assert_eq!(info.command, Some(CMD_MEMORY));
@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn command_bits_and_bar_sizing_follow_the_masks() {
-        let mut c = ConfigSpace::from_info(&crate::sim::xdma_card::XdmaCard.info());
+        let mut c = ConfigSpace::from_info(&crate::sim::xdma::card::XdmaCard.info());
         c.write(4, &[0x07]).unwrap(); // I/O (read-only 0), Memory, Bus Master
         assert_eq!(c.command(), CMD_MEMORY | CMD_BUS_MASTER);
         c.write(4, &(CMD_MEMORY).to_le_bytes()).unwrap();

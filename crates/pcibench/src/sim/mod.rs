@@ -10,19 +10,10 @@ pub mod card_memory;
 pub mod config_space;
 pub mod host_map;
 pub mod mem;
-pub mod nvram_card;
-mod nvram_engine;
-pub mod nvram_model;
-mod nvram_state;
-pub mod qdma_card;
-mod qdma_engine;
-pub mod qdma_model;
-mod qdma_state;
+pub mod nvram;
+pub mod qdma;
 mod spin;
-pub mod xdma_card;
-mod xdma_engine;
-pub mod xdma_model;
-mod xdma_state;
+pub mod xdma;
 
 use crate::mmio::Width;
 use crate::pci::config::{Capability, CMD_MEMORY};
@@ -77,7 +68,7 @@ pub trait CardSpec: Sync {
 }
 
 /// Every simulated card, in the order `pcibench list` shows them.
-pub static CARDS: &[&dyn CardSpec] = &[&xdma_card::XdmaCard, &qdma_card::QdmaCard, &nvram_card::NvramCard];
+pub static CARDS: &[&dyn CardSpec] = &[&xdma::card::XdmaCard, &qdma::card::QdmaCard, &nvram::card::NvramCard];
 
 /// One of `CARDS`, by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

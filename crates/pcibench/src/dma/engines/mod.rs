@@ -6,27 +6,8 @@
 pub mod edu;
 pub mod probe_bar;
 pub mod qdma;
-mod qdma_ctx;
-pub mod qdma_driver;
-#[cfg(test)]
-mod qdma_model_tests;
-pub mod qdma_probe;
-mod qdma_regs;
-mod qdma_ring;
-#[cfg(test)]
-mod qdma_testkit;
-#[cfg(test)]
-mod qdma_tests;
 pub mod umem;
-pub mod umem_desc;
-pub mod umem_regs;
-#[cfg(test)]
-mod umem_tests;
 pub mod xdma;
-mod xdma_desc;
-pub mod xdma_probe;
-#[cfg(test)]
-mod xdma_tests;
 
 use super::{DmaAllocator, Engine};
 use crate::access::DeviceAccess;
@@ -36,7 +17,7 @@ use serde::Serialize;
 
 /// Every engine pcibench drives.
 pub static DRIVERS: &[&dyn EngineDriver] =
-    &[&edu::EduDriver, &xdma::XdmaDriver, &qdma_driver::QdmaDriver, &umem::UmemDriver];
+    &[&edu::EduDriver, &xdma::XdmaDriver, &qdma::driver::QdmaDriver, &umem::UmemDriver];
 
 /// Engine settings from the command line; `None` means the engine's default. An engine refuses
 /// a setting it has no use for (`EngineDriver::check_options`) rather than ignoring it.

@@ -1,0 +1,477 @@
+//! The DMA runner: per direction (or both at once) × size × queue count, timed engine runs
+//! between host buffers and card memory, statistics, the link model's limit, the engine's own
+//! counters where it has them, and the data verified: what the card received read back, what
+//! the host received compared in place. A stop request (the sampler's flag) stops the engine and
+//! keeps the samples gathered so far.
+//!
+//! A run is a batch of transfers (`layout`): one transfer for engines that take one at a
+//! time, many spread over queues for engines with queues, sequential or at random offsets.
+
+pub mod layout;
+
+use self::layout::{Access, Layout};
+use super::pattern::{host_bytes, Mismatch, Pattern};
+use super::result::{Kind, Note, Report, Row, Verify};
+use super::sample::sampler::{Sampled, Sampling};
+use crate::access::{BusMaster, DeviceAccess};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
+use crate::host::Host;
+use crate::pci::link::Link;
+use crate::units::human_size;
+use crate::{Error, Result};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct DmaPlan {
+    /// Directions measured one at a time.
+    pub dirs: Vec<Direction>,
+    /// Also both directions at once (a row per direction, measured together).
+    pub bidir: bool,
+    /// Transfer sizes; empty means the engine's whole card memory (as time_dma_blkram).
+    pub sizes: Vec<u64>,
+    pub total: u64,
+    pub card_addr: u64,
+    pub timeout: Duration,
+    /// Queue counts to measure (empty: one queue).
+    pub queues: Vec<u16>,
+    pub access: Access,
+}
+
+pub struct DmaSetup<'a> {
+    pub dev: &'a dyn DeviceAccess,
+    pub device: &'a str,
+    pub simulated: bool,
+    pub link: Option<Link>,
+    pub engine: &'a mut dyn Engine,
+    pub alloc: &'a dyn DmaAllocator,
+}
+
+/// The random window when none is given: 1 GiB.
+pub const DEFAULT_WINDOW: u64 = 1 << 30;
+
+/// The host window for `--pattern random`: the one asked for, refused if its two buffers
+/// (source and destination) exceed the memory this host has available; by default 1 GiB, or the
+/// largest power of two whose buffers take at most half of what is available (with why).
+pub fn random_window(host: &Host, asked: Option<u64>) -> Result<(u64, Option<String>)> {
+    let avail = crate::host::state::meminfo(host, "MemAvailable").map(|kb| kb * 1024);
+    match (asked, avail) {
+        (Some(0), _) => Err(Error::usage("--window 0: give the host window for random packets, e.g. --window 256M")),
+        (Some(w), Some(a)) if w.saturating_mul(2) > a => {
+            let fits = (a / 2).checked_ilog2().map_or(0, |b| 1u64 << b);
+            Err(Error::usage(format!(
+                "--window {} needs {} of host buffers (a source and a destination window), more than the {} this host has \
+                 available (MemAvailable): use --window {} or less",
+                human_size(w),
+                human_size(w.saturating_mul(2)),
+                gib(a),
+                human_size(fits)
+            )))
+        }
+        (Some(w), _) => Ok((w, None)),
+        (None, Some(a)) if DEFAULT_WINDOW * 4 > a => {
+            let w = (a / 4).checked_ilog2().map_or(1 << 20, |b| (1u64 << b).max(1 << 20));
+            Ok((
+                w,
+                Some(format!(
+                    "random window {} (1 GiB would take more than half of the {} available)",
+                    human_size(w),
+                    gib(a)
+                )),
+            ))
+        }
+        _ => Ok((DEFAULT_WINDOW, None)),
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Every size must fit the engine's card window from `card_addr` and one transfer.
+fn sizes(engine: &dyn Engine, plan: &DmaPlan) -> Result<Vec<u64>> {
+    let card_room = card_room(engine, plan)?;
+    let sizes = if plan.sizes.is_empty() { vec![card_room.min(engine.max_transfer())] } else { plan.sizes.clone() };
+    for &size in &sizes {
+        if size == 0 || size > card_room {
+            let more = if matches!(engine.name(), "edu" | "umem") { "" } else { " or set --card-size" };
+            return Err(Error::usage(format!(
+                "transfer size {size:#x} does not fit the {} engine's card memory from offset {:#x} ({card_room:#x} bytes): use a smaller --size{more}",
+                engine.name(),
+                plan.card_addr
+            )));
+        }
+        if size > engine.max_transfer() {
+            return Err(Error::usage(format!(
+                "transfer size {size:#x} exceeds what the {} engine takes in one transfer ({:#x})",
+                engine.name(),
+                engine.max_transfer()
+            )));
+        }
+    }
+    Ok(sizes)
+}
+
+fn card_room(engine: &dyn Engine, plan: &DmaPlan) -> Result<u64> {
+    engine.card_size().checked_sub(plan.card_addr).filter(|r| *r > 0).ok_or_else(|| {
+        Error::usage(format!(
+            "--card-addr {:#x} is outside the engine's {:#x} bytes of card memory",
+            plan.card_addr,
+            engine.card_size()
+        ))
+    })
+}
+
+/// What the plan asks of the engine beyond one sequential transfer at a time, checked up front.
+fn check_batching(engine: &dyn Engine, plan: &DmaPlan) -> Result<Vec<u16>> {
+    let single = engine.max_batch() <= 1;
+    let name = engine.name();
+    if single && matches!(plan.access, Access::Random { .. }) {
+        return Err(Error::usage(format!(
+            "--pattern random needs an engine that runs batches of transfers (qdma); {name} runs one transfer at a time"
+        )));
+    }
+    if single && plan.bidir {
+        return Err(Error::usage(format!(
+            "--dir bidir needs an engine that runs both directions in one batch (qdma); {name} runs one transfer at a time"
+        )));
+    }
+    let queues = if plan.queues.is_empty() { vec![1] } else { plan.queues.clone() };
+    if let Some(q) = queues.iter().find(|q| **q == 0 || **q > engine.queues()) {
+        return Err(Error::usage(format!(
+            "--queues {q} is more than the {} queue{} the {name} engine was opened with",
+            engine.queues(),
+            if engine.queues() == 1 { "" } else { "s" }
+        )));
+    }
+    if plan.dirs.is_empty() && !plan.bidir {
+        return Err(Error::usage("no direction to measure: give --dir"));
+    }
+    Ok(queues)
+}
+
+/// One row's worth of configuration, and its layouts (None: it does not fit the card).
+struct Config {
+    size: u64,
+    queues: u16,
+    /// (direction, layout): one, or H2C and C2H run together.
+    parts: Option<Vec<(Direction, Layout)>>,
+}
+
+fn configs(engine: &dyn Engine, plan: &DmaPlan, sizes: &[u64], queues: &[u16], seed: u64) -> Result<Vec<Config>> {
+    let room = card_room(engine, plan)?;
+    let max = engine.max_batch();
+    let lay = |size: u64, q: u16, room: u64, base: u64, salt: u64| match plan.access {
+        Access::Sequential => layout::sequential(size, q, room, base, max),
+        Access::Random { window } => layout::random(size, q, window, room, base, max, seed ^ salt),
+    };
+    let mut modes: Vec<Option<Direction>> = plan.dirs.iter().map(|d| Some(*d)).collect();
+    if plan.bidir {
+        modes.push(None);
+    }
+    let mut out = Vec::new();
+    for mode in modes {
+        for &size in sizes {
+            for &q in queues {
+                let parts = match mode {
+                    Some(d) => lay(size, q, room, plan.card_addr, size ^ q as u64).map(|l| vec![(d, l)]),
+                    None => lay(size, q, room / 2, plan.card_addr, size)
+                        .zip(lay(size, q, room / 2, plan.card_addr + room / 2, !size))
+                        .map(|(a, b)| vec![(Direction::H2c, a), (Direction::C2h, b)]),
+                };
+                out.push(Config { size, queues: q, parts });
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Report> {
+    let engine = s.engine;
+    let sizes = sizes(engine, plan)?;
+    let queues = check_batching(engine, plan)?;
+    super::sample::sampler::check_total(plan.total, &sizes)?;
+    let mut pattern = Pattern::fresh();
+    let configs = configs(engine, plan, &sizes, &queues, pattern.seed)?;
+    let extent = |c: &Config| c.parts.iter().flatten().map(|(_, l)| l.host_extent().max(l.bytes())).max().unwrap_or(0);
+    let len = configs.iter().map(extent).max().unwrap_or(0).max(1) as usize;
+    let bufs = Buffers { src: s.alloc.alloc(len)?, dst: s.alloc.alloc(len)? };
+    let _bm = BusMaster::enable(s.dev)?;
+    let mut report = Report::new(Kind::Dma, s.device, s.simulated, s.dev.via(), sampling.overhead.median_s * 1e9);
+    report.engine = Some(engine.name().into());
+    report.addressing = Some(bufs.src.addressing());
+    report.buffer = Some(bufs.src.describe());
+    let queued = engine.max_batch() > 1;
+    // A panic mid-run must not leave the engine moving data into buffers about to be freed: stop
+    // it first (then Bus Master is restored and the buffers released as the stack unwinds).
+    let measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<()> {
+        for c in &configs {
+            let Some(parts) = &c.parts else {
+                report.results.push(skipped(c, plan, engine, queued));
+                continue;
+            };
+            pattern = pattern.successor();
+            let ctx = Ctx { engine: &mut *engine, bufs: &bufs, plan, link: s.link, queued };
+            let (rows, stopped) = measure(ctx, c, parts, pattern, sampling, &mut report.warnings)?;
+            report.results.extend(rows);
+            if stopped {
+                report.interrupted = true;
+                break;
+            }
+        }
+        Ok(())
+    }));
+    match measured {
+        Ok(r) => r.map(|()| report),
+        Err(panic) => {
+            let _ = engine.stop();
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+fn skipped(c: &Config, plan: &DmaPlan, engine: &dyn Engine, queued: bool) -> Row {
+    let mut row = Row::new(Direction::H2c, c.size);
+    row.queues = queued.then_some(c.queues);
+    let room = engine.card_size().saturating_sub(plan.card_addr);
+    row.notes.push(Note::Skipped {
+        reason: format!(
+            "{} queue{} of {} transfers do not fit the {} of card memory in the window",
+            c.queues,
+            if c.queues == 1 { "" } else { "s" },
+            human_size(c.size),
+            human_size(room)
+        ),
+    });
+    row
+}
+
+struct Buffers {
+    src: Box<dyn DmaBuffer>,
+    dst: Box<dyn DmaBuffer>,
+}
+
+impl Buffers {
+    fn of(&self, dir: Direction) -> &dyn DmaBuffer {
+        if dir == Direction::H2c {
+            &*self.src
+        } else {
+            &*self.dst
+        }
+    }
+}
+
+struct Ctx<'a> {
+    engine: &'a mut dyn Engine,
+    bufs: &'a Buffers,
+    plan: &'a DmaPlan,
+    link: Option<Link>,
+    queued: bool,
+}
+
+/// Measure one configuration: set up the data, time the runs, make its rows, verify.
+fn measure(
+    cx: Ctx,
+    c: &Config,
+    parts: &[(Direction, Layout)],
+    pattern: Pattern,
+    sampling: &mut Sampling,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<Row>, bool)> {
+    let engine = cx.engine;
+    let plan = cx.plan;
+    let expected: Vec<Vec<u8>> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, (_, l))| Pattern::with_seed(pattern.seed ^ i as u64).try_generate(l.bytes() as usize))
+        .collect::<Result<_>>()?;
+    for ((dir, l), e) in parts.iter().zip(&expected) {
+        if *dir == Direction::C2h {
+            // The card holds the pattern first (untimed), so the reads have something to verify.
+            put(&*cx.bufs.src, 0, e);
+            card_copy(engine, Direction::H2c, &*cx.bufs.src, l.card_base, e.len() as u64, plan.timeout)?;
+        }
+    }
+    for ((dir, l), e) in parts.iter().zip(&expected) {
+        match dir {
+            Direction::H2c => scatter(&*cx.bufs.src, l, e),
+            Direction::C2h => scatter(&*cx.bufs.dst, l, &host_bytes(e.len())?),
+        }
+    }
+    let work: Vec<Work> = parts.iter().flat_map(|(d, l)| l.work(*d, cx.bufs.of(*d))).collect();
+    engine.prepare_batch(&work)?;
+    engine.counters_start()?;
+    let run_bytes: u64 = parts.iter().map(|(_, l)| l.bytes()).sum();
+    let t0 = sampling.clock.now_ns();
+    let sampled = sampling.run(run_bytes, plan.total, |k| {
+        for _ in 0..k {
+            timed_run(engine, plan.timeout)?;
+        }
+        Ok(())
+    })?;
+    let elapsed_s = sampling.clock.now_ns().saturating_sub(t0) as f64 * 1e-9;
+    let counters = engine.counters_read()?;
+    let overhead_ns = sampling.overhead.median_s * 1e9;
+    let runs = sampled.calibration_transfers + sampled.measured();
+    let mut rows = Vec::new();
+    for (dir, l) in parts {
+        let mut row = Row::new(*dir, c.size);
+        row.queues = cx.queued.then_some(c.queues);
+        row.window = match plan.access {
+            Access::Random { window } => Some(window),
+            Access::Sequential => None,
+        };
+        row.concurrent = parts.len() > 1;
+        // The card reads host memory for h2c (requests and completions) and writes it for c2h.
+        let limit = cx.link.map(|k| match dir {
+            Direction::H2c => k.read_bps(c.size) / 1e6,
+            Direction::C2h => k.write_bps(c.size) / 1e6,
+        });
+        row.measured(&per_transfer(&sampled, l), limit, overhead_ns);
+        if l.count() > 1 {
+            row.notes.push(Note::InFlight { transfers: l.count(), queues: l.queues });
+        }
+        if let Some(k) = counters.iter().find(|k| k.dir == *dir) {
+            row.notes.push(Note::EngineCounters { counters: *k, bytes: runs * l.bytes(), elapsed_s });
+        }
+        rows.push(row);
+    }
+    if sampled.interrupted {
+        let status = engine.stop()?;
+        rows.iter_mut().for_each(|r| r.notes.push(Note::Interrupted { engine: Some(status.clone()) }));
+        return Ok((rows, true));
+    }
+    verify_parts(engine, cx.bufs, parts, &expected, plan.timeout, &mut rows, warnings)?;
+    Ok((rows, false))
+}
+
+/// Samples of whole runs as samples of their transfers (a run moves `l.count()` of them).
+fn per_transfer(s: &Sampled, l: &Layout) -> Sampled {
+    let mut t = s.clone();
+    let n = l.count().max(1);
+    t.samples.size = l.size;
+    t.samples.batch *= n;
+    t.planned *= n;
+    t.calibration_transfers *= n;
+    t
+}
+
+/// Check what each part moved: the host side in place (c2h), the card side read back (h2c).
+fn verify_parts(
+    engine: &mut dyn Engine,
+    bufs: &Buffers,
+    parts: &[(Direction, Layout)],
+    expected: &[Vec<u8>],
+    timeout: Duration,
+    rows: &mut [Row],
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    // C2H first: the h2c read-back reuses the destination buffer.
+    order.sort_by_key(|i| parts[*i].0 == Direction::H2c);
+    for i in order {
+        let (dir, l) = &parts[i];
+        let found = match dir {
+            Direction::C2h => compare(&*bufs.dst, l, &expected[i]),
+            Direction::H2c => {
+                put(&*bufs.dst, 0, &host_bytes(l.bytes() as usize)?);
+                card_copy(engine, Direction::C2h, &*bufs.dst, l.card_base, l.bytes(), timeout)?;
+                let seq = Layout { host: (0..l.count()).map(|k| k * l.size).collect(), ..l.clone() };
+                compare(&*bufs.dst, &seq, &expected[i]).map_err(|mut m| {
+                    m.offset += l.card_base;
+                    m
+                })
+            }
+        };
+        rows[i].verify = Some(match found {
+            Ok(()) => Verify::Ok,
+            Err(m) => {
+                let side = if *dir == Direction::H2c { "card" } else { "host" };
+                warnings.push(format!("{dir} size {} ({side} offsets): {m}", rows[i].size));
+                Verify::Mismatch { mismatch: m }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Untimed: move `len` bytes between `buf` (from offset 0) and the card at `card`, in pieces the
+/// engine takes (seeding the card, reading it back).
+pub(super) fn card_copy(
+    engine: &mut dyn Engine,
+    dir: Direction,
+    buf: &dyn DmaBuffer,
+    card: u64,
+    len: u64,
+    timeout: Duration,
+) -> Result<()> {
+    let piece = engine.max_transfer().max(1);
+    let work: Vec<Work> = (0..len.div_ceil(piece))
+        .map(|i| Work {
+            buf,
+            t: Transfer { dir, buf_offset: i * piece, card_addr: card + i * piece, len: piece.min(len - i * piece) },
+            queue: 0,
+        })
+        .collect();
+    for chunk in work.chunks(engine.max_batch().max(1)) {
+        engine.prepare_batch(chunk)?;
+        timed_run(engine, timeout)?;
+    }
+    Ok(())
+}
+
+/// Run the prepared batch; on failure stop the engine and add its status to the error.
+pub(super) fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()> {
+    match engine.run(timeout) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
+            Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
+        }
+    }
+}
+
+// DMA buffers are shared with the device by nature: a mutable view from a shared handle is the
+// point (the engine writes through its own pointer, never while the runner holds a view).
+#[allow(clippy::mut_from_ref)]
+pub(super) fn view(buf: &dyn DmaBuffer) -> &mut [u8] {
+    // SAFETY: `buf` is `len` bytes of memory it owns; no engine run is in progress when the
+    // runner reads or fills it, and the runner holds one view at a time.
+    unsafe { std::slice::from_raw_parts_mut(buf.as_ptr(), buf.len()) }
+}
+
+pub(super) fn put(buf: &dyn DmaBuffer, at: usize, data: &[u8]) {
+    view(buf)[at..at + data.len()].copy_from_slice(data);
+}
+
+/// Transfer i's `size` bytes of `data` at the layout's host offset i.
+fn scatter(buf: &dyn DmaBuffer, l: &Layout, data: &[u8]) {
+    let v = view(buf);
+    for (i, &h) in l.host.iter().enumerate() {
+        let (h, n) = (h as usize, l.size as usize);
+        v[h..h + n].copy_from_slice(&data[i * n..(i + 1) * n]);
+    }
+}
+
+/// Compare transfer i's bytes at host offset i with `expected`; the first difference is named
+/// by its host offset.
+fn compare(buf: &dyn DmaBuffer, l: &Layout, expected: &[u8]) -> std::result::Result<(), Mismatch> {
+    let v = view(buf);
+    let n = l.size as usize;
+    let (mut first, mut count) = (None, 0u64);
+    for (i, &h) in l.host.iter().enumerate() {
+        let (got, want) = (&v[h as usize..h as usize + n], &expected[i * n..(i + 1) * n]);
+        if got != want {
+            for (k, (a, b)) in want.iter().zip(got).enumerate().filter(|(_, (a, b))| a != b) {
+                first.get_or_insert(Mismatch { offset: h + k as u64, expected: *a, found: *b, count: 0 });
+                count += 1;
+            }
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some(m) => Err(Mismatch { count, ..m }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,420 @@
+//! The DMA runner against a mock engine (a memcpy "card"): statistics, verification, bus
+//! mastering restored, timeouts stop the engine, Ctrl-C keeps the samples so far.
+
+use super::*;
+use crate::access::{BarRegion, IoMode, Mapping, Via};
+use crate::bench::dma::layout::Access;
+use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
+use crate::bench::sample::timer::TimerOverhead;
+use crate::dma::Addressing;
+use crate::dma::{Segment, Work};
+use crate::pci::config::COMMAND;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+struct HeapBuf {
+    mem: Vec<u8>,
+    seg: [Segment; 1],
+}
+
+impl DmaBuffer for HeapBuf {
+    fn as_ptr(&self) -> *mut u8 {
+        self.mem.as_ptr() as *mut u8
+    }
+    fn len(&self) -> usize {
+        self.mem.len()
+    }
+    fn segments(&self) -> &[Segment] {
+        &self.seg
+    }
+    fn addressing(&self) -> Addressing {
+        Addressing::Sim
+    }
+    fn describe(&self) -> String {
+        "test heap".into()
+    }
+}
+
+struct HeapAlloc;
+
+impl DmaAllocator for HeapAlloc {
+    fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>> {
+        let mem = vec![0u8; len];
+        let bus = mem.as_ptr() as u64;
+        Ok(Box::new(HeapBuf { mem, seg: [Segment { offset: 0, bus, len: len as u64 }] }))
+    }
+    fn dma_bits(&self) -> u32 {
+        64
+    }
+}
+
+#[derive(Default)]
+struct MockEngine {
+    card: Vec<u8>,
+    jobs: Vec<(usize, Transfer)>,
+    /// Queues, for an engine that takes batches; 0: one transfer at a time.
+    queues: u16,
+    corrupt: bool,
+    hang: bool,
+    stops: u32,
+    /// Raise the stop flag after this many runs.
+    interrupt_after: Option<(u32, &'static AtomicBool)>,
+    /// Panic in this run (a bug anywhere in the measuring path).
+    panic_at_run: Option<u32>,
+    runs: u32,
+}
+
+impl Engine for MockEngine {
+    fn name(&self) -> &'static str {
+        "mock"
+    }
+    fn card_size(&self) -> u64 {
+        self.card.len() as u64
+    }
+    fn max_transfer(&self) -> u64 {
+        self.card.len() as u64
+    }
+    fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
+        self.jobs = vec![(buf.bus_range(t.buf_offset, t.len).unwrap() as usize, *t)];
+        Ok(())
+    }
+    fn queues(&self) -> u16 {
+        self.queues.max(1)
+    }
+    fn max_batch(&self) -> usize {
+        if self.queues > 0 {
+            1 << 20
+        } else {
+            1
+        }
+    }
+    fn prepare_batch(&mut self, work: &[Work]) -> Result<()> {
+        if self.queues == 0 && work.len() != 1 {
+            return Err(Error::Unsupported("one at a time".into()));
+        }
+        assert!(work.iter().all(|w| w.queue < self.queues()), "queue within the engine's");
+        self.jobs = work.iter().map(|w| (w.buf.bus_range(w.t.buf_offset, w.t.len).unwrap() as usize, w.t)).collect();
+        Ok(())
+    }
+    fn run(&mut self, _timeout: Duration) -> Result<()> {
+        self.runs += 1;
+        if self.panic_at_run == Some(self.runs) {
+            panic!("mock engine: a bug mid-run");
+        }
+        if let Some((n, flag)) = self.interrupt_after {
+            if self.runs >= n {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+        if self.hang {
+            return Err(Error::Device("mock engine timed out after 1 ms".into()));
+        }
+        for &(host, t) in &self.jobs {
+            let card = &mut self.card[t.card_addr as usize..(t.card_addr + t.len) as usize];
+            // SAFETY: `host` is the bus (= virtual) address of a live HeapBuf of at least t.len bytes.
+            unsafe {
+                match t.dir {
+                    Direction::H2c => std::ptr::copy_nonoverlapping(host as *const u8, card.as_mut_ptr(), card.len()),
+                    Direction::C2h => std::ptr::copy_nonoverlapping(card.as_ptr(), host as *mut u8, card.len()),
+                }
+            }
+        }
+        if let Some(&(host, _)) = self.jobs.iter().find(|(_, t)| self.corrupt && t.dir == Direction::C2h) {
+            // SAFETY: as above; offset 5 < t.len in these tests.
+            unsafe { *(host as *mut u8).add(5) ^= 1 };
+        }
+        Ok(())
+    }
+    fn stop(&mut self) -> Result<String> {
+        self.stops += 1;
+        Ok("idle".into())
+    }
+}
+
+struct CfgDev {
+    command: Mutex<u16>,
+}
+
+impl DeviceAccess for CfgDev {
+    fn via(&self) -> Via {
+        Via::Sim
+    }
+    fn open_bar(&self, _i: u8, _m: Mapping, _io: IoMode) -> Result<Box<dyn BarRegion>> {
+        Err(Error::Unsupported("no BARs".into()))
+    }
+    fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        assert_eq!(offset, COMMAND as u64);
+        buf.copy_from_slice(&self.command.lock().unwrap().to_le_bytes());
+        Ok(())
+    }
+    fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        assert_eq!(offset, COMMAND as u64);
+        *self.command.lock().unwrap() = u16::from_le_bytes([data[0], data[1]]);
+        Ok(())
+    }
+}
+
+fn plan() -> DmaPlan {
+    // One transfer at a time, sequential, both directions in turn: the plan of engines without queues.
+    DmaPlan {
+        dirs: vec![Direction::H2c, Direction::C2h],
+        bidir: false,
+        sizes: vec![],
+        total: 1 << 20,
+        card_addr: 0,
+        timeout: Duration::from_secs(1),
+        queues: vec![],
+        access: crate::bench::dma::layout::Access::Sequential,
+    }
+}
+
+/// Run `p` with the real clock; returns the report and the bytes reported as moved.
+fn go(dev: &CfgDev, e: &mut MockEngine, p: &DmaPlan, stop: &AtomicBool) -> Result<(Report, u64)> {
+    go_with(dev, e, p, stop, &MonotonicClock)
+}
+
+fn go_with(
+    dev: &CfgDev,
+    e: &mut MockEngine,
+    p: &DmaPlan,
+    stop: &AtomicBool,
+    clock: &dyn Clock,
+) -> Result<(Report, u64)> {
+    let mut moved = 0;
+    let mut progress = |n| moved += n;
+    let mut s =
+        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: &mut progress, health: None };
+    let r = run(setup(dev, e), p, &mut s)?;
+    Ok((r, moved))
+}
+
+fn setup<'a>(dev: &'a CfgDev, e: &'a mut MockEngine) -> DmaSetup<'a> {
+    DmaSetup {
+        dev,
+        device: "test",
+        simulated: true,
+        link: Some(Link { gen: 2, width: 4, mps: 256, mrrs: 512 }),
+        engine: e,
+        alloc: &HeapAlloc,
+    }
+}
+
+#[test]
+fn both_directions_verified_and_bus_master_restored() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 0x10000], ..Default::default() };
+    let stop = AtomicBool::new(false);
+    // 10 ns per clock reading, 2 µs per engine run plus 2000 bytes per µs: one 64 KiB transfer
+    // takes 34768 ns, one per sample, 16 samples for 1 MiB.
+    let clock = FakeClock::new(10, 2000, 2000);
+    let (r, moved) = go_with(&dev, &mut e, &plan(), &stop, &clock).unwrap();
+    assert_eq!(r.results.len(), 2);
+    let mut timed = 0;
+    for x in &r.results {
+        assert_eq!(x.size, 0x10000);
+        assert_eq!(x.verify, Some(Verify::Ok));
+        let st = x.stats.as_ref().unwrap();
+        assert_eq!((st.transfers, st.samples, st.batch), (16, 16, 1), "{st:?}");
+        assert!((st.median_mbps - 65536.0 / 34778e-9 / 1e6).abs() < 1e-6, "{st:?}");
+        timed += st.bytes;
+    }
+    assert_eq!(moved, timed);
+    // h2c is a read by the card: its limit is the model's read limit.
+    let l = Link { gen: 2, width: 4, mps: 256, mrrs: 512 };
+    assert!((r.results[0].limit_mbps.unwrap() - l.read_bps(0x10000) / 1e6).abs() < 1e-6);
+    assert_eq!(*dev.command.lock().unwrap(), 0x0002, "bus master restored");
+    assert!(!r.interrupted);
+}
+
+#[test]
+fn corruption_is_named() {
+    let dev = CfgDev { command: Mutex::new(0x0006) };
+    let mut e = MockEngine { card: vec![0; 4096], corrupt: true, ..Default::default() };
+    let p = DmaPlan { dirs: vec![Direction::C2h], sizes: vec![64], total: 256, ..plan() };
+    let (r, _) = go(&dev, &mut e, &p, &AtomicBool::new(false)).unwrap();
+    assert_eq!(r.results[0].mismatch().unwrap().offset, 5);
+}
+
+#[test]
+fn timeout_stops_the_engine_and_reports() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 4096], hang: true, ..Default::default() };
+    let err = go(&dev, &mut e, &plan(), &AtomicBool::new(false)).unwrap_err().to_string();
+    assert!(err.contains("timed out") && err.contains("engine stopped; status: idle"), "{err}");
+    assert_eq!(e.stops, 1);
+    assert_eq!(*dev.command.lock().unwrap(), 0x0002, "bus master restored after an error");
+}
+
+#[test]
+fn a_panic_mid_run_stops_the_engine_and_restores_bus_master() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 4096], panic_at_run: Some(5), ..Default::default() };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = go(&dev, &mut e, &plan(), &AtomicBool::new(false));
+    }));
+    assert!(r.is_err(), "the panic goes on up");
+    assert_eq!(e.stops, 1, "the engine was stopped before the buffers were freed");
+    assert_eq!(*dev.command.lock().unwrap(), 0x0002, "bus master restored");
+}
+
+#[test]
+fn ctrl_c_keeps_samples_and_stops_engine() {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 4096], interrupt_after: Some((20_000, &STOP)), ..Default::default() };
+    let p = DmaPlan { dirs: vec![Direction::H2c], total: 4096 << 20, ..plan() };
+    let (r, _) = go(&dev, &mut e, &p, &STOP).unwrap();
+    assert!(r.interrupted);
+    assert_eq!(e.stops, 1);
+    let st = r.results[0].stats.as_ref().unwrap();
+    assert!(st.samples >= 1 && st.transfers < 1 << 20, "{st:?}");
+}
+
+#[test]
+fn sizes_outside_card_memory_are_refused() {
+    let dev = CfgDev { command: Mutex::new(0) };
+    let mut e = MockEngine { card: vec![0; 4096], ..Default::default() };
+    let p = DmaPlan { sizes: vec![8192], ..plan() };
+    assert!(go(&dev, &mut e, &p, &AtomicBool::new(false)).is_err());
+    let p = DmaPlan { card_addr: 4096, ..plan() };
+    let e2 = go(&dev, &mut e, &p, &AtomicBool::new(false)).unwrap_err();
+    assert!(e2.to_string().contains("--card-addr"));
+    assert_eq!(*dev.command.lock().unwrap(), 0, "no bus mastering when nothing ran");
+}
+
+#[test]
+fn queued_runs_verify_sequential_random_and_both_at_once() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 1 << 20], queues: 8, ..Default::default() };
+    let clock = FakeClock::new(10, 200, 4000);
+    for access in [Access::Sequential, Access::Random { window: 4 << 20 }] {
+        let p = DmaPlan { bidir: true, sizes: vec![64, 4096], queues: vec![1, 8], total: 1 << 20, access, ..plan() };
+        let (r, _) = go_with(&dev, &mut e, &p, &AtomicBool::new(false), &clock).unwrap();
+        // (h2c, c2h, both at once: two rows) × 2 sizes × 2 queue counts.
+        assert_eq!(r.results.len(), 16, "{access:?}");
+        for x in &r.results {
+            assert_eq!(x.verify, Some(Verify::Ok), "{access:?} {} {} q{:?}", x.dir, x.size, x.queues);
+            assert!(x.queues.is_some());
+            assert_eq!(x.window, if let Access::Random { window } = access { Some(window) } else { None });
+            let in_flight = x.notes.iter().find_map(|n| match n {
+                Note::InFlight { transfers, queues } => Some((*transfers, *queues)),
+                _ => None,
+            });
+            let (n, q) = in_flight.expect("several transfers per run");
+            assert_eq!((n % q as u64, Some(q)), (0, x.queues));
+        }
+        assert_eq!(r.results.iter().filter(|x| x.concurrent).count(), 8);
+        // Both-at-once rows share their samples: each direction's bytes over the same times.
+        let both: Vec<&Row> = r.results.iter().filter(|x| x.concurrent).take(2).collect();
+        assert_eq!((both[0].dir, both[1].dir), (Direction::H2c, Direction::C2h));
+        assert_eq!(both[0].stats.as_ref().unwrap().samples, both[1].stats.as_ref().unwrap().samples);
+    }
+    assert_eq!(e.stops, 0);
+}
+
+#[test]
+fn random_corruption_is_named_at_its_host_offset() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 1 << 20], queues: 4, corrupt: true, ..Default::default() };
+    let p = DmaPlan {
+        dirs: vec![Direction::C2h],
+        sizes: vec![256],
+        queues: vec![4],
+        total: 1 << 20,
+        access: Access::Random { window: 64 << 20 },
+        ..plan()
+    };
+    let (r, _) = go(&dev, &mut e, &p, &AtomicBool::new(false)).unwrap();
+    let m = r.results[0].mismatch().expect("the flipped byte is found");
+    assert_eq!((m.offset % 256, m.count), (5, 1), "{m}");
+    assert!(m.offset < 64 << 20);
+    assert_eq!(m.offset, e.jobs[0].1.buf_offset + 5, "byte 5 of the first packet, at its random host offset");
+}
+
+#[test]
+fn queue_counts_and_batch_only_modes_are_refused_up_front() {
+    let dev = CfgDev { command: Mutex::new(0) };
+    let stop = AtomicBool::new(false);
+    let cases: [(DmaPlan, &str); 3] = [
+        (DmaPlan { queues: vec![2], ..plan() }, "--queues 2 is more than the 1 queue the mock engine was opened with"),
+        (
+            DmaPlan { access: Access::Random { window: 1 << 20 }, ..plan() },
+            "--pattern random needs an engine that runs batches",
+        ),
+        (DmaPlan { bidir: true, ..plan() }, "--dir bidir needs an engine that runs both directions in one batch"),
+    ];
+    for (p, want) in cases {
+        let mut e = MockEngine { card: vec![0; 4096], ..Default::default() };
+        let err = go(&dev, &mut e, &p, &stop).unwrap_err().to_string();
+        assert_eq!(err, want.to_string() + &err[want.len()..], "{err}");
+        assert!(!err.contains('\n') && e.runs == 0);
+    }
+    assert_eq!(*dev.command.lock().unwrap(), 0, "no bus mastering when nothing ran");
+    // Transfers that do not fit one per queue are skipped rows, not errors.
+    let mut e = MockEngine { card: vec![0; 8192], queues: 4, ..Default::default() };
+    let p = DmaPlan { dirs: vec![Direction::H2c], sizes: vec![4096], queues: vec![1, 4], total: 8192, ..plan() };
+    let (r, _) = go(&dev, &mut e, &p, &stop).unwrap();
+    assert_eq!(r.results[0].verify, Some(Verify::Ok));
+    assert!(r.results[1].skipped(), "4 x 4 KiB do not fit 8 KiB");
+}
+
+#[test]
+fn the_random_window_follows_available_memory() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("proc")).unwrap();
+    std::fs::write(t.path().join("proc/meminfo"), "MemTotal: 2097152 kB\nMemAvailable: 1048576 kB\n").unwrap();
+    let host = Host::with_root(t.path());
+    let (w, note) = random_window(&host, None).unwrap();
+    assert_eq!(w, 256 << 20, "a quarter of 1 GiB available");
+    assert!(note.unwrap().contains("1 GiB would take more than half of the 1.0 GiB available"));
+    let e = random_window(&host, Some(1 << 30)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "--window 1 GiB needs 2 GiB of host buffers (a source and a destination window), more than the 1.0 GiB this host \
+         has available (MemAvailable): use --window 512 MiB or less"
+    );
+    assert_eq!(random_window(&host, Some(128 << 20)).unwrap(), (128 << 20, None));
+    assert!(random_window(&host, Some(0)).is_err());
+    let none = Host::with_root("/nonexistent");
+    assert_eq!(random_window(&none, None).unwrap(), (DEFAULT_WINDOW, None), "unknown memory: the default");
+}
+
+#[test]
+fn sim_qdma_end_to_end_over_queues_both_ways_and_at_random() {
+    use crate::access::sim::SimDevice;
+    use crate::dma::engines::{self, EngineOptions};
+    let dev = SimDevice::open(crate::sim::SimId::from_name("sim-qdma").unwrap()).unwrap();
+    let info = crate::sim::CardSpec::info(&crate::sim::qdma::card::QdmaCard);
+    let (driver, found) = engines::resolve(None, &info, &dev).unwrap();
+    assert_eq!(driver.name(), "qdma");
+    let alloc = crate::dma::buffers::sim::SimAllocator::new(dev.host_map().clone());
+    let opts = EngineOptions { queues: Some(8), ..Default::default() };
+    let mut opened = driver.open(&found, &dev, &alloc, &opts).unwrap();
+    for access in [Access::Sequential, Access::Random { window: 8 << 20 }] {
+        let p = DmaPlan { bidir: true, sizes: vec![64, 4096], queues: vec![1, 8], total: 1 << 20, access, ..plan() };
+        let stop = AtomicBool::new(false);
+        let clock = MonotonicClock;
+        let mut progress = |_| {};
+        let mut s = Sampling {
+            clock: &clock,
+            overhead: TimerOverhead::measure(&clock),
+            stop: &stop,
+            progress: &mut progress,
+            health: None,
+        };
+        let setup = DmaSetup {
+            dev: &dev,
+            device: "sim-qdma",
+            simulated: true,
+            link: None,
+            engine: opened.engine.as_mut(),
+            alloc: &alloc,
+        };
+        let r = run(setup, &p, &mut s).unwrap();
+        assert_eq!(r.results.len(), 16);
+        for x in &r.results {
+            assert_eq!(x.verify, Some(Verify::Ok), "{access:?} {} {} q{:?}: {:?}", x.dir, x.size, x.queues, r.warnings);
+            assert!(x.notes.iter().any(|n| matches!(n, Note::EngineCounters { counters, .. } if counters.beats > 0)));
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! DMA latency: one small transfer per sample, from the first register write of its submission to
+//! the CPU knowing it completed, either by the engine's own polling loop (`Engine::run`) or by
+//! sleeping until the device's MSI arrives (`Engine::run_interrupt`, where the engine has a
+//! completion interrupt and the access path delivers it). Each row's data is verified after its
+//! samples: what the card received read back, what the host received compared in place.
+
+use super::super::dma::{card_copy, put, timed_run, view};
+use super::super::pattern::{verify, Pattern};
+use super::super::result::{Completion, Probe, Report, Row, Verify};
+use super::super::sample::sampler::Sampling;
+use super::row::{default_warmup, finish};
+use crate::access::Interrupt;
+use crate::direction::Direction;
+use crate::dma::{DmaAllocator, DmaBuffer, Engine, Transfer};
+use crate::units::human_size;
+use crate::{Error, Result};
+use std::time::Duration;
+
+/// Transfer sizes when none is named: small transfers, 64 B to 4 KiB (an engine that takes less
+/// than 4 KiB, as edu, gets its largest instead).
+pub const DEFAULT_SIZES: [u64; 4] = [64, 256, 1024, 4096];
+/// At most this many samples per row by default (an engine's default total may ask for more).
+const MAX_DEFAULT_SAMPLES: u64 = 10_000;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct DmaLatency {
+    pub dirs: Vec<Direction>,
+    /// Sizes named by the user; empty: `DEFAULT_SIZES` within what the engine takes.
+    pub sizes: Vec<u64>,
+    pub completions: Vec<Completion>,
+    /// Samples per row; None: the engine's default total over the size, at most 10000 (edu: 4).
+    pub samples: Option<u64>,
+    /// Card address of the transfers, as an offset in the engine's window.
+    pub card_addr: u64,
+    pub timeout: Duration,
+}
+
+/// The samples a row takes by default: as many transfers as the engine's default total holds
+/// (slow engines ask for few), at most 10000.
+pub fn default_samples(engine: &dyn Engine, size: u64) -> u64 {
+    (engine.default_total(size) / size.max(1)).clamp(1, MAX_DEFAULT_SAMPLES)
+}
+
+/// The sizes to measure, checked against the engine before anything runs.
+fn sizes(engine: &dyn Engine, plan: &DmaLatency) -> Result<Vec<u64>> {
+    let room = engine.card_size().checked_sub(plan.card_addr).filter(|r| *r > 0).ok_or_else(|| {
+        Error::usage(format!(
+            "--card-addr {:#x} is outside the {} engine's {:#x} bytes of card memory",
+            plan.card_addr,
+            engine.name(),
+            engine.card_size()
+        ))
+    })?;
+    let most = room.min(engine.max_transfer());
+    if plan.sizes.is_empty() {
+        let mut v: Vec<u64> = DEFAULT_SIZES.iter().map(|s| (*s).min(most)).collect();
+        v.dedup();
+        return Ok(v);
+    }
+    match plan.sizes.iter().find(|s| **s == 0 || **s > most) {
+        Some(s) => Err(Error::usage(format!(
+            "--size {s:#x}: the {} engine takes 1 to {most:#x} bytes per transfer from card offset {:#x}",
+            engine.name(),
+            plan.card_addr
+        ))),
+        None => Ok(plan.sizes.clone()),
+    }
+}
+
+/// Check the plan against the engine and the interrupt before anything runs.
+fn check(engine: &dyn Engine, irq: Option<&dyn Interrupt>, plan: &DmaLatency) -> Result<()> {
+    if plan.completions.contains(&Completion::Msi) {
+        if !engine.completes_by_interrupt() {
+            return Err(Error::usage(format!(
+                "--irq: the {} engine completes by polling only: pcibench arms no completion interrupt on it (edu has one)",
+                engine.name()
+            )));
+        }
+        if irq.is_none() {
+            return Err(Error::usage("--irq needs the device's interrupt: none was given to the runner"));
+        }
+    }
+    if plan.samples == Some(0) {
+        return Err(Error::usage("--dma-samples 0: give at least one sample"));
+    }
+    Ok(())
+}
+
+/// Every row of the plan, in order: direction, size, completion.
+pub(super) fn rows(
+    engine: &mut dyn Engine,
+    alloc: &dyn DmaAllocator,
+    irq: Option<&dyn Interrupt>,
+    plan: &DmaLatency,
+    s: &mut Sampling,
+    report: &mut Report,
+) -> Result<Vec<Row>> {
+    check(engine, irq, plan)?;
+    let sizes = sizes(engine, plan)?;
+    let len = sizes.iter().copied().max().unwrap_or(4096).max(4096) as usize;
+    let bufs = [alloc.alloc(len)?, alloc.alloc(len)?];
+    report.addressing = Some(bufs[0].addressing());
+    report.buffer = Some(bufs[0].describe());
+    let mut pattern = Pattern::fresh();
+    let mut out = Vec::new();
+    for &dir in &plan.dirs {
+        for &size in &sizes {
+            for &c in &plan.completions {
+                pattern = pattern.successor();
+                let one = One { dir, size, completion: c, pattern, card: plan.card_addr, timeout: plan.timeout };
+                let row = one.measure(engine, &bufs, irq, plan, s, &mut report.warnings)?;
+                let stop = row.notes.iter().any(|n| matches!(n, super::super::result::Note::Interrupted { .. }));
+                out.push(row);
+                if stop {
+                    return Ok(out);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One row: a direction, a size and a way to see completion.
+struct One {
+    dir: Direction,
+    size: u64,
+    completion: Completion,
+    pattern: Pattern,
+    card: u64,
+    timeout: Duration,
+}
+
+impl One {
+    fn measure(
+        &self,
+        engine: &mut dyn Engine,
+        bufs: &[Box<dyn DmaBuffer>; 2],
+        irq: Option<&dyn Interrupt>,
+        plan: &DmaLatency,
+        s: &mut Sampling,
+        warnings: &mut Vec<String>,
+    ) -> Result<Row> {
+        let (src, dst) = (&*bufs[0], &*bufs[1]);
+        let expected = self.pattern.generate(self.size as usize);
+        // The data in place first (untimed): the card holds the pattern before reads of it.
+        put(src, 0, &expected);
+        if self.dir == Direction::C2h {
+            card_copy(engine, Direction::H2c, src, self.card, self.size, self.timeout)?;
+            view(dst)[..self.size as usize].fill(0);
+        }
+        let buf = if self.dir == Direction::H2c { src } else { dst };
+        engine.prepare(buf, &Transfer { dir: self.dir, buf_offset: 0, card_addr: self.card, len: self.size })?;
+        let samples = plan.samples.unwrap_or_else(|| default_samples(engine, self.size));
+        let warmup = default_warmup(samples);
+        let (timeout, c) = (self.timeout, self.completion);
+        let single = s.single(warmup, samples, self.size, || match (c, irq) {
+            (Completion::Msi, Some(irq)) => interrupt_run(engine, irq, timeout),
+            _ => timed_run(engine, timeout),
+        })?;
+        let mut row = Row::new(self.dir, self.size);
+        row.probe = Some(Probe::Dma);
+        row.completion = Some(self.completion);
+        finish(&mut row, &single, s.clock);
+        if single.interrupted {
+            return Ok(row);
+        }
+        let found = match self.dir {
+            Direction::C2h => verify(&expected, &view(dst)[..self.size as usize], 0),
+            Direction::H2c => {
+                view(dst)[..self.size as usize].fill(0);
+                card_copy(engine, Direction::C2h, dst, self.card, self.size, self.timeout)?;
+                verify(&expected, &view(dst)[..self.size as usize], self.card)
+            }
+        };
+        row.verify = Some(match found {
+            Ok(()) => Verify::Ok,
+            Err(m) => {
+                warnings.push(format!("{} {} {}: {m}", self.dir, human_size(self.size), self.completion.name()));
+                Verify::Mismatch { mismatch: m }
+            }
+        });
+        Ok(row)
+    }
+}
+
+/// Run by interrupt; on failure stop the engine and add its status to the error (as `timed_run`).
+fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupt, timeout: Duration) -> Result<()> {
+    match engine.run_interrupt(irq, timeout) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
+            Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The PIO runner: per BAR × mapping × width × size × direction, timed copies through a BAR
+//! mapping (or one syscall per access), statistics, the link model's limit, and verification
+//! of a pattern that changes from run to run.
+
+use super::pattern::{host_bytes, verify, Mismatch, Pattern};
+use super::result::{Kind, Note, Report, Row, Verify};
+use super::sample::sampler::{check_total, Sampling};
+use crate::access::{BarRegion, DeviceAccess, IoMode};
+use crate::direction::Direction;
+use crate::mmio::{self, Width};
+use crate::pci::link::Link;
+use crate::{Error, Result};
+
+pub use super::result::MapMode;
+
+/// What to measure. Sizes empty means the whole BAR (from `offset`), as fpga_sio.
+#[derive(Debug, Clone)]
+pub struct PioPlan {
+    pub bars: Vec<u8>,
+    pub maps: Vec<MapMode>,
+    pub dirs: Vec<Direction>,
+    pub widths: Vec<Width>,
+    pub sizes: Vec<u64>,
+    /// Bytes to move per configuration (samples repeat until this is reached).
+    pub total: u64,
+    pub offset: u64,
+    pub io: IoMode,
+    pub allow_write: bool,
+    /// When the user named the mapping(s), a mapping the path cannot provide is an error;
+    /// with `all`, it becomes a skipped row with the reason.
+    pub strict_map: bool,
+    /// The same for copy widths this CPU lacks.
+    pub strict_width: bool,
+}
+
+impl PioPlan {
+    /// Bytes this plan will move (for a progress bar's length).
+    pub fn planned_bytes(&self) -> u64 {
+        let sizes = self.sizes.len().max(1) as u64;
+        let configs = self.bars.len() * self.maps.len() * self.widths.len() * self.dirs.len();
+        (configs as u64).saturating_mul(sizes).saturating_mul(self.total)
+    }
+}
+
+/// The device being measured, as the runner needs it.
+pub struct PioTarget<'a> {
+    pub dev: &'a dyn DeviceAccess,
+    pub device: &'a str,
+    pub simulated: bool,
+    /// The negotiated link, where a PCIe link bounds the figures.
+    pub link: Option<Link>,
+    /// (index, size) of the device's BARs, to check the plan before anything runs.
+    pub bar_sizes: Vec<(u8, u64)>,
+}
+
+impl PioPlan {
+    /// More than one configuration: a combination that cannot run (a size past a small BAR, a
+    /// width a size is not a multiple of) is skipped with a note instead of ending the run.
+    pub fn is_sweep(&self) -> bool {
+        self.sizes.len() > 1 || self.widths.len() > 1 || self.bars.len() > 1
+    }
+
+    /// The transfer sizes each BAR will see.
+    fn sizes_for(&self, bar_len: u64) -> Vec<u64> {
+        if self.sizes.is_empty() {
+            vec![bar_len.saturating_sub(self.offset)]
+        } else {
+            self.sizes.clone()
+        }
+    }
+}
+
+/// The copy routines a plan may use with `io`: one pread/pwrite per access moves 8/16/32/64-bit
+/// words, so a wider routine named on its own is refused (it would be mislabelled) and `all`
+/// keeps the scalar widths.
+pub fn widths_for_io(widths: Vec<Width>, strict: bool, io: IoMode) -> Result<Vec<Width>> {
+    if io == IoMode::Mmap {
+        return Ok(widths);
+    }
+    if strict {
+        if let Some(w) = widths.iter().find(|w| !w.is_scalar()) {
+            return Err(Error::usage(format!(
+                "--io syscall moves one 8, 16, 32 or 64-bit word per pread/pwrite: --width {w} does not apply (use --width 64)"
+            )));
+        }
+        return Ok(widths);
+    }
+    Ok(widths.into_iter().filter(|w| w.is_scalar()).collect())
+}
+
+/// The TLP payload a CPU copy produces: one access per TLP on UC; WC buffers combine up to a
+/// 64-byte line (Intel SDM Vol. 3 §11.3.1); either way no more than MPS.
+fn tlp_payload(map: MapMode, w: Width, mps: u32) -> u64 {
+    let access = match w {
+        Width::Memcpy => 8,
+        _ => w.bytes() as u64,
+    };
+    let p = if map == MapMode::Uc { access } else { 64 };
+    p.min(mps as u64)
+}
+
+pub fn run(t: &PioTarget, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
+    // --total against every size that will run, before anything does.
+    let mut all_sizes: Vec<u64> = Vec::new();
+    for &bar in &plan.bars {
+        let len = t.bar_sizes.iter().find(|b| b.0 == bar).map_or(0, |b| b.1);
+        all_sizes.extend(plan.sizes_for(len).into_iter().filter(|sz| plan.offset.saturating_add(*sz) <= len));
+    }
+    check_total(plan.total, &all_sizes)?;
+    let mut report = Report::new(Kind::Pio, t.device, t.simulated, t.dev.via(), s.overhead.median_s * 1e9);
+    if !t.simulated {
+        // uc/wc are named after x86's PAT types: say what they are here (mmio::mapping_note).
+        report.warnings.extend(mmio::mapping_note().map(String::from));
+    }
+    let mut pattern = Pattern::fresh();
+    'all: for &bar in &plan.bars {
+        for &map in &plan.maps {
+            // Without consent to write, the BAR is opened read-only: read permission is enough.
+            let opened = if plan.allow_write {
+                t.dev.open_bar(bar, map.mapping(), plan.io)
+            } else {
+                t.dev.open_bar_read_only(bar, map.mapping(), plan.io)
+            };
+            let region = match opened {
+                Ok(r) => r,
+                Err(e) if !plan.strict_map => {
+                    report.results.push(skipped(bar, map, plan, None, e.to_string()));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for &w in &plan.widths {
+                if let Err(e) = mmio::available(w) {
+                    if plan.strict_width {
+                        return Err(e);
+                    }
+                    report.results.push(skipped(bar, map, plan, Some(w), e.to_string()));
+                    continue;
+                }
+                for size in plan.sizes_for(region.len()) {
+                    if let Err(e) = check_range(region.as_ref(), plan.offset, size, w) {
+                        if !plan.is_sweep() {
+                            return Err(e);
+                        }
+                        let mut r = skipped(bar, map, plan, Some(w), e.to_string());
+                        r.size = size;
+                        report.results.push(r);
+                        continue;
+                    }
+                    pattern = pattern.successor();
+                    let one = One { region: region.as_ref(), map, w, size, plan, pattern, link: t.link };
+                    let rows = one.run(s)?;
+                    for r in &rows {
+                        if r.mismatch().is_some() {
+                            report.warnings.push(format!(
+                                "BAR{bar} {} {} width {w} size {size}: data did not verify",
+                                map.name(),
+                                r.dir
+                            ));
+                        }
+                        if r.notes.iter().any(|n| matches!(n, Note::Interrupted { .. })) {
+                            report.interrupted = true;
+                        }
+                    }
+                    report.results.extend(rows);
+                    if report.interrupted {
+                        break 'all;
+                    }
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn skipped(bar: u8, map: MapMode, plan: &PioPlan, w: Option<Width>, why: String) -> Row {
+    let mut r = Row::new(plan.dirs.first().copied().unwrap_or(Direction::H2c), 0);
+    r.bar = Some(bar);
+    r.map = Some(map);
+    r.io = Some(plan.io);
+    r.width = Some(w.or(plan.widths.first().copied()).unwrap_or(Width::B32));
+    r.offset = Some(plan.offset);
+    r.notes.push(Note::Skipped { reason: why });
+    r
+}
+
+/// Offsets and sizes respect the width's alignment and stay inside the BAR.
+pub fn check_range(region: &dyn BarRegion, offset: u64, size: u64, w: Width) -> Result<()> {
+    let len = region.len();
+    let g = w.bytes() as u64;
+    // The offset first: with no --size the size is what is left of the BAR past it, so an
+    // offset at the end would otherwise be blamed on the size.
+    if offset >= len {
+        return Err(Error::usage(format!(
+            "--offset {offset:#x} is past the end of BAR{} ({len:#x} bytes): give an offset below {len:#x}",
+            region.index()
+        )));
+    }
+    if size == 0 {
+        return Err(Error::usage("transfer size is 0: give --size of at least one access"));
+    }
+    match offset.checked_add(size) {
+        Some(end) if end <= len => {}
+        _ => {
+            return Err(Error::usage(format!(
+                "offset {offset:#x} + size {size:#x} is past the end of BAR{} ({len:#x} bytes): choose a smaller --size or --offset",
+                region.index()
+            )))
+        }
+    }
+    let base = region.ptr().map_or(0, |p| p as u64);
+    if (base + offset) % g != 0 || size % g != 0 {
+        return Err(Error::usage(format!(
+            "width {w} moves {g}-byte accesses: offset {offset:#x} and size {size:#x} must be multiples of {g}"
+        )));
+    }
+    Ok(())
+}
+
+/// One transfer in the chosen direction: through the mapping, or per-access syscalls.
+fn transfer(region: &dyn BarRegion, dir: Direction, w: Width, off: u64, host: &mut [u8]) -> Result<()> {
+    match region.ptr() {
+        Some(base) => {
+            // SAFETY: check_range kept [off, off+len) inside the mapping and aligned to the
+            // width; mmio::available(w) was checked; `host` is a distinct live buffer.
+            unsafe {
+                let bar = base.add(off as usize);
+                match dir {
+                    Direction::H2c => mmio::copy_to_io(w, bar, host.as_ptr(), host.len()),
+                    Direction::C2h => mmio::copy_from_io(w, host.as_mut_ptr(), bar, host.len()),
+                }
+            }
+            Ok(())
+        }
+        None => match dir {
+            Direction::H2c => region.write_bulk(off, host, scalar_for_syscall(w)),
+            Direction::C2h => region.read_bulk(off, host, scalar_for_syscall(w)),
+        },
+    }
+}
+
+/// pread/pwrite take 1/2/4/8-byte accesses: wider routines map to 64-bit accesses there.
+fn scalar_for_syscall(w: Width) -> Width {
+    if w.is_scalar() {
+        w
+    } else {
+        Width::B64
+    }
+}
+
+/// Read the BAR back for verification with the fastest safe routine (never timed).
+fn read_back(region: &dyn BarRegion, off: u64, buf: &mut [u8]) -> Result<()> {
+    let at = region.ptr().map_or(off, |p| p as u64 + off);
+    let w = [Width::V512, Width::V256, Width::V128, Width::B64]
+        .into_iter()
+        .find(|w| mmio::available(*w).is_ok() && at % w.bytes() as u64 == 0 && buf.len() % w.bytes() == 0)
+        .unwrap_or(Width::B8);
+    transfer(region, Direction::C2h, w, off, buf)
+}
+
+/// Drain posted writes: SFENCE, then a read from the BAR (the read cannot pass the writes,
+/// PCIe Base Spec ordering rules), so the timed part includes their delivery.
+fn flush(region: &dyn BarRegion, map: MapMode, off: u64) -> Result<()> {
+    if map == MapMode::Uc {
+        return Ok(());
+    }
+    mmio::store_fence();
+    region.read(off & !7, Width::B32)?;
+    Ok(())
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn to_verify(r: std::result::Result<(), Mismatch>) -> Verify {
+    match r {
+        Ok(()) => Verify::Ok,
+        Err(mismatch) => Verify::Mismatch { mismatch },
+    }
+}
+
+/// One BAR × mapping × width × size, both directions.
+struct One<'a> {
+    region: &'a dyn BarRegion,
+    map: MapMode,
+    w: Width,
+    size: u64,
+    plan: &'a PioPlan,
+    pattern: Pattern,
+    link: Option<Link>,
+}
+
+impl One<'_> {
+    fn row(&self, dir: Direction) -> Row {
+        let mut r = Row::new(dir, self.size);
+        r.bar = Some(self.region.index());
+        r.bar_size = Some(self.region.len());
+        r.map = Some(self.map);
+        r.io = Some(self.plan.io);
+        r.width = Some(self.w);
+        r.offset = Some(self.plan.offset);
+        r
+    }
+
+    fn limit(&self, dir: Direction) -> Option<f64> {
+        self.link.map(|l| {
+            let p = tlp_payload(self.map, self.w, l.mps);
+            match dir {
+                Direction::H2c => l.write_bps(p) / 1e6,
+                Direction::C2h => l.read_bps(p) / 1e6,
+            }
+        })
+    }
+
+    fn run(&self, s: &mut Sampling) -> Result<Vec<Row>> {
+        let (region, map, w, off) = (self.region, self.map, self.w, self.plan.offset);
+        let expected = self.pattern.try_generate(self.size as usize)?;
+        let mut host = host_bytes(self.size as usize)?;
+        let mut wrote = false;
+        let mut rows = Vec::new();
+        for &dir in &self.plan.dirs {
+            let mut row = self.row(dir);
+            if dir == Direction::H2c && !self.plan.allow_write {
+                row.notes.push(Note::Skipped { reason: "host-to-card writes need --allow-write".into() });
+                rows.push(row);
+                continue;
+            }
+            if dir == Direction::C2h && !w.reads() {
+                row.notes.push(Note::Skipped { reason: format!("width {w} has no load form (stores only)") });
+                rows.push(row);
+                continue;
+            }
+            if dir == Direction::C2h && !wrote && self.plan.allow_write {
+                // Give the reads something known to verify against (untimed).
+                transfer(region, Direction::H2c, w, off, &mut expected.clone())?;
+                flush(region, map, off)?;
+                wrote = true;
+            }
+            if dir == Direction::H2c {
+                host.copy_from_slice(&expected);
+            } else {
+                host.fill(0);
+            }
+            let sampled = s.run(self.size, self.plan.total, |k| {
+                for _ in 0..k {
+                    transfer(region, dir, w, off, &mut host)?;
+                    if map == MapMode::WcFlush {
+                        flush(region, map, off)?;
+                    }
+                }
+                Ok(())
+            })?;
+            row.measured(&sampled, self.limit(dir), s.overhead.median_s * 1e9);
+            if sampled.interrupted {
+                row.notes.push(Note::Interrupted { engine: None });
+            }
+            row.verify = Some(match dir {
+                Direction::H2c => {
+                    wrote = true;
+                    let mut back = host_bytes(self.size as usize)?;
+                    read_back(region, off, &mut back)?;
+                    to_verify(verify(&expected, &back, off))
+                }
+                Direction::C2h if wrote => to_verify(verify(&expected, &host, off)),
+                Direction::C2h => {
+                    let mut again = host_bytes(self.size as usize)?;
+                    read_back(region, off, &mut again)?;
+                    match verify(&host, &again, off) {
+                        Ok(()) => Verify::Unverified {
+                            reason: "read-only run: two reads agree; --allow-write writes a pattern to verify against"
+                                .into(),
+                        },
+                        Err(m) => Verify::Mismatch { mismatch: m },
+                    }
+                }
+            });
+            if dir == Direction::C2h && host.iter().all(|b| *b == 0xff) {
+                row.notes.push(Note::AllOnes);
+            }
+            row.pattern_sha256 = wrote.then(|| sha256_hex(&expected));
+            let stop = sampled.interrupted;
+            rows.push(row);
+            if stop {
+                break;
+            }
+        }
+        Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,448 @@
+//! The one sampling loop every throughput runner uses (PIO copies, DMA engine runs, buffer
+//! access): one untimed warm-up, a batch size calibrated on growing runs until a sample lasts
+//! at least 100 timer overheads, then timed samples until `total` bytes have moved. Beside it,
+//! `single` for latency: the same clock, stop flag, progress and link-health watch, but every
+//! sample one access, never batched, with the timing shell's own cost subtracted. The clock is a
+//! trait so runners can be tested with exact figures.
+
+use super::clock::Clock;
+use super::histogram::LatencyHistogram;
+use super::stats::Samples;
+use super::timer::TimerOverhead;
+use crate::pci::health::{self, HealthProbe};
+use crate::units::human_size;
+use crate::{Error, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// At most this many samples are kept per configuration (8 MiB of times): past it, samples
+/// batch more transfers, so memory stays bounded whatever `--total` asks.
+pub const MAX_SAMPLES: u64 = 1 << 20;
+/// Calibration stops growing a batch here (a transfer that cannot reach 100 timer overheads in
+/// 16 M repetitions is measured as it is).
+const MAX_BATCH: u64 = 1 << 24;
+/// The most transfers one configuration may plan: what the bounded samples can count.
+pub const MAX_TRANSFERS: u64 = MAX_SAMPLES * MAX_BATCH;
+/// The most bytes one configuration may move (1 PiB: hours even at memory speed).
+pub const MAX_TOTAL: u64 = 1 << 50;
+/// Link health is also checked between samples this often on long runs (outside the timed part).
+const HEALTH_EVERY_NS: u64 = 1_000_000_000;
+/// Single-access samples are taken in runs of this many, then put in the histogram (a progress
+/// or health update per sample would cost more than a fast access).
+const CHAIN: usize = 256;
+/// Empty timing shells measured to find the cost subtracted from each single-access sample.
+const SHELL_PROBES: usize = 2001;
+
+/// `--total` against the transfer sizes, before anything runs: it must hold at least one
+/// transfer of the largest size, and no more transfers of the smallest than pcibench counts.
+pub fn check_total(total: u64, sizes: &[u64]) -> Result<()> {
+    if total == 0 {
+        return Err(Error::usage("--total is 0: give the bytes to move per configuration, e.g. --total 64M"));
+    }
+    if total > MAX_TOTAL {
+        return Err(Error::usage(format!(
+            "--total {} is more than pcibench moves per configuration (1 PiB): use a smaller --total",
+            human_size(total)
+        )));
+    }
+    if let Some(&big) = sizes.iter().max() {
+        if total < big {
+            return Err(Error::usage(format!(
+                "--total {} is less than one {} transfer: raise --total to at least {} or use a smaller --size",
+                human_size(total),
+                human_size(big),
+                human_size(big)
+            )));
+        }
+    }
+    if let Some(&small) = sizes.iter().filter(|s| **s > 0).min() {
+        if total / small > MAX_TRANSFERS {
+            return Err(Error::usage(format!(
+                "--total {} is {} transfers of {}: more than pcibench counts per configuration (2^44): use a smaller --total",
+                human_size(total),
+                total / small,
+                human_size(small)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where a run reports its progress (a progress bar; nothing, with `()`).
+pub trait Progress {
+    /// A part of the run that will move about `bytes` bytes starts.
+    fn begin(&mut self, what: &str, bytes: u64) {
+        let _ = (what, bytes);
+    }
+    /// `bytes` more have moved.
+    fn add(&mut self, bytes: u64) {
+        let _ = bytes;
+    }
+    /// The part is over.
+    fn end(&mut self) {}
+}
+
+impl Progress for () {}
+
+/// A closure counting bytes is a progress report too.
+impl<F: FnMut(u64)> Progress for F {
+    fn add(&mut self, bytes: u64) {
+        self(bytes)
+    }
+}
+
+/// How a runner samples: the clock, its measured overhead, the stop flag (Ctrl-C, SIGTERM)
+/// and where progress goes.
+pub struct Sampling<'a> {
+    pub clock: &'a dyn Clock,
+    pub overhead: TimerOverhead,
+    pub stop: &'a AtomicBool,
+    pub progress: &'a mut dyn Progress,
+    /// The device's link health, snapshotted before and after each configuration (and between
+    /// samples on long ones); None where there is no link to watch (simulated cards).
+    pub health: Option<&'a HealthProbe>,
+}
+
+/// The timed samples of one configuration and how they came about.
+#[derive(Debug, Clone)]
+pub struct Sampled {
+    pub samples: Samples,
+    /// Transfers the plan asked for (`total / size`).
+    pub planned: u64,
+    /// Transfers run untimed before the samples (warm-up and batch calibration); they are not
+    /// counted as measured.
+    pub calibration_transfers: u64,
+    /// The stop flag ended the sampling early.
+    pub interrupted: bool,
+    /// What changed in the link's health while this configuration ran (empty: nothing).
+    pub health: Vec<String>,
+}
+
+impl Sampled {
+    /// Transfers measured (samples × batch).
+    pub fn measured(&self) -> u64 {
+        self.samples.secs.len() as u64 * self.samples.batch
+    }
+}
+
+/// The samples of one single-access (latency) configuration.
+#[derive(Debug, Clone)]
+pub struct Single {
+    pub hist: LatencyHistogram,
+    /// Accesses run first, untimed, and discarded.
+    pub warmup: u64,
+    /// The cost of the timing shell (two clock readings around nothing), subtracted from every
+    /// sample, in nanoseconds.
+    pub overhead_ns: u64,
+    /// The stop flag ended the sampling early.
+    pub interrupted: bool,
+    /// What changed in the link's health while this configuration ran (empty: nothing).
+    pub health: Vec<String>,
+    /// The samples' time, shells included (ns).
+    pub elapsed_ns: u64,
+}
+
+impl<'a> Sampling<'a> {
+    /// Sampling with `clock`, its overhead measured now.
+    pub fn new(
+        clock: &'a dyn Clock,
+        stop: &'a AtomicBool,
+        progress: &'a mut dyn Progress,
+        health: Option<&'a HealthProbe>,
+    ) -> Sampling<'a> {
+        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress, health }
+    }
+
+    /// Time `op(k)` (k transfers of `size` bytes back to back) until `total` bytes have moved.
+    /// `total` must hold at least one transfer (callers check and explain).
+    pub fn run(&mut self, size: u64, total: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<Sampled> {
+        let planned = (total / size.max(1)).max(1);
+        let before = self.health.map(|h| h.snapshot());
+        let mut health_changes: Vec<String> = Vec::new();
+        let mut last_check = self.clock.now_ns();
+        let timed = |k: u64, op: &mut dyn FnMut(u64) -> Result<()>| -> Result<u64> {
+            let t0 = self.clock.now_ns();
+            op(k)?;
+            self.clock.did(k, k * size);
+            Ok(self.clock.now_ns().saturating_sub(t0))
+        };
+        // Warm up (caches, TLB, an engine's first descriptor fetch), then grow the batch.
+        timed(1, &mut op)?;
+        let want = self.overhead.min_sample_ns();
+        let mut calibration = 1;
+        let mut n = 1u64;
+        let batch = loop {
+            let took = timed(n, &mut op)?;
+            calibration += n;
+            if took >= want || n >= MAX_BATCH {
+                break n;
+            }
+            // Aim past the target from this run's rate, at least doubling.
+            let per = (took as f64 / n as f64).max(1e-3);
+            n = ((want as f64 / per * 1.5).ceil() as u64).clamp(n * 2, MAX_BATCH);
+        };
+        // Fewer planned transfers than one batch: one sample of them all (flagged as short by
+        // the statistics). More samples than we keep: batch more per sample.
+        let batch = batch.min(planned).max(planned.div_ceil(MAX_SAMPLES));
+        let count = planned / batch;
+        let mut samples = Samples::new(size, batch);
+        // At most MAX_SAMPLES (8 MiB of times); fallible all the same, like every large buffer.
+        samples.secs.try_reserve_exact(count as usize).map_err(|_| {
+            Error::Unsupported(format!("cannot allocate room for {count} samples: raise the memory limit (ulimit -v)"))
+        })?;
+        let mut interrupted = false;
+        for _ in 0..count {
+            if self.stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            let ns = timed(batch, &mut op)?;
+            samples.secs.push(ns as f64 * 1e-9);
+            self.progress.add(size * batch);
+            if let (Some(h), Some(b)) = (self.health, &before) {
+                // Between samples, untimed: a long run notices a change while it happens.
+                let now = self.clock.now_ns();
+                if now.saturating_sub(last_check) >= HEALTH_EVERY_NS {
+                    last_check = now;
+                    health_changes = health::changes(b, &h.snapshot());
+                }
+            }
+        }
+        if let (Some(h), Some(b)) = (self.health, &before) {
+            health_changes = health::changes(b, &h.snapshot());
+        }
+        Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted, health: health_changes })
+    }
+
+    /// Up to `diffs.len()` samples back to back: each the clock's difference between the reading
+    /// that ended the previous sample (or the first reading) and the one that ends this one, so
+    /// one reading delimits two samples (a fenced reading waits for the access before it and
+    /// holds back the one after it). Stops early at the stop flag; returns the samples taken.
+    #[inline(always)]
+    fn chain(
+        &self,
+        diffs: &mut [u64],
+        transfers: u64,
+        bytes: u64,
+        op: &mut impl FnMut() -> Result<()>,
+    ) -> Result<(usize, bool)> {
+        let mut t0 = self.clock.now_ns();
+        for (n, d) in diffs.iter_mut().enumerate() {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok((n, true));
+            }
+            op()?;
+            self.clock.did(transfers, bytes);
+            let t1 = self.clock.now_ns();
+            *d = t1.saturating_sub(t0);
+            t0 = t1;
+        }
+        Ok((diffs.len(), false))
+    }
+
+    /// The cost of one empty sample as `single` times it (the loop, the cost-model hook and one
+    /// clock reading around nothing): the median of many, in nanoseconds. Subtracting it from a
+    /// sample leaves the access.
+    pub fn shell_overhead_ns(&self) -> u64 {
+        let mut d = vec![0u64; SHELL_PROBES];
+        // No transfer: a fake clock charges the shell nothing but its reading.
+        let (n, _) = self.chain(&mut d, 0, 0, &mut || Ok(())).unwrap_or((0, true));
+        let d = &mut d[..n];
+        d.sort_unstable();
+        d.get(n / 2).copied().unwrap_or(0)
+    }
+
+    /// Time `op` once per sample, never batched: `warmup` untimed calls, then up to `samples`
+    /// timed ones (fewer when the stop flag is raised), each one access of `bytes` bytes. A
+    /// sample is the clock's difference around the call less the timing shell's own cost, kept
+    /// in a log-linear histogram, so millions of samples cost no memory. Samples are taken in
+    /// runs of `CHAIN`; the histogram, progress and link health are updated between runs.
+    pub fn single(
+        &mut self,
+        warmup: u64,
+        samples: u64,
+        bytes: u64,
+        mut op: impl FnMut() -> Result<()>,
+    ) -> Result<Single> {
+        let before = self.health.map(|h| h.snapshot());
+        let mut health = Vec::new();
+        let mut interrupted = false;
+        let mut warmed = 0;
+        while warmed < warmup && !interrupted {
+            interrupted = self.stop.load(Ordering::Relaxed);
+            if !interrupted {
+                op()?;
+                warmed += 1;
+            }
+        }
+        let overhead_ns = self.shell_overhead_ns();
+        let mut hist = LatencyHistogram::new();
+        let mut diffs = [0u64; CHAIN];
+        let (mut done, mut elapsed_ns) = (0u64, 0u64);
+        let mut last_check = self.clock.now_ns();
+        while done < samples && !interrupted {
+            let want = (samples - done).min(CHAIN as u64) as usize;
+            let (n, stopped) = self.chain(&mut diffs[..want], 1, bytes, &mut op)?;
+            interrupted = stopped;
+            for d in &diffs[..n] {
+                hist.record(d.saturating_sub(overhead_ns));
+                elapsed_ns += d;
+            }
+            done += n as u64;
+            self.progress.add(n as u64 * bytes);
+            if let (Some(h), Some(b)) = (self.health, &before) {
+                let now = self.clock.now_ns();
+                if now.saturating_sub(last_check) >= HEALTH_EVERY_NS {
+                    // Between runs, untimed, as in `run`.
+                    health = health::changes(b, &h.snapshot());
+                    last_check = now;
+                }
+            }
+        }
+        if let (Some(h), Some(b)) = (self.health, &before) {
+            health = health::changes(b, &h.snapshot());
+        }
+        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::sample::clock::FakeClock;
+
+    fn sampling<'a>(clock: &'a FakeClock, stop: &'a AtomicBool, moved: &'a mut dyn Progress) -> Sampling<'a> {
+        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: moved, health: None }
+    }
+
+    #[test]
+    fn batches_to_a_hundred_overheads_and_counts_exactly() {
+        // Reading the clock costs 20 ns, so a sample must last 2000 ns; a transfer costs 100 ns.
+        let clock = FakeClock::new(20, 100, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut bytes = 0;
+        let mut moved = |n: u64| bytes += n;
+        let mut ran = 0u64;
+        let s = sampling(&clock, &stop, &mut moved)
+            .run(64, 64 * 1000, |k| {
+                ran += k;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(s.planned, 1000);
+        // Warm-up, then a run of 1 (120 ns with the reading), then ceil(2000 / 120 * 1.5) = 25:
+        // 25 x 100 ns + 20 ns >= 2000 ns.
+        assert_eq!(s.samples.batch, 25);
+        assert_eq!(s.calibration_transfers, 1 + 1 + 25);
+        assert_eq!(s.samples.secs.len(), 40, "1000 / 25 whole samples");
+        assert_eq!(s.measured(), 1000);
+        assert_eq!(ran, 27 + 1000);
+        assert_eq!(bytes, 1000 * 64);
+        // Each sample: 25 transfers (2500 ns) plus one clock reading (20 ns) between the reads.
+        assert!(s.samples.secs.iter().all(|t| (t - 2520e-9).abs() < 1e-15), "{:?}", &s.samples.secs[..2]);
+    }
+
+    #[test]
+    fn fewer_transfers_than_a_batch_make_one_short_sample() {
+        let clock = FakeClock::new(20, 100, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let s = sampling(&clock, &stop, &mut moved).run(4096, 16 * 4096, |_| Ok(())).unwrap();
+        assert_eq!((s.samples.batch, s.samples.secs.len(), s.measured()), (16, 1, 16));
+    }
+
+    #[test]
+    fn single_samples_are_one_access_each_less_the_shell() {
+        // A reading costs 7 ns; each access costs what the script says (the op advances the
+        // fake clock), plus the cost model's 3 ns per transfer and 64 B at 64 B/us (1000 ns).
+        let clock = FakeClock::new(7, 3, 64);
+        let stop = AtomicBool::new(false);
+        let mut moved = 0u64;
+        let mut count = |n: u64| moved += n;
+        let mut s = sampling(&clock, &stop, &mut count);
+        assert_eq!(s.shell_overhead_ns(), 7, "an empty sample: one reading's cost");
+        let script = [10u64, 20, 30, 40, 1000];
+        let mut i = 0;
+        let calls = std::cell::Cell::new(0);
+        let r = s
+            .single(3, 10, 64, || {
+                calls.set(calls.get() + 1);
+                if calls.get() > 3 {
+                    clock.advance(script[i % script.len()]);
+                    i += 1;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((r.warmup, r.overhead_ns, r.interrupted, calls.get()), (3, 7, false, 13));
+        let f = r.hist.summary().unwrap();
+        // Each sample: the scripted cost + 3 + 1000 (the model), never batched.
+        assert_eq!(f.samples, 10);
+        assert_eq!((f.min, f.max), (1013, 2003));
+        assert_eq!(f.p50, r.hist.bucket(1033).1, "rank 5 of 10: the third-cheapest twice over");
+        assert_eq!(moved, 640, "progress counted every access");
+        // The samples' time: the accesses and the one reading that ends each.
+        assert_eq!(r.elapsed_ns, 2 * (1013 + 1023 + 1033 + 1043 + 2003) + 10 * 7);
+    }
+
+    #[test]
+    fn single_honours_the_stop_flag_and_errors() {
+        let clock = FakeClock::new(1, 0, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let mut s = sampling(&clock, &stop, &mut moved);
+        let mut n = 0;
+        let r = s
+            .single(2, 100, 4, || {
+                n += 1;
+                if n == 6 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(r.interrupted);
+        assert_eq!((r.warmup, r.hist.len()), (2, 4), "two warm-up calls, then samples until the flag");
+        let stop = AtomicBool::new(false);
+        let mut s = sampling(&clock, &stop, &mut moved);
+        let e = s.single(0, 5, 4, || Err(Error::Device("gone".into()))).unwrap_err();
+        assert_eq!(e.to_string(), "gone");
+    }
+
+    #[test]
+    fn totals_are_checked_before_anything_runs() {
+        assert!(check_total(64 << 20, &[4096, 1 << 20]).is_ok());
+        let e = check_total(0, &[4096]).unwrap_err().to_string();
+        assert!(e.contains("--total is 0"), "{e}");
+        let e = check_total(64 << 10, &[8, 1 << 20]).unwrap_err().to_string();
+        assert!(e.contains("less than one 1 MiB transfer") && e.contains("at least 1 MiB"), "{e}");
+        let e = check_total(0x0100_0000_0000_0000, &[1 << 20]).unwrap_err().to_string();
+        assert!(e.contains("more than pcibench moves"), "{e}");
+        let e = check_total(1 << 48, &[1]).unwrap_err().to_string();
+        assert!(e.contains("more than pcibench counts"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn samples_are_bounded_and_stop_is_honoured() {
+        let clock = FakeClock::new(1, 1000, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let s = sampling(&clock, &stop, &mut moved).run(1, 3 * MAX_SAMPLES, |_| Ok(())).unwrap();
+        assert_eq!(s.samples.batch, 3);
+        assert_eq!(s.samples.secs.len() as u64, MAX_SAMPLES);
+        let stop = AtomicBool::new(false);
+        let mut calls = 0;
+        let mut moved = |_| {};
+        let s = sampling(&clock, &stop, &mut moved)
+            .run(8, 8 * 100, |_| {
+                calls += 1;
+                if calls == 5 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(s.interrupted);
+        assert_eq!(s.samples.secs.len(), 3, "warm-up, calibration, three samples (the third raised the flag)");
+    }
+}

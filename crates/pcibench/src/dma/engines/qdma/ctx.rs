@@ -1,0 +1,342 @@
+//! QDMA context RAM through the indirect context registers (PG302; vendor
+//! `qdma_indirect_reg_*`): eight data words at 0x804, eight mask words at 0x824, the command at
+//! 0x844 (busy [0], select [4:1], op [6:5], queue or function id from bit 7). A write loads all
+//! data and mask words (masks 0xffffffff) then the command; every command is followed by polling
+//! busy until it clears (the vendor polls every 10 µs for up to 500 ms). A read is the command,
+//! the poll, then the data words.
+//!
+//! Also the layouts of the contexts the MM driver programs and reads back: the software context
+//! (`QDMA_SW_CTXT_W*`), the hardware context (`QDMA_HW_CTXT_W*`), the credit context and the
+//! function map (FMAP: first queue W0 [10:0], queue count W1 [11:0]).
+
+use super::regs::{rd, wr, R_IND_CMD, R_IND_DATA, R_IND_MASK};
+use crate::access::BarRegion;
+use crate::direction::Direction;
+use crate::{Error, Result};
+use serde::Serialize;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Context selects (`enum ind_ctxt_cmd_sel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sel {
+    Sw(Direction),
+    Hw(Direction),
+    Credit(Direction),
+    Fmap,
+}
+
+impl Sel {
+    fn code(self) -> u32 {
+        let d = |dir: Direction| if dir == Direction::H2c { 1 } else { 0 };
+        match self {
+            Sel::Sw(dir) => d(dir),
+            Sel::Hw(dir) => 2 + d(dir),
+            Sel::Credit(dir) => 4 + d(dir),
+            Sel::Fmap => 12,
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Sel::Sw(d) => format!("{d} software context"),
+            Sel::Hw(d) => format!("{d} hardware context"),
+            Sel::Credit(d) => format!("{d} credit context"),
+            Sel::Fmap => "function map (FMAP)".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Clear = 0,
+    Write = 1,
+    Read = 2,
+    Invalidate = 3,
+}
+
+/// The indirect context registers of one config BAR.
+pub struct ContextAccess<'a> {
+    pub bar: &'a dyn BarRegion,
+    /// Width of the command's id field (12, or 13 on EQDMA).
+    pub qid_bits: u32,
+    /// How long a command may stay busy (the vendor's 500 ms).
+    pub timeout: Duration,
+}
+
+impl ContextAccess<'_> {
+    fn command(&self, sel: Sel, op: Op, id: u32) -> Result<()> {
+        if id >= 1 << self.qid_bits {
+            return Err(Error::usage(format!(
+                "queue or function id {id} does not fit the {}-bit context id field",
+                self.qid_bits
+            )));
+        }
+        wr(self.bar, R_IND_CMD, sel.code() << 1 | (op as u32) << 5 | id << 7)?;
+        self.wait(sel, op, id)
+    }
+
+    /// Poll busy: at once a few times (a command takes a few register clocks), then every 10 µs.
+    fn wait(&self, sel: Sel, op: Op, id: u32) -> Result<()> {
+        let start = Instant::now();
+        let mut polls = 0u32;
+        loop {
+            let v = rd(self.bar, R_IND_CMD)?;
+            if v & 1 == 0 {
+                return Ok(());
+            }
+            polls += 1;
+            if start.elapsed() >= self.timeout {
+                return Err(Error::Device(format!(
+                    "QDMA context command ({op:?} {} of id {id}) still busy after {:?} (0x844 reads {v:#010x}): \
+                     the context RAM is not answering; reset the card (reload its FPGA image) and try again",
+                    sel.name(),
+                    self.timeout
+                )));
+            }
+            if polls > 8 {
+                std::thread::sleep(Duration::from_micros(10));
+            }
+        }
+    }
+
+    pub fn clear(&self, sel: Sel, id: u32) -> Result<()> {
+        self.command(sel, Op::Clear, id)
+    }
+
+    pub fn invalidate(&self, sel: Sel, id: u32) -> Result<()> {
+        self.command(sel, Op::Invalidate, id)
+    }
+
+    /// Write all eight data words (`words` then zeros) with every mask bit set, then the command.
+    pub fn write(&self, sel: Sel, id: u32, words: &[u32]) -> Result<()> {
+        for i in 0..8u64 {
+            wr(self.bar, R_IND_DATA + 4 * i, words.get(i as usize).copied().unwrap_or(0))?;
+        }
+        for i in 0..8u64 {
+            wr(self.bar, R_IND_MASK + 4 * i, u32::MAX)?;
+        }
+        self.command(sel, Op::Write, id)
+    }
+
+    pub fn read(&self, sel: Sel, id: u32) -> Result<[u32; 8]> {
+        self.command(sel, Op::Read, id)?;
+        let mut w = [0u32; 8];
+        for (i, x) in w.iter_mut().enumerate() {
+            *x = rd(self.bar, R_IND_DATA + 4 * i as u64)?;
+        }
+        Ok(w)
+    }
+}
+
+/// The function map entry of one function: its queues are `qbase .. qbase + qmax`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Fmap {
+    pub qbase: u32,
+    pub qmax: u32,
+}
+
+impl Fmap {
+    pub fn words(&self) -> [u32; 2] {
+        [self.qbase & 0x7ff, self.qmax & 0xfff]
+    }
+
+    pub fn from_words(w: &[u32]) -> Fmap {
+        Fmap { qbase: w[0] & 0x7ff, qmax: w[1] & 0xfff }
+    }
+}
+
+/// A software context (words 0-4 of `QDMA_SW_CTXT_W*`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SwCtx {
+    pub pidx: u16,
+    pub irq_arm: bool,
+    pub func: u16,
+    pub enabled: bool,
+    pub fetch_credit: bool,
+    /// Status writeback when the queue's pending descriptors reach zero.
+    pub wbi_chk: bool,
+    /// Status writeback at the global writeback interval.
+    pub wbi_intvl: bool,
+    pub fetch_max: u8,
+    pub ring_idx: u8,
+    /// 0: 8 B, 1: 16 B, 2: 32 B, 3: 64 B descriptors.
+    pub desc_size: u8,
+    pub bypass: bool,
+    pub mm_channel: u8,
+    pub writeback: bool,
+    pub irq: bool,
+    /// Error field [27:26]: non-zero once the engine stopped the queue on an error.
+    pub error: u8,
+    pub error_wb_sent: bool,
+    pub marker_disable: bool,
+    pub is_mm: bool,
+    pub ring_base: u64,
+}
+
+fn bit(w: u32, b: u32) -> bool {
+    w & (1 << b) != 0
+}
+
+impl SwCtx {
+    pub fn words(&self) -> [u32; 5] {
+        let b = |on: bool, at: u32| (on as u32) << at;
+        let w0 = self.pidx as u32 | b(self.irq_arm, 16) | (self.func as u32 & 0xff) << 17;
+        let w1 = b(self.enabled, 0)
+            | b(self.fetch_credit, 1)
+            | b(self.wbi_chk, 2)
+            | b(self.wbi_intvl, 3)
+            | (self.fetch_max as u32 & 7) << 5
+            | (self.ring_idx as u32 & 0xf) << 12
+            | (self.desc_size as u32 & 3) << 16
+            | b(self.bypass, 18)
+            | (self.mm_channel as u32 & 1) << 19
+            | b(self.writeback, 20)
+            | b(self.irq, 21)
+            | (self.error as u32 & 3) << 26
+            | b(self.error_wb_sent, 28)
+            | b(self.marker_disable, 30)
+            | b(self.is_mm, 31);
+        [w0, w1, self.ring_base as u32, (self.ring_base >> 32) as u32, 0]
+    }
+
+    pub fn from_words(w: &[u32; 8]) -> SwCtx {
+        let (w0, w1) = (w[0], w[1]);
+        SwCtx {
+            pidx: w0 as u16,
+            irq_arm: bit(w0, 16),
+            func: ((w0 >> 17) & 0xff) as u16,
+            enabled: bit(w1, 0),
+            fetch_credit: bit(w1, 1),
+            wbi_chk: bit(w1, 2),
+            wbi_intvl: bit(w1, 3),
+            fetch_max: ((w1 >> 5) & 7) as u8,
+            ring_idx: ((w1 >> 12) & 0xf) as u8,
+            desc_size: ((w1 >> 16) & 3) as u8,
+            bypass: bit(w1, 18),
+            mm_channel: ((w1 >> 19) & 1) as u8,
+            writeback: bit(w1, 20),
+            irq: bit(w1, 21),
+            error: ((w1 >> 26) & 3) as u8,
+            error_wb_sent: bit(w1, 28),
+            marker_disable: bit(w1, 30),
+            is_mm: bit(w1, 31),
+            ring_base: (w[3] as u64) << 32 | w[2] as u64,
+        }
+    }
+
+    /// The fields a read-back must match after a write (the engine updates pidx and the error
+    /// bits itself).
+    pub fn same_settings(&self, other: &SwCtx) -> bool {
+        let strip = |c: &SwCtx| SwCtx { pidx: 0, error: 0, error_wb_sent: false, ..*c };
+        strip(self) == strip(other)
+    }
+}
+
+impl fmt::Display for SwCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let size = [8, 16, 32, 64][self.desc_size as usize & 3];
+        write!(
+            f,
+            "{}, {}, ring base {:#x} (ring-size index {}), {size}-byte descriptors, pidx {}, function {}, \
+             writeback {}{}{}",
+            if self.enabled { "enabled" } else { "disabled" },
+            if self.is_mm { "memory-mapped" } else { "stream" },
+            self.ring_base,
+            self.ring_idx,
+            self.pidx,
+            self.func,
+            if self.writeback { "on" } else { "off" },
+            if self.bypass { ", descriptor bypass" } else { "" },
+            if self.mm_channel != 0 { ", MM channel 1" } else { "" },
+        )?;
+        match self.error {
+            0 => Ok(()),
+            e => write!(
+                f,
+                ", ERROR {e} (the engine stopped the queue{})",
+                if self.error_wb_sent { "; error status written back" } else { "" }
+            ),
+        }
+    }
+}
+
+/// A hardware context (`QDMA_HW_CTXT_W*`): the engine's own view of the queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HwCtx {
+    pub cidx: u16,
+    pub credits_used: u16,
+    pub desc_pending: bool,
+    pub idle_stopped: bool,
+    pub event_pending: bool,
+    pub fetch_pending: u8,
+}
+
+impl HwCtx {
+    pub fn from_words(w: &[u32; 8]) -> HwCtx {
+        HwCtx {
+            cidx: w[0] as u16,
+            credits_used: (w[0] >> 16) as u16,
+            desc_pending: bit(w[1], 8),
+            idle_stopped: bit(w[1], 9),
+            event_pending: bit(w[1], 10),
+            fetch_pending: ((w[1] >> 11) & 0xf) as u8,
+        }
+    }
+}
+
+impl fmt::Display for HwCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cidx {}, {}{}, {} fetches pending, credits used {}",
+            self.cidx,
+            if self.desc_pending { "descriptors pending" } else { "no descriptors pending" },
+            if self.idle_stopped { ", idle" } else { "" },
+            self.fetch_pending,
+            self.credits_used
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn software_context_round_trips_through_words() {
+        let c = SwCtx {
+            pidx: 0x1234,
+            func: 3,
+            enabled: true,
+            wbi_chk: true,
+            wbi_intvl: true,
+            fetch_max: 7,
+            ring_idx: 9,
+            desc_size: 2,
+            writeback: true,
+            marker_disable: true,
+            is_mm: true,
+            ring_base: 0x1_2345_6000,
+            ..Default::default()
+        };
+        let w = c.words();
+        // Vendor masks: pidx [15:0], func [24:17]; qen 0, wbi_chk 2, wbi_intvl 3, fetch_max
+        // [7:5], ring size [15:12], desc size [17:16], wbk_en 20, mrkr_dis 30, is_mm 31.
+        assert_eq!(w[0], 0x1234 | 3 << 17);
+        assert_eq!(w[1], 1 | 1 << 2 | 1 << 3 | 7 << 5 | 9 << 12 | 2 << 16 | 1 << 20 | 1 << 30 | 1 << 31);
+        assert_eq!((w[2], w[3]), (0x2345_6000, 1));
+        let mut all = [0u32; 8];
+        all[..5].copy_from_slice(&w);
+        all[1] |= 1 << 26 | 1 << 28;
+        let back = SwCtx::from_words(&all);
+        assert!(back.same_settings(&c));
+        assert_eq!((back.error, back.error_wb_sent), (1, true));
+        let text = back.to_string();
+        assert!(text.starts_with("enabled, memory-mapped, ring base 0x123456000"), "{text}");
+        assert!(text.contains("ERROR 1"), "{text}");
+        let hw = HwCtx::from_words(&[0x0002_0007, 1 << 8 | 3 << 11, 0, 0, 0, 0, 0, 0]);
+        assert_eq!((hw.cidx, hw.credits_used, hw.desc_pending, hw.fetch_pending), (7, 2, true, 3));
+        assert_eq!(Fmap::from_words(&Fmap { qbase: 16, qmax: 8 }.words()), Fmap { qbase: 16, qmax: 8 });
+    }
+}

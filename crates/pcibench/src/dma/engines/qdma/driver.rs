@@ -1,0 +1,62 @@
+//! QDMA's entry in the engine registry: detection (Xilinx devices and simulated cards only,
+//! then the config BAR by its identifier), the options it takes, and opening the driver.
+
+use super::super::{Detected, EngineDriver, EngineOptions, Opened};
+use super::probe::{find_config_bar, probe, XILINX_VENDOR};
+use super::{QdmaEngine, QdmaOptions, DEFAULT_CARD_SIZE};
+use crate::access::{DeviceAccess, IoMode, Mapping};
+use crate::dma::DmaAllocator;
+use crate::pci::DeviceInfo;
+use crate::{Error, Result};
+
+/// QDMA in the engine registry.
+pub struct QdmaDriver;
+
+impl EngineDriver for QdmaDriver {
+    fn name(&self) -> &'static str {
+        "qdma"
+    }
+
+    fn about(&self) -> &'static str {
+        "AMD/Xilinx QDMA (PG302), memory-mapped queues in poll mode"
+    }
+
+    fn check_options(&self, opts: &EngineOptions) -> Result<()> {
+        if opts.channel.is_some() {
+            return Err(Error::usage(
+                "--channel does not apply to qdma: it spreads transfers over queues (--queues N)",
+            ));
+        }
+        if opts.queues == Some(0) {
+            return Err(Error::usage("--queues needs at least 1 queue"));
+        }
+        Ok(())
+    }
+
+    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
+        if !(info.simulated || info.vendor_id == XILINX_VENDOR) {
+            return Ok(None);
+        }
+        let Some(bar) = find_config_bar(dev, &super::super::probe_bar::memory_bars(info))? else { return Ok(None) };
+        super::super::probe_bar::detected(self.name(), dev, bar, probe).map(Some)
+    }
+
+    fn open(
+        &self,
+        found: &Detected,
+        dev: &dyn DeviceAccess,
+        alloc: &dyn DmaAllocator,
+        opts: &EngineOptions,
+    ) -> Result<Opened> {
+        let bar = dev.open_bar(found.register_bars[0], Mapping::Uc, IoMode::Mmap)?;
+        let o = QdmaOptions {
+            queues: opts.queues.unwrap_or(1),
+            ring_size: opts.ring_size,
+            card_addr: opts.card_addr.unwrap_or(0),
+            card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
+            ..Default::default()
+        };
+        let engine = QdmaEngine::new(bar, alloc, o)?;
+        Ok(Opened { engine: Box::new(engine), card_offset: 0 })
+    }
+}

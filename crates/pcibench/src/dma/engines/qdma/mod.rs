@@ -1,0 +1,493 @@
+//! A user-space poll-mode driver for the AMD/Xilinx QDMA subsystem (PG302) physical function:
+//! memory-mapped H2C and C2H queues through any `BarRegion` (VFIO type1 or no-IOMMU, the sim
+//! card), with no kernel module. Written from the register layouts of the vendor's open QDMA
+//! access code (see `regs.rs`); the sequence follows the vendor drivers:
+//!
+//! open: check the config BAR and capabilities, refuse what cannot work (before touching
+//! anything), load the vendor's ring-size table if the IP has none, enable error logging, map the
+//! function's queues (FMAP), set the MM engines running, then start each queue: clear its
+//! software, hardware and credit contexts, write the software context (MM, 32-byte descriptors,
+//! status writeback), read it back and compare. A run posts each queue's descriptors into its
+//! ring, rings the queue's PF doorbell every `doorbell_batch` descriptors (after a store fence,
+//! the vendor's wmb before a PIDX update), and polls the status writeback for the consumer
+//! index; the global error status is read every millisecond. Any error, timeout, stop request or
+//! drop stops and clears every queue; drop also puts back the FMAP, engine run bits, error
+//! enables and ring-size table as they were found.
+
+pub(super) mod ctx;
+pub mod driver;
+#[cfg(test)]
+mod model_tests;
+pub mod probe;
+pub(super) mod regs;
+pub(super) mod ring;
+mod run;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+
+use self::ctx::{ContextAccess, Sel};
+use self::probe::probe;
+use self::regs::*;
+use self::ring::{Desc, Ring};
+use crate::access::BarRegion;
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, EngineCounters, Transfer, Work};
+use crate::{Error, Result};
+use std::time::Duration;
+
+pub use self::ctx::{Fmap, HwCtx, SwCtx};
+pub use self::probe::{find_config_bar, is_config_bar, probe as probe_info, QdmaInfo, XILINX_VENDOR};
+pub use self::regs::{ErrorRegs, IpKind, MIN_CONFIG_BAR_LEN, VENDOR_RING_SIZES};
+
+/// Card memory of the sim card (the default window on a real card: give --card-size).
+pub const DEFAULT_CARD_SIZE: u64 = crate::sim::qdma::model::CARD_MEMORY_SIZE;
+/// The ring size used unless asked: the vendor's default table entry (2049).
+pub const DEFAULT_RING_SIZE: u32 = 2048;
+/// Longest descriptor: the 28-bit length field rounded down to 4 KiB (EQDMA 5.0: under 64 KiB).
+const MAX_DESC_LEN: u64 = 0x0fff_f000;
+const MAX_DESC_LEN_EQDMA5: u64 = 32 << 10;
+/// Most transfers one batch takes (32 MiB of descriptors at one per transfer).
+const MAX_BATCH: usize = 1 << 20;
+const ERRORS_EVERY: Duration = Duration::from_millis(1);
+/// After this long polling, yield between polls (see `xdma.rs`: a simulated engine needs a core).
+const YIELD_AFTER: Duration = Duration::from_micros(2);
+
+/// How the engine is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QdmaOptions {
+    pub queues: u16,
+    /// Descriptors per ring (a global ring-size table entry minus one); None: 2048.
+    pub ring_size: Option<u32>,
+    /// Card (AXI) address of the window; `Transfer::card_addr` is an offset in it.
+    pub card_addr: u64,
+    pub card_size: u64,
+    /// Descriptors posted per doorbell write.
+    pub doorbell_batch: u32,
+    /// How long a context command may stay busy (the vendor's 500 ms).
+    pub context_timeout: Duration,
+}
+
+impl Default for QdmaOptions {
+    fn default() -> Self {
+        QdmaOptions {
+            queues: 1,
+            ring_size: None,
+            card_addr: 0,
+            card_size: DEFAULT_CARD_SIZE,
+            doorbell_batch: 32,
+            context_timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What open found and changed, put back on drop.
+#[derive(Default)]
+struct Saved {
+    fmap: Option<Fmap>,
+    masks: Option<[u32; 3]>,
+    mm_err_enable: [Option<u32>; 2],
+    mm_control: [Option<u32>; 2],
+    ring_table: Option<Vec<u32>>,
+}
+
+/// Descriptors for each ring, and where a run has got to in them.
+#[derive(Default)]
+struct Prepared {
+    per_ring: Vec<Vec<Desc>>,
+    next: Vec<usize>,
+}
+
+/// The driver for one QDMA physical function's MM queues.
+pub struct QdmaEngine {
+    bar: Box<dyn BarRegion>,
+    info: QdmaInfo,
+    opts: QdmaOptions,
+    qbase: u32,
+    ring_idx: u8,
+    rings: Vec<Ring>,
+    dirs: Vec<Direction>,
+    /// The FMAP found at open; None once the device is taken (its settings saved in `saved`).
+    found_fmap: Option<Fmap>,
+    /// The queues are programmed and may run.
+    started: bool,
+    saved: Saved,
+    prepared: Option<Prepared>,
+    notes: Vec<String>,
+    /// Owns the ring memory; declared after `rings` so it is dropped after them.
+    _ring_mem: Vec<Box<dyn DmaBuffer>>,
+}
+
+fn doorbell(bar: &dyn BarRegion, queue: u16, dir: Direction, pidx: u32) -> Result<()> {
+    let reg = if dir == Direction::H2c { 0x4 } else { 0x8 };
+    // The descriptors must be in memory before the engine sees the new producer index
+    // (`qdma_queue_pidx_update`: qdma_io_wmb(), then the write).
+    crate::mmio::store_fence();
+    wr(bar, R_PF_DOORBELLS + queue as u64 * 0x10 + reg, pidx & 0xffff)
+}
+
+/// The table index for `want` descriptors per ring, or a one-line refusal naming the sizes.
+fn ring_index(entries: &[u32], want: Option<u32>) -> Result<u8> {
+    let want = want.unwrap_or(DEFAULT_RING_SIZE);
+    if let Some(i) = entries.iter().position(|e| *e >= 3 && e - 1 == want) {
+        return Ok(i as u8);
+    }
+    let sizes: Vec<String> = entries.iter().filter(|e| **e >= 3).map(|e| (e - 1).to_string()).collect();
+    Err(Error::usage(format!(
+        "--ring-size {want} is not in the card's global ring-size table (0x204-0x240): use one of {}",
+        sizes.join(", ")
+    )))
+}
+
+impl QdmaEngine {
+    /// Probe the QDMA behind `bar`, check `opts` against it and allocate the rings. Nothing is
+    /// written to the device (one context read aside): `start`, or the first run, takes it.
+    pub fn new(bar: Box<dyn BarRegion>, alloc: &dyn DmaAllocator, opts: QdmaOptions) -> Result<QdmaEngine> {
+        let info = probe(&*bar)?;
+        if !info.mm_h2c && !info.mm_c2h {
+            return Err(Error::Unsupported(format!(
+                "the QDMA in BAR{} has no memory-mapped engine (GLBL2_CHANNEL_MDMA {:#x}); pcibench drives MM queues only",
+                info.bar,
+                rd(&*bar, R_CHANNEL_MDMA)?
+            )));
+        }
+        if opts.card_size == 0 || opts.card_addr.checked_add(opts.card_size).is_none() {
+            return Err(Error::usage(format!(
+                "card window {:#x} + {:#x} is empty or overflows: give --card-size (and --card-addr) for the card's memory",
+                opts.card_addr, opts.card_size
+            )));
+        }
+        let unprogrammed = info.ring_sizes().is_empty();
+        let table = if unprogrammed { VENDOR_RING_SIZES.to_vec() } else { info.ring_entries.clone() };
+        let ring_idx = ring_index(&table, opts.ring_size)?;
+        let slots = table[ring_idx as usize] - 1;
+        let ctx = ContextAccess { bar: &*bar, qid_bits: info.ip.qid_bits(), timeout: opts.context_timeout };
+        let fmap = Fmap::from_words(&ctx.read(Sel::Fmap, info.func as u32)?);
+        let qbase = fmap.qbase;
+        let room = info.max_queues.saturating_sub(qbase).min((1 << info.ip.qid_bits()) - qbase);
+        if opts.queues == 0 || opts.queues as u32 > room {
+            return Err(Error::usage(format!(
+                "--queues {} is more than function {} has: the QDMA has {} queues and this function's start at {qbase} \
+                 (FMAP), so at most {room}",
+                opts.queues, info.func, info.max_queues
+            )));
+        }
+        let dirs: Vec<Direction> = [Direction::H2c, Direction::C2h].into_iter().filter(|d| info.has(*d)).collect();
+        let wanted: Vec<(u16, Direction)> = (0..opts.queues).flat_map(|q| dirs.iter().map(move |d| (q, *d))).collect();
+        let (ring_mem, rings) = ring::allocate(alloc, &wanted, slots)?;
+        let mut e = QdmaEngine {
+            bar,
+            info,
+            opts,
+            qbase,
+            ring_idx,
+            rings,
+            dirs,
+            found_fmap: Some(fmap),
+            started: false,
+            saved: Saved::default(),
+            prepared: None,
+            notes: Vec::new(),
+            _ring_mem: ring_mem,
+        };
+        if unprogrammed {
+            e.saved.ring_table = Some(e.info.ring_entries.clone());
+        }
+        Ok(e)
+    }
+
+    /// Take the device (ring-size table, error logging, FMAP, MM engines) if not yet done, and
+    /// start every queue. A failure leaves what was changed to be put back on drop.
+    pub fn start(&mut self) -> Result<()> {
+        if let Some(fmap) = self.found_fmap.take() {
+            self.take_device(fmap)?;
+        }
+        if !self.started {
+            self.start_queues()?;
+        }
+        Ok(())
+    }
+
+    fn ctx(&self) -> ContextAccess<'_> {
+        ContextAccess { bar: &*self.bar, qid_bits: self.info.ip.qid_bits(), timeout: self.opts.context_timeout }
+    }
+
+    fn bar(&self) -> &dyn BarRegion {
+        &*self.bar
+    }
+
+    /// Ring-size table, error logging, FMAP and MM engine run bits, saving what was there.
+    fn take_device(&mut self, fmap: Fmap) -> Result<()> {
+        let bar = &*self.bar;
+        if self.saved.ring_table.is_some() {
+            for (i, v) in VENDOR_RING_SIZES.iter().enumerate() {
+                wr(bar, R_RNG_SZ + 4 * i as u64, *v)?;
+            }
+            self.info.ring_entries = VENDOR_RING_SIZES.to_vec();
+            self.notes.push("the global ring-size table was empty: loaded the vendor driver's default table".into());
+        }
+        let masks = [rd(bar, R_GLBL_ERR_MASK)?, rd(bar, R_DSC_ERR_MSK)?, rd(bar, R_TRQ_ERR_MSK)?];
+        self.saved.masks = Some(masks);
+        // Log every descriptor-engine, register-access, MM and context-command error (vendor
+        // `*_ERR_ALL_MASK`s), so a failure can be named.
+        let dsc_all = if self.info.ip.qid_bits() == 13 { 0x1f9_037e } else { 0x1f9_023f };
+        wr(bar, R_GLBL_ERR_MASK, masks[0] | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 9)?;
+        wr(bar, R_DSC_ERR_MSK, masks[1] | dsc_all)?;
+        wr(bar, R_TRQ_ERR_MSK, masks[2] | 0xf)?;
+        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
+            if self.info.has(dir) {
+                let old = rd(bar, mm(dir, MM_ERR_ENABLE))?;
+                self.saved.mm_err_enable[i] = Some(old);
+                wr(bar, mm(dir, MM_ERR_ENABLE), old | mm_error_enables(dir))?;
+            }
+        }
+        let stale = ErrorRegs::read(bar, self.info.mm_present())?;
+        if stale.any() {
+            self.notes.push(format!("cleared errors left from before: {}", stale.describe(self.info.ip)));
+            stale.clear(bar, self.info.mm_present())?;
+        }
+        self.saved.fmap = Some(fmap);
+        let want = Fmap { qbase: self.qbase, qmax: self.opts.queues as u32 };
+        let func = self.info.func as u32;
+        self.ctx().write(Sel::Fmap, func, &want.words())?;
+        let back = Fmap::from_words(&self.ctx().read(Sel::Fmap, func)?);
+        if back != want {
+            return Err(Error::Device(format!(
+                "QDMA FMAP of function {func} reads back as queues {}+{} after writing {}+{}: the context RAM did not take it",
+                back.qbase, back.qmax, want.qbase, want.qmax
+            )));
+        }
+        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
+            if self.info.has(dir) {
+                let bar = &*self.bar;
+                self.saved.mm_control[i] = Some(rd(bar, mm(dir, MM_CONTROL))?);
+                wr(bar, mm(dir, MM_CONTROL), 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The software context every queue gets.
+    fn sw_context(&self, ring: &Ring) -> SwCtx {
+        SwCtx {
+            func: self.info.func as u16,
+            enabled: true,
+            wbi_chk: true,
+            wbi_intvl: true,
+            fetch_max: 7,
+            ring_idx: self.ring_idx,
+            desc_size: 2,
+            writeback: true,
+            marker_disable: true,
+            is_mm: true,
+            ring_base: ring.bus,
+            ..SwCtx::default()
+        }
+    }
+
+    /// Start every queue: clear its contexts, write the software context, read it back.
+    fn start_queues(&mut self) -> Result<()> {
+        self.started = true;
+        for i in 0..self.rings.len() {
+            self.rings[i].reset();
+            let (q, dir) = (self.rings[i].queue, self.rings[i].dir);
+            let qid = self.qbase + q as u32;
+            let ctx = self.ctx();
+            for sel in [Sel::Sw(dir), Sel::Hw(dir), Sel::Credit(dir)] {
+                ctx.clear(sel, qid)?;
+            }
+            let sw = self.sw_context(&self.rings[i]);
+            ctx.write(Sel::Sw(dir), qid, &sw.words())?;
+            let back = SwCtx::from_words(&ctx.read(Sel::Sw(dir), qid)?);
+            if !back.same_settings(&sw) {
+                return Err(Error::Device(format!(
+                    "QDMA {dir} queue {q}: the software context reads back as [{back}] after writing [{sw}]"
+                )));
+            }
+            doorbell(self.bar(), q, dir, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Stop and clear every queue (invalidate, then clear each context), going on past errors.
+    fn stop_queues(&mut self) -> Result<()> {
+        if !self.started {
+            return Ok(());
+        }
+        self.started = false;
+        let mut first = None;
+        for r in &self.rings {
+            let qid = self.qbase + r.queue as u32;
+            for sel in [Sel::Sw(r.dir), Sel::Hw(r.dir), Sel::Credit(r.dir)] {
+                if let Err(e) = self.ctx().invalidate(sel, qid).and_then(|_| self.ctx().clear(sel, qid)) {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    pub fn info(&self) -> &QdmaInfo {
+        &self.info
+    }
+
+    /// What open did that the user should know (a table loaded, errors cleared).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Descriptors per ring.
+    pub fn ring_size(&self) -> u32 {
+        self.rings.first().map_or(0, |r| r.slots)
+    }
+
+    /// The function's first hardware queue (FMAP).
+    pub fn qbase(&self) -> u32 {
+        self.qbase
+    }
+
+    pub fn set_doorbell_batch(&mut self, n: u32) {
+        self.opts.doorbell_batch = n.max(1);
+    }
+
+    /// Software and hardware contexts of the function's queue `q` in `dir`, read back.
+    pub fn queue_contexts(&self, q: u16, dir: Direction) -> Result<(SwCtx, HwCtx)> {
+        let qid = self.qbase + q as u32;
+        Ok((
+            SwCtx::from_words(&self.ctx().read(Sel::Sw(dir), qid)?),
+            HwCtx::from_words(&self.ctx().read(Sel::Hw(dir), qid)?),
+        ))
+    }
+
+    fn ring_of(&self, q: u16, dir: Direction) -> Option<usize> {
+        let d = self.dirs.iter().position(|x| *x == dir)?;
+        let i = q as usize * self.dirs.len() + d;
+        (i < self.rings.len()).then_some(i)
+    }
+
+    fn max_desc(&self) -> u64 {
+        if self.info.ip == IpKind::Eqdma && (self.info.misc_cap >> 20) & 0xf == 2 {
+            MAX_DESC_LEN_EQDMA5
+        } else {
+            MAX_DESC_LEN
+        }
+    }
+}
+
+impl Engine for QdmaEngine {
+    fn name(&self) -> &'static str {
+        "qdma"
+    }
+
+    fn card_size(&self) -> u64 {
+        self.opts.card_size
+    }
+
+    fn max_transfer(&self) -> u64 {
+        self.opts.card_size
+    }
+
+    fn queues(&self) -> u16 {
+        self.opts.queues
+    }
+
+    fn max_batch(&self) -> usize {
+        MAX_BATCH
+    }
+
+    fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
+        self.prepare_batch(&[Work { buf, t: *t, queue: 0 }])
+    }
+
+    /// Build every transfer's descriptors (one per bus-contiguous piece of at most 28 bits),
+    /// grouped by ring in order. Buffers must stay alive and in place until the last run.
+    fn prepare_batch(&mut self, work: &[Work]) -> Result<()> {
+        self.prepared = None;
+        if work.is_empty() || work.len() > MAX_BATCH {
+            return Err(Error::usage(format!("a QDMA batch holds 1 to {MAX_BATCH} transfers, not {}", work.len())));
+        }
+        let mut per_ring = vec![Vec::new(); self.rings.len()];
+        for w in work {
+            self.describe(w, &mut per_ring)?;
+        }
+        let next = vec![0; per_ring.len()];
+        self.prepared = Some(Prepared { per_ring, next });
+        Ok(())
+    }
+
+    fn run(&mut self, timeout: Duration) -> Result<()> {
+        self.submit()?;
+        self.wait(timeout)
+    }
+
+    fn stop(&mut self) -> Result<String> {
+        if self.found_fmap.is_some() {
+            return Ok("no queue was started".into());
+        }
+        let errors = ErrorRegs::read(self.bar(), self.info.mm_present())?;
+        self.stop_queues()?;
+        let n = self.opts.queues;
+        let dirs: Vec<String> = self.dirs.iter().map(|d| d.to_string()).collect();
+        let pending = if errors.any() { format!("; {}", errors.describe(self.info.ip)) } else { String::new() };
+        Ok(format!("{} queues 0-{} stopped and cleared{pending}", dirs.join(" and "), n - 1))
+    }
+
+    /// Takes the device first if no run has: the counters count from here.
+    fn counters_start(&mut self) -> Result<()> {
+        self.start()?;
+        for dir in self.dirs.clone() {
+            // Bit 1 clears the counters now, bit 3 starts them (`*_MM_PERF_MON_CTL`).
+            wr(self.bar(), mm(dir, MM_PERF_CTL), 1 << 1)?;
+            wr(self.bar(), mm(dir, MM_PERF_CTL), 1 << 3)?;
+        }
+        Ok(())
+    }
+
+    fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
+        let mut out = Vec::new();
+        for dir in self.dirs.clone() {
+            let bar = self.bar();
+            let wide = |at: u64| -> Result<u64> { Ok(rd(bar, at)? as u64 | ((rd(bar, at + 4)? & 0x3ff) as u64) << 32) };
+            let (cycles, beats) = (wide(mm(dir, MM_PERF_CYCLES))?, wide(mm(dir, MM_PERF_DATA))?);
+            wr(bar, mm(dir, MM_PERF_CTL), 0)?;
+            out.push(EngineCounters { dir, cycles, beats });
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for QdmaEngine {
+    /// Stop and clear the queues, then put the device back as it was found (best effort: there
+    /// is no one left to report to).
+    fn drop(&mut self) {
+        if self.found_fmap.is_some() {
+            return; // never taken: nothing was written
+        }
+        let _ = self.stop_queues();
+        let bar = &*self.bar;
+        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
+            if let Some(v) = self.saved.mm_control[i] {
+                let _ = wr(bar, mm(dir, MM_CONTROL), v);
+            }
+            if let Some(v) = self.saved.mm_err_enable[i] {
+                let _ = wr(bar, mm(dir, MM_ERR_ENABLE), v);
+            }
+        }
+        if let Some(f) = self.saved.fmap {
+            let func = self.info.func as u32;
+            let _ = if f.qmax == 0 {
+                self.ctx().clear(Sel::Fmap, func)
+            } else {
+                self.ctx().write(Sel::Fmap, func, &f.words())
+            };
+        }
+        if let Some([g, d, t]) = self.saved.masks {
+            let _ = wr(bar, R_GLBL_ERR_MASK, g).and(wr(bar, R_DSC_ERR_MSK, d)).and(wr(bar, R_TRQ_ERR_MSK, t));
+        }
+        if let Some(table) = &self.saved.ring_table {
+            for (i, v) in table.iter().enumerate() {
+                let _ = wr(bar, R_RNG_SZ + 4 * i as u64, *v);
+            }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The QDMA driver's hot path: turning transfers into descriptors, posting them into the rings
+//! with doorbells, polling the status writebacks, and naming what went wrong when a run fails.
+
+use super::regs::*;
+use super::ring::Desc;
+use super::{doorbell, Prepared, QdmaEngine, ERRORS_EVERY, YIELD_AFTER};
+use crate::dma::{Direction, Work};
+use crate::{Error, Result};
+use std::time::{Duration, Instant};
+
+impl QdmaEngine {
+    /// Check one transfer and append its descriptors to its ring's list.
+    pub(super) fn describe(&self, w: &Work, per_ring: &mut [Vec<Desc>]) -> Result<()> {
+        let t = &w.t;
+        let r = self.ring_of(w.queue, t.dir).ok_or_else(|| {
+            if w.queue >= self.opts.queues {
+                Error::usage(format!("queue {} is not one of the {} queues opened", w.queue, self.opts.queues))
+            } else {
+                Error::Unsupported(format!("this QDMA has no MM {} engine: it cannot DMA {}", t.dir, t.dir.long_name()))
+            }
+        })?;
+        if t.len == 0 {
+            return Err(Error::usage("a DMA transfer needs at least 1 byte"));
+        }
+        if t.buf_offset.checked_add(t.len).is_none_or(|e| e > w.buf.len() as u64) {
+            return Err(Error::usage(format!(
+                "transfer of {} bytes at buffer offset {:#x} does not fit the {}-byte buffer",
+                t.len,
+                t.buf_offset,
+                w.buf.len()
+            )));
+        }
+        if t.card_addr.checked_add(t.len).is_none_or(|e| e > self.opts.card_size) {
+            return Err(Error::usage(format!(
+                "transfer of {} bytes at card offset {:#x} does not fit the {:#x}-byte card window at {:#x} (--card-size)",
+                t.len, t.card_addr, self.opts.card_size, self.opts.card_addr
+            )));
+        }
+        let segs = w.buf.segments();
+        let (mut at, end, max) = (t.buf_offset, t.buf_offset + t.len, self.max_desc());
+        let mut i = segs.partition_point(|s| s.offset + s.len <= at);
+        let out = &mut per_ring[r];
+        while at < end {
+            let s = segs.get(i).filter(|s| s.offset <= at).ok_or_else(|| {
+                Error::Device(format!(
+                    "buffer bytes {at:#x}..{end:#x} are in no bus segment: the buffer's segment list is incomplete"
+                ))
+            })?;
+            let n = (s.offset + s.len).min(end).min(at + max) - at;
+            let host = s.bus + (at - s.offset);
+            let card = self.opts.card_addr + t.card_addr + (at - t.buf_offset);
+            let (src, dst) = if t.dir == Direction::H2c { (host, card) } else { (card, host) };
+            out.push(super::ring::mm_desc(src, dst, n, at == t.buf_offset, at + n == end));
+            at += n;
+            if at == s.offset + s.len {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Post what fits of the prepared descriptors into every ring (the host-side cost of a run):
+    /// (re)starts the queues if an earlier error or stop cleared them. Returns descriptors posted.
+    pub fn submit(&mut self) -> Result<usize> {
+        let mut prep =
+            self.prepared.take().ok_or_else(|| Error::usage("QDMA run before prepare: prepare a transfer first"))?;
+        let res = (|| {
+            self.start()?;
+            prep.next.iter_mut().for_each(|n| *n = 0);
+            self.post(&mut prep)
+        })();
+        self.prepared = Some(prep);
+        res
+    }
+
+    pub(super) fn post(&mut self, prep: &mut Prepared) -> Result<usize> {
+        let batch = self.opts.doorbell_batch.max(1);
+        let mut posted = 0;
+        for (i, ring) in self.rings.iter_mut().enumerate() {
+            let descs = &prep.per_ring[i];
+            let next = &mut prep.next[i];
+            let n = (ring.space() as usize).min(descs.len() - *next);
+            for (k, d) in descs[*next..*next + n].iter().enumerate() {
+                ring.put(d);
+                if (k as u32 + 1) % batch == 0 {
+                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+                }
+            }
+            if n as u32 % batch != 0 {
+                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+            }
+            *next += n;
+            posted += n;
+        }
+        Ok(posted)
+    }
+
+    /// Post the rest and poll the status writebacks until every prepared descriptor completed,
+    /// an error is logged, or `timeout` passes (then the queues are stopped and cleared).
+    pub fn wait(&mut self, timeout: Duration) -> Result<()> {
+        let mut prep = self.prepared.take().ok_or_else(|| Error::usage("QDMA wait before prepare"))?;
+        let res = self.wait_prepared(&mut prep, timeout);
+        self.prepared = Some(prep);
+        res
+    }
+
+    fn wait_prepared(&mut self, prep: &mut Prepared, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        let mut next_check = ERRORS_EVERY;
+        let mut spins = 0u32;
+        loop {
+            let mut busy = false;
+            let mut lost = None;
+            for (i, ring) in self.rings.iter_mut().enumerate() {
+                if let Err(e) = ring.reap() {
+                    lost = Some(e);
+                    break;
+                }
+                busy |= ring.outstanding > 0 || prep.next[i] < prep.per_ring[i].len();
+            }
+            if let Some(e) = lost {
+                return Err(self.fail(prep, e.to_string()));
+            }
+            if !busy {
+                return Ok(());
+            }
+            self.post(prep)?;
+            spins = spins.wrapping_add(1);
+            if spins % 16 == 0 {
+                let elapsed = start.elapsed();
+                if elapsed >= next_check {
+                    next_check = elapsed + ERRORS_EVERY;
+                    if rd(self.bar(), R_GLBL_ERR_STAT)? != 0 {
+                        return Err(self.fail(prep, "stopped on an error".into()));
+                    }
+                }
+                if elapsed >= timeout {
+                    return Err(self.fail(prep, format!("no completion within {timeout:?}")));
+                }
+                if elapsed >= YIELD_AFTER {
+                    std::thread::yield_now();
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Name what went wrong (error registers, progress and contexts of unfinished queues), clear
+    /// the error bits, stop and clear the queues; the error to return.
+    fn fail(&mut self, prep: &Prepared, what: String) -> Error {
+        let mut parts = vec![];
+        let errors = ErrorRegs::read(self.bar(), self.info.mm_present());
+        let failing = errors.as_ref().ok().and_then(|e| e.failing_queue());
+        for (i, r) in self.rings.iter().enumerate() {
+            let total = prep.per_ring[i].len();
+            let done = prep.next[i] - r.outstanding as usize;
+            let named = failing == Some((r.dir, self.qbase + r.queue as u32));
+            if done < total || named {
+                let ctx = self.queue_contexts(r.queue, r.dir);
+                let ctx = ctx.map_or_else(
+                    |e| format!("contexts unreadable: {e}"),
+                    |(sw, hw)| format!("software context [{sw}], hardware context [{hw}]"),
+                );
+                parts.push(format!("{} queue {}: {done} of {total} descriptors completed; {ctx}", r.dir, r.queue));
+            }
+            if parts.len() >= 4 {
+                parts.push("(further queues not listed)".into());
+                break;
+            }
+        }
+        for dir in self.dirs.clone() {
+            let bar = self.bar();
+            let run = rd(bar, mm(dir, MM_CONTROL)).map(|v| if v & 1 != 0 { "running" } else { "NOT running" });
+            let done = rd(bar, mm(dir, MM_COMPLETED));
+            if let (Ok(run), Ok(done)) = (run, done) {
+                parts.push(format!("MM {dir} engine {run}, {done} descriptors completed since reset"));
+            }
+        }
+        match &errors {
+            Ok(e) if e.any() => {
+                parts.push(e.describe(self.info.ip));
+                let _ = e.clear(self.bar(), self.info.mm_present());
+            }
+            Ok(_) => parts.push("no error bits set".into()),
+            Err(e) => parts.push(format!("error registers unreadable: {e}")),
+        }
+        let stopped = match self.stop_queues() {
+            Ok(()) => "queues stopped and cleared".to_string(),
+            Err(e) => format!("stopping the queues failed too: {e}"),
+        };
+        Error::Device(format!("QDMA {what}: {}; {stopped}", parts.join("; ")))
+    }
+}

@@ -1,0 +1,423 @@
+//! `--engine umem`: a user-space driver for the DMA engine of Micro Memory's MM-5415/5425/6155
+//! battery-backed NVRAM cards (seed 001's MM-5425CN), named after the card's old Linux block
+//! driver. Written from that driver (drivers/block/umem.c and umem.h, removed in 5.10) and
+//! fpga_sio's micromemory_5425_nvram programs, which drive the 5425 from user space over VFIO.
+//!
+//! Poll mode over any `BarRegion` (VFIO type1 or no-IOMMU, the sim card): `open` checks the CSR
+//! block's magic byte and memory size and turns error correction on (EDC store + correct, as
+//! umem.c at probe and fpga_sio before every test); `prepare` writes a chain of descriptors (one
+//! per bus-contiguous piece of at most 1 GiB) once; each `run` clears the semaphores and status,
+//! writes the chain's address and sets GO | CHAIN_EN, then polls the last descriptor's semaphore
+//! for DMA_COMPLETE, reading the status register every millisecond for errors. Every exit path
+//! (error, timeout, `stop`, drop) clears GO.
+
+pub mod desc;
+pub mod regs;
+#[cfg(test)]
+mod tests;
+
+use self::desc::{Chain, ALIGN, DESC_BYTES, MAX_DESC_LEN};
+use self::regs::*;
+use super::{Detected, EngineDriver, EngineOptions, Opened};
+use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
+use crate::mmio::Width;
+use crate::pci::DeviceInfo;
+use crate::units::human_size;
+use crate::{Error, Result};
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often the poll loop also reads the status register (errors set no semaphore).
+const STATUS_EVERY: Duration = Duration::from_millis(1);
+/// After this long polling, yield between polls (a simulated engine needs a core too).
+const YIELD_AFTER: Duration = Duration::from_micros(2);
+/// How long the engine may take to go idle after GO is cleared before we call it hung.
+const IDLE_WAIT: Duration = Duration::from_secs(2);
+/// At most this many descriptors (4 MiB of descriptor memory).
+const MAX_DESCRIPTORS: u64 = 65536;
+/// The slowest rate a working card is given before a run counts as hung: the timeout is the
+/// larger of `--timeout-ms` and this rate's time for the transfer (seed 001 measured 697-882
+/// MB/s, so a 1 GiB transfer takes ~1.5 s against the 2 s default).
+const FLOOR_MBPS: u64 = 50;
+
+/// The window of card memory the engine works on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UmemOptions {
+    /// Card address of the window (`--card-addr`); `Transfer::card_addr` is an offset in it.
+    pub card_addr: u64,
+    /// Bytes in the window (`--card-size`); None: the rest of the card's memory.
+    pub card_size: Option<u64>,
+}
+
+pub struct UmemEngine {
+    bar: Box<dyn BarRegion>,
+    info: UmemInfo,
+    card_addr: u64,
+    card_size: u64,
+    desc_mem: Box<dyn DmaBuffer>,
+    chain: Option<Chain>,
+    /// GO may be set (a run was started and not seen to end): drop clears it.
+    running: bool,
+}
+
+enum Outcome {
+    Done,
+    Error(u32),
+    Stopped(u32),
+    Timeout(u32),
+}
+
+impl UmemEngine {
+    /// Check the card behind `bar` (a device of id `device`), turn error correction on, and
+    /// allocate descriptor memory from `alloc`. Nothing is written to a card that fails the check.
+    pub fn new(bar: Box<dyn BarRegion>, device: u16, alloc: &dyn DmaAllocator, o: UmemOptions) -> Result<UmemEngine> {
+        let info = probe(&*bar, device)?;
+        if let Some(why) = info.refusal() {
+            return Err(Error::Device(why));
+        }
+        let memory = info.memory.unwrap_or(0);
+        let card_size = o.card_size.unwrap_or(memory.saturating_sub(o.card_addr));
+        let fits = o.card_addr.checked_add(card_size).is_some_and(|end| end <= memory);
+        if card_size == 0 || !fits || o.card_addr % ALIGN != 0 {
+            return Err(Error::usage(format!(
+                "card window {:#x} + {card_size:#x} is not inside the {} card's {} ({memory:#x} bytes) or not 8-byte aligned: \
+                 give --card-addr and --card-size inside it",
+                o.card_addr,
+                info.model,
+                human_size(memory)
+            )));
+        }
+        let pieces = (card_size.div_ceil(4096) + 1 + card_size / MAX_DESC_LEN).min(MAX_DESCRIPTORS);
+        let desc_mem = alloc.alloc((pieces * DESC_BYTES) as usize)?;
+        let mut e = UmemEngine { bar, info, card_addr: o.card_addr, card_size, desc_mem, chain: None, running: true };
+        // A run left by an earlier process (or a crash) must end before anything is set up.
+        e.halt()?;
+        e.wr32(DMA_STATUS_CTRL, STATUS_BITS)?;
+        e.bar.write(ERRCTRL, Width::B8, EDC_STORE_CORRECT as u64)?;
+        e.info.ecc = e.bar.read(ERRCTRL, Width::B8)? as u8;
+        Ok(e)
+    }
+
+    pub fn info(&self) -> &UmemInfo {
+        &self.info
+    }
+
+    /// The prepared chain (what `run` submits), for inspection.
+    pub fn chain(&self) -> Option<&Chain> {
+        self.chain.as_ref()
+    }
+
+    /// Where the descriptors live (for inspection and fault-injection tests).
+    pub fn descriptor_memory(&self) -> &dyn DmaBuffer {
+        &*self.desc_mem
+    }
+
+    fn rd32(&self, off: u64) -> Result<u32> {
+        Ok(self.bar.read(off, Width::B32)? as u32)
+    }
+
+    fn wr32(&self, off: u64, v: u32) -> Result<()> {
+        self.bar.write(off, Width::B32, v as u64)
+    }
+
+    /// A 64-bit register as two 32-bit writes, low half first (umem.c, fpga_sio).
+    fn wr64(&self, off: u64, v: u64) -> Result<()> {
+        self.wr32(off, v as u32)?;
+        self.wr32(off + 4, (v >> 32) as u32)
+    }
+
+    /// Clear GO and wait (bounded) for the engine to go idle; the status word after.
+    fn halt(&mut self) -> Result<u32> {
+        self.wr32(DMA_STATUS_CTRL, 0)?;
+        let t = Instant::now();
+        loop {
+            let s = self.rd32(DMA_STATUS_CTRL)?;
+            if s & GO == 0 {
+                self.running = false;
+                return Ok(s);
+            }
+            if t.elapsed() >= IDLE_WAIT {
+                return Err(Error::Device(format!(
+                    "the {} DMA engine still reports GO {IDLE_WAIT:?} after it was cleared (status {}): the engine is hung; \
+                     power-cycle the host (a warm reboot does not reset the card) and try again",
+                    self.info.model,
+                    decode_status(s)
+                )));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    fn prepared(&self) -> Result<&Chain> {
+        self.chain.as_ref().ok_or_else(|| Error::usage("umem run before prepare: prepare a transfer first"))
+    }
+
+    /// Start the prepared chain and return without waiting (the host-side cost of a run).
+    pub fn submit(&mut self) -> Result<()> {
+        let (first, n) = {
+            let c = self.prepared()?;
+            (c.first, c.pieces.len())
+        };
+        if self.running {
+            self.halt()?;
+        }
+        // The chain carries every address; the direct-mode registers are zeroed as umem.c does.
+        for r in [DMA_PCI_ADDR, DMA_LOCAL_ADDR, DMA_TRANSFER_SIZE, DMA_SEMAPHORE_ADDR] {
+            self.wr64(r, 0)?;
+        }
+        for i in 0..n {
+            desc::semaphore(&*self.desc_mem, i).store(0, Ordering::Relaxed);
+        }
+        self.wr32(DMA_STATUS_CTRL, STATUS_BITS)?;
+        self.wr64(DMA_DESCRIPTOR_ADDR, first)?;
+        // The zeroed semaphores and the descriptors must be visible before GO.
+        fence(Ordering::SeqCst);
+        self.running = true;
+        self.wr32(DMA_STATUS_CTRL, GO | CHAIN_EN | PCI_CMDS)
+    }
+
+    fn completed(&self, n: usize) -> usize {
+        (0..n).take_while(|&i| desc::semaphore(&*self.desc_mem, i).load(Ordering::Acquire) & DMA_COMPLETE != 0).count()
+    }
+
+    /// Poll the last semaphore until the chain completes, fails or times out.
+    pub fn wait(&mut self, timeout: Duration) -> Result<()> {
+        let (n, bytes, dir) = {
+            let c = self.prepared()?;
+            (c.pieces.len(), c.pieces.iter().map(|p| p.len).sum::<u64>(), c.dir)
+        };
+        let timeout = timeout.max(Duration::from_micros(bytes / FLOOR_MBPS));
+        let last = desc::semaphore(&*self.desc_mem, n - 1);
+        let start = Instant::now();
+        let mut next_status = STATUS_EVERY;
+        let mut spins = 0u32;
+        let outcome = loop {
+            if last.load(Ordering::Acquire) & DMA_COMPLETE != 0 {
+                break Outcome::Done;
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 16 == 0 {
+                let elapsed = start.elapsed();
+                if elapsed >= timeout {
+                    break Outcome::Timeout(self.rd32(DMA_STATUS_CTRL)?);
+                }
+                if elapsed >= next_status {
+                    next_status = elapsed + STATUS_EVERY;
+                    let s = self.rd32(DMA_STATUS_CTRL)?;
+                    if s & (HARD_ERROR | ANY_ERR) != 0 {
+                        break Outcome::Error(s);
+                    }
+                    if s & GO == 0 {
+                        // Idle: the semaphore may have landed just after our last look.
+                        let done = last.load(Ordering::Acquire) & DMA_COMPLETE != 0;
+                        break if done { Outcome::Done } else { Outcome::Stopped(s) };
+                    }
+                }
+                if elapsed >= YIELD_AFTER {
+                    std::thread::yield_now();
+                }
+            }
+            std::hint::spin_loop();
+        };
+        self.finish(outcome, dir, n, timeout)
+    }
+
+    fn finish(&mut self, outcome: Outcome, dir: Direction, n: usize, timeout: Duration) -> Result<()> {
+        let model = self.info.model;
+        match outcome {
+            Outcome::Done => {
+                self.running = false;
+                Ok(())
+            }
+            Outcome::Error(s) | Outcome::Stopped(s) => {
+                let done = self.completed(n);
+                let memory = self.memory_error(s)?;
+                self.halt()?;
+                self.wr32(DMA_STATUS_CTRL, STATUS_BITS)?;
+                Err(Error::Device(format!(
+                    "{model} {dir} DMA stopped after {done} of {n} descriptors: status {}{memory}",
+                    decode_status(s)
+                )))
+            }
+            Outcome::Timeout(s) => {
+                let done = self.completed(n);
+                let after = self.halt()?;
+                Err(Error::Device(format!(
+                    "{model} {dir} DMA: no completion within {timeout:?} ({done} of {n} descriptors done; status {}); \
+                     cleared GO to stop it (status now {}). Was error correction on, and the card powered since boot?",
+                    decode_status(s),
+                    decode_status(after)
+                )))
+            }
+        }
+    }
+
+    /// The card's memory error logs in words (when the status says it logged one), then cleared
+    /// as umem.c does (ERROR_COUNT written 0).
+    fn memory_error(&self, status: u32) -> Result<String> {
+        if status & ANY_ERR == 0 {
+            return Ok(String::new());
+        }
+        let b = |off| -> Result<u64> { self.bar.read(off, Width::B8) };
+        let stat = b(ERRSTATUS)? as u8;
+        let count = b(ERROR_COUNT)?;
+        let addr = self.rd32(ERROR_ADDR_LOG)? as u64 | b(ERROR_ADDR_LOG + 4)? << 32;
+        let data = self.rd32(ERROR_DATA_LOG)? as u64 | (self.rd32(ERROR_DATA_LOG + 4)? as u64) << 32;
+        let mut kinds = Vec::new();
+        if stat & 1 != 0 {
+            kinds.push("memory access error");
+        }
+        if stat & 2 != 0 {
+            kinds.push("multi-bit ECC error");
+        }
+        self.bar.write(ERROR_COUNT, Width::B8, 0)?;
+        Ok(format!(
+            "; card memory: {} at card address {addr:#x} (error status {stat:#04x}, count {count}, data {data:#018x})",
+            if kinds.is_empty() { "error".to_string() } else { kinds.join(" and ") }
+        ))
+    }
+
+    fn check_transfer(&self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
+        if t.len == 0 || t.len % ALIGN != 0 || t.card_addr % ALIGN != 0 {
+            return Err(Error::usage(format!(
+                "the {} DMA engine moves whole 8-byte words (64-bit PCI, ECC per 64-bit word): {} bytes at card offset {:#x} \
+                 is not; use a --size that is a multiple of 8",
+                self.info.model, t.len, t.card_addr
+            )));
+        }
+        if t.buf_offset.checked_add(t.len).is_none_or(|e| e > buf.len() as u64) {
+            return Err(Error::usage(format!(
+                "transfer of {} bytes at buffer offset {:#x} does not fit the {}-byte buffer",
+                t.len,
+                t.buf_offset,
+                buf.len()
+            )));
+        }
+        if t.card_addr.checked_add(t.len).is_none_or(|e| e > self.card_size) {
+            return Err(Error::usage(format!(
+                "transfer of {} at card offset {:#x} does not fit the {} card window at {:#x} ({} card memory)",
+                human_size(t.len),
+                t.card_addr,
+                human_size(self.card_size),
+                self.card_addr,
+                human_size(self.info.memory.unwrap_or(0))
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for UmemEngine {
+    fn drop(&mut self) {
+        if self.running {
+            // Nothing to report to from drop: the engine must just not go on writing host memory.
+            let _ = self.wr32(DMA_STATUS_CTRL, 0);
+        }
+    }
+}
+
+impl Engine for UmemEngine {
+    fn name(&self) -> &'static str {
+        "umem"
+    }
+
+    fn card_size(&self) -> u64 {
+        self.card_size
+    }
+
+    /// The chain takes any length: the whole window in one run.
+    fn max_transfer(&self) -> u64 {
+        self.card_size
+    }
+
+    /// 16 transfers, as seed 001 (16 × 1 GiB), and at least fpga_sio's 64 MiB.
+    fn default_total(&self, size: u64) -> u64 {
+        size.saturating_mul(16).max(64 << 20)
+    }
+
+    fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
+        self.chain = None;
+        self.check_transfer(buf, t)?;
+        let pieces = desc::split(buf.segments(), t.buf_offset, t.len, self.card_addr + t.card_addr, MAX_DESC_LEN)?;
+        if let Some(p) = pieces.iter().find(|p| p.host % ALIGN != 0) {
+            return Err(Error::Unsupported(format!(
+                "host bus address {:#x} is not 8-byte aligned: the card moves whole 64-bit words",
+                p.host
+            )));
+        }
+        let capacity = self.desc_mem.len() as u64 / DESC_BYTES;
+        if pieces.len() as u64 > capacity {
+            return Err(Error::Unsupported(format!(
+                "this transfer needs {} descriptors (one per bus-contiguous piece); descriptor memory holds {capacity}: \
+                 use a smaller --size or a buffer with larger contiguous pieces (--buffer hugepage or reserved:START,SIZE)",
+                pieces.len()
+            )));
+        }
+        self.chain = Some(desc::write_chain(&*self.desc_mem, t.dir, pieces)?);
+        Ok(())
+    }
+
+    fn run(&mut self, timeout: Duration) -> Result<()> {
+        self.submit()?;
+        self.wait(timeout)
+    }
+
+    fn stop(&mut self) -> Result<String> {
+        let s = self.halt()?;
+        Ok(format!("GO cleared; status {}", decode_status(s)))
+    }
+}
+
+/// The umem engine in the registry.
+pub struct UmemDriver;
+
+impl EngineDriver for UmemDriver {
+    fn name(&self) -> &'static str {
+        "umem"
+    }
+
+    fn about(&self) -> &'static str {
+        "Micro Memory MM-5415/5425/6155 NVRAM cards (the old umem driver's DMA engine), chained descriptors in poll mode"
+    }
+
+    fn check_options(&self, opts: &EngineOptions) -> Result<()> {
+        opts.refuse_queues("umem")?;
+        if opts.channel.is_some() {
+            return Err(Error::usage("--channel does not apply to the umem engine (one DMA engine per card): drop it"));
+        }
+        Ok(())
+    }
+
+    /// Micro Memory's vendor id and a family device id first; then byte reads of status
+    /// registers only. A wrong magic byte is shown (and the engine refused at open), not hidden.
+    /// umem.c warns that reading the battery register during host-to-card DMA can hang the card:
+    /// detect runs only on a device pcibench itself opens (VFIO lets one process in at a time),
+    /// never during its own runs.
+    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
+        if info.vendor_id != VENDOR || expected_magic(info.device_id).is_none() {
+            return Ok(None);
+        }
+        if !info.bar(CSR_BAR).is_some_and(|b| b.is_memory()) {
+            return Ok(None);
+        }
+        let bar = dev.open_bar_read_only(CSR_BAR, Mapping::Uc, IoMode::Mmap)?;
+        let u = probe(&*bar, info.device_id)?;
+        let mut details = serde_json::to_value(&u).unwrap_or_default();
+        details["device_id"] = info.device_id.into();
+        Ok(Some(Detected { engine: self.name(), register_bars: vec![CSR_BAR], summary: u.to_string(), details }))
+    }
+
+    fn open(
+        &self,
+        found: &Detected,
+        dev: &dyn DeviceAccess,
+        alloc: &dyn DmaAllocator,
+        opts: &EngineOptions,
+    ) -> Result<Opened> {
+        let device = found.details.get("device_id").and_then(|v| v.as_u64()).unwrap_or(0) as u16;
+        let o = UmemOptions { card_addr: opts.card_addr.unwrap_or(0), card_size: opts.card_size };
+        let engine = UmemEngine::new(dev.open_bar(CSR_BAR, Mapping::Uc, IoMode::Mmap)?, device, alloc, o)?;
+        Ok(Opened { engine: Box::new(engine), card_offset: 0 })
+    }
+}

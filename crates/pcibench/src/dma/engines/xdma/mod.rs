@@ -1,0 +1,464 @@
+//! A user-space driver for the Xilinx/AMD DMA/Bridge Subsystem for PCI Express (XDMA, PG195):
+//! memory-mapped SGDMA channels in poll mode, through any `BarRegion` (sysfs, VFIO, the sim
+//! card). Written from PG195's register descriptions (REFERENCE.md has the facts used).
+//!
+//! The fast path: `prepare` builds and writes the descriptor chain once; each `run` is a fixed
+//! handful of register accesses (stop, clear status, writeback address, chain address, control,
+//! one flushing read) and then polls the writeback word in host memory, so a run costs the same
+//! whatever the chain's length.
+
+pub(super) mod desc;
+pub mod probe;
+#[cfg(test)]
+mod tests;
+
+use self::desc::{Chain, DESC_BYTES, MAX_DESC_LEN};
+use super::{Detected, EngineDriver, EngineOptions, Opened};
+use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
+use crate::mmio::Width;
+use crate::pci::DeviceInfo;
+use crate::{Error, Result};
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+pub use self::desc::Chain as XdmaChain;
+pub use self::desc::{decode_status, Descriptor};
+pub use self::probe::{find_dma_bar, is_dma_bar, probe, Interface, XdmaChannel, XdmaInfo, MIN_DMA_BAR_LEN};
+
+/// Card memory of seed 000's dma_blkram design, and of the sim card.
+pub const DEFAULT_CARD_SIZE: u64 = 0x12_8000;
+
+// Targets (offset bits 15:12) and registers (PG195 "Register Space").
+const T_H2C: u32 = 0;
+const T_C2H: u32 = 1;
+const T_SGDMA: u32 = 4; // + 1 for C2H
+const CH_CONTROL: u32 = 0x04;
+const CH_CONTROL_W1C: u32 = 0x0c;
+const CH_STATUS: u32 = 0x40;
+const CH_STATUS_RC: u32 = 0x44;
+const CH_COMPLETED: u32 = 0x48;
+const CH_WB_LO: u32 = 0x88;
+const CH_WB_HI: u32 = 0x8c;
+const SG_ADDR_LO: u32 = 0x80;
+const SG_ADDR_HI: u32 = 0x84;
+const SG_ADJACENT: u32 = 0x88;
+
+const RUN: u32 = 1 << 0;
+const IE_DESC_STOPPED: u32 = 1 << 1;
+const IE_DESC_COMPLETED: u32 = 1 << 2;
+/// ie_align_mismatch, ie_magic_stopped, ie_invalid_length, and all of ie_read_error,
+/// ie_write_error, ie_desc_error: PG195 logs a status bit (and stops on the error) only when
+/// its enable is set.
+const IE_ERRORS: u32 = 0x38 | 0x1f << 9 | 0x1f << 14 | 0x1f << 19;
+/// Poll-mode writeback. PG195 says it needs ie_descriptor_completed (bit 2) as well; we set both.
+const POLL_WB: u32 = 1 << 26;
+const ST_BUSY: u32 = 1 << 0;
+const ST_ERRORS: u32 = 0x00ff_fe38;
+const WB_ERROR: u32 = 1 << 31;
+const WB_COUNT: u32 = 0x00ff_ffff;
+/// How often the poll loop also reads the status register, in case the engine stopped on an
+/// error without writing back (hardware is not documented to write back on errors).
+const STATUS_EVERY: Duration = Duration::from_millis(1);
+/// After this long polling, yield the CPU between polls: a simulated engine needs a core, and
+/// on a busy host pure spinning would keep it waiting a whole time slice. sched_yield returns at
+/// once when nothing else is runnable, so on hardware this only coarsens polling slightly.
+const YIELD_AFTER: Duration = Duration::from_micros(2);
+/// How long a channel may take to go idle after run is cleared (it finishes the descriptor in
+/// flight, PG195 control bit 0; one descriptor moves up to 256 MiB) before we call it hung.
+const IDLE_WAIT: Duration = Duration::from_secs(2);
+/// Upper bound on one chain: 2 MiB of descriptor memory.
+const MAX_DESCRIPTORS: usize = 65536;
+
+fn reg(target: u32, ch: u8, r: u32) -> u64 {
+    (target << 12 | (ch as u32) << 8 | r) as u64
+}
+
+fn rd(bar: &dyn BarRegion, off: u64) -> Result<u32> {
+    Ok(bar.read(off, Width::B32)? as u32)
+}
+
+/// Which channel and which window of card memory the engine works on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XdmaOptions {
+    pub channel: u8,
+    /// Card (AXI) address of the window (`--card-addr`); `Transfer::card_addr` is an offset in it.
+    pub card_addr: u64,
+    /// Bytes of card memory in the window (`--card-size`).
+    pub card_size: u64,
+}
+
+impl Default for XdmaOptions {
+    fn default() -> Self {
+        XdmaOptions { channel: 0, card_addr: 0, card_size: DEFAULT_CARD_SIZE }
+    }
+}
+
+/// Driver for one XDMA channel pair (H2C and C2H with the same index).
+pub struct XdmaEngine {
+    bar: Box<dyn BarRegion>,
+    info: XdmaInfo,
+    opts: XdmaOptions,
+    desc_mem: Box<dyn DmaBuffer>,
+    wb_mem: Box<dyn DmaBuffer>,
+    wb_bus: u64,
+    chain: Option<Chain>,
+}
+
+enum Outcome {
+    Done,
+    Error(u32),
+    Stopped(u32),
+    Timeout(u32),
+}
+
+impl XdmaEngine {
+    /// Probe the engine behind `bar` and allocate descriptor and writeback memory from `alloc`
+    /// (enough descriptors for a `card_size` transfer over a buffer of scattered 4 KiB pages).
+    pub fn new(bar: Box<dyn BarRegion>, alloc: &dyn DmaAllocator, opts: XdmaOptions) -> Result<XdmaEngine> {
+        let info = probe(&*bar)?;
+        let ch = opts.channel;
+        let list = |l: &[XdmaChannel]| l.iter().map(|c| c.index.to_string()).collect::<Vec<_>>().join(",");
+        if info.channel(Direction::H2c, ch).is_none() && info.channel(Direction::C2h, ch).is_none() {
+            return Err(Error::Unsupported(format!(
+                "the XDMA engine in BAR{} has no channel {ch} (H2C channels: [{}], C2H channels: [{}])",
+                info.bar,
+                list(&info.h2c),
+                list(&info.c2h)
+            )));
+        }
+        if opts.card_size == 0 || opts.card_addr.checked_add(opts.card_size).is_none() {
+            return Err(Error::usage(format!(
+                "card window {:#x} + {:#x} is empty or overflows: give --card-size (and --card-addr) for the card's memory",
+                opts.card_addr, opts.card_size
+            )));
+        }
+        let pages = opts.card_size.div_ceil(4096) + 1;
+        let wanted = (pages + opts.card_size / MAX_DESC_LEN + 1).min(MAX_DESCRIPTORS as u64) as usize;
+        let desc_mem = alloc.alloc(wanted * DESC_BYTES as usize)?;
+        let wb_mem = alloc.alloc(64)?;
+        let wb_bus = wb_mem
+            .bus_range(0, 4)
+            .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
+            .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
+        Ok(XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None })
+    }
+
+    pub fn info(&self) -> &XdmaInfo {
+        &self.info
+    }
+
+    pub fn options(&self) -> &XdmaOptions {
+        &self.opts
+    }
+
+    /// The prepared chain (what `run` submits), for inspection.
+    pub fn chain(&self) -> Option<&Chain> {
+        self.chain.as_ref()
+    }
+
+    /// Where the descriptors live (for inspection and fault-injection tests).
+    pub fn descriptor_memory(&self) -> &dyn DmaBuffer {
+        &*self.desc_mem
+    }
+
+    fn ch_reg(&self, dir: Direction, r: u32) -> u64 {
+        let target = if dir == Direction::H2c { T_H2C } else { T_C2H };
+        reg(target, self.opts.channel, r)
+    }
+
+    fn sg_reg(&self, dir: Direction, r: u32) -> u64 {
+        let target = if dir == Direction::H2c { T_SGDMA + T_H2C } else { T_SGDMA + T_C2H };
+        reg(target, self.opts.channel, r)
+    }
+
+    fn rd(&self, off: u64) -> Result<u32> {
+        rd(&*self.bar, off)
+    }
+
+    fn wr(&self, off: u64, v: u32) -> Result<()> {
+        self.bar.write(off, Width::B32, v as u64)
+    }
+
+    fn prepared(&self) -> Result<&Chain> {
+        self.chain.as_ref().ok_or_else(|| Error::usage("XDMA run before prepare: prepare a transfer first"))
+    }
+
+    /// Start the prepared chain and return without waiting (the host-side cost of a run).
+    pub fn submit(&mut self) -> Result<()> {
+        let chain = self.prepared()?;
+        let (dir, first, adj) = (chain.dir, chain.first, chain.first_adj);
+        self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
+        if self.rd(self.ch_reg(dir, CH_STATUS_RC))? & ST_BUSY != 0 {
+            // Still finishing an earlier run (one that timed out or was stopped): reprogramming
+            // now could let its last writeback land in this run's word.
+            self.wait_idle(dir)?;
+        }
+        self.wr(self.ch_reg(dir, CH_WB_LO), self.wb_bus as u32)?;
+        self.wr(self.ch_reg(dir, CH_WB_HI), (self.wb_bus >> 32) as u32)?;
+        desc::writeback_word(&*self.wb_mem).store(0, Ordering::Relaxed);
+        self.wr(self.sg_reg(dir, SG_ADDR_LO), first as u32)?;
+        self.wr(self.sg_reg(dir, SG_ADDR_HI), (first >> 32) as u32)?;
+        self.wr(self.sg_reg(dir, SG_ADJACENT), adj)?;
+        // The zeroed writeback word and the descriptors must be visible before the doorbell.
+        fence(Ordering::SeqCst);
+        self.wr(self.ch_reg(dir, CH_CONTROL), RUN | IE_DESC_STOPPED | IE_DESC_COMPLETED | IE_ERRORS | POLL_WB)?;
+        // A read flushes the posted writes, so the engine is running when we start polling.
+        self.rd(self.ch_reg(dir, CH_STATUS))?;
+        Ok(())
+    }
+
+    /// Wait (bounded) for a channel whose run was just cleared to finish its descriptor in flight.
+    fn wait_idle(&self, dir: Direction) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
+            if status & ST_BUSY == 0 {
+                self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
+                return Ok(());
+            }
+            if start.elapsed() >= IDLE_WAIT {
+                return Err(Error::Device(format!(
+                    "XDMA {dir} channel {} is still busy {IDLE_WAIT:?} after run was cleared (status {}): \
+                     the engine is hung; reset the card (e.g. reload its FPGA image) and try again",
+                    self.opts.channel,
+                    decode_status(dir, status)
+                )));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Poll the writeback word until the submitted chain completes, fails or times out; then
+    /// clear run.
+    pub fn wait(&mut self, timeout: Duration) -> Result<()> {
+        let chain = self.prepared()?;
+        let (dir, n) = (chain.dir, chain.descriptors.len() as u32);
+        let word = desc::writeback_word(&*self.wb_mem);
+        let start = Instant::now();
+        let mut next_status = STATUS_EVERY;
+        let mut spins = 0u32;
+        let outcome = loop {
+            let w = word.load(Ordering::Acquire);
+            if w & WB_ERROR != 0 {
+                break Outcome::Error(w & WB_COUNT);
+            }
+            if w & WB_COUNT >= n {
+                break Outcome::Done;
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 16 == 0 {
+                let elapsed = start.elapsed();
+                if elapsed >= timeout {
+                    break Outcome::Timeout(w & WB_COUNT);
+                }
+                if elapsed >= next_status {
+                    next_status = elapsed + STATUS_EVERY;
+                    if let Some(o) = self.check_stopped(dir, n)? {
+                        break o;
+                    }
+                }
+                if elapsed >= YIELD_AFTER {
+                    std::thread::yield_now();
+                }
+            }
+            std::hint::spin_loop();
+        };
+        let ch = self.opts.channel;
+        match outcome {
+            Outcome::Done => self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN),
+            Outcome::Error(done) | Outcome::Stopped(done) => {
+                // PG195 does not order the error writeback against the status register: wait
+                // (bounded) for the channel to go idle, so the status read holds the reason.
+                let t = Instant::now();
+                while self.rd(self.ch_reg(dir, CH_STATUS))? & ST_BUSY != 0 && t.elapsed() < IDLE_WAIT {
+                    std::thread::yield_now();
+                }
+                let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
+                self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
+                Err(Error::Device(format!(
+                    "XDMA {dir} channel {ch} stopped after {done} of {n} descriptors: status {}",
+                    decode_status(dir, status)
+                )))
+            }
+            Outcome::Timeout(done) => {
+                self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
+                let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
+                Err(Error::Device(format!(
+                    "XDMA {dir} channel {ch}: no completion within {timeout:?} ({done} of {n} descriptors written back); \
+                     cleared run to stop it; status {}. Is the engine clocked and out of reset, and does --card-addr point at card memory?",
+                    decode_status(dir, status)
+                )))
+            }
+        }
+    }
+
+    /// The engine went idle without a complete writeback: done after all (no writeback), or
+    /// stopped short (an error, or run cleared by someone else).
+    fn check_stopped(&self, dir: Direction, n: u32) -> Result<Option<Outcome>> {
+        let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
+        if status & ST_BUSY != 0 {
+            return Ok(None);
+        }
+        let w = desc::writeback_word(&*self.wb_mem).load(Ordering::Acquire);
+        if w & WB_ERROR == 0 && w & WB_COUNT >= n {
+            return Ok(Some(Outcome::Done));
+        }
+        let done = self.rd(self.ch_reg(dir, CH_COMPLETED))?;
+        if done >= n && status & ST_ERRORS == 0 {
+            return Ok(Some(Outcome::Done));
+        }
+        Ok(Some(Outcome::Stopped(done)))
+    }
+
+    fn check_transfer(&self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<&XdmaChannel> {
+        let ch = self.opts.channel;
+        let c = self.info.channel(t.dir, ch).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "the XDMA engine has no {} channel {ch}: this card cannot DMA {}",
+                t.dir,
+                t.dir.long_name()
+            ))
+        })?;
+        if c.interface == Interface::Stream {
+            return Err(Error::Unsupported(format!(
+                "XDMA {} channel {ch} is AXI4-Stream; pcibench drives memory-mapped channels only",
+                t.dir
+            )));
+        }
+        if t.len == 0 {
+            return Err(Error::usage("a DMA transfer needs at least 1 byte"));
+        }
+        if t.buf_offset.checked_add(t.len).is_none_or(|e| e > buf.len() as u64) {
+            return Err(Error::usage(format!(
+                "transfer of {} bytes at buffer offset {:#x} does not fit the {}-byte buffer",
+                t.len,
+                t.buf_offset,
+                buf.len()
+            )));
+        }
+        if t.card_addr.checked_add(t.len).is_none_or(|e| e > self.opts.card_size) {
+            return Err(Error::usage(format!(
+                "transfer of {} bytes at card offset {:#x} does not fit the {:#x}-byte card window at {:#x} (--card-size)",
+                t.len, t.card_addr, self.opts.card_size, self.opts.card_addr
+            )));
+        }
+        Ok(c)
+    }
+}
+
+impl Engine for XdmaEngine {
+    fn name(&self) -> &'static str {
+        "xdma"
+    }
+
+    fn card_size(&self) -> u64 {
+        self.opts.card_size
+    }
+
+    fn max_transfer(&self) -> u64 {
+        self.opts.card_size
+    }
+
+    /// Build the chain for `t` (card address = `--card-addr` + `t.card_addr`) and write it to
+    /// descriptor memory. `buf` must stay alive and unchanged in place until the last `run`.
+    fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
+        self.chain = None;
+        let c = self.check_transfer(buf, t)?.clone();
+        let card = self.opts.card_addr + t.card_addr;
+        let pieces = desc::split(buf.segments(), t.buf_offset, t.len, card)?;
+        let (align, gran) = (c.addr_align.max(1) as u64, c.len_granularity.max(1) as u64);
+        let limit = if c.addr_bits >= 64 { u64::MAX } else { (1u64 << c.addr_bits) - 1 };
+        for p in &pieces {
+            if p.host % align != 0 || p.card % align != 0 || p.len % gran != 0 {
+                return Err(Error::Unsupported(format!(
+                    "XDMA {} channel {} needs {align}-byte aligned addresses and lengths in multiples of {gran} \
+                     (alignments register +0x4C); this transfer has a piece at host {:#x}, card {:#x}, {} bytes",
+                    t.dir, c.index, p.host, p.card, p.len
+                )));
+            }
+            if p.host.checked_add(p.len - 1).is_none_or(|end| end > limit) {
+                return Err(Error::Unsupported(format!(
+                    "host bus address {:#x} is beyond the engine's {} address bits",
+                    p.host, c.addr_bits
+                )));
+            }
+        }
+        let capacity = self.desc_mem.len() / DESC_BYTES as usize;
+        if pieces.len() > capacity {
+            return Err(Error::Unsupported(format!(
+                "this transfer needs {} descriptors (one per bus-contiguous piece); descriptor memory holds {capacity}: \
+                 use a smaller --size or a buffer with larger contiguous segments (hugepages)",
+                pieces.len()
+            )));
+        }
+        let mem = &*self.desc_mem;
+        let chain = desc::link(t.dir, &pieces, |i| mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES))?;
+        desc::write_chain(mem, &chain)?;
+        self.chain = Some(chain);
+        Ok(())
+    }
+
+    fn run(&mut self, timeout: Duration) -> Result<()> {
+        self.submit()?;
+        self.wait(timeout)
+    }
+
+    fn stop(&mut self) -> Result<String> {
+        let ch = self.opts.channel;
+        let dirs: Vec<Direction> = match &self.chain {
+            Some(c) => vec![c.dir],
+            None => {
+                [Direction::H2c, Direction::C2h].into_iter().filter(|&d| self.info.channel(d, ch).is_some()).collect()
+            }
+        };
+        let mut out = Vec::new();
+        for dir in dirs {
+            self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
+            let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
+            out.push(format!("{dir} channel {ch}: {}", decode_status(dir, status)));
+        }
+        Ok(out.join("; "))
+    }
+}
+/// Xilinx's PCI vendor id: XDMA is looked for only on its devices (and simulated cards), where
+/// reading the identifier registers cannot trigger anything else's side effects.
+pub const XILINX_VENDOR: u16 = 0x10ee;
+
+/// XDMA in the engine registry.
+pub struct XdmaDriver;
+
+impl EngineDriver for XdmaDriver {
+    fn name(&self) -> &'static str {
+        "xdma"
+    }
+
+    fn about(&self) -> &'static str {
+        "Xilinx/AMD DMA/Bridge Subsystem (PG195), SGDMA in poll mode"
+    }
+
+    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
+        if !(info.simulated || info.vendor_id == XILINX_VENDOR) {
+            return Ok(None);
+        }
+        let Some(bar) = find_dma_bar(dev, &super::probe_bar::memory_bars(info))? else { return Ok(None) };
+        super::probe_bar::detected(self.name(), dev, bar, probe).map(Some)
+    }
+
+    fn open(
+        &self,
+        found: &Detected,
+        dev: &dyn DeviceAccess,
+        alloc: &dyn DmaAllocator,
+        opts: &EngineOptions,
+    ) -> Result<Opened> {
+        let bar = found.register_bars[0];
+        let o = XdmaOptions {
+            channel: opts.channel.unwrap_or(0),
+            card_addr: opts.card_addr.unwrap_or(0),
+            card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
+        };
+        let engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
+        Ok(Opened { engine: Box::new(engine), card_offset: 0 })
+    }
+}

@@ -1,0 +1,201 @@
+//! Finding an XDMA engine (PG195): the register BAR by its identifiers, its channels and
+//! capabilities, for `pcibench info` and for the driver (`xdma.rs`).
+
+use crate::access::{BarRegion, DeviceAccess};
+use crate::direction::Direction;
+use crate::mmio::Width;
+use crate::{Error, Result};
+use serde::Serialize;
+use std::fmt;
+
+/// The smallest BAR that can hold the XDMA register targets up to SGDMA common.
+pub const MIN_DMA_BAR_LEN: u64 = 0x8000;
+
+// Targets (offset bits 15:12) and the registers read here (PG195 "Register Space").
+const T_H2C: u32 = 0;
+const T_C2H: u32 = 1;
+const T_CONFIG: u32 = 3;
+const T_SGDMA: u32 = 4; // + 1 for C2H
+const CH_ID: u32 = 0x00;
+const CH_ALIGNMENTS: u32 = 0x4c;
+
+fn reg(target: u32, ch: u8, r: u32) -> u64 {
+    (target << 12 | (ch as u32) << 8 | r) as u64
+}
+
+fn rd(bar: &dyn BarRegion, off: u64) -> Result<u32> {
+    Ok(bar.read(off, Width::B32)? as u32)
+}
+
+fn is_xdma_id(id: u32, target: u32, ch: u8) -> bool {
+    id & 0xfff0_0000 == 0x1fc0_0000 && (id >> 16) & 0xf == target && (id >> 8) & 0xf == ch as u32
+}
+
+/// Whether `bar` holds XDMA registers (REFERENCE.md's rule: at least 0x8000 long, the IRQ block
+/// identifier at 0x2000 and the config block identifier at 0x3000).
+pub fn is_dma_bar(bar: &dyn BarRegion) -> Result<bool> {
+    if bar.len() < MIN_DMA_BAR_LEN {
+        return Ok(false);
+    }
+    Ok(rd(bar, 0x2000)? & 0xffff_0000 == 0x1fc2_0000 && rd(bar, 0x3000)? & 0xffff_0000 == 0x1fc3_0000)
+}
+
+/// The first of `bars` that is an XDMA register BAR (see `probe_bar::find`).
+pub fn find_dma_bar(dev: &dyn DeviceAccess, bars: &[u8]) -> Result<Option<u8>> {
+    super::super::probe_bar::find(dev, bars, is_dma_bar)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interface {
+    MemoryMapped,
+    Stream,
+}
+
+/// One DMA channel found by `probe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct XdmaChannel {
+    pub index: u8,
+    pub interface: Interface,
+    pub version: u8,
+    /// Alignments register (+0x4C): byte alignment of source and destination addresses.
+    pub addr_align: u32,
+    /// Minimum granularity of a transfer length, in bytes.
+    pub len_granularity: u32,
+    /// Address bits the engine drives.
+    pub addr_bits: u32,
+}
+
+/// What `probe` learns from an XDMA register BAR (for `pcibench info`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct XdmaInfo {
+    pub bar: u8,
+    /// The identifier's version byte (config block).
+    pub version: u8,
+    /// The Vivado release(s) PG195 gives for that version byte.
+    pub release: &'static str,
+    pub h2c: Vec<XdmaChannel>,
+    pub c2h: Vec<XdmaChannel>,
+    /// Config block: PCIe max payload and max read request the engine uses, data path width.
+    pub max_payload: u32,
+    pub max_read_request: u32,
+    pub data_width_bits: u32,
+    pub warnings: Vec<String>,
+}
+
+impl XdmaInfo {
+    pub fn channel(&self, dir: Direction, index: u8) -> Option<&XdmaChannel> {
+        let list = match dir {
+            Direction::H2c => &self.h2c,
+            Direction::C2h => &self.c2h,
+        };
+        list.iter().find(|c| c.index == index)
+    }
+}
+
+fn release(version: u8) -> &'static str {
+    // PG195 identifier register, version field.
+    match version {
+        1 => "2015.3 or 2015.4",
+        2 => "2016.1",
+        3 => "2016.2",
+        4 => "2016.3",
+        5 => "2016.4",
+        6 => "2017.1 or later",
+        _ => "unknown",
+    }
+}
+
+impl fmt::Display for XdmaInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "XDMA (DMA/Bridge Subsystem for PCIe) registers in BAR{}", self.bar)?;
+        writeln!(f, "  IP version {:#04x} ({})", self.version, self.release)?;
+        for (name, list) in [("H2C", &self.h2c), ("C2H", &self.c2h)] {
+            if list.is_empty() {
+                writeln!(f, "  {name} channels: none")?;
+            }
+            for c in list {
+                let kind = match c.interface {
+                    Interface::MemoryMapped => "memory-mapped",
+                    Interface::Stream => "stream",
+                };
+                writeln!(
+                    f,
+                    "  {name} channel {}: {kind}, address alignment {}, length granularity {}, {} address bits",
+                    c.index, c.addr_align, c.len_granularity, c.addr_bits
+                )?;
+            }
+        }
+        write!(
+            f,
+            "  PCIe max payload {} B, max read request {} B, {}-bit data path",
+            self.max_payload, self.max_read_request, self.data_width_bits
+        )?;
+        for w in &self.warnings {
+            write!(f, "\n  warning: {w}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Read the identifiers and capabilities of the XDMA engine behind `bar`.
+pub fn probe(bar: &dyn BarRegion) -> Result<XdmaInfo> {
+    let index = bar.index();
+    if bar.len() < MIN_DMA_BAR_LEN {
+        return Err(Error::Device(format!(
+            "BAR{index} is {:#x} bytes, too small for XDMA registers (at least {MIN_DMA_BAR_LEN:#x})",
+            bar.len()
+        )));
+    }
+    let (irq, cfg) = (rd(bar, 0x2000)?, rd(bar, 0x3000)?);
+    if irq & 0xffff_0000 != 0x1fc2_0000 || cfg & 0xffff_0000 != 0x1fc3_0000 {
+        let hint = if irq == u32::MAX && cfg == u32::MAX {
+            ": all-ones reads mean Memory Space is disabled or the card is not responding"
+        } else {
+            ""
+        };
+        return Err(Error::Device(format!(
+            "BAR{index} is not an XDMA register BAR: 0x2000 reads {irq:#010x} and 0x3000 reads {cfg:#010x} \
+             (an XDMA IRQ block reads 0x1fc2xxxx, its config block 0x1fc3xxxx){hint}"
+        )));
+    }
+    let version = (cfg & 0xff) as u8;
+    let mut info = XdmaInfo {
+        bar: index,
+        version,
+        release: release(version),
+        h2c: Vec::new(),
+        c2h: Vec::new(),
+        max_payload: 128 << (rd(bar, reg(T_CONFIG, 0, 0x08))? & 0x7).min(5),
+        max_read_request: 128 << (rd(bar, reg(T_CONFIG, 0, 0x0c))? & 0x7).min(5),
+        data_width_bits: 64 << (rd(bar, reg(T_CONFIG, 0, 0x18))? & 0x7).min(3),
+        warnings: Vec::new(),
+    };
+    for (dir, target) in [(Direction::H2c, T_H2C), (Direction::C2h, T_C2H)] {
+        for ch in 0..4u8 {
+            let id = rd(bar, reg(target, ch, CH_ID))?;
+            if !is_xdma_id(id, target, ch) {
+                continue;
+            }
+            let sg_target = T_SGDMA + target;
+            if !is_xdma_id(rd(bar, reg(sg_target, ch, CH_ID))?, sg_target, ch) {
+                info.warnings
+                    .push(format!("{dir} channel {ch} has no SGDMA block identifier at {:#x}", reg(sg_target, ch, 0)));
+            }
+            let a = rd(bar, reg(target, ch, CH_ALIGNMENTS))?;
+            let c = XdmaChannel {
+                index: ch,
+                interface: if id & 0x8000 != 0 { Interface::Stream } else { Interface::MemoryMapped },
+                version: id as u8,
+                addr_align: (a >> 16) & 0xff,
+                len_granularity: (a >> 8) & 0xff,
+                addr_bits: a & 0xff,
+            };
+            match dir {
+                Direction::H2c => info.h2c.push(c),
+                Direction::C2h => info.c2h.push(c),
+            }
+        }
+    }
+    Ok(info)
+}

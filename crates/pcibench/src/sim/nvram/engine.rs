@@ -1,0 +1,252 @@
+//! The sim NVRAM card's DMA engine: one worker thread that, on each rising edge of GO, walks a
+//! chain of descriptors in host memory (or takes one transfer from the registers when chaining
+//! is off), moves the bytes between the host and card memory, writes each descriptor's
+//! semaphore and reports through the status/control register, as umem.c drives the card.
+//!
+//! Descriptor (umem.h `struct mm_dma_desc`, little-endian): +0x00 PCI (host bus) address,
+//! +0x08 local (card) address, +0x10 transfer size (32 bits), +0x18 next descriptor, +0x20
+//! semaphore address, +0x28 control bits (the 0x68 bits). On completion the engine writes the
+//! control bits with DMA_COMPLETE to the semaphore (umem.c polls `sem_control_bits` for it).
+//!
+//! Errors stop the chain with the status bits umem.c decodes: a host address nothing answers
+//! (or Bus Master off) is a master abort; a card address past card memory is a memory access
+//! error (ANY_ERR, error status bit 0); reading a word with a multi-bit error while error
+//! correction is on is MBE_ERR (error status bit 1, address and data logged).
+
+use super::state::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Data moves in pieces of this size, so clearing GO (or a stall) takes effect within one piece.
+const PIECE: u64 = 4 << 20;
+const DESC_LEN: usize = 48;
+
+struct Desc {
+    pci: u64,
+    local: u64,
+    size: u64,
+    next: u64,
+    sem: u64,
+    control: u32,
+}
+
+enum End {
+    Done,
+    /// Software cleared GO (or a newer run began).
+    Stopped,
+    Error(u32, String),
+}
+
+fn le64(b: &[u8], o: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(w)
+}
+
+pub(crate) fn worker(shared: Arc<Shared>) {
+    let mut served = 0u64;
+    loop {
+        spin_for_start(&shared, served);
+        let start = {
+            let mut run = shared.run();
+            loop {
+                if shared.shutdown.load(Ordering::Acquire) {
+                    return;
+                }
+                if run.gen != served {
+                    served = run.gen;
+                    break run.start;
+                }
+                run = shared.wake.wait(run).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let end = if start.control & CHAIN_EN != 0 {
+            chain(&shared, served, start.desc)
+        } else {
+            let d = Desc {
+                pci: start.pci,
+                local: start.local,
+                size: start.size,
+                next: 0,
+                sem: start.sem,
+                control: start.control,
+            };
+            match transfer(&shared, served, &d) {
+                Ok(()) => End::Done,
+                Err(e) => e,
+            }
+        };
+        finish(&shared, served, start.control & CHAIN_EN != 0, end);
+    }
+}
+
+fn spin_for_start(shared: &Shared, served: u64) {
+    super::super::spin::briefly(|| {
+        shared.gen_hint.load(Ordering::Acquire) != served || shared.shutdown.load(Ordering::Acquire)
+    });
+}
+
+/// Still serving run `gen`: GO set, no newer run, model alive.
+fn go(shared: &Shared, gen: u64) -> bool {
+    shared.scr.load(Ordering::Acquire) & GO != 0 && shared.run().gen == gen && !shared.shutdown.load(Ordering::Acquire)
+}
+
+fn chain(shared: &Shared, gen: u64, mut addr: u64) -> End {
+    loop {
+        if !go(shared, gen) {
+            return End::Stopped;
+        }
+        let d = match fetch(shared, addr) {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        if let Err(e) = transfer(shared, gen, &d) {
+            return e;
+        }
+        if d.control & CHAIN_EN == 0 {
+            return End::Done;
+        }
+        addr = d.next;
+    }
+}
+
+fn fetch(shared: &Shared, addr: u64) -> Result<Desc, End> {
+    if !shared.bus_master.load(Ordering::Acquire) {
+        return Err(End::Error(
+            MASTER_ABT,
+            "descriptor fetch with Bus Master Enable off (command register bit 2)".into(),
+        ));
+    }
+    let mut b = [0u8; DESC_LEN];
+    shared
+        .host
+        .read(addr, &mut b)
+        .map_err(|f| End::Error(MASTER_ABT, format!("descriptor fetch at {addr:#x} failed: {f}")))?;
+    Ok(Desc {
+        pci: le64(&b, 0x00),
+        local: le64(&b, 0x08),
+        size: le64(&b, 0x10) & 0xffff_ffff,
+        next: le64(&b, 0x18),
+        sem: le64(&b, 0x20),
+        control: le64(&b, 0x28) as u32,
+    })
+}
+
+/// Log a memory error as the card's error registers would hold it.
+fn log_memory_error(shared: &Shared, kind: u8, addr: u64, data: u64) {
+    let mut r = shared.regs();
+    r[ERRSTATUS] |= kind;
+    r[ERROR_COUNT] = r[ERROR_COUNT].saturating_add(1);
+    r[ERROR_ADDR_LOG..ERROR_ADDR_LOG + 5].copy_from_slice(&addr.to_le_bytes()[..5]);
+    r[ERROR_DATA_LOG..ERROR_DATA_LOG + 8].copy_from_slice(&data.to_le_bytes());
+}
+
+fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
+    if let Some(bits) = shared.faults().next_status.take() {
+        return Err(End::Error(bits, format!("injected status {bits:#x} at the descriptor for card {:#x}", d.local)));
+    }
+    if !shared.bus_master.load(Ordering::Acquire) {
+        return Err(End::Error(MASTER_ABT, "host access with Bus Master Enable off (command register bit 2)".into()));
+    }
+    let card = &shared.card;
+    if card.range(d.local, d.size).is_none() {
+        log_memory_error(shared, ERRSTATUS_ACCESS, d.local, 0);
+        return Err(End::Error(
+            ANY_ERR,
+            format!("card address {:#x} + {:#x} is past card memory ({:#x} bytes)", d.local, d.size, card.size),
+        ));
+    }
+    let mut off = 0;
+    while off < d.size {
+        loop {
+            if !go(shared, gen) {
+                return Err(End::Stopped);
+            }
+            if !shared.faults().stalled {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let n = PIECE.min(d.size - off);
+        if d.control & TRANSFER_READ != 0 {
+            to_card(shared, d.pci + off, d.local + off, n)?;
+        } else {
+            to_host(shared, d.local + off, d.pci + off, n)?;
+        }
+        off += n;
+    }
+    if d.control & SEM_EN != 0 {
+        shared
+            .host
+            .store_u32_release(d.sem, d.control | DMA_COMPLETE)
+            .map_err(|f| End::Error(MASTER_ABT, format!("semaphore write failed: {f}")))?;
+    }
+    if go(shared, gen) {
+        shared.scr.fetch_or(DMA_COMPLETE, Ordering::AcqRel);
+    }
+    Ok(())
+}
+
+fn to_card(shared: &Shared, pci: u64, local: u64, n: u64) -> Result<(), End> {
+    let off = local as usize;
+    shared
+        .host
+        // SAFETY: the host map holds `p` valid for `n` bytes during the closure; `local + n` is
+        // inside card memory (the descriptor was range-checked).
+        .with_range(pci, n, |p| unsafe { shared.card.copy_in(off, p, n as usize) })
+        .map_err(|f| End::Error(MASTER_ABT, format!("host read failed: {f}")))?;
+    // Fresh data, fresh check bits.
+    let mut faults = shared.faults();
+    let hit: Vec<u64> = faults.poisoned.range(local..local + n).copied().collect();
+    hit.iter().for_each(|a| {
+        faults.poisoned.remove(a);
+    });
+    Ok(())
+}
+
+fn to_host(shared: &Shared, local: u64, pci: u64, n: u64) -> Result<(), End> {
+    let bad = shared.faults().poisoned.range(local..local + n).next().copied();
+    let ecc = ecc_on(shared.regs()[ERRCTRL]);
+    if let (Some(addr), true) = (bad, ecc) {
+        let mut w = [0u8; 8];
+        let _ = shared.card.read(addr, &mut w);
+        log_memory_error(shared, ERRSTATUS_MULTI_BIT, addr, u64::from_le_bytes(w) ^ 0x11);
+        return Err(End::Error(MBE_ERR | ANY_ERR, format!("multi-bit error in the word at card address {addr:#x}")));
+    }
+    let off = local as usize;
+    shared
+        .host
+        // SAFETY: as in `to_card`, for writes into host memory.
+        .with_range(pci, n, |p| unsafe { shared.card.copy_out(off, p, n as usize) })
+        .map_err(|f| End::Error(MASTER_ABT, format!("host write failed: {f}")))?;
+    if let Some(addr) = bad {
+        // No error correction: the corrupted word reaches the host unnoticed.
+        let at = pci + (addr - local);
+        let mut b = [0u8];
+        if shared.host.read(at, &mut b).is_ok() {
+            let _ = shared.host.write(at, &[b[0] ^ 0x11]);
+        }
+    }
+    Ok(())
+}
+
+/// End run `gen`: status bits, the model's diagnosis, GO cleared (unless a newer run owns it).
+fn finish(shared: &Shared, gen: u64, chained: bool, end: End) {
+    let run = shared.run();
+    if run.gen != gen {
+        return;
+    }
+    let bits = match end {
+        End::Done if chained => CHAIN_COMPLETE,
+        End::Done | End::Stopped => 0,
+        End::Error(bits, why) => {
+            shared.set_fault(why);
+            bits
+        }
+    };
+    // The reason is in the register before GO clears: whoever sees the engine idle sees why.
+    shared.scr.fetch_or(bits, Ordering::AcqRel);
+    shared.scr.fetch_and(!GO, Ordering::AcqRel);
+    drop(run);
+}

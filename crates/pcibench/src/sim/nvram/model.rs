@@ -1,0 +1,232 @@
+//! The sim NVRAM card's CSR block (BAR0): a register model of the Micro Memory MM-5425CN as the
+//! old Linux `umem` driver describes it (drivers/block/umem.h): identity and status bytes, the
+//! error-correction control and logs, and the DMA engine's registers. The engine itself (chained
+//! descriptors, data movement, semaphores, status) runs on a worker thread: `engine.rs`.
+//!
+//! Byte registers take 8/16/32-bit accesses; 64-bit DMA registers are written as two 32-bit
+//! halves, as umem.c does. The DMA status/control word at 0x68 takes 32-bit writes only: on the
+//! 5425 umem.c writes it whole (UM_FLAG_NO_BYTE_STATUS).
+
+use super::super::card_memory::CardMemory;
+use super::super::host_map::HostMap;
+use super::super::mem::Pages;
+use super::state::*;
+pub use super::state::{size_code, NvramModelConfig};
+use crate::mmio::Width;
+use crate::{Error, Result};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Length of the CSR BAR.
+pub const CSR_BAR_LEN: u64 = 4096;
+
+/// The CSR block and DMA engine of one sim NVRAM card.
+pub struct NvramModel {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Offsets software may write in the byte file: LEDs, error control and count, the error
+/// counter umem.c clears, the DMA address registers and the memory window number.
+fn writable(off: usize) -> bool {
+    matches!(off, LEDCTRL | ERRCTRL | ERRCNT | ERROR_COUNT | WINDOWMAP_WINNUM)
+        || (DMA_PCI_ADDR..DMA_STATUS_CTRL).contains(&off)
+}
+
+impl NvramModel {
+    pub fn new(cfg: NvramModelConfig, host: Arc<HostMap>) -> Result<NvramModel> {
+        let code = size_code(cfg.card_size).ok_or_else(|| {
+            Error::usage(format!(
+                "an MM-54xx card has 128 MiB, 256 MiB, 512 MiB, 1 GiB or 2 GiB of memory, not {:#x} bytes",
+                cfg.card_size
+            ))
+        })?;
+        let mut regs = [0u8; CSR_LEN];
+        regs[MAGIC] = cfg.magic;
+        regs[BATTERY] = cfg.battery;
+        regs[MEMORY] = code;
+        // Card memory is an uncharged anonymous mapping: pages cost RAM only once touched, so a
+        // 1 GiB card costs what its transfers write (and fits a 512 MiB lab guest).
+        let pages = Pages::sparse("NVRAM", cfg.card_size as usize)?;
+        let shared = Shared {
+            cfg,
+            card: CardMemory::new(pages, cfg.card_size),
+            host,
+            bus_master: AtomicBool::new(false),
+            regs: Mutex::new(regs),
+            scr: AtomicU32::new(0),
+            run: Mutex::new(RunState::default()),
+            gen_hint: AtomicU64::new(0),
+            wake: Condvar::new(),
+            faults: Mutex::new(Faults::default()),
+            last_fault: Mutex::new(None),
+            shutdown: AtomicBool::new(false),
+        };
+        Ok(NvramModel { shared: Arc::new(shared), worker: Mutex::new(None) })
+    }
+
+    pub fn config(&self) -> &NvramModelConfig {
+        &self.shared.cfg
+    }
+
+    /// A read of `bytes` (1, 2 or 4) at `off` (aligned; the BAR checks bounds).
+    fn read_n(&self, off: usize, bytes: usize) -> u64 {
+        let regs = self.shared.regs();
+        let scr = self.shared.scr.load(Ordering::Acquire).to_le_bytes();
+        let mut v = 0u64;
+        for i in (0..bytes).rev() {
+            let o = off + i;
+            let b = match o {
+                DMA_STATUS_CTRL..=0x6b => scr[o - DMA_STATUS_CTRL],
+                o if o < CSR_LEN => regs[o],
+                _ => 0,
+            };
+            v = v << 8 | b as u64;
+        }
+        v
+    }
+
+    fn write_n(&self, off: usize, bytes: usize, value: u64) -> Result<()> {
+        if (DMA_STATUS_CTRL..DMA_STATUS_CTRL + 4).contains(&off) {
+            if off != DMA_STATUS_CTRL || bytes != 4 {
+                return Err(Error::Refused(format!(
+                    "the MM-5425's DMA status/control register takes 32-bit writes at 0x68 only (umem.c: \
+                     UM_FLAG_NO_BYTE_STATUS); refused a {}-bit write at {off:#x}",
+                    bytes * 8
+                )));
+            }
+            return self.write_scr(value as u32);
+        }
+        let mut regs = self.shared.regs();
+        for i in 0..bytes {
+            let o = off + i;
+            if o < CSR_LEN && writable(o) {
+                regs[o] = (value >> (8 * i)) as u8;
+            }
+        }
+        Ok(())
+    }
+
+    /// The status/control word: status bits are write-1-to-clear; GO starts the engine when it
+    /// is idle (latching the DMA registers) and clearing GO asks a running engine to stop after
+    /// the piece in flight.
+    fn write_scr(&self, value: u32) -> Result<()> {
+        let s = &self.shared;
+        let mut run = s.run();
+        let old = s.scr.load(Ordering::Acquire);
+        let status = old & STATUS_BITS & !value;
+        let running = old & GO != 0;
+        let control = value & !STATUS_BITS;
+        if control & GO != 0 && !running {
+            let regs = s.regs();
+            run.start = Start {
+                control,
+                desc: reg64(&regs, DMA_DESCRIPTOR_ADDR),
+                pci: reg64(&regs, DMA_PCI_ADDR),
+                local: reg64(&regs, DMA_LOCAL_ADDR),
+                size: reg64(&regs, DMA_TRANSFER_SIZE),
+                sem: reg64(&regs, DMA_SEMAPHORE_ADDR),
+            };
+            drop(regs);
+            run.gen += 1;
+            s.gen_hint.store(run.gen, Ordering::Release);
+            s.scr.store(control | status, Ordering::Release);
+            s.wake.notify_all();
+            drop(run);
+            return self.ensure_worker();
+        }
+        // Writes while running keep GO as the engine has it unless they clear it.
+        let go = if control & GO == 0 { 0 } else { old & GO };
+        s.scr.store((control & !GO) | go | status, Ordering::Release);
+        Ok(())
+    }
+
+    fn ensure_worker(&self) -> Result<()> {
+        let mut w = self.worker.lock().unwrap_or_else(|e| e.into_inner());
+        if w.is_some() {
+            return Ok(());
+        }
+        let shared = Arc::clone(&self.shared);
+        let handle = std::thread::Builder::new()
+            .name("sim-nvram-dma".into())
+            .spawn(move || super::engine::worker(shared))
+            .map_err(|e| Error::Unsupported(format!("could not start the sim NVRAM card's DMA engine thread: {e}")))?;
+        *w = Some(handle);
+        Ok(())
+    }
+
+    /// Read card memory directly, as an independent check of what a host-to-card DMA wrote.
+    pub fn card_read(&self, addr: u64, out: &mut [u8]) -> Result<()> {
+        self.shared.card.read(addr, out)
+    }
+
+    pub fn card_write(&self, addr: u64, data: &[u8]) -> Result<()> {
+        self.shared.card.write(addr, data)
+    }
+
+    /// Test hook: a hung engine accepts GO but moves nothing until GO is cleared.
+    pub fn set_stalled(&self, stalled: bool) {
+        self.shared.faults().stalled = stalled;
+    }
+
+    /// Test hook: the next descriptor stops the chain with these status bits (e.g. a target
+    /// abort 0x10000, a parity error 0x4000).
+    pub fn inject_status(&self, bits: u32) {
+        self.shared.faults().next_status = Some(bits & STATUS_BITS);
+    }
+
+    /// Test hook: the 64-bit word at card address `addr` holds a multi-bit error until it is
+    /// written again. With error correction on, reading it stops the DMA with MBE_ERR; with it
+    /// off, the corrupted data goes to the host unnoticed (why umem.c turns ECC on).
+    pub fn poison(&self, addr: u64) {
+        self.shared.faults().poisoned.insert(addr & !7);
+    }
+
+    /// Why the engine last stopped on an error, in the model's own words.
+    pub fn last_fault(&self) -> Option<String> {
+        self.shared.last_fault()
+    }
+}
+
+impl Drop for NvramModel {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        {
+            let _run = self.shared.run();
+            self.shared.wake.notify_all();
+        }
+        if let Some(h) = self.worker.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            // A worker that panicked has nothing left to clean up.
+            let _ = h.join();
+        }
+    }
+}
+
+impl super::super::RegisterModel for NvramModel {
+    fn size(&self) -> u64 {
+        CSR_BAR_LEN
+    }
+
+    fn check_width(&self, index: u8, width: Width) -> Result<()> {
+        match width {
+            Width::B8 | Width::B16 | Width::B32 => Ok(()),
+            _ => Err(Error::Refused(format!(
+                "the MM-5425's CSR registers take 8, 16 and 32-bit accesses (umem.c uses readb/readl): BAR{index} of \
+                 the sim NVRAM card refuses {width}-wide access (use --width 32)"
+            ))),
+        }
+    }
+
+    fn read(&self, offset: u64, width: Width) -> u64 {
+        self.read_n(offset as usize, width.bytes())
+    }
+
+    fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
+        self.write_n(offset as usize, width.bytes(), value)
+    }
+
+    fn set_bus_master(&self, on: bool) {
+        self.shared.bus_master.store(on, Ordering::Release);
+    }
+}

@@ -1,0 +1,391 @@
+//! The sim QDMA's registers and state, shared by the register front end (`model.rs`) and
+//! the MM engine workers (`engine.rs`). Offsets and fields are those of the QDMA soft IP
+//! (PG302) as the vendor's open access code names them (`qdma_soft_reg.h`, `qdma_access_common.h`
+//! in Xilinx/dma_ip_drivers); the global error status layout is the one QDMA 3.x and CPM4 share.
+
+use super::super::card_memory::CardMemory;
+use super::super::host_map::HostMap;
+use super::super::xdma::state::CacheLine;
+use crate::direction::Direction;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// Length of the QDMA config BAR the model decodes (queue doorbells end at 0x18000 + 4096 × 16).
+pub const QDMA_BAR_LEN: u64 = 256 << 10;
+/// Card (AXI-MM) memory behind the sim card's QDMA engine.
+pub const CARD_MEMORY_SIZE: u64 = 32 << 20;
+/// The vendor driver's default global ring-size table (`qdma_set_default_global_csr`): each entry
+/// counts the ring's descriptors plus the status writeback slot.
+pub const VENDOR_RING_SIZES: [u32; 16] =
+    [2049, 65, 129, 193, 257, 385, 513, 769, 1025, 1537, 3073, 4097, 6145, 8193, 12289, 16385];
+
+// Global registers.
+pub(crate) const R_ID: u32 = 0x000;
+pub(crate) const R_BARLITE_EXT: u32 = 0x10c;
+pub(crate) const R_CHANNEL_MDMA: u32 = 0x118;
+pub(crate) const R_QDMA_CAP: u32 = 0x120;
+pub(crate) const R_FUNC_RET: u32 = 0x12c;
+pub(crate) const R_MISC_CAP: u32 = 0x134;
+pub(crate) const R_RNG_SZ: u32 = 0x204;
+pub(crate) const R_GLBL_ERR_STAT: u32 = 0x248;
+pub(crate) const R_GLBL_ERR_MASK: u32 = 0x24c;
+pub(crate) const R_DSC_ERR_STS: u32 = 0x254;
+pub(crate) const R_DSC_ERR_MSK: u32 = 0x258;
+pub(crate) const R_DSC_ERR_LOG0: u32 = 0x25c;
+pub(crate) const R_DSC_ERR_LOG1: u32 = 0x260;
+pub(crate) const R_TRQ_ERR_STS: u32 = 0x264;
+pub(crate) const R_TRQ_ERR_MSK: u32 = 0x268;
+pub(crate) const R_TRQ_ERR_LOG: u32 = 0x26c;
+pub(crate) const R_IND_DATA: u32 = 0x804;
+pub(crate) const R_IND_MASK: u32 = 0x824;
+pub(crate) const R_IND_CMD: u32 = 0x844;
+/// MM engine blocks: C2H at 0x1000, H2C at 0x1200 (channel 0).
+pub(crate) const R_MM_C2H: u32 = 0x1000;
+pub(crate) const R_MM_H2C: u32 = 0x1200;
+/// PF queue doorbells: 0x18000 + qid × 0x10 (+0x4 H2C pidx, +0x8 C2H pidx).
+pub(crate) const R_DOORBELLS: u32 = 0x18000;
+
+// GLBL_ERR_STAT bits.
+pub(crate) const GE_DSC: u32 = 1 << 2;
+pub(crate) const GE_TRQ: u32 = 1 << 3;
+pub(crate) const GE_H2C_MM0: u32 = 1 << 4;
+pub(crate) const GE_C2H_MM0: u32 = 1 << 6;
+pub(crate) const GE_IND_CTXT_CMD: u32 = 1 << 9;
+// GLBL_DSC_ERR_STS bits.
+pub(crate) const DSC_UR_CA: u32 = 1 << 1;
+pub(crate) const DSC_PARAM: u32 = 1 << 2;
+pub(crate) const DSC_DSC: u32 = 1 << 21;
+// GLBL_TRQ_ERR_STS bits.
+pub(crate) const TRQ_UNMAPPED: u32 = 1 << 0;
+pub(crate) const TRQ_QID_RANGE: u32 = 1 << 1;
+// MM error codes: the bit number of the matching ERR_CODE_ENABLE_MASK bit (vendor headers).
+pub(crate) const MM_RD_UR_CA: u32 = 2;
+pub(crate) const MM_C2H_RD_SLV: u32 = 1;
+pub(crate) const MM_H2C_WR_DEC: u32 = 28;
+pub(crate) const MM_C2H_WR_UR: u32 = 29;
+
+// Indirect context command: busy [0], select [4:1], op [6:5], queue id from bit 7.
+pub(crate) const SEL_SW_C2H: u32 = 0;
+pub(crate) const SEL_CR_H2C: u32 = 5;
+pub(crate) const SEL_FMAP: u32 = 12;
+pub(crate) const OP_CLR: u32 = 0;
+pub(crate) const OP_WR: u32 = 1;
+pub(crate) const OP_RD: u32 = 2;
+
+// Software context word 1.
+pub(crate) const SW1_QEN: u32 = 1 << 0;
+pub(crate) const SW1_WBI_CHK: u32 = 1 << 2;
+pub(crate) const SW1_WBI_INTVL: u32 = 1 << 3;
+pub(crate) const SW1_BYPASS: u32 = 1 << 18;
+pub(crate) const SW1_MM_CHN: u32 = 1 << 19;
+pub(crate) const SW1_WBK_EN: u32 = 1 << 20;
+pub(crate) const SW1_ERR_SHIFT: u32 = 26;
+pub(crate) const SW1_ERR_WB_SENT: u32 = 1 << 28;
+pub(crate) const SW1_IS_MM: u32 = 1 << 31;
+
+/// What the model is built with. Defaults: a QDMA soft IP (3.x register map, Vivado 2019.2),
+/// MM and ST engines present, 2048 queues, function 0, the vendor's ring-size table already
+/// programmed, every error enable cleared (as after reset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QdmaModelConfig {
+    pub max_queues: u16,
+    pub mm_h2c: bool,
+    pub mm_c2h: bool,
+    pub card_size: u64,
+    pub func_id: u8,
+    /// The global ring-size table at reset (zeros: an IP no driver has initialised).
+    pub ring_sizes: [u32; 16],
+    /// GLBL2_MISC_CAP (0x134): device type [31:28], Vivado release [27:24], IP type [23:20],
+    /// RTL version [19:16].
+    pub misc_cap: u32,
+    /// Reads of the context command register that still show busy after a command.
+    pub ctxt_busy_reads: u32,
+    /// Fetch descriptors in the doorbell write itself, so a driver that rings before its
+    /// descriptors are in memory fetches stale ones (tests of doorbell ordering).
+    pub fetch_on_doorbell: bool,
+}
+
+impl Default for QdmaModelConfig {
+    fn default() -> Self {
+        QdmaModelConfig {
+            max_queues: 2048,
+            mm_h2c: true,
+            mm_c2h: true,
+            card_size: CARD_MEMORY_SIZE,
+            func_id: 0,
+            ring_sizes: VENDOR_RING_SIZES,
+            misc_cap: 0x0200_0000,
+            ctxt_busy_reads: 1,
+            fetch_on_doorbell: false,
+        }
+    }
+}
+
+/// One queue's context RAM entries (software, hardware, credit) in one direction.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct QCtx {
+    pub sw: [u32; 8],
+    pub hw: [u32; 8],
+    pub cr: [u32; 8],
+    /// Bumped on every context command touching this queue: an engine burst that began under
+    /// an older generation must not write back into a ring the driver has since taken away.
+    pub gen: u64,
+    /// Descriptors fetched at doorbell time (`fetch_on_doorbell`), in ring order (None: the
+    /// fetch failed).
+    pub fetched: std::collections::VecDeque<Option<[u8; 32]>>,
+}
+
+impl QCtx {
+    pub fn pidx(&self) -> u32 {
+        self.sw[0] & 0xffff
+    }
+    pub fn cidx(&self) -> u32 {
+        self.hw[0] & 0xffff
+    }
+    pub fn enabled(&self) -> bool {
+        self.sw[1] & SW1_QEN != 0 && (self.sw[1] >> SW1_ERR_SHIFT) & 3 == 0
+    }
+    pub fn ring_base(&self) -> u64 {
+        (self.sw[3] as u64) << 32 | self.sw[2] as u64
+    }
+    pub fn ring_idx(&self) -> usize {
+        ((self.sw[1] >> 12) & 0xf) as usize
+    }
+}
+
+/// One queue in one direction.
+pub(crate) struct Queue {
+    pub ctx: Mutex<QCtx>,
+}
+
+impl Queue {
+    fn new() -> Queue {
+        Queue { ctx: Mutex::new(QCtx::default()) }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, QCtx> {
+        self.ctx.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One direction's MM engine (channel 0): control, status, error code, performance monitor,
+/// and the doorbells waiting for its worker.
+pub(crate) struct Mm {
+    pub present: bool,
+    pub control: AtomicU32,
+    pub completed: AtomicU32,
+    pub err_enable: AtomicU32,
+    pub err_code: AtomicU32,
+    pub err_info: AtomicU32,
+    pub perf_ctl: AtomicU32,
+    /// Cycles counted before the current counting period, and when it started (1 ns = 1 cycle).
+    pub perf: Mutex<(u64, Option<Instant>)>,
+    pub perf_beats: AtomicU64,
+    /// One bit per queue with doorbells the worker has not served.
+    pub pending: Vec<AtomicU64>,
+    /// Bumped by every doorbell; the worker spins on it, then parks.
+    pub kick: CacheLine<AtomicU64>,
+    /// The worker waits on `wake` under `parked`; `sleeping` mirrors it so a doorbell takes the
+    /// lock only when there is a sleeper to wake (on hardware a doorbell is one posted write; a
+    /// lock shared with a busy worker would make the model's doorbell cost the driver's figure).
+    pub parked: Mutex<bool>,
+    pub sleeping: CacheLine<AtomicBool>,
+    pub wake: Condvar,
+    /// Test hook: the engine accepts doorbells but moves nothing (a hung engine).
+    pub stalled: AtomicBool,
+    pub last_fault: Mutex<Option<String>>,
+    pub worker_started: AtomicBool,
+}
+
+impl Mm {
+    fn new(present: bool, queues: usize) -> Mm {
+        Mm {
+            present,
+            control: AtomicU32::new(0),
+            completed: AtomicU32::new(0),
+            err_enable: AtomicU32::new(0),
+            err_code: AtomicU32::new(0),
+            err_info: AtomicU32::new(0),
+            perf_ctl: AtomicU32::new(0),
+            perf: Mutex::new((0, None)),
+            perf_beats: AtomicU64::new(0),
+            pending: (0..queues.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            kick: CacheLine(AtomicU64::new(0)),
+            parked: Mutex::new(false),
+            sleeping: CacheLine(AtomicBool::new(false)),
+            wake: Condvar::new(),
+            stalled: AtomicBool::new(false),
+            last_fault: Mutex::new(None),
+            worker_started: AtomicBool::new(false),
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.present && self.control.load(Ordering::Acquire) & 1 != 0
+    }
+
+    pub fn set_fault(&self, why: String) {
+        *self.last_fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+
+    pub fn counting(&self) -> bool {
+        self.perf_ctl.load(Ordering::Acquire) & (1 << 3) != 0
+    }
+
+    /// Cycles counted so far (nanoseconds of counting time).
+    pub fn perf_cycles(&self) -> u64 {
+        let p = self.perf.lock().unwrap_or_else(|e| e.into_inner());
+        p.0 + p.1.map_or(0, |t| t.elapsed().as_nanos() as u64)
+    }
+
+    /// Mark queue `qid` as having work and wake the worker.
+    pub fn kick(&self, qid: usize) {
+        self.pending[qid / 64].fetch_or(1 << (qid % 64), Ordering::AcqRel);
+        self.wake_worker();
+    }
+
+    /// Bump the doorbell counter and wake the worker if it sleeps. SeqCst on `kick` and
+    /// `sleeping` here and in the worker: either the worker sees this kick before it sleeps, or
+    /// this sees it asleep and wakes it (through the lock, so the wake cannot fall between the
+    /// worker's last look and its wait).
+    pub fn wake_worker(&self) {
+        self.kick.fetch_add(1, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// The indirect context access registers.
+#[derive(Debug, Default)]
+pub(crate) struct Indirect {
+    pub data: [u32; 8],
+    pub mask: [u32; 8],
+    pub cmd: u32,
+    pub busy_reads_left: u32,
+}
+
+/// State shared by the register front end and the engine workers.
+pub(crate) struct Shared {
+    pub cfg: QdmaModelConfig,
+    pub h2c: Mm,
+    pub c2h: Mm,
+    pub q_h2c: Vec<Queue>,
+    pub q_c2h: Vec<Queue>,
+    pub card: CardMemory,
+    pub host: Arc<HostMap>,
+    pub bus_master: AtomicBool,
+    pub shutdown: CacheLine<AtomicBool>,
+    /// Global registers 0x000-0x2fc as words (ring sizes, scratch, error status and masks).
+    pub glbl: Vec<AtomicU32>,
+    pub ind: Mutex<Indirect>,
+    /// Test hook: context commands never finish (busy stays set).
+    pub ctxt_stuck: AtomicBool,
+    /// Context RAM the model stores but does not act on (prefetch, completion, interrupt,
+    /// timer, FMAP of other functions), by (select, index).
+    pub other_ctx: Mutex<HashMap<(u32, u32), [u32; 8]>>,
+    /// This function's FMAP: first queue and queue count.
+    pub fmap: Mutex<(u32, u32)>,
+}
+
+impl Shared {
+    pub fn new(cfg: QdmaModelConfig, card: CardMemory, host: Arc<HostMap>) -> Shared {
+        let n = cfg.max_queues as usize;
+        let glbl: Vec<AtomicU32> = (0..0x300 / 4).map(|_| AtomicU32::new(0)).collect();
+        for (i, v) in cfg.ring_sizes.iter().enumerate() {
+            glbl[(R_RNG_SZ as usize) / 4 + i].store(v & 0xffff, Ordering::Relaxed);
+        }
+        Shared {
+            h2c: Mm::new(cfg.mm_h2c, n),
+            c2h: Mm::new(cfg.mm_c2h, n),
+            q_h2c: (0..n).map(|_| Queue::new()).collect(),
+            q_c2h: (0..n).map(|_| Queue::new()).collect(),
+            cfg,
+            card,
+            host,
+            bus_master: AtomicBool::new(false),
+            shutdown: CacheLine(AtomicBool::new(false)),
+            glbl,
+            ind: Mutex::new(Indirect::default()),
+            ctxt_stuck: AtomicBool::new(false),
+            other_ctx: Mutex::new(HashMap::new()),
+            fmap: Mutex::new((0, 0)),
+        }
+    }
+
+    pub fn mm(&self, dir: Direction) -> &Mm {
+        match dir {
+            Direction::H2c => &self.h2c,
+            Direction::C2h => &self.c2h,
+        }
+    }
+
+    pub fn queue(&self, dir: Direction, qid: usize) -> Option<&Queue> {
+        match dir {
+            Direction::H2c => self.q_h2c.get(qid),
+            Direction::C2h => self.q_c2h.get(qid),
+        }
+    }
+
+    pub fn glbl(&self, reg: u32) -> &AtomicU32 {
+        &self.glbl[(reg / 4) as usize]
+    }
+
+    /// Ring entries (descriptors plus the status slot) for ring-size index `idx`.
+    pub fn ring_entries(&self, idx: usize) -> u32 {
+        self.glbl(R_RNG_SZ + 4 * idx as u32).load(Ordering::Relaxed) & 0xffff
+    }
+
+    /// Log a descriptor-engine error for `qid`: the leaf bits where enabled, the first error's
+    /// log (LOG0: valid, qid [28:17], direction [16], cidx [15:0]; LOG1: error type [4:0]), and
+    /// the global DSC bit where enabled.
+    pub fn dsc_error(&self, dir: Direction, qid: u32, cidx: u32, bits: u32) {
+        let logged = bits & self.glbl(R_DSC_ERR_MSK).load(Ordering::Acquire);
+        if logged == 0 {
+            return;
+        }
+        let sts = self.glbl(R_DSC_ERR_STS).fetch_or(logged, Ordering::AcqRel);
+        if sts == 0 {
+            let sel = if dir == Direction::C2h { 1 << 16 } else { 0 };
+            self.glbl(R_DSC_ERR_LOG0).store(1 << 31 | (qid & 0xfff) << 17 | sel | (cidx & 0xffff), Ordering::Release);
+            self.glbl(R_DSC_ERR_LOG1).store(logged.trailing_zeros() & 0x1f, Ordering::Release);
+        }
+        self.global_error(GE_DSC);
+    }
+
+    /// Log a target-access (register) error: an unmapped address or a queue outside the FMAP.
+    pub fn trq_error(&self, bits: u32, addr: u32) {
+        let logged = bits & self.glbl(R_TRQ_ERR_MSK).load(Ordering::Acquire);
+        if logged == 0 {
+            return;
+        }
+        if self.glbl(R_TRQ_ERR_STS).fetch_or(logged, Ordering::AcqRel) == 0 {
+            self.glbl(R_TRQ_ERR_LOG).store(addr, Ordering::Release);
+        }
+        self.global_error(GE_TRQ);
+    }
+
+    /// Log an MM engine data error (code as in the ERR_CODE register, valid bit 17, read/write
+    /// bit 16; info: qid [28:17], direction [16], cidx [15:0]).
+    pub fn mm_error(&self, dir: Direction, write: bool, code: u32, qid: u32, cidx: u32) {
+        let mm = self.mm(dir);
+        if mm.err_enable.load(Ordering::Acquire) & (1 << code) == 0 {
+            return;
+        }
+        let rdwr = if write { 1 << 16 } else { 0 };
+        if mm.err_code.load(Ordering::Acquire) & (1 << 17) == 0 {
+            mm.err_code.store(1 << 17 | rdwr | code, Ordering::Release);
+            let d = if dir == Direction::C2h { 1 << 16 } else { 0 };
+            mm.err_info.store((qid & 0xfff) << 17 | d | (cidx & 0xffff), Ordering::Release);
+        }
+        self.global_error(if dir == Direction::H2c { GE_H2C_MM0 } else { GE_C2H_MM0 });
+    }
+
+    pub fn global_error(&self, bit: u32) {
+        let enabled = bit & self.glbl(R_GLBL_ERR_MASK).load(Ordering::Acquire);
+        self.glbl(R_GLBL_ERR_STAT).fetch_or(enabled, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,55 @@
+//! `sim`, the default simulated card: shaped like seed 000's memmapped_blkram (10ee:7024,
+//! BAR0 1 MiB and BAR2 128 KiB of memory, all BARs 64-bit prefetchable, Gen2 x4, MPS 256,
+//! MRRS 512), with an XDMA register block in BAR4 driving 0x128000 bytes of card memory.
+
+use super::super::mem::Pages;
+use super::super::{card_info, CardShape, CardSpec, SimBar, SimCard};
+use super::model::{XdmaModel, XdmaModelConfig};
+use crate::pci::DeviceInfo;
+use crate::Result;
+use std::sync::Arc;
+
+/// The BAR holding the sim card's XDMA registers.
+pub const SIM_DMA_BAR: u8 = 4;
+
+pub const SHAPE: CardShape = CardShape {
+    name: "sim",
+    vendor: 0x10ee,
+    device: 0x7024,
+    device_name: "simulated card (XDMA-shaped FPGA card, BARs in host memory)",
+    subsystem: (0x0002, 0x0001),
+    class: (0x058000, "Memory controller"),
+    bars: &[(0, 1 << 20), (2, 128 << 10), (SIM_DMA_BAR, 64 << 10)],
+    link: (2, 4),
+    mps: 256,
+    mps_supported: 512,
+    mrrs: 512,
+};
+
+pub struct XdmaCard;
+
+impl CardSpec for XdmaCard {
+    fn name(&self) -> &'static str {
+        SHAPE.name
+    }
+    fn info(&self) -> DeviceInfo {
+        card_info(&SHAPE)
+    }
+    fn build(&self) -> Result<SimCard> {
+        build(XdmaModelConfig::default()).map(|(card, _)| card)
+    }
+}
+
+/// The `sim` card with its DMA engine built from `cfg` (channel counts, card memory, alignment);
+/// the model is returned too, for tests that look at card memory directly.
+pub fn build(cfg: XdmaModelConfig) -> Result<(SimCard, Arc<XdmaModel>)> {
+    let host = super::super::host_map::HostMap::new();
+    let model = Arc::new(XdmaModel::new(cfg, Arc::clone(&host))?);
+    let size = |i: u8| SHAPE.bars.iter().find(|b| b.0 == i).map_or(0, |b| b.1 as usize);
+    let bars = vec![
+        (0, SimBar::Memory(Arc::new(Pages::new("BAR0", size(0))?))),
+        (2, SimBar::Memory(Arc::new(Pages::new("BAR2", size(2))?))),
+        (SIM_DMA_BAR, SimBar::Registers(model.clone())),
+    ];
+    Ok((SimCard { bars, host }, model))
+}

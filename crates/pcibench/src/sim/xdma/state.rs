@@ -1,0 +1,189 @@
+//! The sim XDMA's registers and state, shared by the register front end (`model.rs`) and
+//! the channel workers (`engine.rs`): PG195's targets, control and status bits, and one
+//! channel's registers.
+
+use super::super::card_memory::CardMemory;
+use super::super::host_map::HostMap;
+use crate::direction::Direction;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Card (AXI) memory behind the sim card's DMA engine: seed 000's dma_blkram size.
+pub const CARD_MEMORY_SIZE: u64 = 0x12_8000;
+/// Length of the DMA register BAR.
+pub const XDMA_BAR_LEN: u64 = 64 << 10;
+
+// Targets (address bits 15:12).
+pub(crate) const T_H2C: u32 = 0;
+pub(crate) const T_C2H: u32 = 1;
+pub(crate) const T_IRQ: u32 = 2;
+pub(crate) const T_CONFIG: u32 = 3;
+pub(crate) const T_H2C_SG: u32 = 4;
+pub(crate) const T_C2H_SG: u32 = 5;
+pub(crate) const T_COMMON: u32 = 6;
+
+// Channel control bits (PG195 "H2C Channel Control (0x04)").
+pub(crate) const CTRL_RUN: u32 = 1 << 0;
+pub(crate) const CTRL_POLL_WB: u32 = 1 << 26;
+/// Bits software can set: 0-6, 9-23 (ie_* and error enables), 25, 26, 27.
+pub(crate) const CTRL_WRITABLE: u32 = 0x0eff_fe7f;
+
+// Status bits (PG195 "H2C Channel Status (0x40)"); events log only where the matching control
+// ie_* bit is set, which puts every loggable status bit at the same position as its enable.
+pub(crate) const ST_BUSY: u32 = 1 << 0;
+pub(crate) const ST_DESC_STOPPED: u32 = 1 << 1;
+pub(crate) const ST_DESC_COMPLETED: u32 = 1 << 2;
+pub(crate) const ST_ALIGN_MISMATCH: u32 = 1 << 3;
+pub(crate) const ST_MAGIC_STOPPED: u32 = 1 << 4;
+pub(crate) const ST_INVALID_LENGTH: u32 = 1 << 5;
+pub(crate) const ST_IDLE_STOPPED: u32 = 1 << 6;
+/// read_error[0] / write_error[0] / descr_error[0]: unsupported request (PCIe side) or decode
+/// error (AXI side): the address maps to nothing.
+pub(crate) const ST_READ_ERROR0: u32 = 1 << 9;
+pub(crate) const ST_WRITE_ERROR0: u32 = 1 << 14;
+pub(crate) const ST_DESC_ERROR0: u32 = 1 << 19;
+/// Every status bit an event can log (1-6, 9-23).
+pub(crate) const ST_LOGGABLE: u32 = 0x00ff_fe7e;
+/// The bits that count as errors for the writeback's Sts_err bit.
+pub(crate) const ST_ERRORS: u32 = 0x00ff_fe38;
+
+/// What the model is built with. Defaults: one H2C and one C2H memory-mapped channel, IP
+/// version 0x06 (2017.1 and later releases), no alignment constraints, 64 address bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XdmaModelConfig {
+    pub h2c_channels: u8,
+    pub c2h_channels: u8,
+    pub card_size: u64,
+    pub version: u8,
+    pub addr_align: u8,
+    pub len_granularity: u8,
+    pub addr_bits: u8,
+}
+
+impl Default for XdmaModelConfig {
+    fn default() -> Self {
+        XdmaModelConfig {
+            h2c_channels: 1,
+            c2h_channels: 1,
+            card_size: CARD_MEMORY_SIZE,
+            version: 0x06,
+            addr_align: 1,
+            len_granularity: 1,
+            addr_bits: 64,
+        }
+    }
+}
+
+/// What the engine latches on a rising edge of run.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Start {
+    pub addr: u64,
+    pub adj: u32,
+}
+
+#[derive(Default)]
+pub(crate) struct RunState {
+    /// Rising edges of run so far; the worker serves each one once.
+    pub gen: u64,
+    pub start: Start,
+    pub parked: bool,
+}
+
+/// A value alone on its cache line (128 bytes covers adjacent-line prefetch on x86-64 and the
+/// 128-byte lines of some aarch64 cores).
+#[repr(align(128))]
+pub(crate) struct CacheLine<T>(pub T);
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// One channel's registers plus its SGDMA block's.
+pub(crate) struct Channel {
+    pub dir: Direction,
+    pub index: u8,
+    pub control: AtomicU32,
+    pub status: AtomicU32,
+    pub completed: AtomicU32,
+    pub wb_lo: AtomicU32,
+    pub wb_hi: AtomicU32,
+    pub ie_mask: AtomicU32,
+    pub sg_lo: AtomicU32,
+    pub sg_hi: AtomicU32,
+    pub sg_adj: AtomicU32,
+    pub sg_credits: AtomicU32,
+    pub run: Mutex<RunState>,
+    pub wake: Condvar,
+    /// Mirror of `run.gen` for lock-free checks by the worker. On its own cache line: the
+    /// idle worker spins on it, and sharing a line with registers the CPU writes would make
+    /// every register write a cross-core cache miss.
+    pub gen_hint: CacheLine<AtomicU64>,
+    /// Test hook: the engine accepts a run but moves nothing until released.
+    pub stalled: AtomicBool,
+    pub last_fault: Mutex<Option<String>>,
+    pub worker_started: AtomicBool,
+}
+
+impl Channel {
+    pub fn new(dir: Direction, index: u8) -> Channel {
+        Channel {
+            dir,
+            index,
+            control: AtomicU32::new(0),
+            status: AtomicU32::new(0),
+            completed: AtomicU32::new(0),
+            wb_lo: AtomicU32::new(0),
+            wb_hi: AtomicU32::new(0),
+            ie_mask: AtomicU32::new(0),
+            sg_lo: AtomicU32::new(0),
+            sg_hi: AtomicU32::new(0),
+            sg_adj: AtomicU32::new(0),
+            sg_credits: AtomicU32::new(0),
+            run: Mutex::new(RunState::default()),
+            wake: Condvar::new(),
+            gen_hint: CacheLine(AtomicU64::new(0)),
+            stalled: AtomicBool::new(false),
+            last_fault: Mutex::new(None),
+            worker_started: AtomicBool::new(false),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, RunState> {
+        self.run.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn wb_addr(&self) -> u64 {
+        (self.wb_hi.load(Ordering::Relaxed) as u64) << 32 | self.wb_lo.load(Ordering::Relaxed) as u64
+    }
+
+    pub fn set_fault(&self, why: String) {
+        *self.last_fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+}
+
+/// State shared by the register front end and the channel workers.
+pub(crate) struct Shared {
+    pub cfg: XdmaModelConfig,
+    pub h2c: Vec<Channel>,
+    pub c2h: Vec<Channel>,
+    pub card: CardMemory,
+    pub host: Arc<HostMap>,
+    pub bus_master: AtomicBool,
+    /// Read by spinning workers: kept off the lines the register front end writes.
+    pub shutdown: CacheLine<AtomicBool>,
+    pub irq: Vec<AtomicU32>,
+    pub config: Vec<AtomicU32>,
+    pub common: Vec<AtomicU32>,
+}
+
+impl Shared {
+    pub fn channel(&self, dir: Direction, index: usize) -> Option<&Channel> {
+        match dir {
+            Direction::H2c => self.h2c.get(index),
+            Direction::C2h => self.c2h.get(index),
+        }
+    }
+}
