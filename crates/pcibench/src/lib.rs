@@ -26,3 +26,6 @@ pub mod target;
 pub mod units;
 
 pub use error::{Error, Result};
+
+#[cfg(test)]
+pub(crate) mod testing;

@@ -128,8 +128,10 @@ pub struct DmaArgs {
     /// Address bits the device can drive (default 64; edu: 28, QEMU's default dma_mask).
     #[arg(long)]
     pub dma_bits: Option<u32>,
-    /// Per-transfer timeout in milliseconds.
-    #[arg(long, default_value_t = 2000)]
+    /// Give up when the engine has made no progress for this many milliseconds (no descriptor
+    /// completed, no queue index or semaphore moved): a slow transfer that keeps moving is waited
+    /// for however long it takes; a hung engine is stopped this long after its last progress.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub timeout_ms: u64,
     /// Consent to start DMA on this device (not needed for sim).
     #[arg(long)]

@@ -118,8 +118,10 @@ pub struct LatencyArgs {
     /// Card (AXI) offset of the DMA window (load: H2C uses its first half, C2H the second).
     #[arg(long)]
     card_addr: Option<String>,
-    /// Per-transfer timeout in milliseconds.
-    #[arg(long, default_value_t = 2000)]
+    /// Give up when the engine has made no progress for this many milliseconds (no descriptor
+    /// completed, no queue index or semaphore moved): a slow transfer that keeps moving is waited
+    /// for however long it takes; a hung engine is stopped this long after its last progress.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     timeout_ms: u64,
     /// Consent to start DMA on this device (--dma, --irq, --load; not needed for sim).
     #[arg(long)]

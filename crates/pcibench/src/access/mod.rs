@@ -114,6 +114,13 @@ pub trait DeviceAccess: Send + Sync {
             ),
         }))
     }
+    /// Make the card memory `[addr, addr+len)` a run will use present before its first transfer.
+    /// A simulated card's memory is lazily mapped host memory whose first touch would otherwise
+    /// be charged to the first timed (and timeout-bounded) transfer; a real card's memory is
+    /// simply there, so the other paths do nothing.
+    fn populate_card_memory(&self, addr: u64, len: u64) {
+        let _ = (addr, len);
+    }
     /// How the device reaches host memory on this path (what DMA buffers must be made of).
     fn dma_path(&self) -> Result<DmaPath> {
         Err(Error::Unsupported(format!(

@@ -90,6 +90,12 @@ impl DeviceAccess for SimDevice {
         Ok(())
     }
 
+    fn populate_card_memory(&self, addr: u64, len: u64) {
+        for m in self.registers() {
+            m.populate_card(addr, len);
+        }
+    }
+
     /// Sim buffers live in process memory the card's engines may touch: its "IOMMU" is the
     /// registry of these buffers (the host map).
     fn dma_path(&self) -> Result<DmaPath> {

@@ -3,6 +3,7 @@
 pub mod buffers;
 pub mod cpu;
 pub mod engines;
+pub mod watchdog;
 
 pub use crate::direction::Direction;
 use crate::{Error, Result};

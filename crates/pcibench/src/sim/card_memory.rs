@@ -40,6 +40,14 @@ impl CardMemory {
         self.pages.write(addr, data)
     }
 
+    /// Fault `[addr, addr+len)` in (clipped to card memory) before a run uses it.
+    pub fn populate(&self, addr: u64, len: u64) {
+        let end = addr.saturating_add(len).min(self.size);
+        if addr < end {
+            self.pages.populate(addr, end - addr);
+        }
+    }
+
     fn refuse(&self, addr: u64, len: usize) -> Error {
         Error::Refused(format!(
             "{len} bytes at card address {addr:#x} are outside the sim card's {:#x} bytes of card memory",

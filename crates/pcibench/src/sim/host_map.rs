@@ -8,7 +8,7 @@
 
 use super::mem::{Pages, Scattered};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 /// The memory behind one registration.
@@ -33,6 +33,10 @@ unsafe impl Sync for Range {}
 #[derive(Default)]
 pub struct HostMap {
     ranges: RwLock<BTreeMap<u64, Range>>,
+    /// Test hook (`set_pace`): nanoseconds every DMA access to host memory takes at least.
+    pace_ns: AtomicU64,
+    /// Accesses made while paced (counted only then: the hot path stays one relaxed load).
+    paced: AtomicU64,
 }
 
 /// Why a DMA access to host memory failed.
@@ -77,6 +81,18 @@ impl HostMap {
         self.insert(ptr, len, Backing::Scattered(s))
     }
 
+    /// Test hook: every DMA access to host memory (data, descriptor fetches, writebacks) takes at
+    /// least `pace`, as on a slow host (TCG, a loaded machine) or a narrow link: engines that are
+    /// slow but moving, against which a driver's wait is tested. Zero turns it off.
+    pub fn set_pace(&self, pace: std::time::Duration) {
+        self.pace_ns.store(pace.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+
+    /// DMA accesses to host memory made while paced (test hook).
+    pub fn paced_accesses(&self) -> u64 {
+        self.paced.load(Ordering::Relaxed)
+    }
+
     /// Number of registered ranges (buffers alive).
     pub fn len(&self) -> usize {
         self.read_lock().len()
@@ -101,6 +117,11 @@ impl HostMap {
     /// Run `f` with a pointer to `[bus, bus+len)` while the range cannot be unregistered.
     /// `f` must stay within `len` bytes of the pointer.
     pub(crate) fn with_range<R>(&self, bus: u64, len: u64, f: impl FnOnce(*mut u8) -> R) -> Result<R, HostFault> {
+        let pace = self.pace_ns.load(Ordering::Relaxed);
+        if pace != 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(pace));
+            self.paced.fetch_add(1, Ordering::Relaxed);
+        }
         let map = self.read_lock();
         let p = Self::find(&map, bus, len).ok_or(HostFault { bus, len })?;
         Ok(f(p))

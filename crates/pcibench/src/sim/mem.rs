@@ -53,6 +53,34 @@ impl Map {
     }
 }
 
+impl Map {
+    /// Make `[off, off+len)` (page-rounded, clipped to the mapping) present and writable now, so
+    /// no later access pays a page fault: MADV_POPULATE_WRITE (Linux 5.14), else a read and a
+    /// write back of one byte per page, which keeps the contents.
+    fn populate(&self, off: usize, len: usize) {
+        let start = (off & !(PAGE - 1)).min(self.len);
+        let end = round_up(off.saturating_add(len)).unwrap_or(self.len).min(self.len);
+        if start >= end {
+            return;
+        }
+        // SAFETY: [start, end) lies inside this mapping; populating changes no byte.
+        let at = unsafe { self.ptr.as_ptr().add(start) };
+        // SAFETY: as above; madvise only faults the range in.
+        let advised = unsafe { rustix::mm::madvise(at.cast(), end - start, rustix::mm::Advice::LinuxPopulateWrite) };
+        if advised.is_ok() {
+            return;
+        }
+        for page in (start..end).step_by(PAGE) {
+            // SAFETY: inside the mapping; the byte is written back unchanged, before any engine
+            // runs on this memory (callers populate before the first transfer).
+            unsafe {
+                let p = self.ptr.as_ptr().add(page);
+                p.write_volatile(p.read_volatile());
+            }
+        }
+    }
+}
+
 impl Drop for Map {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the range this value mapped; nobody holds it any more (owners
@@ -87,6 +115,13 @@ impl Pages {
 
     pub fn len(&self) -> usize {
         self.map.len
+    }
+
+    /// Fault `[off, off+len)` in now (see `Map::populate`): the first DMA into lazily mapped
+    /// card memory must not pay for the host's page faults, which a real card never has.
+    pub fn populate(&self, off: u64, len: u64) {
+        let off = usize::try_from(off).unwrap_or(usize::MAX);
+        self.map.populate(off, usize::try_from(len).unwrap_or(usize::MAX));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -204,6 +239,12 @@ impl Scattered {
 
     pub fn is_empty(&self) -> bool {
         self.cpu.len == 0
+    }
+
+    /// Fault both views in now (the engine reaches the pages through the bus view).
+    pub fn populate(&self) {
+        self.cpu.populate(0, self.cpu.len);
+        self.bus.populate(0, self.bus.len);
     }
 
     pub fn cpu_ptr(&self) -> *mut u8 {

@@ -39,6 +39,11 @@ pub trait RegisterModel: Send + Sync {
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()>;
     /// Bus Master Enable changed in config space: an engine must not reach host memory without it.
     fn set_bus_master(&self, on: bool);
+    /// Make the card memory `[addr, addr+len)` present before a run uses it (card memory is
+    /// lazily mapped host memory; a real card's is simply there). Blocks without an engine.
+    fn populate_card(&self, addr: u64, len: u64) {
+        let _ = (addr, len);
+    }
 }
 
 /// What sits behind one BAR of a simulated card.

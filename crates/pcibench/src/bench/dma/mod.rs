@@ -195,6 +195,10 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     let extent = |c: &Config| c.parts.iter().flatten().map(|(_, l)| l.host_extent().max(l.bytes())).max().unwrap_or(0);
     let len = configs.iter().map(extent).max().unwrap_or(0).max(1) as usize;
     let bufs = Buffers { src: s.alloc.alloc(len)?, dst: s.alloc.alloc(len)? };
+    let card_end = configs.iter().flat_map(|c| c.parts.iter().flatten()).map(|(_, l)| l.card_base + l.bytes()).max();
+    if let Some(end) = card_end {
+        s.dev.populate_card_memory(plan.card_addr, end - plan.card_addr);
+    }
     let _bm = BusMaster::enable(s.dev)?;
     let mut report = Report::new(Kind::Dma, s.device, s.simulated, s.dev.via(), sampling.overhead.median_s * 1e9);
     report.engine = Some(engine.name().into());

@@ -34,10 +34,16 @@ impl DmaAllocator for SimAllocator {
         if len == 0 {
             return Err(Error::usage("a DMA buffer needs at least 1 byte"));
         }
+        // Faulted in at once, as the pinned buffers of the real paths are (VFIO's MAP_DMA, mlock):
+        // the first transfer must not pay the host's page faults.
         let reg = if self.scattered {
-            self.host.register_scattered(Scattered::new(len)?)
+            let s = Scattered::new(len)?;
+            s.populate();
+            self.host.register_scattered(s)
         } else {
-            self.host.register_pages(Pages::new("DMA buffer", len)?)
+            let p = Pages::new("DMA buffer", len)?;
+            p.populate(0, p.len() as u64);
+            self.host.register_pages(p)
         };
         let pages = reg.len() / PAGE;
         let segments = if reg.is_scattered() {

@@ -5,6 +5,8 @@
 
 pub mod edu;
 pub mod probe_bar;
+#[cfg(test)]
+mod progress_tests;
 pub mod qdma;
 pub mod umem;
 pub mod xdma;

@@ -204,6 +204,10 @@ impl Drop for NvramModel {
 }
 
 impl super::super::RegisterModel for NvramModel {
+    fn populate_card(&self, addr: u64, len: u64) {
+        self.shared.card.populate(addr, len);
+    }
+
     fn size(&self) -> u64 {
         CSR_BAR_LEN
     }

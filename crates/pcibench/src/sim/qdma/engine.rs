@@ -162,7 +162,12 @@ fn burst(shared: &Shared, dir: Direction, qid: usize) -> (bool, bool) {
             None => fetch(shared, plan.base + slot as u64 * DESC_BYTES),
         };
         match desc.and_then(|d| execute(shared, dir, qid as u32, slot, &d)) {
-            Ok(()) => done += 1,
+            Ok(()) => {
+                done += 1;
+                // The engine's completed count moves with each descriptor (the status writeback
+                // comes only at the end of a burst).
+                shared.mm(dir).completed.fetch_add(1, Ordering::AcqRel);
+            }
             Err(s) => {
                 stop = Some(s);
                 break;
@@ -308,7 +313,7 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
     Ok(())
 }
 
-/// Account for `done` descriptors: consumer index, completed count, status writeback. Returns
+/// Account for `done` descriptors: consumer index, status writeback. Returns
 /// whether more descriptors wait. Nothing is written if the contexts changed meanwhile.
 fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) -> bool {
     let Some(q) = shared.queue(dir, qid) else { return false };
@@ -318,7 +323,6 @@ fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) ->
     }
     let cidx = (p.cidx + done) % p.ring;
     c.hw[0] = (c.hw[0] & !0xffff) | cidx;
-    shared.mm(dir).completed.fetch_add(done, Ordering::AcqRel);
     let pidx = c.pidx();
     let idle = pidx == cidx;
     // Hardware context word 1: descriptors pending [8], idle-stopped [9] (vendor field names).

@@ -391,6 +391,10 @@ impl Drop for QdmaModel {
 }
 
 impl super::super::RegisterModel for QdmaModel {
+    fn populate_card(&self, addr: u64, len: u64) {
+        self.shared.card.populate(addr, len);
+    }
+
     fn size(&self) -> u64 {
         QDMA_BAR_LEN
     }

@@ -294,6 +294,10 @@ impl Drop for XdmaModel {
 }
 
 impl super::super::RegisterModel for XdmaModel {
+    fn populate_card(&self, addr: u64, len: u64) {
+        self.shared.card.populate(addr, len);
+    }
+
     fn size(&self) -> u64 {
         XDMA_BAR_LEN
     }

@@ -4,9 +4,10 @@
 use super::regs::*;
 use super::ring::Desc;
 use super::{doorbell, Prepared, QdmaEngine, ERRORS_EVERY, YIELD_AFTER};
+use crate::dma::watchdog::{no_progress, Watchdog};
 use crate::dma::{Direction, Work};
 use crate::{Error, Result};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl QdmaEngine {
     /// Check one transfer and append its descriptors to its ring's list.
@@ -105,18 +106,25 @@ impl QdmaEngine {
     }
 
     fn wait_prepared(&mut self, prep: &mut Prepared, timeout: Duration) -> Result<()> {
-        let start = Instant::now();
+        // Progress is every queue's completed descriptors together, as the status writebacks say,
+        // plus the MM engines' completed-descriptor counts (which move with each descriptor, while
+        // the writeback may come once per many): one moving queue keeps the run alive, none
+        // moving for the timeout stops it.
+        let mut dog = Watchdog::new(timeout);
+        let mut engines = 0u64;
         let mut next_check = ERRORS_EVERY;
         let mut spins = 0u32;
         loop {
             let mut busy = false;
             let mut lost = None;
+            let mut completed = 0u64;
             for (i, ring) in self.rings.iter_mut().enumerate() {
                 if let Err(e) = ring.reap() {
                     lost = Some(e);
                     break;
                 }
                 busy |= ring.outstanding > 0 || prep.next[i] < prep.per_ring[i].len();
+                completed += (prep.next[i] - ring.outstanding as usize) as u64;
             }
             if let Some(e) = lost {
                 return Err(self.fail(prep, e.to_string()));
@@ -127,15 +135,19 @@ impl QdmaEngine {
             self.post(prep)?;
             spins = spins.wrapping_add(1);
             if spins % 16 == 0 {
-                let elapsed = start.elapsed();
+                let elapsed = dog.elapsed();
                 if elapsed >= next_check {
                     next_check = elapsed + ERRORS_EVERY;
                     if rd(self.bar(), R_GLBL_ERR_STAT)? != 0 {
                         return Err(self.fail(prep, "stopped on an error".into()));
                     }
+                    engines = 0;
+                    for i in 0..self.dirs.len() {
+                        engines += u64::from(rd(self.bar(), mm(self.dirs[i], MM_COMPLETED))?);
+                    }
                 }
-                if elapsed >= timeout {
-                    return Err(self.fail(prep, format!("no completion within {timeout:?}")));
+                if dog.stalled(completed.wrapping_add(engines)) {
+                    return Err(self.fail(prep, no_progress(timeout)));
                 }
                 if elapsed >= YIELD_AFTER {
                     std::thread::yield_now();

@@ -15,6 +15,7 @@ mod tests;
 use self::desc::{Chain, DESC_BYTES, MAX_DESC_LEN};
 use super::{Detected, EngineDriver, EngineOptions, Opened};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
+use crate::dma::watchdog::{no_progress, Watchdog};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
 use crate::pci::DeviceInfo;
@@ -235,7 +236,11 @@ impl XdmaEngine {
         let chain = self.prepared()?;
         let (dir, n) = (chain.dir, chain.descriptors.len() as u32);
         let word = desc::writeback_word(&*self.wb_mem);
-        let start = Instant::now();
+        // The writeback holds the count only when the last descriptor completes; the channel's
+        // completed-descriptor register (PG195 +0x48, reset when run rises) moves with each one, so
+        // that is the progress the watchdog watches, read with the status.
+        let mut dog = Watchdog::new(timeout);
+        let mut progress = 0u32;
         let mut next_status = STATUS_EVERY;
         let mut spins = 0u32;
         let outcome = loop {
@@ -248,15 +253,16 @@ impl XdmaEngine {
             }
             spins = spins.wrapping_add(1);
             if spins % 16 == 0 {
-                let elapsed = start.elapsed();
-                if elapsed >= timeout {
-                    break Outcome::Timeout(w & WB_COUNT);
-                }
+                let elapsed = dog.elapsed();
                 if elapsed >= next_status {
                     next_status = elapsed + STATUS_EVERY;
                     if let Some(o) = self.check_stopped(dir, n)? {
                         break o;
                     }
+                    progress = self.rd(self.ch_reg(dir, CH_COMPLETED))? & WB_COUNT;
+                }
+                if dog.stalled(u64::from(progress.max(w & WB_COUNT))) {
+                    break Outcome::Timeout(progress.max(w & WB_COUNT).min(n));
                 }
                 if elapsed >= YIELD_AFTER {
                     std::thread::yield_now();
@@ -285,8 +291,9 @@ impl XdmaEngine {
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
                 let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
                 Err(Error::Device(format!(
-                    "XDMA {dir} channel {ch}: no completion within {timeout:?} ({done} of {n} descriptors written back); \
+                    "XDMA {dir} channel {ch}: {} ({done} of {n} descriptors completed); \
                      cleared run to stop it; status {}. Is the engine clocked and out of reset, and does --card-addr point at card memory?",
+                    no_progress(timeout),
                     decode_status(dir, status)
                 )))
             }
