@@ -24,8 +24,12 @@ impl Default for Host {
 }
 
 impl Host {
-    /// The real host, unless `PCIBENCH_SYSROOT` names a fixture root.
+    /// The real host, unless `PCIBENCH_SYSROOT` names a fixture root. A process with more
+    /// privilege than its caller never takes it (the CLI refuses it in one line before this).
     pub fn from_env() -> Self {
+        if crate::os::privilege::elevated() {
+            return Host::with_root(PathBuf::from("/"));
+        }
         match std::env::var_os(SYSROOT_ENV) {
             Some(r) if !r.is_empty() => Host::with_root(PathBuf::from(r)),
             _ => Host::with_root(PathBuf::from("/")),
