@@ -42,7 +42,7 @@ impl ReservedAllocator {
             ))
         })?;
         let node = host.path("/dev/mem");
-        let mem = OpenOptions::new().read(true).write(true).open(&node).map_err(|e| {
+        let mem = host.open_node(&node, OpenOptions::new().read(true).write(true)).map_err(|e| {
             Error::io_hint(
                 "cannot open",
                 &node,
