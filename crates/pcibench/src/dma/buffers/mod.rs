@@ -57,8 +57,8 @@ fn open_allocator(
             Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge))
         }
         (DmaPath::Physical, BufferSource::UDmaBuf(name)) => Box::new(udmabuf::UDmaBufAllocator::open(host, name, dma_bits)?),
-        (DmaPath::Physical, BufferSource::Reserved { start, size }) => {
-            Box::new(reserved::ReservedAllocator::open(host, *start, *size, dma_bits)?)
+        (DmaPath::Physical, BufferSource::Reserved { start, size, force }) => {
+            Box::new(reserved::ReservedAllocator::open(host, *start, *size, dma_bits, *force)?)
         }
         (DmaPath::Sim(_), BufferSource::Reserved { .. }) => {
             return Err(Error::usage(
