@@ -282,7 +282,11 @@ fn cap_sys_rawio(c: &Ctx) -> Finding {
                      program, and CAP_SYS_RAWIO is root-equivalent"
                 ),
             )
-            .fix(format!("{}; then remove the capability here: sudo setcap -r {}", install_line(&c.caller.exe), c.caller.exe.display()));
+            .fix(format!(
+                "{}; then remove the capability here: sudo setcap -r {}",
+                install_line(&c.caller.exe),
+                c.caller.exe.display()
+            ));
         }
         return Finding::new("cap-sys-rawio", Severity::Pass, format!("present ({caps})"));
     }
