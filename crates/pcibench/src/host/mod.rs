@@ -25,11 +25,9 @@ impl Default for Host {
 
 impl Host {
     /// The real host, unless `PCIBENCH_SYSROOT` names a fixture root. A process with more
-    /// privilege than its caller never takes it (the CLI refuses it in one line before this).
+    /// privilege than its caller never gets here with it set: the CLI refuses it in one line first
+    /// (`os::privilege::refuse_steering`).
     pub fn from_env() -> Self {
-        if crate::os::privilege::elevated() {
-            return Host::with_root(PathBuf::from("/"));
-        }
         match std::env::var_os(SYSROOT_ENV) {
             Some(r) if !r.is_empty() => Host::with_root(PathBuf::from(r)),
             _ => Host::with_root(PathBuf::from("/")),
