@@ -1,7 +1,8 @@
 # doctor and setup on edu: before (free device: sysfs, and the user is told the --sysfs-user fix), setup --vfio
 # (twice: the second run changes nothing), after (vfio behind an IOMMU, vfio-noiommu on pc and virt; the user is
 # told the chown, and without an IOMMU the setcap line), --release (back to no driver, twice), setup through sudo
-# (the user gets the group node), then --sysfs-user for the user.
+# (no grant without --user), --vfio --user (the user gets the group node, pio works as that user with an IOMMU,
+# --release takes it back: the node's owner checked before and after), then --sysfs-user for the user.
 # machines: pc q35-iommu virt virt-smmuv3
 # timeout: 90
 . /lab/lib.sh
@@ -65,15 +66,27 @@ expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release
 ok "$a released: no driver, no driver_override"
 expect_out 'nothing to change' pcibench setup "$a" --release
 
-# Through sudo (SUDO_USER and friends as sudo sets them), setup gives the invoking user the group node: with an
-# IOMMU the user is then ready; without one only CAP_SYS_RAWIO is left.
-expect_out "gave user /dev/vfio/$node_prefix[0-9]+ \\(chown 1000:1000\\)" env SUDO_USER=user SUDO_UID=1000 SUDO_GID=1000 pcibench setup "$a" --vfio
+# A grant is explicit: without --user the node stays root's, even through sudo (SUDO_USER is not a grant).
+expect_out "nobody was given /dev/vfio/$node_prefix[0-9]+: it stays root's" env SUDO_USER=user SUDO_UID=1000 SUDO_GID=1000 pcibench setup "$a" --vfio
+node=/dev/vfio/$node_prefix$(group_of "$a")
+[ "$(stat -c %u "$node")" = 0 ] || fail "$node given to uid $(stat -c %u "$node") without --user"
+expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release
+# --user gives that user the group node, with a warning naming what they can then do; --release takes it back.
+expect_out "gave user /dev/vfio/$node_prefix[0-9]+ \\(chown 1000:1000\\)" pcibench setup "$a" --vfio --user user
+node=/dev/vfio/$node_prefix$(group_of "$a")
+[ "$(stat -c %u:%g "$node")" = 1000:1000 ] || fail "$node is $(stat -c %u:%g "$node") after --user user"
+ok "$node owned by user after setup --vfio --user user"
 if [ "$LAB_VFIO" = noiommu ]; then
+	# Every run says the group is no-IOMMU, not only the one that turned the mode on.
+	expect_out '/dev/vfio/noiommu-[0-9]+ is a no-IOMMU group' pcibench setup "$a" --vfio --user user
 	expect_rc 2 '^recommended: none until you fix cap-sys-rawio \(then vfio-noiommu\)$' as_user pcibench doctor "$a"
 else
 	expect_rc "0 1" '^recommended: vfio: ready$' as_user pcibench doctor "$a"
+	expect_out "^pcibench pio $a via vfio" as_user pcibench pio "$a" --via vfio --bar 0 --map uc --dir c2h --size 4K --total 64K
 fi
-expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release
+expect_out "gave $node back to 0:0" pcibench setup "$a" --release
+[ ! -e "$node" ] || [ "$(stat -c %u "$node")" = 0 ] || fail "$node still owned by uid $(stat -c %u "$node") after --release"
+ok "--release took $node back"
 
 # --sysfs-user: the user reaches it through sysfs.
 expect_out 'gave user \(1000:1000\) resource0' pcibench setup "$a" --sysfs-user user

@@ -34,6 +34,10 @@ struct Cli {
     /// $PCIBENCH_SYSROOT, where empty means /).
     #[arg(long, global = true, hide = true)]
     sysroot: Option<PathBuf>,
+    /// Print on stderr what pcibench did with its privileges (each capability drop, with the
+    /// process's /proc/self/status lines right after it).
+    #[arg(long, global = true, hide = true)]
+    debug: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,6 +99,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before anything reads a file: a process with more privilege than its caller takes no
+    // paths from the caller (`--sysroot`, PCIBENCH_SYSROOT).
+    let privilege = pcibench::os::privilege::at_start();
+    if let Err(e) = pcibench::os::privilege::refuse_steering(privilege, cli.sysroot.is_some(), std::env::vars_os()) {
+        eprintln!("pcibench: {e}");
+        return ExitCode::from(Outcome::of_error(&e).code());
+    }
+    let debug = cli.debug;
     let host = match &cli.sysroot {
         Some(r) if !r.as_os_str().is_empty() => Host::with_root(r),
         _ => Host::from_env(),
@@ -114,6 +126,11 @@ fn main() -> ExitCode {
         Command::Plot(a) => cmd::plot::run(a),
         Command::Compare(a) => cmd::compare::run(a),
     };
+    if debug {
+        for d in pcibench::os::privilege::drops() {
+            eprintln!("pcibench: debug: {d}");
+        }
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -65,6 +65,11 @@ pub struct DmaRig {
 impl Session {
     pub fn open(host: &Host, target: &Target, via: Option<Via>) -> Result<Session> {
         let info = target::describe(host, target)?;
+        if info.simulated {
+            // A simulated card is host memory: nothing about it needs privilege, and its engine
+            // models start threads of their own, which must not inherit any.
+            crate::os::privilege::keep_only(0, &format!("describing {}, a simulated card", info.address));
+        }
         let dev = target::open(host, target, &info, via)?;
         Ok(Session { host: host.clone(), target: *target, info, dev })
     }
@@ -157,8 +162,35 @@ impl Session {
         crate::bench::context::place(&self.host, placement, self.info.numa_node, args)
     }
 
-    /// Place the measuring thread and gather what a runner needs besides its plan.
+    /// Place the measuring thread and gather what a runner needs besides its plan. Everything
+    /// privileged is open by now: the capabilities go before any measuring thread starts.
     pub fn measuring(&self, placement: crate::bench::context::Placement, args: &[String]) -> Result<Measuring> {
+        self.drop_privilege(false);
+        self.measuring_as_is(placement, args)
+    }
+
+    /// `measuring` for a caller that opens the DMA buffers after PIO (`pcibench run`): a no-IOMMU
+    /// device keeps what its buffers' source needs until `buffers::allocator` has opened it.
+    pub fn measuring_before_dma(
+        &self,
+        placement: crate::bench::context::Placement,
+        args: &[String],
+    ) -> Result<Measuring> {
+        self.drop_privilege(true);
+        self.measuring_as_is(placement, args)
+    }
+
+    fn drop_privilege(&self, dma_to_come: bool) {
+        use crate::os::privilege::{caps, keep_only, CAP_IPC_LOCK, CAP_SYS_ADMIN, CAP_SYS_RAWIO};
+        let keep = if dma_to_come && self.dev.via() == crate::access::Via::VfioNoiommu {
+            caps(&[CAP_SYS_RAWIO, CAP_SYS_ADMIN, CAP_IPC_LOCK])
+        } else {
+            caps(&[CAP_IPC_LOCK])
+        };
+        keep_only(keep, &format!("opening {}", self.info.address));
+    }
+
+    fn measuring_as_is(&self, placement: crate::bench::context::Placement, args: &[String]) -> Result<Measuring> {
         let (link, limit_note) = self.bounding_link();
         let health = self.health();
         let health_start = health.as_ref().map(|h| h.snapshot());

@@ -85,7 +85,13 @@ pub fn run(
         crate::dma::engines::detect(&info, session.dev.as_ref()).into_iter().flatten().collect();
     let mut report = SuiteReport { info, engines, pio: None, dma: None, notes: Vec::new() };
     let timing = Timing { clock, overhead: TimerOverhead::measure(clock), stop };
-    let m = session.measuring(opts.placement, &opts.args)?;
+    // DMA comes after PIO here: a no-IOMMU device keeps what opening its buffers needs until then.
+    let dma_to_come = opts.allow_dma && !report.engines.is_empty();
+    let m = if dma_to_come {
+        session.measuring_before_dma(opts.placement, &opts.args)?
+    } else {
+        session.measuring(opts.placement, &opts.args)?
+    };
     let pio_report = pio_part(&session, opts, &m, &timing, progress, &mut report.notes)?;
     let stopped = pio_report.interrupted;
     report.pio = Some(pio_report);

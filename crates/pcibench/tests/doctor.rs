@@ -526,7 +526,7 @@ fn vfio_nodes_and_cap_sys_rawio_for_a_user() {
     expect(&r, "cap-sys-rawio", Severity::Fail, "absent (CapEff 0000000000000000)");
     assert_eq!(
         fix(&r, "cap-sys-rawio"),
-        "sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench (or run pcibench with sudo)"
+        "sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench (or run pcibench with sudo; a user given CAP_SYS_RAWIO is root-equivalent)"
     );
     let rec = &r.recommended;
     assert_eq!(rec.goal, Some(Via::VfioNoiommu));

@@ -186,6 +186,10 @@ impl System for FakeKernel {
     }
 
     fn sleep(&self, _: Duration) {}
+
+    fn reaches_host(&self) -> bool {
+        false
+    }
 }
 
 fn opts(k: &Arc<FakeKernel>) -> SetupOptions {
@@ -208,8 +212,13 @@ fn edu() -> PciAddress {
     EDU.parse().unwrap()
 }
 
+/// The changes, without the notes (what the user must know about the state left).
 fn whats(ch: &[Change]) -> Vec<&str> {
-    ch.iter().map(|c| c.what.as_str()).collect()
+    ch.iter().filter(|c| !c.note).map(|c| c.what.as_str()).collect()
+}
+
+fn notes(ch: &[Change]) -> Vec<&str> {
+    ch.iter().filter(|c| c.note).map(|c| c.what.as_str()).collect()
 }
 
 fn recommended_via(t: &Tree) -> Option<Via> {
@@ -234,21 +243,61 @@ fn vfio_without_iommu_enables_noiommu_and_binds() {
         ]
     );
     assert!(ch[0].warning.as_deref().is_some_and(|w| w.contains("taints the kernel")), "{:?}", ch[0]);
+    // The grant names what the user can then do: a no-IOMMU group is root-equivalent.
+    let grant = ch.last().unwrap().warning.as_deref().unwrap();
+    assert!(
+        grant.starts_with("user can now open /dev/vfio/noiommu-0 and point 0000:00:04.0's DMA at any physical address")
+            && grant.contains("root-equivalent")
+            && grant.ends_with("take it back with: sudo pcibench setup 0000:00:04.0 --release"),
+        "{grant}"
+    );
     let dev = t.devdir(EDU);
     assert_eq!(t.read(&format!("{dev}/driver_override")), "vfio-pci");
     assert_eq!(t.read("sys/bus/pci/drivers_probe"), EDU);
-    assert_eq!(t.read("run/pcibench/0000:00:04.0"), "driver=\n");
+    // The node's owner and mode before the grant, for --release.
+    let node = fs::metadata(t.path("dev/vfio/noiommu-0")).unwrap();
+    assert_eq!(
+        t.read("run/pcibench/0000:00:04.0"),
+        format!("driver=\nowner={}:{}:{:o} /dev/vfio/noiommu-0\n", node.uid(), node.gid(), node.mode() & 0o7777)
+    );
     assert_eq!(recommended_via(&t), Some(Via::VfioNoiommu));
 
-    // Twice: nothing left to change, nothing written.
+    // Twice: nothing left to change, nothing written; the no-IOMMU warning is said again.
     let before = k.log().len();
     let again = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
-    assert_eq!(again, vec![]);
+    assert_eq!(whats(&again), Vec::<&str>::new());
+    assert_eq!(notes(&again), ["/dev/vfio/noiommu-0 is a no-IOMMU group"]);
     assert_eq!(k.log().len(), before, "{:?}", &k.log()[before..]);
     assert_eq!(
         pcibench::report::setup::render_changes(EDU, &again),
-        "0000:00:04.0: nothing to change, already set up\n"
+        format!(
+            "0000:00:04.0: nothing to change, already set up\n0000:00:04.0: /dev/vfio/noiommu-0 is a no-IOMMU group\nWARNING: {}\n",
+            setup::NOIOMMU_WARNING
+        )
     );
+    // Without --user (and whatever SUDO_USER says) nobody is given the node.
+    let nobody = SetupOptions { user: None, ..opts(&k) };
+    let ch = setup::vfio(&t.host(), &edu(), &nobody).unwrap();
+    assert!(whats(&ch).is_empty());
+    assert!(notes(&ch).iter().any(|n| n.contains("--release takes it back")), "{ch:?}");
+}
+
+#[test]
+fn vfio_without_user_leaves_the_node_roots_and_says_how_to_give_it() {
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 7).module("vfio").module("vfio_pci").module("vfio_iommu_type1").node("vfio", 0o666);
+    t.file("sys/bus/pci/drivers/vfio-pci/unbind", "").file("sys/bus/pci/drivers/vfio-pci/bind", "");
+    let k = FakeKernel::new(&t);
+    let o = SetupOptions { user: None, ..opts(&k) };
+    let ch = setup::vfio(&t.host(), &edu(), &o).unwrap();
+    assert!(!k.log().iter().any(|l| l.starts_with("chown")), "{:?}", k.log());
+    let owner = fs::metadata(t.path("dev/vfio/7")).unwrap().uid();
+    let want = if owner == 0 {
+        "nobody was given /dev/vfio/7: it stays root's; to let a user open it: sudo pcibench setup 0000:00:04.0 --vfio --user NAME"
+    } else {
+        "/dev/vfio/7 belongs to uid"
+    };
+    assert!(notes(&ch).iter().any(|n| n.starts_with(want)), "{ch:?}");
 }
 
 #[test]
@@ -300,14 +349,27 @@ fn vfio_with_iommu_unbinds_the_driver_and_release_restores_it() {
         ["unbound it from e1000e", "set driver_override to vfio-pci", "bound it to vfio-pci (drivers_probe)"]
     );
     assert_eq!(ch[5].what, "gave user /dev/vfio/7 (chown 4242:4242)");
-    assert!(ch.iter().all(|c| c.warning.is_none()));
+    assert!(ch[5].warning.as_deref().is_some_and(|w| w.contains("(the IOMMU confines it to that)")), "{:?}", ch[5]);
+    assert!(ch[..5].iter().all(|c| c.warning.is_none()));
     assert_eq!(t.read("sys/bus/pci/drivers/e1000e/unbind"), EDU);
-    assert_eq!(t.read("run/pcibench/0000:00:04.0"), "driver=e1000e\n");
+    let node = fs::metadata(t.path("dev/vfio/7")).unwrap();
+    let was = format!("{}:{}", node.uid(), node.gid());
+    assert_eq!(
+        t.read("run/pcibench/0000:00:04.0"),
+        format!("driver=e1000e\nowner={was}:{:o} /dev/vfio/7\n", node.mode() & 0o7777)
+    );
     assert_eq!(recommended_via(&t), Some(Via::Vfio));
 
     let rel = setup::release(&t.host(), &edu(), &opts(&k)).unwrap();
+    // The node goes back first (it disappears with the binding), then the driver; then what stays.
+    assert_eq!(rel[0].what, format!("gave /dev/vfio/7 back to {was} (mode {:04o})", node.mode() & 0o7777));
+    assert_eq!(k.owner(&t.path("dev/vfio/7")).unwrap(), (node.uid(), node.gid(), node.mode() & 0o7777));
     assert_eq!(
-        whats(&rel),
+        notes(&rel),
+        ["left vfio_pci, vfio_iommu_type1, vfio loaded: unload once no device uses them: sudo modprobe -r vfio_pci vfio_iommu_type1 vfio"]
+    );
+    assert_eq!(
+        whats(&rel)[1..],
         [
             "unbound it from vfio-pci",
             "cleared driver_override",
@@ -332,7 +394,14 @@ fn release_of_a_device_that_had_no_driver_leaves_it_free() {
     let k = FakeKernel::with_native(&t, &[(EDU, "edu_drv")]);
     setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
     let rel = setup::release(&t.host(), &edu(), &opts(&k)).unwrap();
-    assert_eq!(whats(&rel)[..2], ["unbound it from vfio-pci", "cleared driver_override"]);
+    assert_eq!(whats(&rel)[1..3], ["unbound it from vfio-pci", "cleared driver_override"]);
+    // No-IOMMU mode stays on for other devices: said, with the command that turns it off.
+    assert!(
+        notes(&rel).contains(
+            &"left no-IOMMU mode on (other devices bound to vfio-pci may use it): turn it off with: echo 0 | sudo tee /sys/module/vfio/parameters/enable_unsafe_noiommu_mode"
+        ),
+        "{rel:?}"
+    );
     assert!(!t.path(&format!("{}/driver", t.devdir(EDU))).exists(), "no reprobe: it had no driver");
     assert!(!t.path("dev/vfio/noiommu-0").exists());
     assert_eq!(recommended_via(&t), Some(Via::Sysfs));
@@ -422,14 +491,9 @@ fn refuses_to_take_a_multipath_nvme_whose_namespace_is_mounted() {
          --force takes it anyway"
     );
     assert_untouched(&t, &k);
-    // --sysfs-user would give a user the BARs: refused the same way.
+    // --sysfs-user would give a user the BARs: refused (a bound driver owns them).
     let e = setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap_err().to_string();
-    assert!(
-        e.starts_with(
-            "refusing to give user the BARs of 0000:00:04.0: the running system uses it: it backs / (root filesystem)"
-        ),
-        "{e}"
-    );
+    assert!(e.starts_with("refusing to give user the BARs of 0000:00:04.0: it is bound to nvme"), "{e}");
     assert_untouched(&t, &k);
 
     // Swap on the other partition, unmounted LVM: still in use.
@@ -564,9 +628,26 @@ fn sysfs_user_gives_the_files_and_enables_memory_space() {
     let owner = k.owner(&t.path(&format!("{}/resource2_wc", t.devdir(EDU)))).unwrap();
     assert_eq!((owner.0, owner.1), (USER_UID, USER_UID));
 
+    assert!(ch[0].warning.as_deref().is_some_and(|w| w.contains("not DMA")), "{:?}", ch[0]);
+
     let before = k.log().len();
     assert_eq!(setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap(), vec![]);
     assert_eq!(k.log().len(), before);
+
+    // --release gives every file back as it was, and Memory Space.
+    let rel = setup::release(&t.host(), &edu(), &opts(&k)).unwrap();
+    let devdir = t.devdir(EDU);
+    for name in ["resource0", "resource2", "resource2_wc"] {
+        let m = fs::metadata(t.path(&format!("{devdir}/{name}"))).unwrap();
+        assert_eq!(k.owner(&t.path(&format!("{devdir}/{name}"))).unwrap(), (m.uid(), m.gid(), m.mode() & 0o7777));
+        let line = format!("gave /sys/bus/pci/devices/0000:00:04.0/{name} back to {}:{}", m.uid(), m.gid());
+        assert!(whats(&rel).iter().any(|w| w.starts_with(&line)), "{line}: {rel:?}");
+    }
+    assert!(whats(&rel).contains(&"restored Memory Space as it was (command 0x0402 -> 0x0400)"), "{rel:?}");
+    let cfg = fs::read(t.path(&format!("{devdir}/config"))).unwrap();
+    assert_eq!(u16::from_le_bytes([cfg[4], cfg[5]]), 0x0400);
+    assert!(!t.path("run/pcibench/0000:00:04.0").exists());
+    assert_eq!(setup::release(&t.host(), &edu(), &opts(&k)).unwrap(), vec![]);
 
     // By uid, with a file the owner cannot write.
     let t = Tree::new();
@@ -584,12 +665,27 @@ fn sysfs_user_gives_the_files_and_enables_memory_space() {
 }
 
 #[test]
-fn sysfs_user_warns_about_a_bound_driver_and_unknown_devices_fail() {
+fn sysfs_user_refuses_a_bound_driver_and_bus_master_and_unknown_devices_fail() {
     let t = Tree::new();
     t.edu().bind(EDU, "edu_drv");
     let k = FakeKernel::new(&t);
-    let ch = setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap();
-    assert!(ch[0].warning.as_deref().is_some_and(|w| w.contains("edu_drv is bound")), "{ch:?}");
+    let e = setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap_err().to_string();
+    assert!(
+        e.starts_with("refusing to give user the BARs of 0000:00:04.0: it is bound to edu_drv, which owns them"),
+        "{e}"
+    );
+    assert!(k.log().is_empty(), "{:?}", k.log());
+    // Bus Master on: whoever writes the registers could start DMA. Refused, nothing changed.
+    let t = Tree::new();
+    t.device(EDU, 0x1234, 0x11e8, 0x00ff00, &[(0, 0xfea0_0000, 1 << 20, common::MEM32)], 0x0006);
+    let k = FakeKernel::new(&t);
+    let e = setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap_err().to_string();
+    assert!(
+        e.contains("Bus Master is on (command 0x0006)") && e.contains("sudo setpci -s 0000:00:04.0 COMMAND=0:4"),
+        "{e}"
+    );
+    assert!(k.log().is_empty(), "{:?}", k.log());
+    assert!(!t.path("run/pcibench/0000:00:04.0").exists());
     let missing: PciAddress = "0000:09:00.0".parse().unwrap();
     for r in [
         setup::vfio(&t.host(), &missing, &opts(&k)),
@@ -608,4 +704,33 @@ fn users_resolve_from_the_hosts_passwd() {
     assert_eq!(User::resolve(&h, "0").unwrap().name, "root");
     assert_eq!(User::resolve(&h, "1234:99").unwrap(), User { name: "1234".into(), uid: 1234, gid: 99 });
     assert!(User::resolve(&h, "x:y").is_err());
+}
+
+/// With the real system, a fixture root runs no host command and changes no file outside itself.
+#[test]
+fn a_fixture_root_runs_no_modprobe_and_chowns_nothing_outside_it() {
+    let t = Tree::new();
+    t.edu();
+    let real = SetupOptions {
+        force: false,
+        notify: None,
+        user: None,
+        timeout: Duration::from_millis(10),
+        system: Arc::new(setup::RealSystem),
+    };
+    let e = setup::vfio(&t.host(), &edu(), &real).unwrap_err().to_string();
+    assert!(e.starts_with("not running `modprobe vfio enable_unsafe_noiommu_mode=1`: "), "{e}");
+    assert!(e.contains("is a fixture root"), "{e}");
+    // A resource file linked to a file outside the root is not chowned through the link.
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    fs::write(&victim, "x").unwrap();
+    let res = t.path(&format!("{}/resource0", t.devdir(EDU)));
+    fs::remove_file(&res).unwrap();
+    std::os::unix::fs::symlink(&victim, &res).unwrap();
+    let before = fs::metadata(&victim).unwrap();
+    let e = setup::sysfs_user(&t.host(), &edu(), "4242", &real).unwrap_err().to_string();
+    assert!(e.contains("leads out of the fixture root"), "{e}");
+    let after = fs::metadata(&victim).unwrap();
+    assert_eq!((after.uid(), after.gid(), after.mode()), (before.uid(), before.gid(), before.mode()));
 }

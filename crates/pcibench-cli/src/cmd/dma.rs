@@ -95,6 +95,10 @@ pub struct DmaArgs {
     /// reserved with memmap=SIZE$START, mapped through /dev/mem; no-IOMMU only).
     #[arg(long)]
     pub buffer: Option<String>,
+    /// With --buffer reserved: take a range /proc/iomem lists as Reserved although no memmap= or
+    /// reserve= on the kernel command line reserved it (firmware may use it); the run says so.
+    #[arg(long)]
+    pub force: bool,
     /// Direction: h2c, c2h, both (one after the other, default), bidir (at once), or all.
     #[arg(long, value_enum, default_value = "both")]
     pub dir: DmaDir,
@@ -169,9 +173,18 @@ fn plan(a: &DmaArgs, rig: &DmaRig, access: Access) -> anyhow::Result<DmaPlan> {
 }
 
 pub fn request(a: &DmaArgs) -> anyhow::Result<DmaRequest> {
+    if a.force && !a.buffer.as_deref().is_some_and(|b| b.starts_with("reserved:")) {
+        return Err(pcibench::Error::usage(
+            "--force applies only with --buffer reserved:START,SIZE (a Reserved range the kernel command line did not reserve): drop --force",
+        )
+        .into());
+    }
     Ok(DmaRequest {
         engine: a.engine.clone(),
-        buffer: a.buffer.as_deref().map(str::parse::<BufferSource>).transpose()?,
+        buffer: a.buffer.as_deref().map(str::parse::<BufferSource>).transpose()?.map(|b| match b {
+            BufferSource::Reserved { start, size, .. } => BufferSource::Reserved { start, size, force: a.force },
+            b => b,
+        }),
         dma_bits: a.dma_bits,
         options: EngineOptions {
             card_addr: a.card_addr.as_deref().map(parse_size).transpose()?,

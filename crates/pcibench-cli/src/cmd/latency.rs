@@ -247,10 +247,14 @@ fn plan(a: &LatencyArgs, session: &Session, card_addr: u64) -> anyhow::Result<La
 pub fn run(host: &Host, a: LatencyArgs) -> anyhow::Result<ExitCode> {
     check(&a)?;
     let session = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
+    let dma = a.dma || a.irq || a.load.is_some();
+    if dma {
+        // Consent before anything touches the device: routing the interrupt enables MSI.
+        session.check_dma_consent(a.allow_dma)?;
+    }
     let irq = if a.irq { Some(session.interrupt()?) } else { None };
     let mut rig = None;
-    if a.dma || a.irq || a.load.is_some() {
-        session.check_dma_consent(a.allow_dma)?;
+    if dma {
         let option = if a.dma || a.irq { "--dma" } else { "--load" };
         rig = Some(session.open_dma_for(option, &request(&a)?)?);
     }

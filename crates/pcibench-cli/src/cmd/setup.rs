@@ -15,7 +15,7 @@ fn parse_addr(s: &str) -> Result<PciAddress, String> {
 
 #[derive(Args)]
 #[command(after_help = "Examples:
-  sudo pcibench setup 03:00.0 --vfio               bind to vfio-pci (no-IOMMU mode where there is no IOMMU), for this user
+  sudo pcibench setup 03:00.0 --vfio --user alice  bind to vfio-pci (no-IOMMU mode where there is no IOMMU), give alice the group
   sudo pcibench setup 03:00.0 --sysfs-user alice   let alice map the BARs through sysfs
   sudo pcibench setup 03:00.0 --release            give the device back to its previous driver")]
 #[command(group(clap::ArgGroup::new("action").required(true).args(["vfio", "sysfs_user", "release"])))]
@@ -23,9 +23,13 @@ pub struct SetupArgs {
     /// The device: DDDD:BB:DD.F or BB:DD.F.
     #[arg(value_parser = parse_addr)]
     device: PciAddress,
-    /// Bind to vfio-pci (enabling no-IOMMU mode where there is no IOMMU) and give the invoking user the group.
+    /// Bind to vfio-pci (enabling no-IOMMU mode where there is no IOMMU); the group node stays root's unless --user.
     #[arg(long)]
     vfio: bool,
+    /// With --vfio: give NAME (a name, uid or uid:gid) the group node. A no-IOMMU group lets its
+    /// opener DMA anywhere in host memory: root-equivalent, said in a warning.
+    #[arg(long, value_name = "NAME", requires = "vfio")]
+    user: Option<String>,
     /// Give USER the resource files and enable Memory Space, for sysfs access.
     #[arg(long, value_name = "USER")]
     sysfs_user: Option<String>,
@@ -41,7 +45,8 @@ pub struct SetupArgs {
 pub fn run(host: &Host, a: SetupArgs) -> anyhow::Result<ExitCode> {
     // What --force overrides goes to stderr as it is decided, before anything changes.
     let notify: setup::Notify = std::sync::Arc::new(|m: &str| eprintln!("WARNING: {m}"));
-    let opts = SetupOptions { force: a.force, notify: Some(notify), ..SetupOptions::from_env() };
+    let user = a.user.as_deref().map(|u| setup::User::resolve(host, u)).transpose()?;
+    let opts = SetupOptions { force: a.force, notify: Some(notify), user, ..SetupOptions::from_env() };
     let changes = if a.vfio {
         setup::vfio(host, &a.device, &opts)?
     } else if let Some(u) = &a.sysfs_user {

@@ -175,7 +175,18 @@ pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<B
     let addr: PciAddress = info.address.parse()?;
     match (info.driver.as_deref(), via) {
         (Some("vfio-pci"), None | Some(Via::Vfio) | Some(Via::VfioNoiommu)) => {
-            Ok(Box::new(vfio::VfioDevice::open(host, &addr, via)?))
+            let dev = vfio::VfioDevice::open(host, &addr, via)?;
+            // The group is open, attached and the device fd taken: what CAP_SYS_RAWIO was for on
+            // a no-IOMMU group (vfio_group_fops_open, vfio_noiommu_open). Without an IOMMU the DMA
+            // buffers are still to be opened: /dev/mem (CAP_SYS_RAWIO) or pagemap's frame numbers
+            // (CAP_SYS_ADMIN, fs/proc/task_mmu.c pagemap_read); `buffers::allocator` drops those.
+            use crate::os::privilege::{caps, keep_only, CAP_IPC_LOCK, CAP_SYS_ADMIN, CAP_SYS_RAWIO};
+            let keep = match dev.via() {
+                Via::VfioNoiommu => caps(&[CAP_SYS_RAWIO, CAP_SYS_ADMIN, CAP_IPC_LOCK]),
+                _ => caps(&[CAP_IPC_LOCK]),
+            };
+            keep_only(keep, &format!("opening {addr}'s VFIO group and device"));
+            Ok(Box::new(dev))
         }
         (Some("vfio-pci"), Some(_)) => Err(Error::Refused(format!(
             "{addr} is bound to vfio-pci, which owns its BARs: use --via vfio (or vfio-noiommu), or release it for sysfs: sudo pcibench setup {addr} --release"
@@ -197,7 +208,14 @@ pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<B
                 }
                 _ => {}
             }
-            Ok(Box::new(sysfs::SysfsDevice::open(host, info)?))
+            let dev = sysfs::SysfsDevice::open(host, info)?;
+            // The resource files are the user's to open by their mode (setup --sysfs-user), never
+            // by a capability; CAP_IPC_LOCK stays for locking DMA-free buffers.
+            crate::os::privilege::keep_only(
+                crate::os::privilege::caps(&[crate::os::privilege::CAP_IPC_LOCK]),
+                &format!("opening {addr} through sysfs"),
+            );
+            Ok(Box::new(dev))
         }
         (None, Some(v)) => Err(Error::Refused(format!(
             "{addr} has no driver bound, so --via {v} cannot reach it: bind it to vfio-pci first: sudo pcibench setup {addr} --vfio (or use --via sysfs)"

@@ -20,8 +20,9 @@ pub enum BufferSource {
     /// A u-dma-buf device `/dev/NAME`: reserved, physically contiguous memory.
     UDmaBuf(String),
     /// Physical memory the kernel was told to leave alone (`memmap=SIZE$START`), mapped through
-    /// /dev/mem: `reserved:START,SIZE`, page-aligned.
-    Reserved { start: u64, size: u64 },
+    /// /dev/mem: `reserved:START,SIZE`, page-aligned. `force` (`dma --force`) takes a Reserved
+    /// range of /proc/iomem that no memmap=/reserve= on the kernel command line reserved.
+    Reserved { start: u64, size: u64, force: bool },
 }
 
 impl std::fmt::Display for BufferSource {
@@ -30,7 +31,7 @@ impl std::fmt::Display for BufferSource {
             BufferSource::Heap => f.write_str("heap"),
             BufferSource::Hugepage => f.write_str("hugepage"),
             BufferSource::UDmaBuf(n) => write!(f, "u-dma-buf:{n}"),
-            BufferSource::Reserved { start, size } => write!(f, "reserved:{start:#x},{size:#x}"),
+            BufferSource::Reserved { start, size, .. } => write!(f, "reserved:{start:#x},{size:#x}"),
         }
     }
 }
@@ -71,7 +72,7 @@ fn parse_reserved(s: &str) -> Result<BufferSource> {
             "START {start:#x} and SIZE {size:#x} must both be multiples of the {page}-byte page (they are mapped through /dev/mem)"
         )));
     }
-    Ok(BufferSource::Reserved { start, size })
+    Ok(BufferSource::Reserved { start, size, force: false })
 }
 
 /// What the card is given as the buffer's address.

@@ -253,7 +253,7 @@ fn nodes(c: &Ctx) -> Finding {
     } else if hard {
         "is devtmpfs mounted on /dev? ls -l /dev/vfio; dmesg | grep -i vfio".to_string()
     } else {
-        format!("{} (pcibench setup run through sudo gives the invoking user the node)", cmds.join(" && "))
+        format!("{} (or: sudo pcibench setup {} --vfio --user {})", cmds.join(" && "), c.addr, c.caller.user)
     };
     let cmd = (!hard).then(|| cmds.join(" && "));
     Finding::new("vfio-nodes", Severity::Info, what.join("; ")).fix(fix).blocks(c.vfio, cmd)
@@ -270,18 +270,94 @@ fn cap_sys_rawio(c: &Ctx) -> Finding {
             format!("{state} ({caps}); only no-IOMMU groups need it"),
         );
     }
+    let unsafe_install = writable_install(&c.caller.exe);
     if has {
+        if let (Some(why), true) = (&unsafe_install, c.caller.uid != 0) {
+            // CAP_SYS_RAWIO on a file its user can rewrite: the user runs any code with it.
+            return Finding::new(
+                "cap-sys-rawio",
+                Severity::Warn,
+                format!(
+                    "present ({caps}), but {why}: whoever can write there can replace this capability-carrying \
+                     program, and CAP_SYS_RAWIO is root-equivalent"
+                ),
+            )
+            .fix(format!(
+                "{}; then remove the capability here: sudo setcap -r {}",
+                install_line(&c.caller.exe),
+                c.caller.exe.display()
+            ));
+        }
         return Finding::new("cap-sys-rawio", Severity::Pass, format!("present ({caps})"));
     }
-    let setcap = format!("sudo setcap cap_sys_rawio=ep {}", c.caller.exe.display());
+    let (setcap, where_) = match &unsafe_install {
+        None => (format!("sudo setcap cap_sys_rawio=ep {}", c.caller.exe.display()), String::new()),
+        Some(why) => (
+            install_line(&c.caller.exe),
+            format!("; {why}, so a capability set on it could be rewritten: install it root-owned first"),
+        ),
+    };
     Finding::new(
         "cap-sys-rawio",
         Severity::Info,
         format!(
             "absent ({caps}): opening a no-IOMMU group needs CAP_SYS_RAWIO, else EPERM \
-             (drivers/vfio/vfio_main.c, vfio_group_fops_open)"
+             (drivers/vfio/vfio_main.c, vfio_group_fops_open){where_}"
         ),
     )
-    .fix(format!("{setcap} (or run pcibench with sudo)"))
+    .fix(format!("{setcap} (or run pcibench with sudo; a user given CAP_SYS_RAWIO is root-equivalent)"))
     .blocks(Via::VfioNoiommu, Some(setcap))
+}
+
+/// Install to a root-owned place, then give that copy the capability.
+fn install_line(exe: &std::path::Path) -> String {
+    format!(
+        "sudo install -o root -g root -m 0755 {} /usr/local/bin/pcibench && sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench",
+        exe.display()
+    )
+}
+
+/// Why the executable at `exe` could be rewritten by someone other than root: it or a directory
+/// above it owned by another user, or writable by group or others (a sticky root-owned
+/// directory such as /tmp excepted: only a file's owner may replace it there). None when it is
+/// safe, or cannot be told (a path that does not exist, as in tests).
+pub(super) fn writable_install(exe: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let exe = fs::canonicalize(exe).ok()?;
+    let mut p = Some(exe.as_path());
+    while let Some(cur) = p {
+        let m = fs::metadata(cur).ok()?;
+        let what = if cur == exe { "the program".to_string() } else { "its directory".to_string() };
+        if m.uid() != 0 {
+            return Some(format!("{what} {} is owned by uid {}", cur.display(), m.uid()));
+        }
+        let sticky = m.is_dir() && m.mode() & 0o1000 != 0;
+        if m.mode() & 0o022 != 0 && !sticky {
+            return Some(format!("{what} {} is writable by others (mode {:04o})", cur.display(), m.mode() & 0o7777));
+        }
+        p = cur.parent();
+    }
+    None
+}
+
+#[cfg(test)]
+mod install_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_program_others_can_rewrite_is_named() {
+        let t = tempfile::tempdir().unwrap();
+        let exe = t.path().join("pcibench");
+        fs::write(&exe, "").unwrap();
+        fs::set_permissions(t.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let why = writable_install(&exe).unwrap();
+        if rustix::process::geteuid().is_root() {
+            assert!(why.contains("is writable by others (mode 0777)") && why.starts_with("its directory"), "{why}");
+        } else {
+            assert!(why.starts_with("the program") && why.contains("is owned by uid"), "{why}");
+        }
+        assert_eq!(writable_install(std::path::Path::new("/nonexistent/pcibench")), None);
+        assert!(install_line(&exe).ends_with("&& sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench"));
+    }
 }

@@ -77,6 +77,55 @@ fn reserve_hint(start: u64, size: u64) -> String {
     )
 }
 
+/// Below this, physical memory belongs to the firmware and early boot (BIOS data area, the
+/// real-mode trampoline, VGA and option ROMs): never a DMA buffer.
+pub const FIRST_MIB: u64 = 1 << 20;
+
+/// The kernel command-line option that reserves all of `[start, start+size)`, if one does:
+/// `memmap=SIZE$START` (Documentation/admin-guide/kernel-parameters.txt; comma-separated lists
+/// allowed, `$` marks it reserved: E820_TYPE_RESERVED) or `reserve=START,SIZE[,START,SIZE...]`
+/// (kernel/resource.c, reserve_setup). Other memmap= forms (`@` usable, `#` ACPI, `!` pmem) do not count.
+pub fn cmdline_reservation(cmdline: &str, start: u64, size: u64) -> Option<String> {
+    let end = start.checked_add(size)?;
+    let covers = |s: u64, len: u64| s <= start && s.checked_add(len).is_some_and(|e| end <= e);
+    let num = |t: &str| crate::units::parse_size(t.trim()).ok();
+    for word in cmdline.split_whitespace() {
+        if let Some(v) = word.strip_prefix("memmap=") {
+            for item in v.split(',') {
+                if let Some((len, at)) = item.split_once('$') {
+                    if let (Some(len), Some(at)) = (num(len), num(at)) {
+                        if covers(at, len) {
+                            return Some(word.to_string());
+                        }
+                    }
+                }
+            }
+        } else if let Some(v) = word.strip_prefix("reserve=") {
+            let n: Vec<Option<u64>> = v.split(',').map(num).collect();
+            for pair in n.chunks(2) {
+                if let [Some(at), Some(len)] = pair {
+                    if covers(*at, *len) {
+                        return Some(word.to_string());
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The refusal for a Reserved range no command-line option reserved.
+pub fn not_on_cmdline(start: u64, size: u64) -> Error {
+    let end = start + size - 1;
+    Error::Refused(format!(
+        "{start:#x}-{end:#x} ({}) is Reserved in /proc/iomem, but no memmap=/reserve= on the kernel command line \
+         reserved it: firmware marks ranges Reserved for its own use (ACPI, SMM, the MMIO hole), so pcibench will not \
+         give it to a device; {}; or pass --force to use it anyway",
+        human_size(size),
+        reserve_hint(start, size)
+    ))
+}
+
 /// Check that `[start, start+size)` is memory the kernel was told to leave alone: inside one
 /// top-level "Reserved" range, no part of it System RAM, nothing inside it claimed. The error
 /// says what the range is instead and which option would reserve it.
@@ -169,6 +218,17 @@ fea00000-feafffff : 0000:00:02.0
         let zeros = parse("00000000-00000000 : Reserved\n00000000-00000000 : System RAM\n");
         let e = check_reserved(&zeros, 0x1000_0000, 4096).unwrap_err().to_string();
         assert!(e.contains("only to root"), "{e}");
+    }
+
+    #[test]
+    fn command_line_reservations() {
+        let c = "ro memmap=64M$0x10000000,1G$4G memmap=4K@0x1000 reserve=0x20000000,0x100000";
+        assert_eq!(cmdline_reservation(c, 0x1000_0000, 64 << 20).as_deref(), Some("memmap=64M$0x10000000,1G$4G"));
+        assert!(cmdline_reservation(c, 0x1_0000_0000 + 4096, 4096).is_some());
+        assert!(cmdline_reservation(c, 0x2000_0000, 4096).is_some());
+        assert_eq!(cmdline_reservation(c, 0x1000, 4096), None, "@ is usable memory, not reserved");
+        assert_eq!(cmdline_reservation(c, 0x13ff_f000, 8192), None, "runs past the reservation");
+        assert_eq!(cmdline_reservation("ro quiet", 0x1000_0000, 4096), None);
     }
 
     #[test]

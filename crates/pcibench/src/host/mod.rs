@@ -24,7 +24,9 @@ impl Default for Host {
 }
 
 impl Host {
-    /// The real host, unless `PCIBENCH_SYSROOT` names a fixture root.
+    /// The real host, unless `PCIBENCH_SYSROOT` names a fixture root. A process with more
+    /// privilege than its caller never gets here with it set: the CLI refuses it in one line first
+    /// (`os::privilege::refuse_steering`).
     pub fn from_env() -> Self {
         match std::env::var_os(SYSROOT_ENV) {
             Some(r) if !r.is_empty() => Host::with_root(PathBuf::from(r)),
@@ -50,7 +52,86 @@ impl Host {
         self.root.join(p.strip_prefix("/").unwrap_or(p))
     }
 
+    /// Open a device node (`/dev/vfio/7`, `/dev/mem`, `/dev/udmabuf0`) at `path`, a path under
+    /// this root (`self.path(...)`). On the real host it is opened as named. A fixture root holds
+    /// plain files standing in for device nodes and is never mixed with real ones: the path must
+    /// resolve inside the root (no link out of it), its last component must not be a link, and a
+    /// real character or block device there is refused. Otherwise a fixture's forged /proc/iomem
+    /// or phys_addr would choose the addresses a real device DMAs to.
+    pub fn open_node(&self, path: &Path, opts: &std::fs::OpenOptions) -> std::io::Result<std::fs::File> {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        if self.is_real() {
+            return opts.open(path);
+        }
+        let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+        let root = std::fs::canonicalize(&self.root)?;
+        let resolved = std::fs::canonicalize(path)?;
+        if !resolved.starts_with(&root) {
+            return Err(refuse(format!(
+                "it leads out of the fixture root {} (to {}): a fixture root is never mixed with real device nodes",
+                root.display(),
+                resolved.display()
+            )));
+        }
+        let file = opts.clone().custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32).open(path)?;
+        let kind = file.metadata()?.file_type();
+        if kind.is_char_device() || kind.is_block_device() {
+            return Err(refuse(format!(
+                "it is a real device node inside the fixture root {}: fixture roots hold plain files standing in for device nodes",
+                root.display()
+            )));
+        }
+        Ok(file)
+    }
+
     pub fn pci_devices_dir(&self) -> PathBuf {
         self.path("/sys/bus/pci/devices")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::{self, OpenOptions};
+
+    fn rw() -> OpenOptions {
+        let mut o = OpenOptions::new();
+        o.read(true).write(true);
+        o
+    }
+
+    /// A fixture root opens its own stand-in files and nothing that leads to a real node.
+    #[test]
+    fn a_fixture_root_never_opens_a_real_device_node() {
+        let t = tempfile::tempdir().unwrap();
+        let host = Host::with_root(t.path());
+        fs::create_dir_all(host.path("/dev/vfio")).unwrap();
+        fs::write(host.path("/dev/vfio/3"), "").unwrap();
+        host.open_node(&host.path("/dev/vfio/3"), &rw()).unwrap();
+        // The real group node (here /dev/null, any character device) linked in is refused...
+        std::os::unix::fs::symlink("/dev/null", host.path("/dev/vfio/7")).unwrap();
+        let e = host.open_node(&host.path("/dev/vfio/7"), &rw()).unwrap_err().to_string();
+        assert!(e.contains("leads out of the fixture root") && e.contains("/dev/null"), "{e}");
+        // ... and so is a directory of the fixture linked out to the real /dev.
+        std::os::unix::fs::symlink("/dev", host.path("/realdev")).unwrap();
+        assert!(host.open_node(&host.path("/realdev/null"), &rw()).is_err());
+        // A link inside the root is followed no further than the root.
+        std::os::unix::fs::symlink(host.path("/dev/vfio/3"), host.path("/dev/vfio/4")).unwrap();
+        let e = host.open_node(&host.path("/dev/vfio/4"), &rw()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::LOOP.raw_os_error()), "last component a link: {e}");
+        // A real character device made inside the root (root only: mknod) is refused too.
+        let null = rustix::fs::makedev(1, 3);
+        let dev = host.path("/dev/mem");
+        if rustix::fs::mknodat(rustix::fs::CWD, &dev, rustix::fs::FileType::CharacterDevice, 0o600.into(), null).is_ok()
+        {
+            let e = host.open_node(&dev, &rw()).unwrap_err().to_string();
+            assert!(e.contains("is a real device node inside the fixture root"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_real_host_opens_nodes_as_named() {
+        let host = Host::with_root("/");
+        host.open_node(Path::new("/dev/null"), &rw()).unwrap();
     }
 }

@@ -1,9 +1,11 @@
 //! Operating-system primitives with no knowledge of PCI: memory mappings and volatile access,
-//! page size, locked-memory limits, the physical addresses of pages, address-space bookkeeping.
+//! page size, locked-memory limits, the physical addresses of pages, address-space bookkeeping, and
+//! privilege (running with more than the caller: what to refuse, when to drop capabilities).
 //! Everything above (access paths, DMA buffers, the sim card) builds on these.
 
 pub mod cpu;
 pub mod memlock;
 pub mod mmap;
 pub mod pagemap;
+pub mod privilege;
 pub mod space;

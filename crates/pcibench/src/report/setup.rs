@@ -3,12 +3,13 @@
 use crate::setup::Change;
 use std::fmt::Write;
 
-/// One line per change (warnings after `WARNING:`), or that nothing changed.
+/// One line per change (warnings after `WARNING:`), or that nothing changed; notes (what the
+/// user must know about the state left) follow in the same form.
 pub fn render_changes(device: &str, changes: &[Change]) -> String {
-    if changes.is_empty() {
-        return format!("{device}: nothing to change, already set up\n");
-    }
     let mut s = String::new();
+    if changes.iter().all(|c| c.note) {
+        let _ = writeln!(s, "{device}: nothing to change, already set up");
+    }
     for c in changes {
         let _ = writeln!(s, "{device}: {}", c.what);
         if let Some(w) = &c.warning {

@@ -2,17 +2,22 @@
 //!
 //! - `vfio`: load vfio-pci (and no-IOMMU mode where there is no IOMMU), remember the original
 //!   driver, unbind it, bind vfio-pci through driver_override + drivers_probe, wait for the
-//!   group node and give it to the invoking user.
-//! - `sysfs_user`: give a user the resourceN files and enable Memory Space.
-//! - `release`: back to the original driver.
+//!   group node and give it to the user named with `--user` (nobody else, and never by default:
+//!   a no-IOMMU group is root-equivalent).
+//! - `sysfs_user`: give a user the resourceN files and enable Memory Space, on a device with no
+//!   driver and Bus Master off.
+//! - `release`: every owner and mode back as recorded, the original driver back, and a word on
+//!   what stays (no-IOMMU mode, modules) with the command that undoes it.
 //!
 //! Each returns the changes it made and is idempotent: run twice, the second run returns no
-//! changes. Taking a device the running system uses (`host::inuse`: a mounted filesystem, active
+//! changes (notes aside). A pcibench with more privilege than its caller refuses to set up
+//! anything; under a fixture root no host command runs and no file outside the root changes. Taking a device the running system uses (`host::inuse`: a mounted filesystem, active
 //! swap, an interface that is up, the console ...) is refused, naming each holder, before anything
 //! changes; `SetupOptions::force` overrides it and says exactly what it overrode before acting.
 //! Kernel writes and commands go through `System`, so tests run every step on a fixture tree with
 //! a fake kernel.
 
+pub mod record;
 mod sysfs;
 mod system;
 mod vfio;
@@ -21,7 +26,6 @@ pub use sysfs::sysfs_user;
 pub use system::{RealSystem, System};
 pub use vfio::{release, vfio};
 
-use crate::host::state::read_trim;
 use crate::host::Host;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
@@ -37,15 +41,23 @@ pub struct Change {
     pub what: String,
     /// Set for changes with consequences the user must hear about (no-IOMMU mode).
     pub warning: Option<String>,
+    /// Not a change but what the user must know about the state setup leaves (a no-IOMMU group,
+    /// a node nobody was given, what `--release` leaves behind); a run of notes alone changed nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub note: bool,
 }
 
 impl Change {
     pub(crate) fn new(what: impl Into<String>) -> Self {
-        Change { what: what.into(), warning: None }
+        Change { what: what.into(), warning: None, note: false }
     }
 
     pub(crate) fn warn(what: impl Into<String>, warning: impl Into<String>) -> Self {
-        Change { what: what.into(), warning: Some(warning.into()) }
+        Change { what: what.into(), warning: Some(warning.into()), note: false }
+    }
+
+    pub(crate) fn note(what: impl Into<String>, warning: Option<String>) -> Self {
+        Change { what: what.into(), warning, note: true }
     }
 }
 
@@ -82,15 +94,6 @@ impl User {
             crate::host::state::passwd_lookup(&passwd, |_, id, _| id == uid).map(|e| e.0).unwrap_or(u.to_string());
         Ok(User { name, uid, gid })
     }
-
-    /// The user who ran `sudo pcibench ...` (SUDO_USER, SUDO_UID, SUDO_GID); None without sudo
-    /// or when that user is root.
-    pub fn from_sudo_env() -> Option<User> {
-        let name = std::env::var("SUDO_USER").ok().filter(|n| !n.is_empty())?;
-        let uid: u32 = std::env::var("SUDO_UID").ok()?.parse().ok()?;
-        let gid: u32 = std::env::var("SUDO_GID").ok()?.parse().ok()?;
-        (uid != 0).then_some(User { name, uid, gid })
-    }
 }
 
 /// Where `setup` says, as it decides it, what `--force` overrides.
@@ -102,7 +105,8 @@ pub struct SetupOptions {
     pub force: bool,
     /// Told, before anything changes, each thing `force` overrides (the CLI prints it on stderr).
     pub notify: Option<Notify>,
-    /// Who gets read+write on the VFIO group node (`None`: leave it root's).
+    /// Who gets read+write on the VFIO group node (`--user`; `None`: leave it root's). Never
+    /// taken from the environment (SUDO_USER): a grant is named by whoever makes it.
     pub user: Option<User>,
     /// How long to wait for the kernel to bind a driver or create a node.
     pub timeout: Duration,
@@ -132,9 +136,9 @@ impl std::fmt::Debug for SetupOptions {
 }
 
 impl SetupOptions {
-    /// Defaults, with `user` the invoking user when run through sudo.
+    /// Defaults: force off, no user given anything.
     pub fn from_env() -> Self {
-        SetupOptions { user: User::from_sudo_env(), ..Default::default() }
+        SetupOptions::default()
     }
 
     /// Poll `cond` until it holds or the timeout passes; true when it held.
@@ -195,25 +199,110 @@ pub(crate) fn guard(host: &Host, addr: &PciAddress, action: &str, opts: &SetupOp
     Ok(ch)
 }
 
-/// Where `vfio` remembers the driver it replaced: /run/pcibench/ADDR (tmpfs: gone at reboot,
-/// as the binding is).
+/// Where `setup` remembers what `--release` restores: /run/pcibench/ADDR (see `record`).
 pub fn record_path(host: &Host, addr: &PciAddress) -> PathBuf {
-    host.path("/run/pcibench").join(addr.to_string())
+    record::path(host, addr)
 }
 
-/// The remembered original driver: `Some(None)` for "had no driver", `None` for no record.
-pub(crate) fn load_record(host: &Host, addr: &PciAddress) -> Option<Option<String>> {
-    let text = read_trim(&record_path(host, addr))?;
-    let d = text.lines().find_map(|l| l.strip_prefix("driver="))?.trim().to_string();
-    Some((!d.is_empty()).then_some(d))
+/// Refuse to change the host from a pcibench with more privilege than its caller (a setuid or
+/// file-capability copy): binding drivers and handing out device nodes is root's decision.
+pub(crate) fn refuse_elevated() -> Result<()> {
+    let p = crate::os::privilege::at_start();
+    if !p.elevated() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "refusing setup: pcibench runs with more privilege than its caller ({}); setup changes the host for every \
+         user: run it as root (sudo pcibench setup ...)",
+        p.why()
+    )))
 }
 
-pub(crate) fn save_record(host: &Host, addr: &PciAddress, driver: Option<&str>) -> Result<PathBuf> {
-    let p = record_path(host, addr);
-    let dir = host.path("/run/pcibench");
-    fs::create_dir_all(&dir).map_err(|e| Error::io("cannot create", &dir, e))?;
-    fs::write(&p, format!("driver={}\n", driver.unwrap_or(""))).map_err(|e| Error::io("cannot write", &p, e))?;
-    Ok(p)
+/// Before setup changes the owner or mode of `path`: under a fixture root, the file must lie
+/// inside the root (no link leading out), so a fixture can never hand a real file to a user.
+pub(crate) fn contained(host: &Host, path: &std::path::Path) -> Result<()> {
+    if host.is_real() {
+        return Ok(());
+    }
+    let root = fs::canonicalize(host.root()).map_err(|e| Error::io("cannot resolve", host.root(), e))?;
+    let resolved = fs::canonicalize(path).map_err(|e| Error::io("cannot resolve", path, e))?;
+    if resolved.starts_with(&root) {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "refusing to change {}: it leads out of the fixture root {} (to {}); a fixture root never changes files \
+         outside itself",
+        path.display(),
+        root.display(),
+        resolved.display()
+    )))
+}
+
+/// Change `path`'s owner (and add read+write for it), remembering the original in `rec` first.
+/// `shown` is the path as on the host (`/dev/vfio/7`), for the record.
+/// The record is saved before anything changes, so `--release` can undo a run cut short.
+pub(crate) fn give(
+    host: &Host,
+    addr: &PciAddress,
+    opts: &SetupOptions,
+    rec: &mut record::Record,
+    path: &std::path::Path,
+    shown: &str,
+    user: &User,
+) -> Result<(bool, bool)> {
+    contained(host, path)?;
+    let before = opts.system.owner(path).map_err(|e| Error::io("cannot read the owner of", path, e))?;
+    let (uid, gid, mode) = before;
+    let chown = uid != user.uid || gid != user.gid;
+    let chmod = mode & 0o600 != 0o600;
+    if chown || chmod {
+        rec.keep_owner(shown, before);
+        record::save(host, addr, rec)?;
+    }
+    if chown {
+        opts.system
+            .chown(path, user.uid, user.gid)
+            .map_err(|e| Error::io_hint("cannot chown", path, e, "run it as root: sudo pcibench setup ..."))?;
+    }
+    if chmod {
+        opts.system.chmod(path, mode | 0o600).map_err(|e| Error::io("cannot chmod", path, e))?;
+    }
+    Ok((chown, chmod))
+}
+
+/// Put back every owner and mode in `rec` whose file still exists (`only`: those whose path
+/// passes the filter), saying each.
+pub(crate) fn restore_owners(
+    host: &Host,
+    opts: &SetupOptions,
+    rec: &mut record::Record,
+    only: impl Fn(&str) -> bool,
+    ch: &mut Vec<Change>,
+) -> Result<()> {
+    let mut kept = Vec::new();
+    for o in std::mem::take(&mut rec.owners) {
+        if !only(&o.path) {
+            kept.push(o);
+            continue;
+        }
+        let p = host.path(&o.path);
+        if fs::symlink_metadata(&p).is_err() {
+            continue; // gone with the binding (a group node): nothing to give back
+        }
+        contained(host, &p)?;
+        let (uid, gid, mode) = opts.system.owner(&p).map_err(|e| Error::io("cannot read the owner of", &p, e))?;
+        if (uid, gid) != (o.uid, o.gid) {
+            opts.system.chown(&p, o.uid, o.gid).map_err(|e| Error::io("cannot chown", &p, e))?;
+        }
+        if mode != o.mode {
+            opts.system.chmod(&p, o.mode).map_err(|e| Error::io("cannot chmod", &p, e))?;
+        }
+        if (uid, gid, mode) != (o.uid, o.gid, o.mode) {
+            ch.push(Change::new(format!("gave {} back to {}:{} (mode {:04o})", o.path, o.uid, o.gid, o.mode)));
+        }
+    }
+    rec.owners = kept;
+    Ok(())
 }
 
 /// A sysfs attribute write, with an error that names the file and the likely cause.

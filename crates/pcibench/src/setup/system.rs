@@ -5,7 +5,7 @@
 use crate::{Error, Result};
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -23,6 +23,11 @@ pub trait System: Send + Sync {
     fn chmod(&self, path: &Path, mode: u32) -> std::io::Result<()>;
     /// Pause while waiting for the kernel (a device to bind, a node to appear).
     fn sleep(&self, d: Duration);
+    /// Whether `run` reaches the host's real commands (modprobe): then setup never runs one for
+    /// a fixture root, whose module state is not the kernel's. A fake kernel says false.
+    fn reaches_host(&self) -> bool {
+        true
+    }
 }
 
 /// The host's kernel and commands.
@@ -56,19 +61,41 @@ impl System for RealSystem {
     }
 
     fn owner(&self, path: &Path) -> std::io::Result<(u32, u32, u32)> {
-        let m = fs::metadata(path)?;
-        Ok((m.uid(), m.gid(), m.mode() & 0o7777))
+        let st = rustix::fs::fstat(no_link(path)?)?;
+        Ok((st.st_uid, st.st_gid, st.st_mode as u32 & 0o7777))
     }
 
     fn chown(&self, path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
-        std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        use rustix::process::{Gid, Uid};
+        let fd = no_link(path)?;
+        let (u, g) = (Uid::from_raw(uid), Gid::from_raw(gid));
+        rustix::fs::chownat(&fd, "", Some(u), Some(g), rustix::fs::AtFlags::EMPTY_PATH)?;
+        Ok(())
     }
 
     fn chmod(&self, path: &Path, mode: u32) -> std::io::Result<()> {
-        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        let fd = no_link(path)?;
+        // chmod has no AT_EMPTY_PATH before fchmodat2 (Linux 6.6): go through the fd's /proc link,
+        // which names the very inode opened above, as glibc's fchmod does for O_PATH descriptors.
+        use std::os::fd::AsRawFd;
+        fs::set_permissions(format!("/proc/self/fd/{}", fd.as_raw_fd()), fs::Permissions::from_mode(mode))
     }
 
     fn sleep(&self, d: Duration) {
         std::thread::sleep(d)
     }
+}
+
+/// `path` opened O_PATH|O_NOFOLLOW: ownership and mode change on the file itself, never through
+/// a link planted in its place (a fixture's link to /etc/shadow, say).
+fn no_link(path: &Path) -> std::io::Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+    if rustix::fs::FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) == rustix::fs::FileType::Symlink {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} is a symbolic link: setup changes files, never links", path.display()),
+        ));
+    }
+    Ok(fd)
 }

@@ -2,7 +2,8 @@
 //! driver_override route of Documentation/ABI/testing/sysfs-bus-pci, which works for any
 //! vendor/device id without touching vfio-pci's id table).
 
-use super::{load_record, record_path, save_record, write_attr, Change, SetupOptions, NOIOMMU_WARNING};
+use super::record::{self, Record};
+use super::{write_attr, Change, SetupOptions, User, NOIOMMU_WARNING};
 use crate::host::state::{
     class_is_bridge, class_of, device_dir, driver_of, group_is_noiommu, iommu_group_of, iommus, module_loaded,
     noiommu_enabled, read_trim, vfio_node, NOIOMMU_PARAM,
@@ -10,7 +11,6 @@ use crate::host::state::{
 use crate::host::Host;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
-use std::fs;
 use std::path::PathBuf;
 
 fn check_device(host: &Host, addr: &PciAddress) -> Result<PathBuf> {
@@ -28,6 +28,7 @@ fn override_of(dir: &std::path::Path) -> Option<String> {
 
 /// Bind `addr` to vfio-pci (see the module docs of `setup` for the steps).
 pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<Change>> {
+    super::refuse_elevated()?;
     let dir = check_device(host, addr)?;
     let a = addr.to_string();
     refuse_bridge(host, addr)?;
@@ -79,8 +80,10 @@ fn bind(
 ) -> Result<()> {
     let a = addr.to_string();
     if driver != Some("vfio-pci") {
-        if load_record(host, addr).is_none() {
-            let p = save_record(host, addr, driver)?;
+        let mut rec = record::load(host, addr)?;
+        if rec.driver.is_none() {
+            rec.driver = Some(driver.map(str::to_string));
+            let p = record::save(host, addr, &rec)?;
             ch.push(Change::new(format!(
                 "remembered its driver ({}) in {} for --release",
                 driver.unwrap_or("none"),
@@ -120,7 +123,8 @@ fn bind(
     Ok(())
 }
 
-/// Wait for the group's /dev/vfio node and give it to the user setup runs for (sudo's caller).
+/// Wait for the group's /dev/vfio node and give it to the user named with `--user`, saying what
+/// that user can then do; without one the node stays root's, and the output says how to give it.
 fn give_node(host: &Host, addr: &PciAddress, opts: &SetupOptions, ch: &mut Vec<Change>) -> Result<()> {
     // The group link (and for no-IOMMU the group itself) exists once vfio-pci has bound.
     let mut node = None;
@@ -135,39 +139,92 @@ fn give_node(host: &Host, addr: &PciAddress, opts: &SetupOptions, ch: &mut Vec<C
             opts.timeout
         )));
     };
-    let Some(u) = &opts.user else { return Ok(()) };
-    let (uid, gid, mode) = opts.system.owner(&node).map_err(|e| Error::io("cannot read the owner of", &node, e))?;
-    let shown = format!("/dev/vfio/{}{g}", if group_is_noiommu(host, g) { "noiommu-" } else { "" });
-    if uid != u.uid || gid != u.gid {
-        opts.system.chown(&node, u.uid, u.gid).map_err(|e| Error::io("cannot chown", &node, e))?;
-        ch.push(Change::new(format!("gave {} {shown} (chown {}:{})", u.name, u.uid, u.gid)));
+    let noiommu = group_is_noiommu(host, g);
+    let shown = format!("/dev/vfio/{}{g}", if noiommu { "noiommu-" } else { "" });
+    // Said on every run, not only the one that turned the mode on.
+    if noiommu && !ch.iter().any(|c| c.warning.as_deref() == Some(NOIOMMU_WARNING)) {
+        ch.push(Change::note(format!("{shown} is a no-IOMMU group"), Some(NOIOMMU_WARNING.to_string())));
     }
-    if mode & 0o600 != 0o600 {
-        opts.system.chmod(&node, mode | 0o600).map_err(|e| Error::io("cannot chmod", &node, e))?;
+    let Some(u) = &opts.user else {
+        let (uid, _, _) = opts.system.owner(&node).map_err(|e| Error::io("cannot read the owner of", &node, e))?;
+        ch.push(Change::note(
+            if uid == 0 {
+                format!(
+                    "nobody was given {shown}: it stays root's; to let a user open it: sudo pcibench setup {addr} --vfio --user NAME"
+                )
+            } else {
+                format!("{shown} belongs to uid {uid} (given earlier): sudo pcibench setup {addr} --release takes it back")
+            },
+            None,
+        ));
+        return Ok(());
+    };
+    let mut rec = record::load(host, addr)?;
+    let (chown, chmod) = super::give(host, addr, opts, &mut rec, &node, &shown, u)?;
+    if chown {
+        ch.push(Change::warn(
+            format!("gave {} {shown} (chown {}:{})", u.name, u.uid, u.gid),
+            grant_warning(addr, &shown, u, noiommu),
+        ));
+    }
+    if chmod {
         ch.push(Change::new(format!("made {shown} read+write for its owner")));
     }
     Ok(())
 }
 
-fn modprobe(opts: &SetupOptions, args: &[&str], ch: &mut Vec<Change>) -> Result<()> {
-    opts.system.run("modprobe", args)?;
+/// What a user given the group node can do, and how to take it back.
+fn grant_warning(addr: &PciAddress, shown: &str, u: &User, noiommu: bool) -> String {
+    let what = if noiommu {
+        format!(
+            "{} can now open {shown} and point {addr}'s DMA at any physical address: read and write all of host memory \
+             with no IOMMU in the way, which is root-equivalent",
+            u.name
+        )
+    } else {
+        format!(
+            "{} can now open {shown}: map {addr}'s BARs, reset it, and make it DMA to and from their own processes' \
+             memory (the IOMMU confines it to that)",
+            u.name
+        )
+    };
+    format!("{what}; take it back with: sudo pcibench setup {addr} --release")
+}
+
+/// modprobe, never for a fixture root on the real host: the module would load into the real
+/// kernel while the fixture's files say what is loaded.
+fn modprobe_run(host: &Host, opts: &SetupOptions, args: &[&str]) -> Result<()> {
+    if !host.is_real() && opts.system.reaches_host() {
+        return Err(Error::Refused(format!(
+            "not running `modprobe {}`: {} is a fixture root (--sysroot or PCIBENCH_SYSROOT), and modprobe would change \
+             the real kernel; a fixture shows loaded modules as {}",
+            args.join(" "),
+            host.root().display(),
+            host.path("/sys/module/NAME").display()
+        )));
+    }
+    opts.system.run("modprobe", args)
+}
+
+fn modprobe(host: &Host, opts: &SetupOptions, args: &[&str], ch: &mut Vec<Change>) -> Result<()> {
+    modprobe_run(host, opts, args)?;
     ch.push(Change::new(format!("loaded {} (modprobe {})", args[0], args.join(" "))));
     Ok(())
 }
 
 fn load_modules(host: &Host, opts: &SetupOptions, a: &str, has_iommu: bool, ch: &mut Vec<Change>) -> Result<()> {
     if !has_iommu && !module_loaded(host, "vfio") {
-        opts.system.run("modprobe", &["vfio", "enable_unsafe_noiommu_mode=1"])?;
+        modprobe_run(host, opts, &["vfio", "enable_unsafe_noiommu_mode=1"])?;
         ch.push(Change::warn(
             "loaded vfio in no-IOMMU mode (modprobe vfio enable_unsafe_noiommu_mode=1): this host has no IOMMU",
             NOIOMMU_WARNING,
         ));
     }
     if !module_loaded(host, "vfio_pci") && !host.path("/sys/bus/pci/drivers/vfio-pci").is_dir() {
-        modprobe(opts, &["vfio-pci"], ch)?;
+        modprobe(host, opts, &["vfio-pci"], ch)?;
     }
     if has_iommu && !module_loaded(host, "vfio_iommu_type1") {
-        modprobe(opts, &["vfio_iommu_type1"], ch)?;
+        modprobe(host, opts, &["vfio_iommu_type1"], ch)?;
     }
     if has_iommu {
         return Ok(());
@@ -190,12 +247,16 @@ fn load_modules(host: &Host, opts: &SetupOptions, a: &str, has_iommu: bool, ch: 
     }
 }
 
-/// Undo `vfio`: unbind from vfio-pci, clear driver_override, and give the device back to the
-/// driver it had (from the record `vfio` left), or let the kernel choose when there is none.
+/// Undo `vfio` and `sysfs_user`: give back every owner and mode they changed, unbind from
+/// vfio-pci, clear driver_override, give the device back to the driver it had (from the record)
+/// or let the kernel choose when there is none, and say what stays (no-IOMMU mode, modules).
 pub fn release(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<Change>> {
+    super::refuse_elevated()?;
     let dir = check_device(host, addr)?;
     let a = addr.to_string();
-    let record = load_record(host, addr);
+    let mut rec = record::load(host, addr)?;
+    let had = rec.clone();
+    let record = rec.driver.clone();
     let mut ch = Vec::new();
     let driver = driver_of(host, &a);
     if driver.as_deref() == Some("vfio-pci") {
@@ -211,9 +272,12 @@ pub fn release(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Ve
                 )));
             }
         }
+        // The group node goes away with the binding: give it back first.
+        super::restore_owners(host, opts, &mut rec, |p| p.starts_with("/dev/vfio/"), &mut ch)?;
         write_attr(opts, &host.path("/sys/bus/pci/drivers/vfio-pci/unbind"), &a)?;
         ch.push(Change::new("unbound it from vfio-pci"));
     }
+    let released_vfio = !ch.is_empty();
     if override_of(&dir).is_some() {
         // A lone newline clears it (drivers/pci/pci-sysfs.c, driver_override_store).
         write_attr(opts, &dir.join("driver_override"), "\n")?;
@@ -239,12 +303,49 @@ pub fn release(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Ve
         }
         None => {}
     }
-    if record.is_some() {
-        let p = record_path(host, addr);
-        fs::remove_file(&p).map_err(|e| Error::io("cannot remove", &p, e))?;
-        ch.push(Change::new(format!("forgot the remembered driver ({})", p.display())));
+    super::restore_owners(host, opts, &mut rec, |_| true, &mut ch)?;
+    if let Some(before) = rec.command.take() {
+        if let Some(c) = super::sysfs::restore_memory(&dir.join("config"), before, opts)? {
+            ch.push(c);
+        }
+    }
+    if !had.is_empty() {
+        let p = record::save(host, addr, &Record::default())?;
+        let what = if had.driver.is_some() { "the remembered driver" } else { "what it remembered" };
+        ch.push(Change::new(format!("forgot {what} ({})", p.display())));
+    }
+    if released_vfio || had.driver.is_some() {
+        ch.extend(what_stays(host));
     }
     Ok(ch)
+}
+
+/// What `release` leaves as it is, for other devices that may rely on it, with the command that
+/// undoes it.
+fn what_stays(host: &Host) -> Vec<Change> {
+    let mut notes = Vec::new();
+    if noiommu_enabled(host) == Some(true) {
+        notes.push(Change::note(
+            format!(
+                "left no-IOMMU mode on (other devices bound to vfio-pci may use it): turn it off with: \
+                 echo 0 | sudo tee {NOIOMMU_PARAM}"
+            ),
+            None,
+        ));
+    }
+    let loaded: Vec<&str> =
+        ["vfio_pci", "vfio_iommu_type1", "vfio"].into_iter().filter(|m| module_loaded(host, m)).collect();
+    if !loaded.is_empty() {
+        notes.push(Change::note(
+            format!(
+                "left {} loaded: unload once no device uses them: sudo modprobe -r {}",
+                loaded.join(", "),
+                loaded.join(" ")
+            ),
+            None,
+        ));
+    }
+    notes
 }
 
 /// Reprobe (the kernel normally picks the original driver again), else bind it explicitly.

@@ -35,7 +35,7 @@ impl Container {
     /// Open /dev/vfio/vfio and check the API version.
     pub fn open(host: &Host) -> Result<Container> {
         let path = host.path("/dev/vfio/vfio");
-        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
+        let file = host.open_node(&path, OpenOptions::new().read(true).write(true)).map_err(|e| {
             let hint = match Errno::from_io_error(&e) {
                 Some(Errno::NOENT) => "the vfio module is not loaded: sudo modprobe vfio-pci".to_string(),
                 Some(Errno::ACCESS | Errno::PERM) => {

@@ -128,7 +128,7 @@ impl Group {
     pub fn open(host: &Host, addr: &PciAddress) -> Result<Group> {
         let (number, kind, node) = locate(host, addr)?;
         let path = host.path(&node);
-        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
+        let file = host.open_node(&path, OpenOptions::new().read(true).write(true)).map_err(|e| {
             let errno = Errno::from_io_error(&e);
             let who = if errno == Some(Errno::BUSY) { state::processes_holding(host, &node) } else { Vec::new() };
             let hint = open_error_hint(errno, kind, number, &node, addr, &who);

@@ -22,6 +22,21 @@ pub fn allocator(
     source: &BufferSource,
     dma_bits: u32,
 ) -> Result<Box<dyn DmaAllocator>> {
+    let alloc = open_allocator(host, dev, source, dma_bits)?;
+    // The buffers' source is open (/dev/mem, pagemap, the u-dma-buf node): nothing later needs
+    // CAP_SYS_RAWIO or CAP_SYS_ADMIN. CAP_IPC_LOCK stays: VFIO checks it at each DMA map
+    // (drivers/vfio/vfio_iommu_type1.c, vfio_dma_do_map).
+    use crate::os::privilege::{caps, keep_only, CAP_IPC_LOCK};
+    keep_only(caps(&[CAP_IPC_LOCK]), &format!("opening the DMA buffers ({source})"));
+    Ok(alloc)
+}
+
+fn open_allocator(
+    host: &Host,
+    dev: &dyn DeviceAccess,
+    source: &BufferSource,
+    dma_bits: u32,
+) -> Result<Box<dyn DmaAllocator>> {
     let huge = *source == BufferSource::Hugepage;
     Ok(match (dev.dma_path()?, source) {
         (DmaPath::Sim(map), BufferSource::Heap | BufferSource::Hugepage) => Box::new(sim::SimAllocator::new(map)),
@@ -42,8 +57,8 @@ pub fn allocator(
             Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge))
         }
         (DmaPath::Physical, BufferSource::UDmaBuf(name)) => Box::new(udmabuf::UDmaBufAllocator::open(host, name, dma_bits)?),
-        (DmaPath::Physical, BufferSource::Reserved { start, size }) => {
-            Box::new(reserved::ReservedAllocator::open(host, *start, *size, dma_bits)?)
+        (DmaPath::Physical, BufferSource::Reserved { start, size, force }) => {
+            Box::new(reserved::ReservedAllocator::open(host, *start, *size, dma_bits, *force)?)
         }
         (DmaPath::Sim(_), BufferSource::Reserved { .. }) => {
             return Err(Error::usage(

@@ -48,11 +48,16 @@ pub struct PhysicalAllocator {
     host: Host,
     dma_bits: u32,
     hugepages: bool,
+    /// /proc/self/pagemap, opened once here: whether it shows frame numbers is decided by the
+    /// opener's CAP_SYS_ADMIN (fs/proc/task_mmu.c, pagemap_read: file_ns_capable on the file),
+    /// so it stays usable after a privileged pcibench gives its capabilities up.
+    pagemap: std::io::Result<File>,
 }
 
 impl PhysicalAllocator {
     pub fn new(host: &Host, dma_bits: u32, hugepages: bool) -> Self {
-        PhysicalAllocator { host: host.clone(), dma_bits, hugepages }
+        let pagemap = File::open(host.path("/proc/self/pagemap"));
+        PhysicalAllocator { host: host.clone(), dma_bits, hugepages, pagemap }
     }
 }
 
@@ -67,10 +72,12 @@ impl DmaAllocator for PhysicalAllocator {
                 human_size(size)
             ))
         })?;
-        let path = self.host.path("/proc/self/pagemap");
-        let pagemap = File::open(&path).map_err(|e| Error::io("cannot open", &path, e))?;
+        let pagemap = self.pagemap.as_ref().map_err(|e| {
+            let path = self.host.path("/proc/self/pagemap");
+            Error::io("cannot open", &path, std::io::Error::new(e.kind(), e.to_string()))
+        })?;
         let page = page_size() as u64;
-        let phys = physical_pages(&pagemap, mem.as_ptr() as u64, size, page)?;
+        let phys = physical_pages(pagemap, mem.as_ptr() as u64, size, page)?;
         let segments = coalesce(&phys, page);
         check_reach(&segments, self.dma_bits)?;
         let describe = format!(

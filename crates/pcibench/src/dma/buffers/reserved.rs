@@ -25,13 +25,36 @@ pub struct ReservedAllocator {
     node: PathBuf,
     mem: File,
     region: Region,
+    /// What `--force` overrode, said in each buffer's description.
+    forced: Option<String>,
 }
 
 impl ReservedAllocator {
-    /// Check `[start, start+size)` against /proc/iomem and the device's reach, then open
-    /// /dev/mem. Nothing is mapped until `alloc`.
-    pub fn open(host: &Host, start: u64, size: u64, dma_bits: u32) -> Result<ReservedAllocator> {
+    /// Check `[start, start+size)` against /proc/iomem, the kernel command line and the
+    /// device's reach, then open /dev/mem. Nothing is mapped until `alloc`.
+    ///
+    /// Firmware marks ranges "Reserved" too (ACPI tables, SMM, pieces of the MMIO hole, the
+    /// first page): those are in use by the firmware, so the range must also be one the kernel
+    /// was told to leave alone (memmap=SIZE$START or reserve=START,SIZE), unless `force`. The
+    /// first MiB (BIOS data, the real-mode trampoline, option ROMs) is refused even then.
+    pub fn open(host: &Host, start: u64, size: u64, dma_bits: u32, force: bool) -> Result<ReservedAllocator> {
+        if start < iomem::FIRST_MIB {
+            return Err(Error::Refused(format!(
+                "--buffer reserved:{start:#x},{}: the first MiB of physical memory (BIOS data, the real-mode \
+                 trampoline, option ROMs) is never a DMA buffer, even with --force; reserve memory above it, e.g. {}",
+                iomem::short_size(size),
+                iomem::memmap_option(0x1000_0000, size)
+            )));
+        }
         iomem::check_reserved(&iomem::read(host)?, start, size)?;
+        let forced = match iomem::cmdline_reservation(&crate::host::state::cmdline(host), start, size) {
+            Some(_) => None,
+            None if force => Some(format!(
+                "--force: {start:#x}-{:#x} is Reserved in /proc/iomem but no memmap=/reserve= on the kernel command line reserved it",
+                start + size - 1
+            )),
+            None => return Err(iomem::not_on_cmdline(start, size)),
+        };
         super::physical::check_reach(&[Segment { offset: 0, bus: start, len: size }], dma_bits).map_err(|_| {
             Error::Refused(format!(
                 "the reserved range {start:#x}-{:#x} ends above the device's {dma_bits}-bit DMA reach (--dma-bits {dma_bits}): \
@@ -42,7 +65,7 @@ impl ReservedAllocator {
             ))
         })?;
         let node = host.path("/dev/mem");
-        let mem = OpenOptions::new().read(true).write(true).open(&node).map_err(|e| {
+        let mem = host.open_node(&node, OpenOptions::new().read(true).write(true)).map_err(|e| {
             Error::io_hint(
                 "cannot open",
                 &node,
@@ -50,7 +73,7 @@ impl ReservedAllocator {
                 "/dev/mem needs root (CAP_SYS_RAWIO and write permission on the node)",
             )
         })?;
-        Ok(ReservedAllocator { start, size, dma_bits, node, mem, region: Region::new(start, size) })
+        Ok(ReservedAllocator { start, size, dma_bits, node, mem, region: Region::new(start, size), forced })
     }
 }
 
@@ -75,7 +98,10 @@ impl DmaAllocator for ReservedAllocator {
                 "with CONFIG_STRICT_DEVMEM /dev/mem maps only ranges that are not RAM: check /proc/iomem lists it as Reserved",
             )
         })?;
-        let describe = format!("reserved memory (memmap=) at physical {:#x}", p.bus);
+        let describe = match &self.forced {
+            None => format!("reserved memory (memmap=) at physical {:#x}", p.bus),
+            Some(f) => format!("reserved memory at physical {:#x} ({f})", p.bus),
+        };
         Ok(Box::new(self.region.buffer(p, mem, describe)))
     }
 
@@ -101,6 +127,7 @@ mod tests {
             "00001000-0009fbff : System RAM\n00100000-0fffffff : System RAM\n10000000-13ffffff : Reserved\n14000000-1ffdffff : System RAM\n",
         )
         .unwrap();
+        fs::write(host.path("/proc/cmdline"), "ro quiet memmap=64M$0x10000000\n").unwrap();
         fs::create_dir_all(host.path("/dev")).unwrap();
         fs::File::create(host.path("/dev/mem")).unwrap().set_len(0x1400_0000).unwrap();
         (t, host)
@@ -109,7 +136,7 @@ mod tests {
     #[test]
     fn pieces_of_the_range_with_physical_addresses() {
         let (_t, host) = fixture();
-        let a = ReservedAllocator::open(&host, 0x1000_0000, 64 << 20, 32).unwrap();
+        let a = ReservedAllocator::open(&host, 0x1000_0000, 64 << 20, 32, false).unwrap();
         let page = page_size() as u64;
         let b1 = a.alloc(100).unwrap();
         assert_eq!(b1.segments(), &[Segment { offset: 0, bus: 0x1000_0000, len: page }]);
@@ -129,18 +156,43 @@ mod tests {
     #[test]
     fn refuses_ram_unreserved_and_out_of_reach_ranges() {
         let (_t, host) = fixture();
-        let e = ReservedAllocator::open(&host, 0x0800_0000, 1 << 20, 64).err().unwrap().to_string();
+        let e = ReservedAllocator::open(&host, 0x0800_0000, 1 << 20, 64, false).err().unwrap().to_string();
         assert!(e.contains("is System RAM") && e.contains("memmap=1M$0x8000000"), "{e}");
-        let e = ReservedAllocator::open(&host, 0x2000_0000, 1 << 20, 64).err().unwrap().to_string();
+        let e = ReservedAllocator::open(&host, 0x2000_0000, 1 << 20, 64, false).err().unwrap().to_string();
         assert!(e.contains("in no /proc/iomem range"), "{e}");
-        let e = ReservedAllocator::open(&host, 0x1000_0000, 64 << 20, 28).err().unwrap().to_string();
+        let e = ReservedAllocator::open(&host, 0x1000_0000, 64 << 20, 28, false).err().unwrap().to_string();
         assert!(e.contains("28-bit DMA reach") && e.contains("no DMA was started"), "{e}");
+    }
+
+    /// A firmware Reserved range the command line did not reserve needs --force; the first MiB never.
+    #[test]
+    fn needs_the_command_line_reservation_or_force_and_never_the_first_mib() {
+        let (_t, host) = fixture();
+        fs::write(host.path("/proc/cmdline"), "ro quiet\n").unwrap();
+        let e = ReservedAllocator::open(&host, 0x1000_0000, 64 << 20, 32, false).err().unwrap().to_string();
+        assert!(
+            e.contains("no memmap=/reserve= on the kernel command line reserved it") && e.contains("--force"),
+            "{e}"
+        );
+        let a = ReservedAllocator::open(&host, 0x1000_0000, 64 << 20, 32, true).unwrap();
+        assert!(a.alloc(4096).unwrap().describe().contains("--force: 0x10000000-0x13ffffff is Reserved"));
+        fs::write(host.path("/proc/cmdline"), "reserve=0x10000000,0x1000000\n").unwrap();
+        ReservedAllocator::open(&host, 0x1000_0000, 16 << 20, 32, false).unwrap();
+        assert!(
+            ReservedAllocator::open(&host, 0x1000_0000, 32 << 20, 32, false).is_err(),
+            "beyond what reserve= covers"
+        );
+        fs::write(host.path("/proc/iomem"), "00000000-00000fff : Reserved\n").unwrap();
+        for force in [false, true] {
+            let e = ReservedAllocator::open(&host, 0, 4096, 32, force).err().unwrap().to_string();
+            assert!(e.contains("the first MiB of physical memory"), "{e}");
+        }
     }
 
     #[test]
     fn buffer_source_parses_and_refuses_unaligned_ranges() {
         let r = "reserved:0x10000000,64M".parse::<BufferSource>().unwrap();
-        assert_eq!(r, BufferSource::Reserved { start: 0x1000_0000, size: 64 << 20 });
+        assert_eq!(r, BufferSource::Reserved { start: 0x1000_0000, size: 64 << 20, force: false });
         assert_eq!(r.to_string(), "reserved:0x10000000,0x4000000");
         for (bad, why) in [
             ("reserved:0x10000800,64M", "multiples of the"),

@@ -14,6 +14,7 @@ use std::fs::OpenOptions;
 use std::path::PathBuf;
 
 pub struct UDmaBufAllocator {
+    host: Host,
     name: String,
     dev: PathBuf,
     phys: u64,
@@ -56,6 +57,7 @@ impl UDmaBufAllocator {
         }
         Ok(UDmaBufAllocator {
             name: name.to_string(),
+            host: host.clone(),
             dev: host.path(format!("/dev/{name}")),
             phys,
             size,
@@ -90,7 +92,7 @@ impl DmaAllocator for UDmaBufAllocator {
         };
         super::physical::check_reach(&[Segment { offset: 0, bus: p.bus, len: p.len }], self.dma_bits)
             .map_err(release)?;
-        let file = OpenOptions::new().read(true).write(true).open(&self.dev).map_err(|e| {
+        let file = self.host.open_node(&self.dev, OpenOptions::new().read(true).write(true)).map_err(|e| {
             release(Error::io_hint(
                 "cannot open",
                 &self.dev,

@@ -77,7 +77,7 @@ impl MemfdDmaBuf {
                 human_size(page)
             )));
         }
-        let udmabuf = OpenOptions::new().read(true).write(true).open(&dev).map_err(|e| {
+        let udmabuf = host.open_node(&dev, OpenOptions::new().read(true).write(true)).map_err(|e| {
             let hint = if e.kind() == std::io::ErrorKind::NotFound {
                 "the udmabuf module is not loaded (CONFIG_UDMABUF): sudo modprobe udmabuf".to_string()
             } else {

@@ -34,6 +34,7 @@ pub fn sync_word(offset: u64, size: u64, dir: Direction) -> String {
 }
 
 pub struct UDmaBuf {
+    host: Host,
     name: String,
     class: PathBuf,
     dev: PathBuf,
@@ -84,6 +85,7 @@ impl UDmaBuf {
         }
         Ok(UDmaBuf {
             name: name.to_string(),
+            host: host.clone(),
             dev: host.path(format!("/dev/{name}")),
             sync_mode: read("sync_mode").and_then(|s| parse_number(&s)),
             class,
@@ -206,7 +208,7 @@ impl CpuBuffer for UDmaBuf {
         if sync == Sync::OSync {
             o.custom_flags(O_SYNC);
         }
-        let file = o.open(&self.dev).map_err(|e| {
+        let file = self.host.open_node(&self.dev, &o).map_err(|e| {
             let hint = format!("give this user the device: sudo chmod o+rw {}", self.dev.display());
             Error::io_hint("cannot open", &self.dev, e, hint)
         })?;

@@ -1,0 +1,285 @@
+//! Running with more privilege than the caller (a `setcap cap_sys_rawio=ep` copy, a setuid
+//! binary): detect it, refuse whatever the caller could use to steer the privileged process, and
+//! give the capabilities up as soon as what needed them is open.
+//!
+//! The kernel marks such an exec with AT_SECURE in the auxiliary vector (fs/exec.c,
+//! `bprm->secureexec`: set for setuid/setgid, for file capabilities gained, and by LSMs), which
+//! glibc already honours by ignoring LD_* and friends. pcibench's own inputs (`PCIBENCH_SYSROOT`,
+//! `--sysroot`) decide which files it trusts for DMA addresses and device nodes, so in that state
+//! they are refused in one line. Capabilities are per thread (kernel/capability.c, capset acts on
+//! the calling thread): they are dropped on the main thread before any worker thread starts.
+
+use crate::{Error, Result};
+use rustix::thread::{CapabilitySet, CapabilitySets};
+use std::sync::{Mutex, OnceLock};
+
+/// The process's standing, as it was when pcibench started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Privilege {
+    /// AT_SECURE from the auxiliary vector.
+    pub secure: bool,
+    pub ruid: u32,
+    pub euid: u32,
+    pub rgid: u32,
+    pub egid: u32,
+    /// Effective and permitted capability sets (bit n = capability n).
+    pub effective: u64,
+    pub permitted: u64,
+}
+
+impl Privilege {
+    /// The running process, read now.
+    pub fn current() -> Privilege {
+        use rustix::process::{getegid, geteuid, getgid, getuid};
+        // SAFETY: getauxval only reads the auxiliary vector the kernel placed at exec; AT_SECURE
+        // is a defined key (absent reads as 0).
+        let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
+        let caps = rustix::thread::capabilities(None).ok();
+        Privilege {
+            secure,
+            ruid: getuid().as_raw(),
+            euid: geteuid().as_raw(),
+            rgid: getgid().as_raw(),
+            egid: getegid().as_raw(),
+            effective: caps.map_or(0, |c| c.effective.bits()),
+            permitted: caps.map_or(0, |c| c.permitted.bits()),
+        }
+    }
+
+    /// More privilege than the caller: AT_SECURE, a set-id exec, or capabilities while not root.
+    /// Root itself (sudo) is not elevated: it already has everything the caller could ask for.
+    pub fn elevated(&self) -> bool {
+        self.secure
+            || self.ruid != self.euid
+            || self.rgid != self.egid
+            || (self.euid != 0 && (self.effective | self.permitted) != 0)
+    }
+
+    /// Why, in words: "AT_SECURE is set; capabilities CapEff 0000000000020000 (cap_sys_rawio) for uid 1000".
+    pub fn why(&self) -> String {
+        let mut parts = Vec::new();
+        if self.secure {
+            parts.push("AT_SECURE is set".to_string());
+        }
+        if self.ruid != self.euid {
+            parts.push(format!("effective uid {} is not the caller's {}", self.euid, self.ruid));
+        }
+        if self.rgid != self.egid {
+            parts.push(format!("effective gid {} is not the caller's {}", self.egid, self.rgid));
+        }
+        if self.euid != 0 && (self.effective | self.permitted) != 0 {
+            parts.push(format!(
+                "capabilities CapEff {:016x} ({}) for uid {}",
+                self.effective,
+                cap_names(self.effective | self.permitted),
+                self.euid
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+/// The standing pcibench started with, read once (later drops do not make it look unprivileged).
+pub fn at_start() -> &'static Privilege {
+    static START: OnceLock<Privilege> = OnceLock::new();
+    START.get_or_init(Privilege::current)
+}
+
+/// True when pcibench runs with more privilege than its caller (see `Privilege::elevated`).
+pub fn elevated() -> bool {
+    at_start().elevated()
+}
+
+/// The environment variables that steer pcibench: where it reads /sys, /proc and /dev from.
+/// Any `PCIBENCH_*` counts, so a later one cannot slip past this check.
+pub fn steering_vars(vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Vec<String> {
+    let mut names: Vec<String> =
+        vars.map(|(k, _)| k.to_string_lossy().into_owned()).filter(|k| k.starts_with("PCIBENCH_")).collect();
+    names.sort();
+    names
+}
+
+/// Refuse, when elevated, every input that would point pcibench at files the caller chose:
+/// `--sysroot` (`sysroot_flag`) and the `PCIBENCH_*` variables in `vars`. One line naming each.
+pub fn refuse_steering(
+    p: &Privilege,
+    sysroot_flag: bool,
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Result<()> {
+    if !p.elevated() {
+        return Ok(());
+    }
+    let mut given: Vec<String> = steering_vars(vars).into_iter().map(|v| format!("${v}")).collect();
+    if sysroot_flag {
+        given.insert(0, "--sysroot".to_string());
+    }
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "refusing {}: pcibench runs with more privilege than its caller ({}), so it takes no paths from the caller \
+         (a fixture root would choose the DMA addresses and device nodes); fixture roots are for tests: unset it, or \
+         run a copy without privilege (cp {} /tmp/pcibench-test drops the file capability)",
+        given.join(" and "),
+        p.why(),
+        std::env::current_exe().map(|e| e.display().to_string()).unwrap_or_else(|_| "pcibench".into()),
+    )))
+}
+
+/// Capability bits pcibench may need after opening a device (include/uapi/linux/capability.h).
+pub const CAP_SYS_ADMIN: u32 = 21;
+pub const CAP_SYS_RAWIO: u32 = 17;
+pub const CAP_IPC_LOCK: u32 = 14;
+
+/// A set of capability bits, for `keep_only`.
+pub fn caps(bits: &[u32]) -> u64 {
+    bits.iter().fold(0, |s, b| s | (1u64 << b))
+}
+
+/// Names of the capabilities in `set`, as setcap spells them ("cap_sys_rawio,cap_ipc_lock").
+pub fn cap_names(set: u64) -> String {
+    const NAMES: &[(u32, &str)] = &[
+        (0, "cap_chown"),
+        (1, "cap_dac_override"),
+        (2, "cap_dac_read_search"),
+        (3, "cap_fowner"),
+        (6, "cap_setgid"),
+        (7, "cap_setuid"),
+        (12, "cap_net_admin"),
+        (14, "cap_ipc_lock"),
+        (16, "cap_sys_module"),
+        (17, "cap_sys_rawio"),
+        (21, "cap_sys_admin"),
+        (24, "cap_sys_resource"),
+    ];
+    let mut out: Vec<String> = Vec::new();
+    for bit in 0..64u32 {
+        if set & (1u64 << bit) != 0 {
+            out.push(NAMES.iter().find(|n| n.0 == bit).map_or_else(|| format!("cap_{bit}"), |n| n.1.to_string()));
+        }
+    }
+    if out.is_empty() {
+        "none".into()
+    } else {
+        out.join(",")
+    }
+}
+
+fn events() -> &'static Mutex<Vec<String>> {
+    static EVENTS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    EVENTS.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// What `keep_only` did, in order, for `--debug`: each drop with the process's capability
+/// lines from /proc/self/status read right after it.
+pub fn drops() -> Vec<String> {
+    events().lock().map(|e| e.clone()).unwrap_or_default()
+}
+
+/// When elevated, give up every capability but `keep` (effective, permitted and inheritable
+/// sets, and the ambient set), and set no_new_privs so no later exec can regain any. `after`
+/// says what was opened that needed them ("opening VFIO group 7"). Does nothing when pcibench
+/// was not elevated (root keeps root), or when nothing beyond `keep` is left.
+pub fn keep_only(keep: u64, after: &str) {
+    if !elevated() {
+        return;
+    }
+    let Ok(now) = rustix::thread::capabilities(None) else { return };
+    let held = now.effective.bits() | now.permitted.bits() | now.inheritable.bits();
+    let nnp = rustix::thread::no_new_privs().unwrap_or(false);
+    if held & !keep == 0 && nnp {
+        return;
+    }
+    // Errors are not fatal: each call only removes privilege, and the status lines recorded
+    // below show what the kernel holds afterwards.
+    let _ = rustix::thread::set_no_new_privs(true);
+    let _ = rustix::thread::clear_ambient_capability_set();
+    let keep_set = CapabilitySet::from_bits_retain(keep);
+    let _ = rustix::thread::set_capabilities(
+        None,
+        CapabilitySets {
+            effective: now.effective & keep_set,
+            permitted: now.permitted & keep_set,
+            inheritable: CapabilitySet::empty(),
+        },
+    );
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let lines: Vec<String> = status
+        .lines()
+        .filter(|l| ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:", "NoNewPrivs:"].iter().any(|k| l.starts_with(k)))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(1);
+    let lone = if threads > 1 { format!(" ({threads} threads: only this one dropped them)") } else { String::new() };
+    if let Ok(mut e) = events().lock() {
+        e.push(format!(
+            "privilege: dropped {} after {after}, kept {}{lone}; /proc/self/status: {}",
+            cap_names(held & !keep),
+            cap_names(held & keep),
+            lines.join(", ")
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn p(secure: bool, ruid: u32, euid: u32, eff: u64) -> Privilege {
+        Privilege { secure, ruid, euid, rgid: 0, egid: 0, effective: eff, permitted: eff }
+    }
+
+    #[test]
+    fn elevated_is_more_than_the_caller() {
+        assert!(!p(false, 0, 0, u64::MAX).elevated(), "root via sudo is not elevated");
+        assert!(!p(false, 1000, 1000, 0).elevated(), "a plain user");
+        assert!(p(true, 1000, 1000, 0).elevated(), "AT_SECURE");
+        assert!(p(false, 1000, 0, u64::MAX).elevated(), "setuid root");
+        assert!(p(false, 1000, 1000, 1 << CAP_SYS_RAWIO).elevated(), "file capabilities");
+        let why = p(true, 1000, 1000, 1 << CAP_SYS_RAWIO).why();
+        assert!(
+            why.contains("AT_SECURE") && why.contains("cap_sys_rawio") && why.contains("0000000000020000"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn steering_is_refused_only_when_elevated() {
+        let vars = || {
+            vec![
+                (OsString::from("PATH"), OsString::from("/bin")),
+                (OsString::from("PCIBENCH_SYSROOT"), OsString::from("/home/u/fake")),
+            ]
+            .into_iter()
+        };
+        let user = p(false, 1000, 1000, 0);
+        refuse_steering(&user, true, vars()).unwrap();
+        let capped = p(true, 1000, 1000, 1 << CAP_SYS_RAWIO);
+        refuse_steering(&capped, false, std::iter::empty()).unwrap();
+        let e = refuse_steering(&capped, true, vars()).unwrap_err().to_string();
+        assert!(e.starts_with("refusing --sysroot and $PCIBENCH_SYSROOT: "), "{e}");
+        assert!(e.contains("more privilege than its caller") && !e.contains('\n'), "{e}");
+        let e = refuse_steering(&capped, false, vars()).unwrap_err().to_string();
+        assert!(e.starts_with("refusing $PCIBENCH_SYSROOT: "), "{e}");
+    }
+
+    #[test]
+    fn names_capabilities_as_setcap_does() {
+        assert_eq!(cap_names(caps(&[CAP_SYS_RAWIO, CAP_IPC_LOCK])), "cap_ipc_lock,cap_sys_rawio");
+        assert_eq!(cap_names(0), "none");
+        assert_eq!(cap_names(1 << 40), "cap_40");
+    }
+
+    /// The test process is not elevated (root or a plain user): nothing is dropped or recorded.
+    #[test]
+    fn keep_only_leaves_an_unelevated_process_alone() {
+        if elevated() {
+            return; // run under a capability-carrying harness: covered by the CLI test instead
+        }
+        let before = rustix::thread::capabilities(None).unwrap();
+        keep_only(0, "a test");
+        assert_eq!(rustix::thread::capabilities(None).unwrap(), before);
+        assert!(drops().is_empty());
+    }
+}
