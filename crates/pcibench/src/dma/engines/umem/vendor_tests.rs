@@ -322,3 +322,31 @@ fn errors_the_card_keeps_latched_are_refused_with_the_way_to_clear_them() {
     e.prepare(&*buf, &t(Direction::H2c, 4096, 0)).unwrap();
     e.run(LONG).unwrap();
 }
+
+#[test]
+fn each_device_id_takes_its_own_magic_byte() {
+    for (device, magic, batteries) in [(0x5415u16, 0x59u8, 2usize), (0x6155, 0x99, 0)] {
+        let c = card_with(NvramModelConfig { magic, ..Default::default() });
+        let open = |device| {
+            let bar = c.dev.open_bar(0, crate::access::Mapping::Uc, crate::access::IoMode::Mmap).unwrap();
+            UmemEngine::new(bar, c.dev.config_port().unwrap(), device, &c.alloc(), UmemOptions::default())
+        };
+        let e = open(device).unwrap();
+        assert_eq!(e.info().batteries.as_ref().map(Vec::len), Some(batteries), "{device:#x}");
+        drop(e);
+        let err = open(0x5425).err().unwrap().to_string();
+        assert!(err.contains(&format!("magic byte {magic:#04x}")) && err.contains("not 0x5c"), "{err}");
+    }
+}
+
+#[test]
+fn every_memory_size_code_umem_h_knows_is_read() {
+    for (size, code) in [(128u64 << 20, 0xfe), (256 << 20, 0xfc), (512 << 20, 0xf8), (1 << 30, 0xf0), (2 << 30, 0xe0)] {
+        let c = card_with(NvramModelConfig { card_size: size, ..Default::default() });
+        let info = crate::dma::engines::umem::regs::probe(&*c.bar, 0x5425).unwrap();
+        assert_eq!((info.memory_code, info.memory), (code, Some(size)));
+    }
+    let c = card();
+    c.bar.write(0x07, Width::B8, 0x12).unwrap();
+    assert_eq!(c.r8(0x07), 0xf0, "the size code is read-only");
+}

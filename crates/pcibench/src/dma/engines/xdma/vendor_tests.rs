@@ -111,3 +111,15 @@ fn model_raises_a_channel_interrupt_only_where_mask_and_irq_block_both_enable_it
     assert_eq!(c2h, 0x6);
     assert_eq!(card.xdma_model().violations().len(), 1);
 }
+
+#[test]
+fn xdma_is_looked_for_only_on_xilinx_devices() {
+    use crate::dma::engines::EngineDriver;
+    let (card, _bar) = dev();
+    let mut info = crate::sim::CardSpec::info(&crate::sim::xdma::card::XdmaCard);
+    info.simulated = false;
+    let found = xdma::XdmaDriver.detect(&info, &*card).unwrap().expect("found on a Xilinx device");
+    assert_eq!(found.register_bars, [4]);
+    info.vendor_id = 0x1234;
+    assert!(xdma::XdmaDriver.detect(&info, &*card).unwrap().is_none(), "another vendor's registers are not read");
+}
