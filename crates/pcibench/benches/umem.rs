@@ -4,12 +4,14 @@
 //!
 //! What it measures:
 //! 1. Host-side submission: `UmemEngine::submit` alone (zero the direct-mode registers, clear
-//!    every descriptor's semaphore and the status, write the chain address, set GO) on a chain
-//!    prepared once, for chains of 1..4096 descriptors. Clearing the semaphores is the part that
-//!    grows with the chain. The timer's own overhead is measured and subtracted.
-//! 2. End to end per descriptor: `run` (submit + engine + poll) on chains of N 64-byte pieces,
-//!    divided by N: the model's per-descriptor work (fetch, a 64-byte copy, semaphore) plus
-//!    the host's, the data movement being negligible.
+//!    every descriptor's semaphore and the status, write the first chain's address, set GO) on
+//!    a transfer prepared once, for 1..4096 descriptors. Clearing the semaphores is the part
+//!    that grows with the transfer (beyond 128 descriptors the later chains start in `wait`).
+//!    The timer's own overhead is measured and subtracted.
+//! 2. End to end per descriptor: `run` (submit + engine + poll) on N 64-byte pieces (chains of
+//!    at most 128, umem.c's longest, started one after another), divided by N: the model's
+//!    per-descriptor work (fetch, a 64-byte copy, semaphore) plus the host's, the data movement
+//!    being negligible.
 //! 3. `prepare` (building and writing a chain) per descriptor.
 //! 4. Throughput both ways at 1 MiB..256 MiB in one descriptor, verified afterwards.
 
@@ -37,7 +39,8 @@ fn card() -> SimDevice {
 
 fn engine(dev: &SimDevice, alloc: &dyn DmaAllocator) -> UmemEngine {
     let bar = dev.open_bar(NVRAM_CSR_BAR, Mapping::Uc, IoMode::Mmap).expect("BAR0");
-    UmemEngine::new(bar, 0x5425, alloc, UmemOptions::default()).expect("engine")
+    let config = dev.config_port().expect("config space");
+    UmemEngine::new(bar, config, 0x5425, alloc, UmemOptions::default()).expect("engine")
 }
 
 fn t(dir: Direction, len: u64) -> Transfer {

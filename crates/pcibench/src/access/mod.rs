@@ -121,6 +121,15 @@ pub trait DeviceAccess: Send + Sync {
     fn populate_card_memory(&self, addr: u64, len: u64) {
         let _ = (addr, len);
     }
+    /// The device's config space as a handle an engine can keep for as long as it runs (the
+    /// umem engine clears the card's latched PCI_STATUS errors after a failed transfer, as
+    /// umem.c does). Paths without DMA have no engine to hand one to.
+    fn config_port(&self) -> Result<Arc<dyn ConfigPort>> {
+        Err(Error::Unsupported(format!(
+            "an engine cannot keep the config space of a device opened through {}: bind it to vfio-pci (sudo pcibench setup ADDR --vfio)",
+            self.via()
+        )))
+    }
     /// How the device reaches host memory on this path (what DMA buffers must be made of).
     fn dma_path(&self) -> Result<DmaPath> {
         Err(Error::Unsupported(format!(
@@ -128,6 +137,14 @@ pub trait DeviceAccess: Send + Sync {
             self.via()
         )))
     }
+}
+
+/// A device's config space, owned (see `DeviceAccess::config_port`).
+pub trait ConfigPort: Send + Sync {
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    fn write(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// The device as messages and commands name it: its PCI address, or a simulated card's name.
+    fn address(&self) -> String;
 }
 
 /// A device interrupt delivered to this process (VFIO: MSI vector 0 through an eventfd). It is

@@ -3,7 +3,7 @@
 //! space is a 256-byte model built from the card's `DeviceInfo`. Its figures are host-memory
 //! figures ("simulated card").
 
-use super::{BarRegion, DeviceAccess, DmaPath, IoMode, Mapping, Via};
+use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, IoMode, Mapping, Via};
 use crate::mmio::Width;
 use crate::pci::config::CMD_BUS_MASTER;
 use crate::sim::config_space::ConfigSpace;
@@ -17,8 +17,81 @@ pub use crate::sim::xdma::card::SIM_DMA_BAR;
 /// A simulated card, opened.
 pub struct SimDevice {
     name: &'static str,
-    config: Mutex<ConfigSpace>,
+    config: Arc<SimConfig>,
     card: SimCard,
+}
+
+/// The card's config space and the register models that act on it (Bus Master, the command
+/// register, PCI_STATUS errors they latch), shared with engines that keep a `ConfigPort`.
+struct SimConfig {
+    name: &'static str,
+    space: Mutex<ConfigSpace>,
+    models: Vec<Arc<dyn RegisterModel>>,
+}
+
+/// PCI_STATUS: its offset and the write-1-to-clear error bits (PCI Local Bus 3.0 §6.2.3).
+const STATUS: usize = 0x06;
+const STATUS_RW1C: u16 = 0xf900;
+
+/// The part of the 16-bit word at `at` that a config access of `len` bytes at `offset` covers,
+/// as (bit mask in the word, shift of the access's first byte within it).
+fn covers(offset: u64, len: usize, at: usize) -> Option<(u16, i32)> {
+    let (start, end) = (offset as usize, offset as usize + len);
+    let mut mask = 0u16;
+    for byte in 0..2 {
+        if (start..end).contains(&(at + byte)) {
+            mask |= 0xff << (8 * byte);
+        }
+    }
+    (mask != 0).then_some((mask, (at as i32 - start as i32) * 8))
+}
+
+impl SimConfig {
+    fn space(&self) -> std::sync::MutexGuard<'_, ConfigSpace> {
+        self.space.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl ConfigPort for SimConfig {
+    /// The header as stored, with the error bits the models latched ORed into PCI_STATUS.
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.space().read(offset, buf)?;
+        if let Some((mask, shift)) = covers(offset, buf.len(), STATUS) {
+            let latched = self.models.iter().fold(0u16, |a, m| a | m.pci_status()) & mask;
+            for (i, b) in buf.iter_mut().enumerate() {
+                let bit = 8 * i as i32 - shift;
+                if (0..16).contains(&bit) {
+                    *b |= (latched >> bit) as u8;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let mut c = self.space();
+        c.write(offset, data)?;
+        if let Some((_, shift)) = covers(offset, data.len(), STATUS) {
+            let mut ones = 0u16;
+            for (i, &b) in data.iter().enumerate() {
+                let bit = 8 * i as i32 - shift;
+                if (0..16).contains(&bit) {
+                    ones |= (b as u16) << bit;
+                }
+            }
+            self.models.iter().for_each(|m| m.clear_pci_status(ones & STATUS_RW1C));
+        }
+        let (command, latency) = (c.command(), c.bytes()[0x0d]);
+        for m in &self.models {
+            m.set_bus_master(command & CMD_BUS_MASTER != 0);
+            m.config_written(command, latency);
+        }
+        Ok(())
+    }
+
+    fn address(&self) -> String {
+        self.name.to_string()
+    }
 }
 
 impl SimDevice {
@@ -35,23 +108,25 @@ impl SimDevice {
 
     /// A card built by the caller (tests build the `sim` card with a custom engine).
     pub fn from_card(name: &'static str, info: &crate::pci::DeviceInfo, card: SimCard) -> SimDevice {
-        SimDevice { name, config: Mutex::new(ConfigSpace::from_info(info)), card }
+        let models: Vec<Arc<dyn RegisterModel>> = card
+            .bars
+            .iter()
+            .filter_map(|(_, b)| match b {
+                SimBar::Registers(m) => Some(Arc::clone(m)),
+                SimBar::Memory(_) => None,
+            })
+            .collect();
+        let mut space = ConfigSpace::from_info(info);
+        if models.iter().any(|m| m.conventional_pci()) {
+            space.allow_conventional();
+        }
+        let config = Arc::new(SimConfig { name, space: Mutex::new(space), models });
+        SimDevice { name, config, card }
     }
 
     /// The card's view of host memory, where its DMA buffers are registered.
     pub fn host_map(&self) -> &Arc<crate::sim::host_map::HostMap> {
         &self.card.host
-    }
-
-    fn config(&self) -> std::sync::MutexGuard<'_, ConfigSpace> {
-        self.config.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn registers(&self) -> impl Iterator<Item = &Arc<dyn RegisterModel>> {
-        self.card.bars.iter().filter_map(|(_, b)| match b {
-            SimBar::Registers(m) => Some(m),
-            SimBar::Memory(_) => None,
-        })
     }
 }
 
@@ -77,21 +152,19 @@ impl DeviceAccess for SimDevice {
     }
 
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.config().read(offset, buf)
+        self.config.read(offset, buf)
     }
 
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
-        let mut c = self.config();
-        c.write(offset, data)?;
-        let on = c.command() & CMD_BUS_MASTER != 0;
-        for m in self.registers() {
-            m.set_bus_master(on);
-        }
-        Ok(())
+        self.config.write(offset, data)
+    }
+
+    fn config_port(&self) -> Result<Arc<dyn ConfigPort>> {
+        Ok(self.config.clone())
     }
 
     fn populate_card_memory(&self, addr: u64, len: u64) {
-        for m in self.registers() {
+        for m in &self.config.models {
             m.populate_card(addr, len);
         }
     }

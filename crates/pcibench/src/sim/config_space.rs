@@ -10,6 +10,8 @@ use crate::{Error, Result};
 pub const CONFIG_SIZE: usize = 256;
 /// Where the PCI Express capability sits (as `device_info()` reports).
 pub const PCIE_CAP: usize = 0x70;
+/// The latency timer byte of a type 0 header.
+const LATENCY_TIMER: usize = 0x0d;
 
 /// Writable command bits: Memory Space, Bus Master, Parity Error Response, SERR#, INTx Disable
 /// (PCI Local Bus 3.0 §6.2.2). I/O Space stays 0: the card has no I/O BARs.
@@ -61,6 +63,13 @@ impl ConfigSpace {
         c.put16(p + 0x12, 0x1000 | (width << 4) as u16 | gen as u16); // LinkSta: slot clock, trained at max
         c.put32(p + 0x2c, ((1u32 << gen) - 1) << 1); // LinkCap2: every speed up to the max
         c
+    }
+
+    /// Make the header a conventional PCI one where PCI Express hardwires fields to 0: MWI
+    /// Enable (command bit 4) and the latency timer become writable.
+    pub fn allow_conventional(&mut self) {
+        self.wmask[COMMAND] |= 0x10;
+        self.wmask[LATENCY_TIMER] = 0xff;
     }
 
     fn put16(&mut self, off: usize, v: u16) {

@@ -44,6 +44,24 @@ pub trait RegisterModel: Send + Sync {
     fn populate_card(&self, addr: u64, len: u64) {
         let _ = (addr, len);
     }
+    /// Whether the card's header implements what conventional PCI has and PCI Express hardwires
+    /// to 0: Memory Write and Invalidate Enable (command bit 4) and the latency timer (PCI Local
+    /// Bus 3.0 §6.2.2, §6.2.4; PCIe Base 4.0 §7.5.1.1.1, §7.5.1.1.6).
+    fn conventional_pci(&self) -> bool {
+        false
+    }
+    /// Software wrote the card's config header: its command register and latency timer now.
+    fn config_written(&self, command: u16, latency_timer: u8) {
+        let _ = (command, latency_timer);
+    }
+    /// PCI_STATUS error bits the block has latched (write-1-to-clear in config space).
+    fn pci_status(&self) -> u16 {
+        0
+    }
+    /// Software wrote 1s to these PCI_STATUS bits.
+    fn clear_pci_status(&self, bits: u16) {
+        let _ = bits;
+    }
 }
 
 /// What sits behind one BAR of a simulated card.

@@ -95,6 +95,24 @@ impl VfioDevice {
     }
 }
 
+/// The config region of an open VFIO device. vfio-pci filters what reaches the device
+/// (drivers/vfio/pci/vfio_pci_config.c): PCI_STATUS writes are dropped, INTx Disable is
+/// virtualized (and followed in hardware while no INTx is set up), the rest of the command
+/// register and the latency timer pass through.
+struct VfioConfig(Arc<Device>);
+
+impl super::ConfigPort for VfioConfig {
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.0.config_read(offset, buf)
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.0.config_write(offset, data)
+    }
+    fn address(&self) -> String {
+        self.0.address().to_string()
+    }
+}
+
 fn uncached_only(addr: &PciAddress, index: u8) -> Error {
     Error::Unsupported(format!(
         "write-combining is unavailable for BAR{index} of {addr} through VFIO: vfio-pci maps BARs uncached only (pgprot_noncached in drivers/vfio/pci/vfio_pci_core.c vfio_pci_core_mmap): use --map uc, or release the device (sudo pcibench setup {addr} --release) and use --via sysfs --map wc"
@@ -162,6 +180,10 @@ impl DeviceAccess for VfioDevice {
 
     fn interrupt(&self) -> Result<Box<dyn super::Interrupt>> {
         Ok(Box::new(self.enable_msi()?))
+    }
+
+    fn config_port(&self) -> Result<Arc<dyn super::ConfigPort>> {
+        Ok(Arc::new(VfioConfig(Arc::clone(&self.device))))
     }
 
     fn dma_path(&self) -> Result<DmaPath> {

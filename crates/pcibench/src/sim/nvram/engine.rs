@@ -93,9 +93,17 @@ fn go(shared: &Shared, gen: u64) -> bool {
 }
 
 fn chain(shared: &Shared, gen: u64, mut addr: u64) -> End {
+    let mut walked = 0usize;
     loop {
         if !go(shared, gen) {
             return End::Stopped;
+        }
+        walked += 1;
+        if walked == MAX_CHAIN + 1 {
+            shared.violation(format!(
+                "a chain of more than {MAX_CHAIN} descriptors: umem.c never builds one (DESC_PER_PAGE, two pages of \
+                 64-byte descriptors), so no driver ever showed the card one"
+            ));
         }
         let d = match fetch(shared, addr) {
             Ok(d) => d,
@@ -133,7 +141,8 @@ fn fetch(shared: &Shared, addr: u64) -> Result<Desc, End> {
     })
 }
 
-/// Log a memory error as the card's error registers would hold it.
+/// Log a memory error as the card's error registers would hold it (its status bits latch when
+/// the run ends with them: `finish`).
 fn log_memory_error(shared: &Shared, kind: u8, addr: u64, data: u64) {
     let mut r = shared.regs();
     r[ERRSTATUS] |= kind;
@@ -143,6 +152,16 @@ fn log_memory_error(shared: &Shared, kind: u8, addr: u64, data: u64) {
 }
 
 fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
+    shared.irq_enables.store(d.control & (DMA_COMP_EN | CHAIN_COMP_EN | ERR_INT_EN | PARITY_INT_EN), Ordering::Release);
+    let command = shared.command.load(Ordering::Acquire);
+    let writes_host = d.control & TRANSFER_READ == 0;
+    if writes_host && (d.control >> WRITE_CMD_SHIFT) & 0xf == PCI_WRITE_INVALIDATE && command & CMD_MWI == 0 {
+        shared.violation(format!(
+            "Memory Write and Invalidate (write command 0xF, control {:#x}) with PCI_COMMAND's MWI Enable clear \
+             (command {command:#06x}): a PCI master may not issue MWI then (PCI Local Bus 3.0 §6.2.2); umem.c sets the bit",
+            d.control
+        ));
+    }
     if let Some(bits) = shared.faults().next_status.take() {
         return Err(End::Error(bits, format!("injected status {bits:#x} at the descriptor for card {:#x}", d.local)));
     }
@@ -176,16 +195,39 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
         }
         off += n;
     }
+    // An error seen along the way that does not stop the descriptor (an injected one): the
+    // data is damaged, the bits latch, and the semaphore reports them beside DMA_COMPLETE.
+    let seen = shared.faults().completion_error.take().unwrap_or(0);
+    if seen != 0 {
+        damage(shared, d);
+        shared.set_fault(format!("injected status {seen:#x} during the descriptor for card {:#x}", d.local));
+        shared.latch(seen);
+    }
     if d.control & SEM_EN != 0 {
         shared
             .host
-            .store_u32_release(d.sem, d.control | DMA_COMPLETE)
+            .store_u32_release(d.sem, d.control | DMA_COMPLETE | seen)
             .map_err(|f| End::Error(MASTER_ABT, format!("semaphore write failed: {f}")))?;
     }
     if go(shared, gen) {
-        shared.scr.fetch_or(DMA_COMPLETE, Ordering::AcqRel);
+        shared.latch(DMA_COMPLETE);
     }
     Ok(())
+}
+
+/// Flip a byte of what descriptor `d` just wrote (card memory for host to card, else host).
+fn damage(shared: &Shared, d: &Desc) {
+    if d.control & TRANSFER_READ != 0 {
+        let mut b = [0u8];
+        if shared.card.read(d.local, &mut b).is_ok() {
+            let _ = shared.card.write(d.local, &[b[0] ^ 0x40]);
+        }
+    } else {
+        let mut b = [0u8];
+        if shared.host.read(d.pci, &mut b).is_ok() {
+            let _ = shared.host.write(d.pci, &[b[0] ^ 0x40]);
+        }
+    }
 }
 
 fn to_card(shared: &Shared, pci: u64, local: u64, n: u64) -> Result<(), End> {
@@ -246,7 +288,7 @@ fn finish(shared: &Shared, gen: u64, chained: bool, end: End) {
         }
     };
     // The reason is in the register before GO clears: whoever sees the engine idle sees why.
-    shared.scr.fetch_or(bits, Ordering::AcqRel);
+    shared.latch(bits);
     shared.scr.fetch_and(!GO, Ordering::AcqRel);
     drop(run);
 }

@@ -14,7 +14,7 @@ use super::state::*;
 pub use super::state::{size_code, NvramModelConfig};
 use crate::mmio::Width;
 use crate::{Error, Result};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -56,6 +56,12 @@ impl NvramModel {
             bus_master: AtomicBool::new(false),
             regs: Mutex::new(regs),
             scr: AtomicU32::new(0),
+            pci_status: AtomicU16::new(0),
+            memory_errors: AtomicU32::new(0),
+            command: AtomicU16::new(0),
+            latency_timer: AtomicU8::new(0),
+            irq_enables: AtomicU32::new(0),
+            violations: Mutex::new(Vec::new()),
             run: Mutex::new(RunState::default()),
             gen_hint: AtomicU64::new(0),
             wake: Condvar::new(),
@@ -72,8 +78,14 @@ impl NvramModel {
 
     /// A read of `bytes` (1, 2 or 4) at `off` (aligned; the BAR checks bounds).
     fn read_n(&self, off: usize, bytes: usize) -> u64 {
+        if (off..off + bytes).contains(&BATTERY) && self.shared.scr.load(Ordering::Acquire) & GO != 0 {
+            self.shared.violation(format!(
+                "read the battery register (BAR0+{BATTERY:#x}) while a transfer runs: umem.c never does \
+                 (check_batteries: during bus-to-card DMA the card can hang until reset)"
+            ));
+        }
         let regs = self.shared.regs();
-        let scr = self.shared.scr.load(Ordering::Acquire).to_le_bytes();
+        let scr = self.shared.dmascr().to_le_bytes();
         let mut v = 0u64;
         for i in (0..bytes).rev() {
             let o = off + i;
@@ -105,17 +117,29 @@ impl NvramModel {
                 regs[o] = (value >> (8 * i)) as u8;
             }
         }
+        if (off..off + bytes).contains(&ERROR_COUNT) && regs[ERROR_COUNT] == 0 {
+            // umem.c mm_interrupt: writing 0 to the count clears the memory error log's status.
+            self.shared.memory_errors.store(0, Ordering::Release);
+        }
         Ok(())
     }
 
-    /// The status/control word: status bits are write-1-to-clear; GO starts the engine when it
+    /// The status/control word: the completion bits are write-1-to-clear (the error bits clear
+    /// elsewhere: writing 1s to them changes nothing and is flagged); GO starts the engine when it
     /// is idle (latching the DMA registers) and clearing GO asks a running engine to stop after
     /// the piece in flight.
     fn write_scr(&self, value: u32) -> Result<()> {
         let s = &self.shared;
+        let errors = value & STATUS_BITS & !COMPLETION_BITS;
+        if errors != 0 {
+            s.violation(format!(
+                "wrote error bits {errors:#x} to DMA_STATUS_CTRL: umem.c clears only DMA_COMPLETE|CHAIN_COMPLETE there \
+                 (parity, system error and aborts through PCI_STATUS, ANY_ERR and MBE_ERR by writing 0 to ERROR_COUNT)"
+            ));
+        }
         let mut run = s.run();
         let old = s.scr.load(Ordering::Acquire);
-        let status = old & STATUS_BITS & !value;
+        let status = old & COMPLETION_BITS & !value;
         let running = old & GO != 0;
         let control = value & !STATUS_BITS;
         if control & GO != 0 && !running {
@@ -171,9 +195,24 @@ impl NvramModel {
     }
 
     /// Test hook: the next descriptor stops the chain with these status bits (e.g. a target
-    /// abort 0x10000, a parity error 0x4000).
+    /// abort 0x10000, a parity error 0x4000); they latch as the card latches them (PCI_STATUS,
+    /// the memory error log).
     pub fn inject_status(&self, bits: u32) {
         self.shared.faults().next_status = Some(bits & STATUS_BITS);
+    }
+
+    /// Test hook: the next descriptor detects these status bits (e.g. a detected parity error
+    /// 0x4000) but still completes: one byte of what it moved is wrong, the bits latch, and its
+    /// semaphore carries them beside DMA_COMPLETE.
+    pub fn inject_completion_error(&self, bits: u32) {
+        self.shared.faults().completion_error = Some(bits & STATUS_BITS & !COMPLETION_BITS);
+    }
+
+    /// What a driver made the card do that umem.c never does and the card is not known to take
+    /// (an MWI without MWI Enable, a chain longer than umem.c builds, the battery read during a
+    /// transfer, errors cleared through the wrong register, an interrupt nothing services).
+    pub fn violations(&self) -> Vec<String> {
+        self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Test hook: the 64-bit word at card address `addr` holds a multi-bit error until it is
@@ -232,5 +271,22 @@ impl super::super::RegisterModel for NvramModel {
 
     fn set_bus_master(&self, on: bool) {
         self.shared.bus_master.store(on, Ordering::Release);
+    }
+
+    fn conventional_pci(&self) -> bool {
+        self.shared.cfg.conventional_pci
+    }
+
+    fn config_written(&self, command: u16, latency_timer: u8) {
+        self.shared.command.store(command, Ordering::Release);
+        self.shared.latency_timer.store(latency_timer, Ordering::Release);
+    }
+
+    fn pci_status(&self) -> u16 {
+        self.shared.pci_status.load(Ordering::Acquire)
+    }
+
+    fn clear_pci_status(&self, bits: u16) {
+        self.shared.pci_status.fetch_and(!bits, Ordering::AcqRel);
     }
 }

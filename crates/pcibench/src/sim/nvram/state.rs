@@ -5,7 +5,7 @@
 use super::super::card_memory::CardMemory;
 use super::super::host_map::HostMap;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 // CSR byte offsets (umem.h).
@@ -35,14 +35,48 @@ pub(crate) const GO: u32 = 0x1;
 pub(crate) const TRANSFER_READ: u32 = 0x2;
 pub(crate) const CHAIN_EN: u32 = 0x4;
 pub(crate) const SEM_EN: u32 = 0x10;
+pub(crate) const DMA_COMP_EN: u32 = 0x20;
+pub(crate) const CHAIN_COMP_EN: u32 = 0x40;
+pub(crate) const ERR_INT_EN: u32 = 0x80;
+pub(crate) const PARITY_INT_EN: u32 = 0x100;
 pub(crate) const ANY_ERR: u32 = 0x800;
 pub(crate) const MBE_ERR: u32 = 0x1000;
+pub(crate) const PARITY_ERR_REP: u32 = 0x2000;
+pub(crate) const PARITY_ERR_DET: u32 = 0x4000;
+pub(crate) const SYSTEM_ERR_SIG: u32 = 0x8000;
+pub(crate) const TARGET_ABT: u32 = 0x1_0000;
 pub(crate) const MASTER_ABT: u32 = 0x2_0000;
 pub(crate) const DMA_COMPLETE: u32 = 0x4_0000;
 pub(crate) const CHAIN_COMPLETE: u32 = 0x8_0000;
-/// Status bits 11-19: set by the engine, cleared by writing 1 (the model's reading of umem.c,
-/// which clears completion by writing DMA_COMPLETE|CHAIN_COMPLETE to the register).
+/// Status bits 11-19.
 pub(crate) const STATUS_BITS: u32 = 0x000f_f800;
+/// The only status bits writing 1 to DMA_STATUS_CTRL clears: umem.c mm_interrupt clears
+/// completion there and every error elsewhere, which the model takes as how the card works.
+pub(crate) const COMPLETION_BITS: u32 = DMA_COMPLETE | CHAIN_COMPLETE;
+/// umem.h DMASCR_ERROR_MASK: what ERR_INT_EN interrupts on.
+pub(crate) const ERROR_MASK: u32 = MASTER_ABT | TARGET_ABT | SYSTEM_ERR_SIG | PARITY_ERR_DET | MBE_ERR | ANY_ERR;
+/// The memory error log's status bits, latched until software writes 0 to ERROR_COUNT.
+pub(crate) const MEMORY_ERRORS: u32 = ANY_ERR | MBE_ERR;
+/// The write command bits (27:24) and Memory Write and Invalidate.
+pub(crate) const WRITE_CMD_SHIFT: u32 = 24;
+pub(crate) const PCI_WRITE_INVALIDATE: u32 = 0xf;
+/// The longest chain umem.c builds (DESC_PER_PAGE: two pages of 64-byte descriptors).
+pub(crate) const MAX_CHAIN: usize = 128;
+
+/// The status bits that mirror PCI_STATUS error bits, beside their PCI_STATUS bit (PCI Local Bus
+/// 3.0 §6.2.3). umem.c clears these by writing PCI_STATUS back, never in DMA_STATUS_CTRL, and
+/// its interrupt handler would loop forever if that left them set: so the model keeps them in
+/// PCI_STATUS alone and shows them in DMA_STATUS_CTRL from there.
+pub(crate) const PCI_MIRROR: [(u32, u16); 5] = [
+    (PARITY_ERR_REP, 0x0100), // master data parity error
+    (PARITY_ERR_DET, 0x8000), // detected parity error
+    (SYSTEM_ERR_SIG, 0x4000), // signaled system error
+    (TARGET_ABT, 0x1000),     // received target abort
+    (MASTER_ABT, 0x2000),     // received master abort
+];
+/// PCI_COMMAND bits the model acts on.
+pub(crate) const CMD_MWI: u16 = 0x10;
+pub(crate) const CMD_INTX_DISABLE: u16 = 0x400;
 
 // Error status (MEMCTRLCMD_ERRSTATUS) bits as umem.c's interrupt handler prints them.
 pub(crate) const ERRSTATUS_ACCESS: u8 = 0x01;
@@ -67,18 +101,21 @@ pub fn size_code(bytes: u64) -> Option<u8> {
 }
 
 /// What the model is built with. Defaults: seed 001's card, an MM-5425CN with 1 GiB, magic 0x5c,
-/// both batteries enabled and good.
+/// both batteries enabled and good, on PCI Express (fpga_sio: MWI "N/A to PCIe").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NvramModelConfig {
     /// Card memory: 128 MiB, 256 MiB, 512 MiB, 1 GiB or 2 GiB (the size codes umem.h knows).
     pub card_size: u64,
     pub magic: u8,
     pub battery: u8,
+    /// A conventional PCI card: PCI_COMMAND's MWI Enable and the latency timer are writable
+    /// (PCI Express hardwires both to 0).
+    pub conventional_pci: bool,
 }
 
 impl Default for NvramModelConfig {
     fn default() -> Self {
-        NvramModelConfig { card_size: 1 << 30, magic: 0x5c, battery: 0 }
+        NvramModelConfig { card_size: 1 << 30, magic: 0x5c, battery: 0, conventional_pci: false }
     }
 }
 
@@ -91,6 +128,9 @@ pub(crate) struct Faults {
     pub poisoned: BTreeSet<u64>,
     /// A hung engine: accepts GO, moves nothing until GO is cleared.
     pub stalled: bool,
+    /// Status bits the next descriptor detects while it still completes: its data arrives with
+    /// one byte wrong and its semaphore carries the bits beside DMA_COMPLETE.
+    pub completion_error: Option<u32>,
 }
 
 /// What the engine latches when GO is set.
@@ -118,8 +158,20 @@ pub(crate) struct Shared {
     pub bus_master: AtomicBool,
     /// The byte registers (everything but the DMA status/control word).
     pub regs: Mutex<[u8; CSR_LEN]>,
-    /// DMA status/control (0x68): control bits as written, GO while the engine runs, status bits.
+    /// DMA status/control (0x68): control bits as written, GO while the engine runs, and the
+    /// completion bits; the error bits are read from `pci_status` and `memory_errors`.
     pub scr: AtomicU32,
+    /// PCI_STATUS error bits the card latched (write-1-to-clear in config space).
+    pub pci_status: AtomicU16,
+    /// ANY_ERR and MBE_ERR, latched until software writes 0 to ERROR_COUNT.
+    pub memory_errors: AtomicU32,
+    /// The command register and latency timer as config space last had them.
+    pub command: AtomicU16,
+    pub latency_timer: AtomicU8,
+    /// The interrupt enables of the descriptor (or direct transfer) the engine last ran.
+    pub irq_enables: AtomicU32,
+    /// What a driver made the card do that umem.c never does and the card is not known to take.
+    pub violations: Mutex<Vec<String>>,
     pub run: Mutex<RunState>,
     /// `run.gen` for lock-free checks: the worker spins on it briefly before sleeping.
     pub gen_hint: AtomicU64,
@@ -149,6 +201,49 @@ impl Shared {
     }
     pub fn last_fault(&self) -> Option<String> {
         lock(&self.last_fault).clone()
+    }
+    /// Record a protocol violation (the list stops growing at 100: enough to show the pattern).
+    pub fn violation(&self, what: String) {
+        let mut v = lock(&self.violations);
+        if v.len() < 100 {
+            v.push(what);
+        }
+    }
+    /// DMA_STATUS_CTRL as software reads it.
+    pub fn dmascr(&self) -> u32 {
+        let pci = self.pci_status.load(Ordering::Acquire);
+        let mirrored = PCI_MIRROR.iter().filter(|(_, p)| pci & p != 0).fold(0, |a, (d, _)| a | d);
+        self.scr.load(Ordering::Acquire) | self.memory_errors.load(Ordering::Acquire) | mirrored
+    }
+    /// The engine saw these status bits: latch each where the card keeps it.
+    pub fn latch(&self, bits: u32) {
+        self.memory_errors.fetch_or(bits & MEMORY_ERRORS, Ordering::AcqRel);
+        let pci = PCI_MIRROR.iter().filter(|(d, _)| bits & d != 0).fold(0, |a, (_, p)| a | p);
+        self.pci_status.fetch_or(pci, Ordering::AcqRel);
+        self.scr.fetch_or(bits & COMPLETION_BITS, Ordering::AcqRel);
+        self.check_interrupt();
+    }
+    /// The card asserts INTx where a latched status bit meets its interrupt enable, unless
+    /// PCI_COMMAND's Interrupt Disable is set. Nothing services interrupts on a sim card (the
+    /// driver polls), so an asserted interrupt is a protocol violation: on a host, an interrupt
+    /// no driver claims (a shared line gets disabled by the kernel as "nobody cared").
+    pub fn check_interrupt(&self) {
+        let (s, en) = (self.dmascr(), self.irq_enables.load(Ordering::Acquire));
+        let why = [
+            (s & ERROR_MASK != 0 && en & ERR_INT_EN != 0, "an error with ERR_INT_EN"),
+            (
+                s & (PARITY_ERR_REP | PARITY_ERR_DET) != 0 && en & PARITY_INT_EN != 0,
+                "a parity error with PARITY_INT_EN",
+            ),
+            (s & CHAIN_COMPLETE != 0 && en & CHAIN_COMP_EN != 0, "chain complete with CHAIN_COMP_EN"),
+            (s & DMA_COMPLETE != 0 && en & DMA_COMP_EN != 0, "DMA complete with DMA_COMP_EN"),
+        ];
+        let Some((_, what)) = why.iter().find(|(on, _)| *on) else { return };
+        if self.command.load(Ordering::Acquire) & CMD_INTX_DISABLE == 0 {
+            self.violation(format!(
+                "the card asserted its interrupt ({what}; status {s:#x}) with PCI_COMMAND Interrupt Disable clear, and nothing services it"
+            ));
+        }
     }
 }
 

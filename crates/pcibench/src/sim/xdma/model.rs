@@ -69,6 +69,7 @@ impl XdmaModel {
             irq: regs(),
             config: regs(),
             common: regs(),
+            violations: Mutex::new(Vec::new()),
         };
         // Config block (PG195 "Config Block Registers"): MPS 256 (code 1) and MRRS 512 (code 2)
         // as the sim config space reports, system ID 0xff01, 64-bit PCIe data width (code 0).
@@ -271,6 +272,12 @@ impl XdmaModel {
     pub fn set_stalled(&self, dir: Direction, ch: u8, stalled: bool) -> Result<()> {
         self.chan(dir, ch)?.stalled.store(stalled, Ordering::Release);
         Ok(())
+    }
+
+    /// What a driver made the model do that the real engine would act on badly (so far: an
+    /// interrupt raised where nothing services one), in words, oldest first.
+    pub fn violations(&self) -> Vec<String> {
+        self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Why the channel last stopped on an error, in words (the model's own diagnosis).

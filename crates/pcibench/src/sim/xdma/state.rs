@@ -49,6 +49,9 @@ pub(crate) const ST_ERRORS: u32 = 0x00ff_fe38;
 
 /// What the model is built with. Defaults: one H2C and one C2H memory-mapped channel, IP
 /// version 0x06 (2017.1 and later releases), no alignment constraints, 64 address bits.
+/// `addr_align`, `len_granularity` and `addr_bits` all 0 present an alignments register that
+/// reads 0, as some IP configurations do: the engine then has no constraints (libxdma.c
+/// engine_alignments assumes 1, 1 and 64).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XdmaModelConfig {
     pub h2c_channels: u8,
@@ -177,9 +180,48 @@ pub(crate) struct Shared {
     pub irq: Vec<AtomicU32>,
     pub config: Vec<AtomicU32>,
     pub common: Vec<AtomicU32>,
+    /// What the model saw a driver do that the real engine would act on badly (an interrupt
+    /// raised where nothing services interrupts), in words; tests assert it stays empty.
+    pub violations: Mutex<Vec<String>>,
 }
 
+/// The IRQ block's channel interrupt enable register (0x10), as a word index into `Shared::irq`.
+pub(crate) const IRQ_CHANNEL_ENABLE: usize = 0x10 / 4;
+
 impl Shared {
+    /// The channel's bit in the IRQ block's channel registers: H2C channels first, then C2H
+    /// (PG195 "IRQ Block Channel Interrupt Request"; libxdma.c numbers its engines the same way).
+    pub fn irq_bit(&self, ch: &Channel) -> u32 {
+        match ch.dir {
+            Direction::H2c => ch.index as u32,
+            Direction::C2h => self.cfg.h2c_channels as u32 + ch.index as u32,
+        }
+    }
+
+    /// Status bits `logged` were just set on `ch`: where the channel's interrupt enable mask has
+    /// one of them and the IRQ block enables the channel, the engine raises its interrupt. The
+    /// sim card has no interrupt a driver could service (pcibench polls), so each one is a
+    /// protocol violation: a real card would signal an MSI or INTx nothing handles.
+    pub fn raise_if_enabled(&self, ch: &Channel, logged: u32) {
+        let events = logged & ch.ie_mask.load(Ordering::Acquire);
+        let bit = 1u32 << self.irq_bit(ch);
+        let enabled = self.irq[IRQ_CHANNEL_ENABLE].load(Ordering::Acquire);
+        if events == 0 || enabled & bit == 0 {
+            return;
+        }
+        self.violation(format!(
+            "{} channel {} raised its interrupt (status events {events:#x} in the interrupt enable mask {:#x}, \
+             IRQ block channel enable {enabled:#x}) and nothing services interrupts",
+            ch.dir.to_string().to_uppercase(),
+            ch.index,
+            ch.ie_mask.load(Ordering::Acquire)
+        ));
+    }
+
+    pub fn violation(&self, what: String) {
+        self.violations.lock().unwrap_or_else(|e| e.into_inner()).push(what);
+    }
+
     pub fn channel(&self, dir: Direction, index: usize) -> Option<&Channel> {
         match dir {
             Direction::H2c => self.h2c.get(index),

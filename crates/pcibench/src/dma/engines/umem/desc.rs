@@ -5,22 +5,15 @@
 //! +0x38 as umem.c (`sem_control_bits`) and fpga_sio do, and makes each descriptor 64 bytes.
 //!
 //! Each descriptor's semaphore is its own +0x38: the card writes the descriptor's control bits
-//! with DMA_COMPLETE there when it is done, and the driver polls the last one.
+//! with DMA_COMPLETE there when it is done (and error bits, when it saw one), and the driver
+//! polls the last one. A transfer of more than `DESC_PER_CHAIN` pieces is laid out as several
+//! chains, each as long as umem.c ever makes one, which the driver runs one after another.
 
-use super::regs::{CHAIN_EN, GO, PCI_CMDS, SEM_EN, TRANSFER_READ};
+use super::regs::*;
 use crate::dma::{Direction, DmaBuffer, Segment};
 use crate::{Error, Result};
 use serde::Serialize;
 use std::sync::atomic::AtomicU32;
-
-pub const DESC_BYTES: u64 = 64;
-pub const SEM_OFFSET: u64 = 0x38;
-/// The longest piece one descriptor moves. The size field is 32 bits; seed 001 (fpga_sio)
-/// moved 1 GiB with one descriptor, the largest proven on the card, so pieces stop there.
-pub const MAX_DESC_LEN: u64 = 1 << 30;
-/// Host and card addresses and lengths in 8-byte words: the card's data path is 64-bit PCI and
-/// its ECC protects 64-bit words (the error data log is 64 bits wide).
-pub const ALIGN: u64 = 8;
 
 /// One descriptor's worth of a transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -30,13 +23,23 @@ pub struct Piece {
     pub len: u64,
 }
 
-/// A chain written to descriptor memory: what a run starts and polls.
+/// One chain the card walks: descriptors `start..start + count`, the first at bus `first`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Part {
+    pub first: u64,
+    pub start: usize,
+    pub count: usize,
+}
+
+/// A transfer's descriptors written to descriptor memory: what a run starts and polls.
 #[derive(Debug, Clone, Serialize)]
 pub struct Chain {
     pub dir: Direction,
     pub pieces: Vec<Piece>,
-    /// Bus address of the first descriptor (DMA_DESCRIPTOR_ADDR).
+    /// Bus address of the first descriptor (DMA_DESCRIPTOR_ADDR of the first part).
     pub first: u64,
+    /// The chains the card is given, in order: at most `DESC_PER_CHAIN` descriptors each.
+    pub parts: Vec<Part>,
 }
 
 /// `[offset, offset+len)` of a buffer as bus-contiguous pieces of at most `max` bytes, each
@@ -64,17 +67,20 @@ pub fn split(segments: &[Segment], offset: u64, len: u64, card: u64, max: u64) -
     Ok(pieces)
 }
 
-/// The control bits of descriptor `i` of `n`: every one writes its semaphore, all but the last
-/// chain on. No interrupt enables: pcibench polls, and VFIO has no handler installed for them
-/// (fpga_sio leaves them off for the same reason).
-pub fn control(dir: Direction, i: usize, n: usize) -> u32 {
-    let chain = if i + 1 < n { CHAIN_EN } else { 0 };
+/// The control bits of a descriptor, as umem.c add_bio and mm_start_io set them: GO, the
+/// semaphore, error and parity interrupt enables on every one, the PCI commands `pci_cmds`,
+/// TRANSFER_READ for host to card; CHAIN_EN on all but a chain's last, which gets CHAIN_COMP_EN.
+/// (The interrupts they enable never reach the host: the driver sets PCI_COMMAND's Interrupt
+/// Disable, as it polls.)
+pub fn control(dir: Direction, last_in_chain: bool, pci_cmds: u32) -> u32 {
+    let chain = if last_in_chain { CHAIN_COMP_EN } else { CHAIN_EN };
     let read = if dir == Direction::H2c { TRANSFER_READ } else { 0 };
-    GO | SEM_EN | chain | read | PCI_CMDS
+    GO | ERR_INT_EN | PARITY_INT_EN | SEM_EN | chain | read | pci_cmds
 }
 
-/// Lay the chain for `pieces` into `mem` (descriptor i at byte 64 i) and return it.
-pub fn write_chain(mem: &dyn DmaBuffer, dir: Direction, pieces: Vec<Piece>) -> Result<Chain> {
+/// Lay the descriptors for `pieces` into `mem` (descriptor i at byte 64 i), as chains of at most
+/// `DESC_PER_CHAIN`, and return them.
+pub fn write_chain(mem: &dyn DmaBuffer, dir: Direction, pieces: Vec<Piece>, pci_cmds: u32) -> Result<Chain> {
     let n = pieces.len();
     let need = n as u64 * DESC_BYTES;
     if n == 0 || need > mem.len() as u64 {
@@ -85,23 +91,27 @@ pub fn write_chain(mem: &dyn DmaBuffer, dir: Direction, pieces: Vec<Piece>) -> R
             .filter(|b| b % ALIGN == 0)
             .ok_or_else(|| Error::Device(format!("descriptor {i} has no 8-byte aligned bus address")))
     };
-    let first = bus(0)?;
-    let mut next = first;
-    for (i, p) in pieces.iter().enumerate() {
-        let here = next;
-        next = if i + 1 < n { bus(i + 1)? } else { 0 };
-        let mut d = [0u8; DESC_BYTES as usize];
-        d[0x00..0x08].copy_from_slice(&p.host.to_le_bytes());
-        d[0x08..0x10].copy_from_slice(&p.card.to_le_bytes());
-        d[0x10..0x14].copy_from_slice(&(p.len as u32).to_le_bytes());
-        d[0x18..0x20].copy_from_slice(&next.to_le_bytes());
-        d[0x20..0x28].copy_from_slice(&(here + SEM_OFFSET).to_le_bytes());
-        d[0x28..0x2c].copy_from_slice(&control(dir, i, n).to_le_bytes());
-        // SAFETY: `need <= mem.len()`, so [64 i, 64 i + 64) is inside the buffer the engine owns;
-        // the card reads it only after the next run starts.
-        unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), mem.as_ptr().add(i * DESC_BYTES as usize), d.len()) };
+    let mut parts = Vec::new();
+    for start in (0..n).step_by(DESC_PER_CHAIN) {
+        let count = DESC_PER_CHAIN.min(n - start);
+        parts.push(Part { first: bus(start)?, start, count });
+        for (i, p) in pieces.iter().enumerate().skip(start).take(count) {
+            let last = i + 1 == start + count;
+            let here = bus(i)?;
+            let next = if last { 0 } else { bus(i + 1)? };
+            let mut d = [0u8; DESC_BYTES as usize];
+            d[DESC_PCI_ADDR..DESC_PCI_ADDR + 8].copy_from_slice(&p.host.to_le_bytes());
+            d[DESC_LOCAL_ADDR..DESC_LOCAL_ADDR + 8].copy_from_slice(&p.card.to_le_bytes());
+            d[DESC_TRANSFER_SIZE..DESC_TRANSFER_SIZE + 4].copy_from_slice(&(p.len as u32).to_le_bytes());
+            d[DESC_NEXT..DESC_NEXT + 8].copy_from_slice(&next.to_le_bytes());
+            d[DESC_SEM_ADDR..DESC_SEM_ADDR + 8].copy_from_slice(&(here + SEM_OFFSET).to_le_bytes());
+            d[DESC_CONTROL..DESC_CONTROL + 4].copy_from_slice(&control(dir, last, pci_cmds).to_le_bytes());
+            // SAFETY: `need <= mem.len()`, so [64 i, 64 i + 64) is inside the buffer the engine
+            // owns; the card reads it only after the next run starts.
+            unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), mem.as_ptr().add(i * DESC_BYTES as usize), d.len()) };
+        }
     }
-    Ok(Chain { dir, pieces, first })
+    Ok(Chain { dir, pieces, first: parts[0].first, parts })
 }
 
 /// The semaphore word of descriptor `i` (inside `mem`, 8-byte aligned, checked by `write_chain`).

@@ -3,23 +3,29 @@
 //! driver. Written from that driver (drivers/block/umem.c and umem.h, removed in 5.10) and
 //! fpga_sio's micromemory_5425_nvram programs, which drive the 5425 from user space over VFIO.
 //!
-//! Poll mode over any `BarRegion` (VFIO type1 or no-IOMMU, the sim card): `open` checks the CSR
-//! block's magic byte and memory size and turns error correction on (EDC store + correct, as
-//! umem.c at probe and fpga_sio before every test); `prepare` writes a chain of descriptors (one
-//! per bus-contiguous piece of at most 1 GiB) once; each `run` clears the semaphores and status,
-//! writes the chain's address and sets GO | CHAIN_EN, then polls the last descriptor's semaphore
-//! for DMA_COMPLETE, reading the status register every millisecond for errors. Every exit path
-//! (error, timeout, `stop`, drop) clears GO.
+//! Poll mode over any `BarRegion` (VFIO type1 or no-IOMMU, the sim card), set up as umem.c
+//! sets the card up: `open` checks the CSR block's magic byte and memory size, stops any run
+//! left behind, clears latched errors the vendor's way (`card.rs`), gives the card umem.c's
+//! latency timer and its PCI commands (Memory Write and Invalidate only where PCI_COMMAND's MWI
+//! Enable holds), disables its interrupts (pcibench polls) and turns error correction on.
+//! `prepare` writes the transfer's descriptors once, as chains of at most 128 (umem.c's
+//! longest; pieces of up to 1 GiB, which seed 001 proved); each `run` starts each chain in turn
+//! (GO | CHAIN_EN) and polls its last semaphore for DMA_COMPLETE, reading the status register
+//! every millisecond for errors; a semaphore that carries a hard error is an I/O error, as in
+//! umem.c. Every exit path (error, timeout, `stop`, drop) clears GO.
 
+mod card;
 pub mod desc;
 pub mod regs;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vendor_tests;
 
-use self::desc::{Chain, ALIGN, DESC_BYTES, MAX_DESC_LEN};
+use self::desc::Chain;
 use self::regs::*;
 use super::{Detected, EngineDriver, EngineOptions, Opened};
-use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
+use crate::access::{BarRegion, ConfigPort, DeviceAccess, IoMode, Mapping};
 use crate::dma::watchdog::{no_progress, Watchdog};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
@@ -27,6 +33,7 @@ use crate::pci::DeviceInfo;
 use crate::units::human_size;
 use crate::{Error, Result};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the poll loop also reads the status register (errors set no semaphore).
@@ -53,6 +60,8 @@ pub struct UmemOptions {
 
 pub struct UmemEngine {
     bar: Box<dyn BarRegion>,
+    /// The card's config space: PCI_STATUS errors are cleared there (umem.c mm_interrupt).
+    config: Arc<dyn ConfigPort>,
     info: UmemInfo,
     card_addr: u64,
     card_size: u64,
@@ -60,6 +69,13 @@ pub struct UmemEngine {
     chain: Option<Chain>,
     /// GO may be set (a run was started and not seen to end): drop clears it.
     running: bool,
+    /// The PCI read and write commands, in status/control bits 31:24 (`card::setup_config`).
+    pci_cmds: u32,
+    /// The chain (`Chain::parts`) the card was last given.
+    part: usize,
+    /// Errors the card still latched after they were cleared as umem.c clears them: every run
+    /// would stop on them, so runs are refused with this (the way to clear them) instead.
+    stuck: Option<String>,
 }
 
 enum Outcome {
@@ -67,12 +83,21 @@ enum Outcome {
     Error(u32),
     Stopped(u32),
     Timeout(u32),
+    /// The chain completed, but descriptor `.0`'s semaphore carries hard error bits `.1`.
+    Failed(usize, u32),
 }
 
 impl UmemEngine {
-    /// Check the card behind `bar` (a device of id `device`), turn error correction on, and
-    /// allocate descriptor memory from `alloc`. Nothing is written to a card that fails the check.
-    pub fn new(bar: Box<dyn BarRegion>, device: u16, alloc: &dyn DmaAllocator, o: UmemOptions) -> Result<UmemEngine> {
+    /// Check the card behind `bar` (a device of id `device`, config space `config`), set it up
+    /// as umem.c does, and allocate descriptor memory from `alloc`. Nothing is written to a card
+    /// that fails the check.
+    pub fn new(
+        bar: Box<dyn BarRegion>,
+        config: Arc<dyn ConfigPort>,
+        device: u16,
+        alloc: &dyn DmaAllocator,
+        o: UmemOptions,
+    ) -> Result<UmemEngine> {
         let info = probe(&*bar, device)?;
         if let Some(why) = info.refusal() {
             return Err(Error::Device(why));
@@ -91,13 +116,37 @@ impl UmemEngine {
         }
         let pieces = (card_size.div_ceil(4096) + 1 + card_size / MAX_DESC_LEN).min(MAX_DESCRIPTORS);
         let desc_mem = alloc.alloc((pieces * DESC_BYTES) as usize)?;
-        let mut e = UmemEngine { bar, info, card_addr: o.card_addr, card_size, desc_mem, chain: None, running: true };
+        let mut e = UmemEngine {
+            bar,
+            config,
+            info,
+            card_addr: o.card_addr,
+            card_size,
+            desc_mem,
+            chain: None,
+            running: true,
+            pci_cmds: 0,
+            part: 0,
+            stuck: None,
+        };
         // A run left by an earlier process (or a crash) must end before anything is set up.
         e.halt()?;
-        e.wr32(DMA_STATUS_CTRL, STATUS_BITS)?;
+        e.wr32(DMA_STATUS_CTRL, COMPLETION_BITS)?;
+        if let Some(why) = e.clear_errors()? {
+            return Err(Error::Device(why));
+        }
+        e.pci_cmds = e.setup_config()?;
         e.bar.write(ERRCTRL, Width::B8, EDC_STORE_CORRECT as u64)?;
         e.info.ecc = e.bar.read(ERRCTRL, Width::B8)? as u8;
+        // Halted now: the battery register may be read (probe left it alone if GO was set).
+        e.info.dma_status = e.rd32(DMA_STATUS_CTRL)?;
+        e.info.batteries = batteries(&*e.bar, device, e.info.dma_status)?;
         Ok(e)
+    }
+
+    /// The PCI commands the card was given: status/control bits 31:24 (read, write).
+    pub fn pci_commands(&self) -> u32 {
+        self.pci_cmds
     }
 
     pub fn info(&self) -> &UmemInfo {
@@ -154,12 +203,23 @@ impl UmemEngine {
         self.chain.as_ref().ok_or_else(|| Error::usage("umem run before prepare: prepare a transfer first"))
     }
 
-    /// Start the prepared chain and return without waiting (the host-side cost of a run).
+    /// Start the prepared transfer's first chain and return without waiting (the host-side
+    /// cost of a run).
     pub fn submit(&mut self) -> Result<()> {
-        let (first, n) = {
-            let c = self.prepared()?;
-            (c.first, c.pieces.len())
-        };
+        if let Some(why) = &self.stuck {
+            return Err(Error::Device(why.clone()));
+        }
+        let n = self.prepared()?.pieces.len();
+        for i in 0..n {
+            desc::semaphore(&*self.desc_mem, i).store(0, Ordering::Relaxed);
+        }
+        self.part = 0;
+        self.start_part()
+    }
+
+    /// Give the card chain `self.part`: umem.c mm_start_io.
+    fn start_part(&mut self) -> Result<()> {
+        let first = self.prepared()?.parts[self.part].first;
         if self.running {
             self.halt()?;
         }
@@ -167,38 +227,48 @@ impl UmemEngine {
         for r in [DMA_PCI_ADDR, DMA_LOCAL_ADDR, DMA_TRANSFER_SIZE, DMA_SEMAPHORE_ADDR] {
             self.wr64(r, 0)?;
         }
-        for i in 0..n {
-            desc::semaphore(&*self.desc_mem, i).store(0, Ordering::Relaxed);
-        }
-        self.wr32(DMA_STATUS_CTRL, STATUS_BITS)?;
+        // The last run's completion bits (umem.c clears them in its interrupt handler).
+        self.wr32(DMA_STATUS_CTRL, COMPLETION_BITS)?;
         self.wr64(DMA_DESCRIPTOR_ADDR, first)?;
         // The zeroed semaphores and the descriptors must be visible before GO.
         fence(Ordering::SeqCst);
         self.running = true;
-        self.wr32(DMA_STATUS_CTRL, GO | CHAIN_EN | PCI_CMDS)
+        self.wr32(DMA_STATUS_CTRL, GO | CHAIN_EN | self.pci_cmds)
     }
 
     fn completed(&self, n: usize) -> usize {
         (0..n).take_while(|&i| desc::semaphore(&*self.desc_mem, i).load(Ordering::Acquire) & DMA_COMPLETE != 0).count()
     }
 
-    /// Poll the last semaphore until the chain completes, fails or times out.
+    /// Wait for each chain of the submitted transfer in turn, starting the next as one ends.
     pub fn wait(&mut self, timeout: Duration) -> Result<()> {
-        let (n, largest, dir) = {
+        loop {
+            self.wait_part(timeout)?;
+            if self.part + 1 >= self.prepared()?.parts.len() {
+                return Ok(());
+            }
+            self.part += 1;
+            self.start_part()?;
+        }
+    }
+
+    /// Poll the last semaphore of the current chain until it completes, fails or stops progressing.
+    fn wait_part(&mut self, timeout: Duration) -> Result<()> {
+        let (n, largest, dir, part) = {
             let c = self.prepared()?;
-            (c.pieces.len(), c.pieces.iter().map(|p| p.len).max().unwrap_or(0), c.dir)
+            (c.pieces.len(), c.pieces.iter().map(|p| p.len).max().unwrap_or(0), c.dir, c.parts[self.part])
         };
         let timeout = timeout.max(Duration::from_micros(largest / FLOOR_MBPS));
-        let last = desc::semaphore(&*self.desc_mem, n - 1);
+        let last = desc::semaphore(&*self.desc_mem, part.start + part.count - 1);
         // Progress: the descriptors whose semaphore says complete, counted on from the last look
         // (the card completes them in chain order).
         let mut dog = Watchdog::new(timeout);
-        let mut done = 0usize;
+        let mut done = part.start;
         let mut next_status = STATUS_EVERY;
         let mut spins = 0u32;
         let outcome = loop {
             if last.load(Ordering::Acquire) & DMA_COMPLETE != 0 {
-                break Outcome::Done;
+                break self.semaphore_errors(part);
             }
             spins = spins.wrapping_add(1);
             if spins % 16 == 0 {
@@ -218,7 +288,7 @@ impl UmemEngine {
                     if s & GO == 0 {
                         // Idle: the semaphore may have landed just after our last look.
                         let done = last.load(Ordering::Acquire) & DMA_COMPLETE != 0;
-                        break if done { Outcome::Done } else { Outcome::Stopped(s) };
+                        break if done { self.semaphore_errors(part) } else { Outcome::Stopped(s) };
                     }
                 }
                 if elapsed >= YIELD_AFTER {
@@ -230,6 +300,16 @@ impl UmemEngine {
         self.finish(outcome, dir, n, timeout)
     }
 
+    /// A completed chain: done, unless a semaphore carries hard error bits beside DMA_COMPLETE,
+    /// which umem.c process_page fails as an I/O error (the card finished the descriptor, but
+    /// what it moved cannot be trusted).
+    fn semaphore_errors(&self, part: desc::Part) -> Outcome {
+        (part.start..part.start + part.count)
+            .map(|i| (i, desc::semaphore(&*self.desc_mem, i).load(Ordering::Acquire)))
+            .find(|(_, v)| v & HARD_ERROR != 0)
+            .map_or(Outcome::Done, |(i, v)| Outcome::Failed(i, v))
+    }
+
     fn finish(&mut self, outcome: Outcome, dir: Direction, n: usize, timeout: Duration) -> Result<()> {
         let model = self.info.model;
         match outcome {
@@ -237,13 +317,23 @@ impl UmemEngine {
                 self.running = false;
                 Ok(())
             }
+            Outcome::Failed(i, v) => {
+                self.running = false;
+                let memory = self.memory_error(self.rd32(DMA_STATUS_CTRL)?)?;
+                let stuck = self.after_error()?;
+                Err(Error::Device(format!(
+                    "{model} {dir} DMA: descriptor {i} of {n} completed with an error in its semaphore: {}{memory} \
+                     (an I/O error, as umem.c counts it: the data it moved cannot be trusted){stuck}",
+                    decode_status(v)
+                )))
+            }
             Outcome::Error(s) | Outcome::Stopped(s) => {
                 let done = self.completed(n);
                 let memory = self.memory_error(s)?;
                 self.halt()?;
-                self.wr32(DMA_STATUS_CTRL, STATUS_BITS)?;
+                let stuck = self.after_error()?;
                 Err(Error::Device(format!(
-                    "{model} {dir} DMA stopped after {done} of {n} descriptors: status {}{memory}",
+                    "{model} {dir} DMA stopped after {done} of {n} descriptors: status {}{memory}{stuck}",
                     decode_status(s)
                 )))
             }
@@ -261,29 +351,12 @@ impl UmemEngine {
         }
     }
 
-    /// The card's memory error logs in words (when the status says it logged one), then cleared
-    /// as umem.c does (ERROR_COUNT written 0).
-    fn memory_error(&self, status: u32) -> Result<String> {
-        if status & ANY_ERR == 0 {
-            return Ok(String::new());
-        }
-        let b = |off| -> Result<u64> { self.bar.read(off, Width::B8) };
-        let stat = b(ERRSTATUS)? as u8;
-        let count = b(ERROR_COUNT)?;
-        let addr = self.rd32(ERROR_ADDR_LOG)? as u64 | b(ERROR_ADDR_LOG + 4)? << 32;
-        let data = self.rd32(ERROR_DATA_LOG)? as u64 | (self.rd32(ERROR_DATA_LOG + 4)? as u64) << 32;
-        let mut kinds = Vec::new();
-        if stat & 1 != 0 {
-            kinds.push("memory access error");
-        }
-        if stat & 2 != 0 {
-            kinds.push("multi-bit ECC error");
-        }
-        self.bar.write(ERROR_COUNT, Width::B8, 0)?;
-        Ok(format!(
-            "; card memory: {} at card address {addr:#x} (error status {stat:#04x}, count {count}, data {data:#018x})",
-            if kinds.is_empty() { "error".to_string() } else { kinds.join(" and ") }
-        ))
+    /// After a failed run: clear completion and the latched errors as umem.c does, so the next
+    /// run starts clean; if the card keeps them, remember why (runs are refused) and say so.
+    fn after_error(&mut self) -> Result<String> {
+        self.wr32(DMA_STATUS_CTRL, COMPLETION_BITS)?;
+        self.stuck = self.clear_errors()?;
+        Ok(self.stuck.as_ref().map(|why| format!("; then {why}")).unwrap_or_default())
     }
 
     fn check_transfer(&self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
@@ -334,7 +407,7 @@ impl Engine for UmemEngine {
         self.card_size
     }
 
-    /// The chain takes any length: the whole window in one run.
+    /// Any length: the whole window in one run (as chains of at most 128 descriptors).
     fn max_transfer(&self) -> u64 {
         self.card_size
     }
@@ -362,7 +435,7 @@ impl Engine for UmemEngine {
                 pieces.len()
             )));
         }
-        self.chain = Some(desc::write_chain(&*self.desc_mem, t.dir, pieces)?);
+        self.chain = Some(desc::write_chain(&*self.desc_mem, t.dir, pieces, self.pci_cmds)?);
         Ok(())
     }
 
@@ -400,8 +473,8 @@ impl EngineDriver for UmemDriver {
     /// Micro Memory's vendor id and a family device id first; then byte reads of status
     /// registers only. A wrong magic byte is shown (and the engine refused at open), not hidden.
     /// umem.c warns that reading the battery register during host-to-card DMA can hang the card:
-    /// detect runs only on a device pcibench itself opens (VFIO lets one process in at a time),
-    /// never during its own runs.
+    /// `probe` reads it only while GO is clear (detect runs on a device pcibench itself opens,
+    /// never during its own runs; VFIO lets one process in at a time).
     fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
         if info.vendor_id != VENDOR || expected_magic(info.device_id).is_none() {
             return Ok(None);
@@ -425,7 +498,8 @@ impl EngineDriver for UmemDriver {
     ) -> Result<Opened> {
         let device = found.details.get("device_id").and_then(|v| v.as_u64()).unwrap_or(0) as u16;
         let o = UmemOptions { card_addr: opts.card_addr.unwrap_or(0), card_size: opts.card_size };
-        let engine = UmemEngine::new(dev.open_bar(CSR_BAR, Mapping::Uc, IoMode::Mmap)?, device, alloc, o)?;
+        let bar = dev.open_bar(CSR_BAR, Mapping::Uc, IoMode::Mmap)?;
+        let engine = UmemEngine::new(bar, dev.config_port()?, device, alloc, o)?;
         Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }

@@ -8,21 +8,13 @@
 //! 64-bit little-endian. The engine fetches a block of 1 + adj adjacent descriptors at once; a
 //! block may hold at most 64 (Nxt_adj is 6 bits) and must not cross a 4 KiB boundary.
 
+use super::regs::{
+    BLOCK_BOUNDARY, DESC_BYTES, DESC_COMPLETED, DESC_EOP, DESC_MAGIC, DESC_STOP, MAX_BLOCK, MAX_DESC_LEN,
+};
 use crate::dma::{Direction, DmaBuffer, Segment};
 use crate::{Error, Result};
 use serde::Serialize;
 use std::sync::atomic::AtomicU32;
-
-pub(crate) const DESC_BYTES: u64 = 32;
-const MAGIC: u32 = 0xad4b;
-const CTRL_STOP: u32 = 1 << 0;
-const CTRL_COMPLETED: u32 = 1 << 1;
-const CTRL_EOP: u32 = 1 << 4;
-/// Longest piece per descriptor: the 28-bit limit rounded down to 4 KiB, so a split never
-/// breaks the alignment the transfer started with.
-pub(crate) const MAX_DESC_LEN: u64 = 0x0fff_f000;
-/// Most descriptors in one adjacent block (Nxt_adj is 6 bits: 63 more after the first).
-const MAX_BLOCK: usize = 64;
 
 /// One descriptor as written to descriptor memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,7 +102,8 @@ pub(crate) fn link(dir: Direction, pieces: &[Piece], bus: impl Fn(usize) -> Opti
     let mut block_end = vec![0usize; n];
     let mut start = 0;
     for i in 1..=n {
-        let breaks = i == n || addrs[i] != addrs[i - 1] + DESC_BYTES || addrs[i] % 4096 == 0 || i - start == MAX_BLOCK;
+        let breaks =
+            i == n || addrs[i] != addrs[i - 1] + DESC_BYTES || addrs[i] % BLOCK_BOUNDARY == 0 || i - start == MAX_BLOCK;
         if breaks {
             block_end[start..i].iter_mut().for_each(|e| *e = i - 1);
             start = i;
@@ -122,12 +115,12 @@ pub(crate) fn link(dir: Direction, pieces: &[Piece], bus: impl Fn(usize) -> Opti
         .map(|(i, p)| {
             let last = i + 1 == n;
             let (next, adj) = if last { (0, 0) } else { (addrs[i + 1], block_end[i + 1] - (i + 1)) };
-            let ctrl = if last { CTRL_STOP | CTRL_COMPLETED | CTRL_EOP } else { 0 };
+            let ctrl = if last { DESC_STOP | DESC_COMPLETED | DESC_EOP } else { 0 };
             let (src, dst) = match dir {
                 Direction::H2c => (p.host, p.card),
                 Direction::C2h => (p.card, p.host),
             };
-            Descriptor { word0: MAGIC << 16 | (adj as u32) << 8 | ctrl, len: p.len as u32, src, dst, next }
+            Descriptor { word0: DESC_MAGIC << 16 | (adj as u32) << 8 | ctrl, len: p.len as u32, src, dst, next }
         })
         .collect();
     Ok(Chain {

@@ -9,10 +9,14 @@
 
 pub(super) mod desc;
 pub mod probe;
+pub(crate) mod regs;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vendor_tests;
 
-use self::desc::{Chain, DESC_BYTES, MAX_DESC_LEN};
+use self::desc::Chain;
+use self::regs::*;
 use super::{Detected, EngineDriver, EngineOptions, Opened};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::watchdog::{no_progress, Watchdog};
@@ -25,39 +29,12 @@ use std::time::{Duration, Instant};
 
 pub use self::desc::Chain as XdmaChain;
 pub use self::desc::{decode_status, Descriptor};
-pub use self::probe::{find_dma_bar, is_dma_bar, probe, Interface, XdmaChannel, XdmaInfo, MIN_DMA_BAR_LEN};
+pub use self::probe::{find_dma_bar, is_dma_bar, probe, Interface, XdmaChannel, XdmaInfo};
+pub use self::regs::{MIN_DMA_BAR_LEN, XILINX_VENDOR};
 
 /// Card memory of seed 000's dma_blkram design, and of the sim card.
 pub const DEFAULT_CARD_SIZE: u64 = 0x12_8000;
 
-// Targets (offset bits 15:12) and registers (PG195 "Register Space").
-const T_H2C: u32 = 0;
-const T_C2H: u32 = 1;
-const T_SGDMA: u32 = 4; // + 1 for C2H
-const CH_CONTROL: u32 = 0x04;
-const CH_CONTROL_W1C: u32 = 0x0c;
-const CH_STATUS: u32 = 0x40;
-const CH_STATUS_RC: u32 = 0x44;
-const CH_COMPLETED: u32 = 0x48;
-const CH_WB_LO: u32 = 0x88;
-const CH_WB_HI: u32 = 0x8c;
-const SG_ADDR_LO: u32 = 0x80;
-const SG_ADDR_HI: u32 = 0x84;
-const SG_ADJACENT: u32 = 0x88;
-
-const RUN: u32 = 1 << 0;
-const IE_DESC_STOPPED: u32 = 1 << 1;
-const IE_DESC_COMPLETED: u32 = 1 << 2;
-/// ie_align_mismatch, ie_magic_stopped, ie_invalid_length, and all of ie_read_error,
-/// ie_write_error, ie_desc_error: PG195 logs a status bit (and stops on the error) only when
-/// its enable is set.
-const IE_ERRORS: u32 = 0x38 | 0x1f << 9 | 0x1f << 14 | 0x1f << 19;
-/// Poll-mode writeback. PG195 says it needs ie_descriptor_completed (bit 2) as well; we set both.
-const POLL_WB: u32 = 1 << 26;
-const ST_BUSY: u32 = 1 << 0;
-const ST_ERRORS: u32 = 0x00ff_fe38;
-const WB_ERROR: u32 = 1 << 31;
-const WB_COUNT: u32 = 0x00ff_ffff;
 /// How often the poll loop also reads the status register, in case the engine stopped on an
 /// error without writing back (hardware is not documented to write back on errors).
 const STATUS_EVERY: Duration = Duration::from_millis(1);
@@ -70,10 +47,6 @@ const YIELD_AFTER: Duration = Duration::from_micros(2);
 const IDLE_WAIT: Duration = Duration::from_secs(2);
 /// Upper bound on one chain: 2 MiB of descriptor memory.
 const MAX_DESCRIPTORS: usize = 65536;
-
-fn reg(target: u32, ch: u8, r: u32) -> u64 {
-    (target << 12 | (ch as u32) << 8 | r) as u64
-}
 
 fn rd(bar: &dyn BarRegion, off: u64) -> Result<u32> {
     Ok(bar.read(off, Width::B32)? as u32)
@@ -142,7 +115,46 @@ impl XdmaEngine {
             .bus_range(0, 4)
             .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
             .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
-        Ok(XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None })
+        let engine = XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None };
+        engine.poll_mode()?;
+        Ok(engine)
+    }
+
+    /// Set the channel pair up for poll mode as the vendor driver does, so that a card left in
+    /// interrupt mode (by the kernel driver, or an earlier program) raises no interrupt nothing
+    /// here would service: the interrupt enable mask gets the vendor's poll-mode value (errors
+    /// only, never descriptor completion; libxdma.c engine_init_regs), and the channels'
+    /// interrupt enables in the IRQ block are cleared (libxdma.c xdma_device_open disables every
+    /// channel interrupt and enables them only when not in poll mode). Only this channel pair's
+    /// bits are touched: other channels may belong to someone else's measurement.
+    fn poll_mode(&self) -> Result<()> {
+        let ch = self.opts.channel;
+        let mut irq_bits = 0u32;
+        for dir in [Direction::H2c, Direction::C2h] {
+            if self.info.channel(dir, ch).is_none() {
+                continue;
+            }
+            self.wr(self.ch_reg(dir, CH_IE_MASK), IE_MASK_POLL)?;
+            if let Some(bit) = self.irq_bit(dir) {
+                irq_bits |= 1 << bit;
+            }
+        }
+        if irq_bits != 0 {
+            self.wr(reg(T_IRQ, 0, IRQ_CHANNEL_ENABLE_W1C), irq_bits)?;
+        }
+        Ok(())
+    }
+
+    /// The channel's bit in the IRQ block's channel registers: the vendor numbers engines H2C
+    /// first, then C2H, in probe order (libxdma.c probe_engines, engine_create irq_bitmask);
+    /// its probe stops at the first absent channel, so only channels below a gap have a bit.
+    fn irq_bit(&self, dir: Direction) -> Option<u32> {
+        let present = |list: &[XdmaChannel]| (0..4u8).take_while(|i| list.iter().any(|c| c.index == *i)).count() as u32;
+        let ch = self.opts.channel as u32;
+        match dir {
+            Direction::H2c => (ch < present(&self.info.h2c)).then_some(ch),
+            Direction::C2h => (ch < present(&self.info.c2h)).then(|| present(&self.info.h2c) + ch),
+        }
     }
 
     pub fn info(&self) -> &XdmaInfo {
@@ -203,7 +215,7 @@ impl XdmaEngine {
         self.wr(self.sg_reg(dir, SG_ADJACENT), adj)?;
         // The zeroed writeback word and the descriptors must be visible before the doorbell.
         fence(Ordering::SeqCst);
-        self.wr(self.ch_reg(dir, CH_CONTROL), RUN | IE_DESC_STOPPED | IE_DESC_COMPLETED | IE_ERRORS | POLL_WB)?;
+        self.wr(self.ch_reg(dir, CH_CONTROL), CONTROL_POLL)?;
         // A read flushes the posted writes, so the engine is running when we start polling.
         self.rd(self.ch_reg(dir, CH_STATUS))?;
         Ok(())
@@ -375,6 +387,7 @@ impl Engine for XdmaEngine {
         let card = self.opts.card_addr + t.card_addr;
         let pieces = desc::split(buf.segments(), t.buf_offset, t.len, card)?;
         let (align, gran) = (c.addr_align.max(1) as u64, c.len_granularity.max(1) as u64);
+        // `probe` already put the vendor's defaults in for a register reading 0.
         let limit = if c.addr_bits >= 64 { u64::MAX } else { (1u64 << c.addr_bits) - 1 };
         for p in &pieces {
             if p.host % align != 0 || p.card % align != 0 || p.len % gran != 0 {
@@ -428,10 +441,6 @@ impl Engine for XdmaEngine {
         Ok(out.join("; "))
     }
 }
-/// Xilinx's PCI vendor id: XDMA is looked for only on its devices (and simulated cards), where
-/// reading the identifier registers cannot trigger anything else's side effects.
-pub const XILINX_VENDOR: u16 = 0x10ee;
-
 /// XDMA in the engine registry.
 pub struct XdmaDriver;
 

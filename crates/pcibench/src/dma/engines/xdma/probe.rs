@@ -1,6 +1,7 @@
 //! Finding an XDMA engine (PG195): the register BAR by its identifiers, its channels and
-//! capabilities, for `pcibench info` and for the driver (`xdma.rs`).
+//! capabilities, for `pcibench info` and for the driver (`mod.rs`).
 
+use super::regs::*;
 use crate::access::{BarRegion, DeviceAccess};
 use crate::direction::Direction;
 use crate::mmio::Width;
@@ -8,27 +9,12 @@ use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt;
 
-/// The smallest BAR that can hold the XDMA register targets up to SGDMA common.
-pub const MIN_DMA_BAR_LEN: u64 = 0x8000;
-
-// Targets (offset bits 15:12) and the registers read here (PG195 "Register Space").
-const T_H2C: u32 = 0;
-const T_C2H: u32 = 1;
-const T_CONFIG: u32 = 3;
-const T_SGDMA: u32 = 4; // + 1 for C2H
-const CH_ID: u32 = 0x00;
-const CH_ALIGNMENTS: u32 = 0x4c;
-
-fn reg(target: u32, ch: u8, r: u32) -> u64 {
-    (target << 12 | (ch as u32) << 8 | r) as u64
-}
-
 fn rd(bar: &dyn BarRegion, off: u64) -> Result<u32> {
     Ok(bar.read(off, Width::B32)? as u32)
 }
 
 fn is_xdma_id(id: u32, target: u32, ch: u8) -> bool {
-    id & 0xfff0_0000 == 0x1fc0_0000 && (id >> 16) & 0xf == target && (id >> 8) & 0xf == ch as u32
+    id & ID_SUBSYSTEM_MASK == ID_SUBSYSTEM && (id >> 16) & 0xf == target && (id >> 8) & 0xf == ch as u32
 }
 
 /// Whether `bar` holds XDMA registers (REFERENCE.md's rule: at least 0x8000 long, the IRQ block
@@ -37,7 +23,8 @@ pub fn is_dma_bar(bar: &dyn BarRegion) -> Result<bool> {
     if bar.len() < MIN_DMA_BAR_LEN {
         return Ok(false);
     }
-    Ok(rd(bar, 0x2000)? & 0xffff_0000 == 0x1fc2_0000 && rd(bar, 0x3000)? & 0xffff_0000 == 0x1fc3_0000)
+    let (irq, cfg) = (rd(bar, reg(T_IRQ, 0, CH_ID))?, rd(bar, reg(T_CONFIG, 0, CH_ID))?);
+    Ok(irq & ID_TARGET_MASK == IRQ_BLOCK_ID && cfg & ID_TARGET_MASK == CONFIG_BLOCK_ID)
 }
 
 /// The first of `bars` that is an XDMA register BAR (see `probe_bar::find`).
@@ -147,8 +134,8 @@ pub fn probe(bar: &dyn BarRegion) -> Result<XdmaInfo> {
             bar.len()
         )));
     }
-    let (irq, cfg) = (rd(bar, 0x2000)?, rd(bar, 0x3000)?);
-    if irq & 0xffff_0000 != 0x1fc2_0000 || cfg & 0xffff_0000 != 0x1fc3_0000 {
+    let (irq, cfg) = (rd(bar, reg(T_IRQ, 0, CH_ID))?, rd(bar, reg(T_CONFIG, 0, CH_ID))?);
+    if irq & ID_TARGET_MASK != IRQ_BLOCK_ID || cfg & ID_TARGET_MASK != CONFIG_BLOCK_ID {
         let hint = if irq == u32::MAX && cfg == u32::MAX {
             ": all-ones reads mean Memory Space is disabled or the card is not responding"
         } else {
@@ -159,16 +146,16 @@ pub fn probe(bar: &dyn BarRegion) -> Result<XdmaInfo> {
              (an XDMA IRQ block reads 0x1fc2xxxx, its config block 0x1fc3xxxx){hint}"
         )));
     }
-    let version = (cfg & 0xff) as u8;
+    let version = (cfg & ID_VERSION_MASK) as u8;
     let mut info = XdmaInfo {
         bar: index,
         version,
         release: release(version),
         h2c: Vec::new(),
         c2h: Vec::new(),
-        max_payload: 128 << (rd(bar, reg(T_CONFIG, 0, 0x08))? & 0x7).min(5),
-        max_read_request: 128 << (rd(bar, reg(T_CONFIG, 0, 0x0c))? & 0x7).min(5),
-        data_width_bits: 64 << (rd(bar, reg(T_CONFIG, 0, 0x18))? & 0x7).min(3),
+        max_payload: 128 << (rd(bar, reg(T_CONFIG, 0, CFG_MAX_PAYLOAD))? & 0x7).min(5),
+        max_read_request: 128 << (rd(bar, reg(T_CONFIG, 0, CFG_MAX_READ))? & 0x7).min(5),
+        data_width_bits: 64 << (rd(bar, reg(T_CONFIG, 0, CFG_DATA_WIDTH))? & 0x7).min(3),
         warnings: Vec::new(),
     };
     for (dir, target) in [(Direction::H2c, T_H2C), (Direction::C2h, T_C2H)] {
@@ -183,13 +170,26 @@ pub fn probe(bar: &dyn BarRegion) -> Result<XdmaInfo> {
                     .push(format!("{dir} channel {ch} has no SGDMA block identifier at {:#x}", reg(sg_target, ch, 0)));
             }
             let a = rd(bar, reg(target, ch, CH_ALIGNMENTS))?;
+            let (addr_align, len_granularity, addr_bits) = if a == 0 {
+                // An IP that leaves the register 0 states no constraints: the vendor driver
+                // then assumes none (libxdma.c engine_alignments), where taking the fields
+                // literally would leave no address the engine can reach.
+                info.warnings.push(format!(
+                    "{dir} channel {ch}'s alignments register (+0x4C) reads 0: using the vendor driver's defaults \
+                     (address alignment {DEFAULT_ADDR_ALIGN}, length granularity {DEFAULT_LEN_GRANULARITY}, \
+                     {DEFAULT_ADDR_BITS} address bits)"
+                ));
+                (DEFAULT_ADDR_ALIGN, DEFAULT_LEN_GRANULARITY, DEFAULT_ADDR_BITS)
+            } else {
+                ((a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff)
+            };
             let c = XdmaChannel {
                 index: ch,
-                interface: if id & 0x8000 != 0 { Interface::Stream } else { Interface::MemoryMapped },
-                version: id as u8,
-                addr_align: (a >> 16) & 0xff,
-                len_granularity: (a >> 8) & 0xff,
-                addr_bits: a & 0xff,
+                interface: if id & ID_STREAM != 0 { Interface::Stream } else { Interface::MemoryMapped },
+                version: (id & ID_VERSION_MASK) as u8,
+                addr_align,
+                len_granularity,
+                addr_bits,
             };
             match dir {
                 Direction::H2c => info.h2c.push(c),

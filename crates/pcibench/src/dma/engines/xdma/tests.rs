@@ -11,12 +11,12 @@ use crate::sim::xdma::model::{XdmaModel, XdmaModelConfig, CARD_MEMORY_SIZE};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const LONG: Duration = Duration::from_secs(20);
+pub(super) const LONG: Duration = Duration::from_secs(20);
 /// Control: run, every ie_* status enable, poll-mode writeback.
-const CTRL_ALL: u32 = 1 | 0x7e | 0x1f << 9 | 0x1f << 14 | 0x1f << 19 | 1 << 26;
+pub(super) const CTRL_ALL: u32 = 1 | 0x7e | 0x1f << 9 | 0x1f << 14 | 0x1f << 19 | 1 << 26;
 
 /// The sim card opened with a custom XDMA model, keeping the model for direct card-memory checks.
-struct Card {
+pub(super) struct Card {
     dev: SimDevice,
     model: Arc<XdmaModel>,
 }
@@ -28,7 +28,7 @@ impl Card {
         Ok(Card { dev, model })
     }
 
-    fn xdma_model(&self) -> &XdmaModel {
+    pub(super) fn xdma_model(&self) -> &XdmaModel {
         &self.model
     }
 }
@@ -40,26 +40,26 @@ impl std::ops::Deref for Card {
     }
 }
 
-fn dev_with(cfg: XdmaModelConfig) -> (Card, Box<dyn BarRegion>) {
+pub(super) fn dev_with(cfg: XdmaModelConfig) -> (Card, Box<dyn BarRegion>) {
     let dev = Card::with_xdma(cfg).unwrap();
     crate::access::set_bus_master(&dev.dev, true).unwrap();
     let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
     (dev, bar)
 }
 
-fn dev() -> (Card, Box<dyn BarRegion>) {
+pub(super) fn dev() -> (Card, Box<dyn BarRegion>) {
     dev_with(XdmaModelConfig::default())
 }
 
-fn r(bar: &dyn BarRegion, off: u64) -> u32 {
+pub(super) fn r(bar: &dyn BarRegion, off: u64) -> u32 {
     bar.read(off, Width::B32).unwrap() as u32
 }
 
-fn w(bar: &dyn BarRegion, off: u64, v: u32) {
+pub(super) fn w(bar: &dyn BarRegion, off: u64, v: u32) {
     bar.write(off, Width::B32, v as u64).unwrap()
 }
 
-fn desc(ctrl: u32, adj: u32, len: u32, src: u64, dst: u64, next: u64) -> [u8; 32] {
+pub(super) fn desc(ctrl: u32, adj: u32, len: u32, src: u64, dst: u64, next: u64) -> [u8; 32] {
     let mut b = [0u8; 32];
     b[0..4].copy_from_slice(&(0xad4b_0000 | adj << 8 | ctrl).to_le_bytes());
     b[4..8].copy_from_slice(&len.to_le_bytes());
@@ -72,16 +72,16 @@ fn desc(ctrl: u32, adj: u32, len: u32, src: u64, dst: u64, next: u64) -> [u8; 32
 // DMA buffers are shared with the device by nature: a mutable view from a shared handle is the
 // point (the engine writes through its own pointer meanwhile, never while a test holds a view).
 #[allow(clippy::mut_from_ref)]
-fn bytes(buf: &dyn DmaBuffer) -> &mut [u8] {
+pub(super) fn bytes(buf: &dyn DmaBuffer) -> &mut [u8] {
     // SAFETY: the buffer is `len` bytes of memory owned by `buf`; tests use one view at a time.
     unsafe { std::slice::from_raw_parts_mut(buf.as_ptr(), buf.len()) }
 }
 
-fn bus(buf: &dyn DmaBuffer, off: u64) -> u64 {
+pub(super) fn bus(buf: &dyn DmaBuffer, off: u64) -> u64 {
     buf.bus_range(off, 1).unwrap()
 }
 
-fn pattern(seed: u64, out: &mut [u8]) {
+pub(super) fn pattern(seed: u64, out: &mut [u8]) {
     let mut x = seed | 1;
     for b in out {
         x ^= x << 13;
@@ -92,7 +92,7 @@ fn pattern(seed: u64, out: &mut [u8]) {
 }
 
 /// Channel register offset for `dir` channel 0.
-fn ch(dir: Direction, reg: u64) -> u64 {
+pub(super) fn ch(dir: Direction, reg: u64) -> u64 {
     if dir == Direction::H2c {
         reg
     } else {
@@ -101,7 +101,7 @@ fn ch(dir: Direction, reg: u64) -> u64 {
 }
 
 /// Start a raw chain on channel 0 of `dir` and wait (guarded, not timed) until it is idle.
-fn run_raw(bar: &dyn BarRegion, dir: Direction, first: u64, adj: u32, wb: u64, control: u32) -> u32 {
+pub(super) fn run_raw(bar: &dyn BarRegion, dir: Direction, first: u64, adj: u32, wb: u64, control: u32) -> u32 {
     let sg = if dir == Direction::H2c { 0x4000 } else { 0x5000 };
     w(bar, ch(dir, 0x0c), 1);
     w(bar, ch(dir, 0x88), wb as u32);
@@ -375,12 +375,12 @@ fn clearing_run_stops_an_endless_chain() {
     assert_eq!(r(bar, 0x48), count, "nothing moves after the stop");
 }
 
-fn engine(dev: &Card, alloc: &dyn DmaAllocator, opts: XdmaOptions) -> XdmaEngine {
+pub(super) fn engine(dev: &Card, alloc: &dyn DmaAllocator, opts: XdmaOptions) -> XdmaEngine {
     let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
     XdmaEngine::new(bar, alloc, opts).unwrap()
 }
 
-fn transfer(dir: Direction, len: u64, card_addr: u64) -> Transfer {
+pub(super) fn transfer(dir: Direction, len: u64, card_addr: u64) -> Transfer {
     Transfer { dir, buf_offset: 0, card_addr, len }
 }
 
