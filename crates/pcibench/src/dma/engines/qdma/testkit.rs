@@ -13,6 +13,13 @@ use std::time::{Duration, Instant};
 
 pub const LONG: Duration = Duration::from_secs(20);
 
+/// GLBL2_MISC_CAP of each IP variant the model knows (device type [31:28], release [27:24],
+/// IP type [23:20]): the soft IP 3.x of Vivado 2019.2, EQDMA 4.0 of 2020.2, Versal CPM5 and CPM4.
+pub const SOFT3: u32 = 0x0200_0000;
+pub const EQDMA: u32 = 0x0110_0000;
+pub const CPM5: u32 = 0x2000_0000;
+pub const CPM4: u32 = 0x1000_0000;
+
 /// The `sim-qdma` card with a custom model, keeping the model for direct checks.
 pub struct Card {
     pub dev: SimDevice,
