@@ -120,11 +120,12 @@ impl Ip {
         }
     }
 
-    /// GLBL_DSC_ERR_STS bits the header defines (`*_GLBL_DSC_ERR_ALL_MASK`).
+    /// GLBL_DSC_ERR_STS bits the header defines (`QDMA_GLBL_DSC_ERR_*_MASK`; EQDMA's
+    /// `GLBL_DSC_ERR_STS_*_MASK` add the port id error, bit 25, which the vendor does not enable).
     pub fn dsc_defined(self) -> u32 {
         match self {
             Ip::Soft3 | Ip::Cpm4 => 0x01f9_023f,
-            Ip::Eqdma | Ip::Cpm5 => 0x01f9_037e,
+            Ip::Eqdma | Ip::Cpm5 => 0x03f9_037e,
         }
     }
 
@@ -154,10 +155,11 @@ impl Ip {
         1 << 20
     }
 
-    /// GLBL_TRQ_ERR_STS bits the header defines (`*_GLBL_TRQ_ERR_ALL_MASK`).
+    /// GLBL_TRQ_ERR_STS bits the header defines (`QDMA_GLBL_TRQ_ERR_*_MASK`; EQDMA's
+    /// `GLBL_TRQ_ERR_STS_*_MASK`, of which the vendor enables all but the CSR timeout, bit 3).
     pub fn trq_defined(self) -> u32 {
         if self.eq_layout() {
-            0xb3
+            0xbb
         } else {
             0xf
         }

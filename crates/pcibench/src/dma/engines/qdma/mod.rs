@@ -16,6 +16,8 @@
 //! `qdma_queue_stop` does, then invalidating and clearing the contexts; drop also puts back the
 //! FMAP, engine run bits, error enables and ring-size table as they were found.
 
+#[cfg(test)]
+mod conformance_tests;
 pub(super) mod ctx;
 pub mod driver;
 pub(super) mod errors;
@@ -30,6 +32,8 @@ mod run;
 mod testkit;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod variant_tests;
 
 use self::ctx::{ContextAccess, Sel};
 use self::probe::probe;

@@ -3,88 +3,11 @@
 //! doorbells, status writeback, and every error the model logs.
 
 use super::testkit::*;
-use super::{self as qdma, SwCtx};
-use crate::access::BarRegion;
+use super::{self as qdma};
 use crate::access::DeviceAccess;
 use crate::dma::{Direction, DmaAllocator};
 use crate::sim::qdma::model::{QdmaModelConfig, CARD_MEMORY_SIZE};
 use Direction::{C2h, H2c};
-
-fn cmd(bar: &dyn BarRegion, sel: u32, op: u32, id: u32) {
-    w(bar, 0x844, sel << 1 | op << 5 | id << 7);
-    until("the context command", || r(bar, 0x844) & 1 == 0);
-}
-
-fn ctx_write(bar: &dyn BarRegion, sel: u32, id: u32, words: &[u32]) {
-    for i in 0..8 {
-        w(bar, 0x804 + 4 * i as u64, words.get(i).copied().unwrap_or(0));
-        w(bar, 0x824 + 4 * i as u64, u32::MAX);
-    }
-    cmd(bar, sel, 1, id);
-}
-
-fn ctx_read(bar: &dyn BarRegion, sel: u32, id: u32) -> [u32; 8] {
-    cmd(bar, sel, 2, id);
-    std::array::from_fn(|i| r(bar, 0x804 + 4 * i as u64))
-}
-
-fn sw_sel(dir: Direction) -> u32 {
-    if dir == H2c {
-        1
-    } else {
-        0
-    }
-}
-
-/// FMAP for function 0 (queues 0..n), every error logged, both MM engines running.
-fn take(bar: &dyn BarRegion, n: u32) {
-    ctx_write(bar, 12, 0, &[0, n]);
-    w(bar, 0x24c, u32::MAX);
-    w(bar, 0x258, u32::MAX);
-    w(bar, 0x268, u32::MAX);
-    w(bar, 0x1054, u32::MAX);
-    w(bar, 0x1254, u32::MAX);
-    w(bar, 0x1004, 1);
-    w(bar, 0x1204, 1);
-}
-
-/// Start queue `qid` with a ring of 64 descriptors (table index 1: 65 entries) at `ring`.
-fn start(bar: &dyn BarRegion, dir: Direction, qid: u32, ring: u64) {
-    for sel in [sw_sel(dir), 2 + sw_sel(dir), 4 + sw_sel(dir)] {
-        cmd(bar, sel, 0, qid);
-    }
-    let sw = SwCtx {
-        enabled: true,
-        wbi_chk: true,
-        wbi_intvl: true,
-        fetch_max: 7,
-        ring_idx: 1,
-        desc_size: 2,
-        writeback: true,
-        is_mm: true,
-        ring_base: ring,
-        ..Default::default()
-    };
-    ctx_write(bar, sw_sel(dir), qid, &sw.words());
-}
-
-fn desc(src: u64, dst: u64, len: u32, dv: bool) -> [u8; 32] {
-    let mut b = [0u8; 32];
-    b[0..8].copy_from_slice(&src.to_le_bytes());
-    b[8..12].copy_from_slice(&(len | if dv { 1 << 28 } else { 0 } | 3 << 29).to_le_bytes());
-    b[16..24].copy_from_slice(&dst.to_le_bytes());
-    b
-}
-
-fn ring_doorbell(bar: &dyn BarRegion, dir: Direction, q: u64, pidx: u32) {
-    w(bar, 0x18000 + 16 * q + if dir == H2c { 4 } else { 8 }, pidx);
-}
-
-/// The status writeback word of a 64-descriptor ring: (pidx, cidx).
-fn status(ring: &dyn crate::dma::DmaBuffer) -> (u32, u32) {
-    let v = u32::from_le_bytes(bytes(ring)[64 * 32..64 * 32 + 4].try_into().unwrap());
-    (v & 0xffff, v >> 16)
-}
 
 #[test]
 fn identifier_capabilities_and_the_registry() {
