@@ -289,6 +289,11 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
     if len == 0 {
         return Err(dsc(shared.ip.dsc_param(), format!("{dir} queue {qid} slot {slot}: descriptor length is 0")));
     }
+    if len >= super::layout::desc_len_limit(shared.cfg.misc_cap) {
+        shared.violation(format!(
+            "{dir} queue {qid} slot {slot}: a descriptor of {len:#x} bytes, which EQDMA 5.0 does not take (under 64 KiB)"
+        ));
+    }
     let card = &shared.card;
     let master = shared.bus_master.load(Ordering::Acquire);
     let data = |write: bool, code: u32, why: String| {

@@ -32,6 +32,16 @@ pub(crate) const CPM4_DOORBELLS: u32 = 0x6400;
 pub(crate) const CPM4_FMAP: u32 = 0x400;
 pub(crate) const CPM4_FUNCTIONS: u32 = 256;
 
+/// The longest descriptor (exclusive): EQDMA 5.0 moves under 64 KiB per descriptor
+/// (libqdma's `SOFT_EQDMA_DESC_MAX_LEN`), the others anything the 28-bit length field holds.
+pub fn desc_len_limit(misc_cap: u32) -> u64 {
+    if misc_cap >> 28 == 0 && (misc_cap >> 20) & 0xf == 2 {
+        1 << 16
+    } else {
+        1 << 28
+    }
+}
+
 impl Ip {
     pub fn from_misc_cap(v: u32) -> Ip {
         match (v >> 28, (v >> 20) & 0xf) {

@@ -145,6 +145,53 @@ fn an_eqdma_mm_errors_descriptor_index_is_never_read_as_its_valid_bit() {
 }
 
 #[test]
+fn an_eqdma_descriptor_error_names_its_queue_from_log0_and_its_descriptor_from_log1() {
+    let card = card(EQDMA);
+    let alloc = card.alloc();
+    let mut eng = QdmaEngine::new(card.bar(), &alloc, queues(2)).unwrap();
+    let buf = alloc.alloc(4096).unwrap();
+    eng.prepare_batch(&[one(&*buf, H2c, 1, 0, 4096)]).unwrap();
+    eng.start().unwrap();
+    // Bus Master off: the engine's descriptor fetch for queue 1 fails.
+    card.model.set_bus_master(false);
+    let e = eng.run(LONG).unwrap_err().to_string();
+    card.model.set_bus_master(true);
+    assert!(e.starts_with("QDMA stopped on an error: h2c queue 1: 0 of 1 descriptors completed"), "{e}");
+    // LOG0: valid 31, select 30, queue [12:0]; LOG1: descriptor [27:12], error type [4:0].
+    assert!(
+        e.contains(
+            "GLBL_DSC_ERR_STS 0x4: unsupported request or completer abort on a descriptor fetch (the ring's bus \
+             address is not reachable) (first error: hardware queue 1, select 0, descriptor 0, error type 2, sub type 0)"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_versal_soft_ip_is_driven_as_the_soft_3x() {
+    // Device type CPM4 with IP type 1: the soft IP in a Versal's fabric, which the vendor drives
+    // with its soft 3.x code (`qdma_hw_access_init` overrides only the hard CPM4 and CPM5).
+    let card = card(0x1010_0000);
+    let mut eng = QdmaEngine::new(card.bar(), &card.alloc(), queues(2)).unwrap();
+    assert_eq!((eng.info().ip, eng.info().release), (IpKind::VersalSoft, "2019.2"));
+    round_trip(&card, &mut eng, 1, 0x2000);
+    assert_eq!(r(&*card.bar(), 0x24c), 0xc, "the soft 3.x error enables");
+    assert!(card.model.violations().is_empty(), "{:?}", card.model.violations());
+}
+
+#[test]
+fn eqdma5_descriptors_stay_under_its_64k_limit() {
+    let card = card(0x0020_0000);
+    let alloc = card.alloc();
+    let mut eng = QdmaEngine::new(card.bar(), &alloc, queues(1)).unwrap();
+    let buf = alloc.alloc(256 << 10).unwrap();
+    eng.prepare(&*buf, &Transfer { dir: H2c, buf_offset: 0, card_addr: 0, len: 256 << 10 }).unwrap();
+    eng.run(LONG).unwrap();
+    assert_eq!(r(&*card.bar(), 0x1248), 8, "32 KiB descriptors (SOFT_EQDMA_DESC_BLEN_MAX)");
+    assert!(card.model.violations().is_empty(), "{:?}", card.model.violations());
+}
+
+#[test]
 fn cpm5_fmap_fields_are_12_and_13_bits_wide() {
     // A function whose queues start at 2048, past the soft IP's 11-bit first-queue field.
     let cfg = |fmap| QdmaModelConfig { misc_cap: CPM5, max_queues: 4096, fmap_at_reset: fmap, ..Default::default() };

@@ -59,9 +59,6 @@ const MAX_BATCH: usize = 1 << 20;
 const ERRORS_EVERY: Duration = Duration::from_millis(1);
 /// After this long polling, yield between polls (see `xdma.rs`: a simulated engine needs a core).
 const YIELD_AFTER: Duration = Duration::from_micros(2);
-/// How long stopping waits for descriptors in flight: the vendor's
-/// `QDMA_Q_PEND_LIST_COMPLETION_TIMEOUT` (libqdma_export.c, 1000 ms).
-pub const DRAIN_TIMEOUT: Duration = Duration::from_millis(1000);
 /// Between looks at the rings while draining.
 const DRAIN_POLL: Duration = Duration::from_micros(100);
 

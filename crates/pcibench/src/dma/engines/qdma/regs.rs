@@ -177,6 +177,9 @@ pub(crate) const SEL_FMAP: u32 = 12;
 /// The vendor polls busy every 10 µs for up to 500 ms (`QDMA_REG_POLL_DFLT_*`).
 pub(crate) const IND_POLL_INTERVAL: Duration = Duration::from_micros(10);
 pub(crate) const IND_BUSY_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long stopping a queue waits for its descriptors in flight (`q_stop_wait` in
+/// `qdma_queue_stop`, up to `QDMA_Q_PEND_LIST_COMPLETION_TIMEOUT`).
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_millis(1000);
 
 // FMAP context (select 12): first queue in word 0, queue count in word 1.
 pub(crate) const FMAP_QBASE: u32 = 0x7ff;

@@ -53,6 +53,46 @@ fn the_cpm4_model_keeps_its_own_fmap_context_registers_and_doorbells() {
 }
 
 #[test]
+fn a_cpm4_cards_pending_errors_are_shown_in_its_own_layout() {
+    let card = card(CPM4);
+    let bar = &*card.bar();
+    let alloc = card.alloc();
+    let (ring, data) = (alloc.alloc(4096).unwrap(), alloc.alloc(4096).unwrap());
+    // Function 0's queues from 4, H2C MM errors logged, the H2C engine running.
+    w(bar, 0x400, 4 | 8 << 11);
+    w(bar, 0x24c, 1 << 4);
+    w(bar, 0x1254, 1 << 2);
+    w(bar, 0x1204, 1);
+    let sw = SwCtx {
+        enabled: true,
+        is_mm: true,
+        desc_size: 2,
+        ring_idx: 1,
+        writeback: true,
+        ring_base: bus(&*ring, 0),
+        ..Default::default()
+    };
+    cpm4_ctx_write(bar, 1, 4, &sw.words());
+    // One descriptor reading host memory that is not the card's to read.
+    bytes(&*ring)[..32].copy_from_slice(&desc(0x1000, 0, 64, true));
+    w(bar, 0x6404, 1);
+    until("the queue to stop", || card.model.last_fault(H2c).is_some());
+    drop(data);
+    // CPM4's MM error: valid ERR_CODE [17], queue ERR_INFO [28:17].
+    let info = super::probe_info(bar).unwrap();
+    let pending = info.pending_errors.unwrap_or_default();
+    assert!(
+        pending.contains(
+            "h2c MM error: host read: unsupported request or completer abort (the host buffer is not mapped for the \
+             card) (read side, code 2); hardware queue 4, descriptor 0"
+        ),
+        "{pending}"
+    );
+    assert!(pending.starts_with("GLBL_ERR_STAT 0x10: H2C MM channel 0 error"), "{pending}");
+    assert!(card.model.violations().is_empty(), "{:?}", card.model.violations());
+}
+
+#[test]
 fn each_variant_flags_enables_and_selects_it_does_not_have() {
     // Soft 3.x: GLBL_ERR_MASK defines bits 0-3, 8 and 11 only, and no MM engine error enable
     // bit; no PASID contexts (selects 9, 10). EQDMA and CPM5: TRQ bit 2 is reserved.
