@@ -95,8 +95,8 @@ impl QdmaModel {
         let apply = |ctx: &mut [u32; 8], ind: &mut Indirect| match op {
             OP_CLR => *ctx = [0; 8],
             OP_WR => {
-                for i in 0..words {
-                    ctx[i] = (ctx[i] & !ind.mask[i]) | (ind.data[i] & ind.mask[i]);
+                for ((c, d), m) in ctx.iter_mut().zip(ind.data).zip(ind.mask).take(words) {
+                    *c = (*c & !m) | (d & m);
                 }
             }
             OP_RD => ind.data = *ctx,

@@ -359,21 +359,21 @@ impl QdmaEngine {
         let mut drained = vec![false; self.rings.len()];
         loop {
             let mut left = 0;
-            for i in 0..self.rings.len() {
-                if drained[i] {
+            for (i, done) in drained.iter_mut().enumerate() {
+                if *done {
                     continue;
                 }
                 // A writeback that makes no sense leaves the count as it was: the context decides.
                 let _ = self.rings[i].reap();
                 let (q, dir, outstanding) = (self.rings[i].queue, self.rings[i].dir, self.rings[i].outstanding);
                 if outstanding == 0 {
-                    drained[i] = true;
+                    *done = true;
                     continue;
                 }
                 match self.ctx().read(Sel::Hw(dir), self.qbase + q as u32) {
                     Ok(w) if !HwCtx::from_words(&w).idle_stopped => left += outstanding,
                     // Stopped with nothing pending, or a context RAM that does not answer.
-                    _ => drained[i] = true,
+                    _ => *done = true,
                 }
             }
             if left == 0 || start.elapsed() >= self.opts.drain_timeout {
