@@ -148,7 +148,8 @@ fn ring_index(entries: &[u32], want: Option<u32>) -> Result<u8> {
     }
     let sizes: Vec<String> = entries.iter().filter(|e| **e >= 3).map(|e| (e - 1).to_string()).collect();
     Err(Error::usage(format!(
-        "--ring-size {want} is not in the vendor's global ring-size table pcibench loads (0x204-0x240): use one of {}",
+        "--ring-size {want} is not in the card's global ring-size table as pcibench loads it (the vendor driver's, \
+         0x204-0x240): use one of {}",
         sizes.join(", ")
     )))
 }

@@ -248,7 +248,7 @@ fn bad_input_is_refused_with_one_line_and_nothing_started() {
     let alloc = card.alloc();
     let cases: [(QdmaOptions, &str); 3] = [
         (queues(9), "--queues 9 is more than function 0 has: the QDMA has 8 queues and this function's start at 0 (FMAP), so at most 8"),
-        (QdmaOptions { ring_size: Some(1000), ..Default::default() }, "--ring-size 1000 is not in the vendor's global ring-size table pcibench loads (0x204-0x240): use one of 2048, 64, 128"),
+        (QdmaOptions { ring_size: Some(1000), ..Default::default() }, "--ring-size 1000 is not in the card's global ring-size table as pcibench loads it (the vendor driver's, 0x204-0x240): use one of 2048, 64, 128"),
         (QdmaOptions { card_size: 0, ..Default::default() }, "card window 0x0 + 0x0 is empty"),
     ];
     for (opts, want) in cases {
