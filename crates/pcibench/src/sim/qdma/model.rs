@@ -114,7 +114,7 @@ impl QdmaModel {
     pub fn write32(&self, offset: u64, value: u32) -> Result<()> {
         let off = offset as u32;
         let s = &*self.shared;
-        s.writes.fetch_add(1, Ordering::AcqRel);
+        s.writes.fetch_add(1, Ordering::Relaxed);
         if self.write_indirect(off, value) {
             return Ok(());
         }
