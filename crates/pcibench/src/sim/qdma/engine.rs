@@ -145,6 +145,7 @@ fn burst(shared: &Shared, dir: Direction, qid: usize) -> (bool, bool) {
             }
         }
     };
+    hold(shared, dir, qid);
     let mut done = 0u32;
     let mut stop = None;
     for k in 0..plan.n {
@@ -152,7 +153,7 @@ fn burst(shared: &Shared, dir: Direction, qid: usize) -> (bool, bool) {
         let desc = match &plan.fetched {
             Some(f) => f.get(k as usize).copied().flatten().ok_or_else(|| {
                 Stop::dsc(
-                    DSC_UR_CA,
+                    shared.ip.dsc_ur_ca(),
                     format!(
                         "descriptor fetch at slot {slot} failed when the doorbell rang (ring base {:#x})",
                         plan.base
@@ -192,7 +193,7 @@ fn plan(shared: &Shared, dir: Direction, qid: usize, c: &mut QCtx) -> Result<Opt
         }
         return Ok(None);
     }
-    let param = |why: String| Err(Stop::dsc(DSC_PARAM, why));
+    let param = |why: String| Err(Stop::dsc(shared.ip.dsc_param(), why));
     let w1 = c.sw[1];
     if w1 & SW1_IS_MM == 0 || w1 & SW1_BYPASS != 0 {
         return param(format!("{dir} queue {qid}: a stream or bypass queue (the sim card models MM queues only)"));
@@ -230,18 +231,29 @@ fn plan(shared: &Shared, dir: Direction, qid: usize, c: &mut QCtx) -> Result<Opt
     } else {
         1 // when the queue goes idle
     };
+    // From here until `complete` these descriptors are in flight: fetched, their data moving.
+    c.in_flight = n;
     Ok(Some(Plan { gen: c.gen, base: c.ring_base(), ring, cidx, n, wb, fetched }))
+}
+
+/// Test hook: keep the fetched descriptors of a held queue in flight until it is released.
+fn hold(shared: &Shared, dir: Direction, qid: usize) {
+    let Some(held) = shared.mm(dir).held.get(qid) else { return };
+    while held.load(Ordering::Acquire) && !shared.shutdown.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_micros(100));
+    }
 }
 
 fn fetch(shared: &Shared, addr: u64) -> Result<[u8; 32], Stop> {
     let mut b = [0u8; 32];
     if !shared.bus_master.load(Ordering::Acquire) {
         return Err(Stop::dsc(
-            DSC_UR_CA,
+            shared.ip.dsc_ur_ca(),
             "descriptor fetch with Bus Master Enable off (command register bit 2)".into(),
         ));
     }
-    shared.host.read(addr, &mut b).map_err(|f| Stop::dsc(DSC_UR_CA, format!("descriptor fetch failed: {f}")))?;
+    let ur_ca = shared.ip.dsc_ur_ca();
+    shared.host.read(addr, &mut b).map_err(|f| Stop::dsc(ur_ca, format!("descriptor fetch failed: {f}")))?;
     Ok(b)
 }
 
@@ -269,10 +281,18 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
     let len = (flags & LEN_MASK) as u64;
     let dsc = Stop::dsc;
     if flags & DV == 0 {
-        return Err(dsc(DSC_DSC, format!("{dir} queue {qid} slot {slot}: descriptor valid (DV, bit 28) is not set")));
+        return Err(dsc(
+            shared.ip.dsc_dsc(),
+            format!("{dir} queue {qid} slot {slot}: descriptor valid (DV, bit 28) is not set"),
+        ));
     }
     if len == 0 {
-        return Err(dsc(DSC_PARAM, format!("{dir} queue {qid} slot {slot}: descriptor length is 0")));
+        return Err(dsc(shared.ip.dsc_param(), format!("{dir} queue {qid} slot {slot}: descriptor length is 0")));
+    }
+    if len >= super::layout::desc_len_limit(shared.cfg.misc_cap) {
+        shared.violation(format!(
+            "{dir} queue {qid} slot {slot}: a descriptor of {len:#x} bytes, which EQDMA 5.0 does not take (under 64 KiB)"
+        ));
     }
     let card = &shared.card;
     let master = shared.bus_master.load(Ordering::Acquire);
@@ -318,6 +338,7 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
 fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) -> bool {
     let Some(q) = shared.queue(dir, qid) else { return false };
     let mut c = q.lock();
+    c.in_flight = 0;
     if c.gen != p.gen {
         return false; // cleared or reprogrammed: this ring is no longer the driver's
     }
@@ -325,12 +346,13 @@ fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) ->
     c.hw[0] = (c.hw[0] & !0xffff) | cidx;
     let pidx = c.pidx();
     let idle = pidx == cidx;
-    // Hardware context word 1: descriptors pending [8], idle-stopped [9] (vendor field names).
-    c.hw[1] = if idle { 1 << 9 } else { 1 << 8 };
+    // Hardware context word 1: descriptors pending [8] while the ring has work; a valid queue
+    // never shows "invalid, nothing pending" [9] (`QDMA_HW_CTXT_W1_*`).
+    c.hw[1] = if idle { 0 } else { HW1_DSC_PND };
     if done > 0 && (p.wb == 2 || (p.wb == 1 && idle)) {
         let at = p.base + p.ring as u64 * DESC_BYTES;
         if shared.host.store_u32_release(at, pidx | cidx << 16).is_err() {
-            let s = Stop::dsc(DSC_UR_CA, format!("{dir} queue {qid}: status writeback to {at:#x} failed"));
+            let s = Stop::dsc(shared.ip.dsc_ur_ca(), format!("{dir} queue {qid}: status writeback to {at:#x} failed"));
             drop(c);
             fail(shared, dir, qid, p.gen, cidx, s);
             return false;
@@ -358,7 +380,7 @@ fn fail(shared: &Shared, dir: Direction, qid: usize, gen: u64, cidx: u32, s: Sto
             c.sw[1] |= SW1_ERR_WB_SENT;
         }
     }
-    c.hw[1] = 1 << 9;
+    c.hw[1] = HW1_IDL_STP_B;
     drop(c);
     shared.mm(dir).set_fault(s.why);
 }

@@ -1,7 +1,10 @@
 //! The QDMA engine of `sim-qdma` (PG302, the U280 of seed 004): `card`, `model` (the config BAR:
-//! FMAP, indirect contexts, doorbells, errors), `engine` (the queues' worker), `state`.
+//! FMAP, doorbells, errors), `context` (the indirect context registers and context RAM),
+//! `engine` (the queues' worker), `state`, and `layout` (what differs per IP variant).
 
 pub mod card;
+mod context;
 pub(super) mod engine;
+pub mod layout;
 pub mod model;
 pub(super) mod state;

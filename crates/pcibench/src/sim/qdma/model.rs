@@ -1,19 +1,27 @@
 //! The sim card `sim-qdma`'s DMA engine: a register model of the AMD/Xilinx QDMA subsystem
-//! (PG302, soft IP, physical function) with memory-mapped queues, written from the register
-//! layouts the vendor's open QDMA access code uses (see `state.rs`).
+//! (PG302, physical function) with memory-mapped queues, written from the register layouts the
+//! vendor's open QDMA access code uses, per IP variant (`layout.rs`: the soft IP 3.x by default,
+//! EQDMA, Versal CPM5, and a Versal CPM4 a driver must refuse or drive by its own layout).
 //!
 //! What it models: the identifier and capability registers; the global ring-size table; the
 //! indirect context registers (data, mask, command) with busy semantics over a context RAM of
-//! software, hardware and credit contexts per queue and direction plus the function map (FMAP);
-//! the PF queue doorbells (producer index per queue, mapped through the FMAP); the MM engines'
-//! run control, completed count, error code and performance monitor; the global, descriptor and
-//! target-access error registers (write 1 to clear, logged only where enabled). The engines
-//! themselves (descriptor fetch, data movement, status writeback) run on one worker thread per
-//! direction: `engine.rs`. ST queues, interrupts and completion rings are not modelled.
+//! software, hardware and credit contexts per queue and direction plus the function map (FMAP;
+//! a direct register on CPM4): `context.rs`; the PF queue doorbells (producer index per queue,
+//! mapped through the FMAP); the MM engines' run control, completed count, error code and
+//! performance monitor; the global, descriptor and target-access error registers (write 1 to
+//! clear, logged only where enabled, in the variant's layout). The engines themselves
+//! (descriptor fetch, data movement, status writeback) run on one worker thread per direction:
+//! `engine.rs`. ST queues, interrupts and completion rings are not modelled.
+//!
+//! What the real IP would not accept is recorded as a protocol violation (`violations`): a
+//! register the variant does not have, a context select it does not have, error enables its
+//! header does not define, a context command while one is busy, and a queue's context changed
+//! while descriptors it fetched are in flight.
 
 use super::super::card_memory::CardMemory;
 use super::super::host_map::HostMap;
 use super::super::mem::Pages;
+use super::layout::{Ip, CPM4_FMAP, CPM4_FUNCTIONS, DOORBELLS};
 use super::state::*;
 pub use super::state::{QdmaModelConfig, CARD_MEMORY_SIZE, QDMA_BAR_LEN, VENDOR_RING_SIZES};
 use crate::direction::Direction;
@@ -25,7 +33,7 @@ use std::time::Instant;
 
 /// The QDMA register block and engines of one sim card.
 pub struct QdmaModel {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -36,11 +44,10 @@ fn w1c(reg: &std::sync::atomic::AtomicU32, v: u32) -> u32 {
 
 impl QdmaModel {
     pub fn new(cfg: QdmaModelConfig, host: Arc<HostMap>) -> Result<QdmaModel> {
-        if cfg.max_queues == 0 || cfg.max_queues > 4095 {
-            return Err(Error::usage(format!(
-                "a QDMA has 1 to 4095 queues (a 12-bit capability field), not {}",
-                cfg.max_queues
-            )));
+        // A 12-bit capability field; CPM5's 4096 queues read as 0xfff.
+        let most = if Ip::from_misc_cap(cfg.misc_cap) == Ip::Cpm5 { 4096 } else { 4095 };
+        if cfg.max_queues == 0 || cfg.max_queues > most {
+            return Err(Error::usage(format!("this QDMA has 1 to {most} queues, not {}", cfg.max_queues)));
         }
         let len = usize::try_from(cfg.card_size)
             .map_err(|_| Error::usage(format!("card memory of {:#x} bytes is too large", cfg.card_size)))?;
@@ -52,42 +59,35 @@ impl QdmaModel {
         &self.shared.cfg
     }
 
-    /// The command register's queue id field: 12 bits from bit 7, 13 on EQDMA (IP type 1 or 2
-    /// in GLBL2_MISC_CAP of a soft IP).
-    fn qid_mask(&self) -> u32 {
-        let m = self.shared.cfg.misc_cap;
-        let eqdma = m >> 28 == 0 && matches!((m >> 20) & 0xf, 1 | 2);
-        if eqdma {
-            0x1fff
-        } else {
-            0xfff
-        }
-    }
-
     /// A 32-bit register read at `offset` (bounds and alignment are the BAR's job).
     pub fn read32(&self, offset: u64) -> u32 {
         let off = offset as u32;
         let s = &*self.shared;
         let mdma = |on: bool, bit: u32| if on { 1 << bit } else { 0 };
+        if let Some(v) = self.read_indirect(off) {
+            return v;
+        }
+        if let Some(f) = self.cpm4_fmap_index(off) {
+            return s.direct_fmap[f].load(Ordering::Acquire);
+        }
         match off {
             R_ID => 0x1fd3_0000,
             R_BARLITE_EXT => 0x04 << (6 * (s.cfg.func_id as u32 % 4)),
             R_CHANNEL_MDMA => mdma(s.cfg.mm_h2c, 0) | mdma(s.cfg.mm_c2h, 8) | 1 << 16 | 1 << 17,
-            R_QDMA_CAP => s.cfg.max_queues as u32,
+            R_QDMA_CAP => (s.cfg.max_queues as u32).min(0xfff),
             R_FUNC_RET => s.cfg.func_id as u32,
             R_MISC_CAP => s.cfg.misc_cap,
             0x200..=0x2fc => s.glbl(off).load(Ordering::Acquire),
-            R_IND_DATA..=0x820 => self.ind().data[((off - R_IND_DATA) / 4) as usize],
-            R_IND_MASK..=0x840 => self.ind().mask[((off - R_IND_MASK) / 4) as usize],
-            R_IND_CMD => self.read_cmd(),
             0x1000..=0x10fc => self.read_mm(&s.c2h, off - R_MM_C2H),
             0x1200..=0x12fc => self.read_mm(&s.h2c, off - R_MM_H2C),
             _ => 0,
         }
     }
 
-    fn ind(&self) -> std::sync::MutexGuard<'_, Indirect> {
-        self.shared.ind.lock().unwrap_or_else(|e| e.into_inner())
+    /// CPM4's direct FMAP register at `off`, as a function number.
+    fn cpm4_fmap_index(&self, off: u32) -> Option<usize> {
+        let on = self.shared.ip == Ip::Cpm4 && (CPM4_FMAP..CPM4_FMAP + 4 * CPM4_FUNCTIONS).contains(&off);
+        on.then(|| ((off - CPM4_FMAP) / 4) as usize)
     }
 
     fn read_mm(&self, mm: &Mm, reg: u32) -> u32 {
@@ -110,42 +110,55 @@ impl QdmaModel {
         }
     }
 
-    /// The command register: busy for `ctxt_busy_reads` reads after a command, which then runs.
-    fn read_cmd(&self) -> u32 {
-        let mut ind = self.ind();
-        if self.shared.ctxt_stuck.load(Ordering::Acquire) {
-            return ind.cmd | 1;
-        }
-        if ind.busy_reads_left > 0 {
-            ind.busy_reads_left -= 1;
-            return ind.cmd | 1;
-        }
-        if ind.cmd & 1 != 0 {
-            let cmd = ind.cmd;
-            self.execute(&mut ind, cmd);
-            ind.cmd &= !1;
-        }
-        ind.cmd
-    }
-
     /// A 32-bit register write at `offset`. Fails only if an engine worker cannot start.
     pub fn write32(&self, offset: u64, value: u32) -> Result<()> {
         let off = offset as u32;
         let s = &*self.shared;
+        s.writes.fetch_add(1, Ordering::Relaxed);
+        if self.write_indirect(off, value) {
+            return Ok(());
+        }
+        if let Some(f) = self.cpm4_fmap_index(off) {
+            s.direct_fmap[f].store(value, Ordering::Release);
+            if f == s.cfg.func_id as usize {
+                // QDMA_CPM4_TRQ_SEL_FMAP_*: qbase [10:0], qmax [22:11].
+                *s.fmap.lock().unwrap_or_else(|e| e.into_inner()) = (value & 0x7ff, (value >> 11) & 0xfff);
+            }
+            return Ok(());
+        }
+        let db = s.ip.doorbells();
         match off {
             R_RNG_SZ..=0x240 | 0x244 | 0x250 => s.glbl(off).store(value, Ordering::Release),
             R_GLBL_ERR_STAT | R_TRQ_ERR_STS => {
                 w1c(s.glbl(off), value);
             }
             R_DSC_ERR_STS => self.clear_dsc_errors(value),
-            R_GLBL_ERR_MASK | R_DSC_ERR_MSK | R_TRQ_ERR_MSK => s.glbl(off).store(value, Ordering::Release),
-            R_IND_DATA..=0x840 | R_IND_CMD => self.write_indirect(off, value),
+            R_GLBL_ERR_MASK => self.enable(off, value, s.ip.glbl_defined(), "GLBL_ERR_MASK"),
+            R_DSC_ERR_MSK => self.enable(off, value, s.ip.dsc_defined(), "GLBL_DSC_ERR_MSK"),
+            R_TRQ_ERR_MSK => self.enable(off, value, s.ip.trq_defined(), "GLBL_TRQ_ERR_MSK"),
+            0x800..=0x8fc | DOORBELLS.. if s.ip == Ip::Cpm4 => s.violation(format!(
+                "register {off:#x} written, which Versal CPM4 does not have (its context command is at 0x824, its \
+                 doorbells at {db:#x})"
+            )),
             0x1000..=0x10fc => return self.write_mm(Direction::C2h, off - R_MM_C2H, value),
             0x1200..=0x12fc => return self.write_mm(Direction::H2c, off - R_MM_H2C, value),
-            _ if off >= R_DOORBELLS => return self.doorbell(off, value),
+            _ if off >= db && off < db + 16 * s.cfg.max_queues as u32 => return self.doorbell(off, value),
             _ => {}
         }
         Ok(())
+    }
+
+    /// An error mask register: bits the variant's header does not define are flagged and dropped.
+    fn enable(&self, off: u32, value: u32, defined: u32, name: &str) {
+        let s = &*self.shared;
+        if value & !defined != 0 {
+            s.violation(format!(
+                "{name} written {value:#x}: bits {:#x} are not defined for {} by its vendor header",
+                value & !defined,
+                s.ip.name()
+            ));
+        }
+        s.glbl(off).store(value & defined, Ordering::Release);
     }
 
     /// Write 1 to clear; the first-error logs go with the last status bit.
@@ -154,76 +167,6 @@ impl QdmaModel {
         if w1c(s.glbl(R_DSC_ERR_STS), value) == 0 {
             s.glbl(R_DSC_ERR_LOG0).store(0, Ordering::Release);
             s.glbl(R_DSC_ERR_LOG1).store(0, Ordering::Release);
-        }
-    }
-
-    fn write_indirect(&self, off: u32, value: u32) {
-        let mut ind = self.ind();
-        let busy = ind.busy_reads_left > 0 || ind.cmd & 1 != 0;
-        if busy {
-            // Hardware ignores context register writes while a command runs; the model also
-            // flags them, as a driver that does this did not wait for busy to clear.
-            drop(ind);
-            self.shared.global_error(GE_IND_CTXT_CMD);
-            return;
-        }
-        match off {
-            R_IND_CMD => {
-                ind.cmd = value | 1;
-                ind.busy_reads_left = self.shared.cfg.ctxt_busy_reads;
-                if ind.busy_reads_left == 0 && !self.shared.ctxt_stuck.load(Ordering::Acquire) {
-                    self.execute(&mut ind, value);
-                    ind.cmd &= !1;
-                }
-            }
-            R_IND_MASK..=0x840 => ind.mask[((off - R_IND_MASK) / 4) as usize] = value,
-            _ => ind.data[((off - R_IND_DATA) / 4) as usize] = value,
-        }
-    }
-
-    /// Run a context command: select [4:1] (0/1 software C2H/H2C, 2/3 hardware, 4/5 credit,
-    /// 6-11 others, 12 FMAP), op [6:5] (0 clear, 1 write, 2 read, 3 invalidate), id from bit 7.
-    fn execute(&self, ind: &mut Indirect, cmd: u32) {
-        let (sel, op, id) = ((cmd >> 1) & 0xf, (cmd >> 5) & 3, (cmd >> 7) & self.qid_mask());
-        let s = &*self.shared;
-        let apply = |words: &mut [u32; 8], ind: &mut Indirect| match op {
-            OP_CLR => *words = [0; 8],
-            OP_WR => {
-                for ((w, d), m) in words.iter_mut().zip(ind.data).zip(ind.mask) {
-                    *w = (*w & !m) | (d & m);
-                }
-            }
-            OP_RD => ind.data = *words,
-            _ => *words = [0; 8],
-        };
-        match sel {
-            SEL_SW_C2H..=SEL_CR_H2C => {
-                let dir = if sel % 2 == 0 { Direction::C2h } else { Direction::H2c };
-                let Some(q) = s.queue(dir, id as usize) else {
-                    return s.global_error(GE_IND_CTXT_CMD);
-                };
-                let mut c = q.lock();
-                c.gen += 1;
-                match sel / 2 {
-                    0 if op == 3 => c.sw[1] &= !SW1_QEN,
-                    0 => apply(&mut c.sw, ind),
-                    1 => apply(&mut c.hw, ind),
-                    _ => apply(&mut c.cr, ind),
-                }
-                if sel / 2 == 0 && op != OP_RD {
-                    c.fetched.clear();
-                }
-            }
-            SEL_FMAP if op == 3 => s.global_error(GE_IND_CTXT_CMD),
-            6..=SEL_FMAP => {
-                let mut other = s.other_ctx.lock().unwrap_or_else(|e| e.into_inner());
-                let words = other.entry((sel, id)).or_insert([0; 8]);
-                apply(words, ind);
-                if sel == SEL_FMAP && id == s.cfg.func_id as u32 {
-                    *s.fmap.lock().unwrap_or_else(|e| e.into_inner()) = (words[0] & 0x7ff, words[1] & 0xfff);
-                }
-            }
-            _ => s.global_error(GE_IND_CTXT_CMD),
         }
     }
 
@@ -240,7 +183,18 @@ impl QdmaModel {
             0x0c => {
                 mm.control.fetch_and(!value, Ordering::AcqRel);
             }
-            0x54 => mm.err_enable.store(value, Ordering::Release),
+            0x54 => {
+                let defined = self.shared.ip.mm_enable_defined(dir);
+                if value & !defined != 0 {
+                    self.shared.violation(format!(
+                        "{dir} MM ERR_CODE_ENABLE_MASK written {value:#x}: bits {:#x} are not defined for {} by its \
+                         vendor header",
+                        value & !defined,
+                        self.shared.ip.name()
+                    ));
+                }
+                mm.err_enable.store(value & defined, Ordering::Release)
+            }
             0x58 | 0x5c => {
                 mm.err_code.store(0, Ordering::Release);
                 mm.err_info.store(0, Ordering::Release);
@@ -276,11 +230,12 @@ impl QdmaModel {
         }
     }
 
-    /// A PF doorbell: 0x18000 + 16 × (function-relative queue), +0x4 H2C pidx, +0x8 C2H pidx.
-    /// The queue must lie inside this function's FMAP (else a target-access error).
+    /// A PF doorbell: base (0x18000; 0x6400 on CPM4) + 16 × (function-relative queue), +0x4 H2C
+    /// pidx, +0x8 C2H pidx. The queue must lie inside this function's FMAP (else a
+    /// target-access error).
     fn doorbell(&self, off: u32, value: u32) -> Result<()> {
         let s = &*self.shared;
-        let (rel, reg) = ((off - R_DOORBELLS) / 16, off % 16);
+        let (rel, reg) = ((off - s.ip.doorbells()) / 16, off % 16);
         let dir = match reg {
             4 => Direction::H2c,
             8 => Direction::C2h,
@@ -289,11 +244,11 @@ impl QdmaModel {
         let (qbase, qmax) = *s.fmap.lock().unwrap_or_else(|e| e.into_inner());
         let qid = qbase + rel;
         if rel >= qmax || qid >= s.cfg.max_queues as u32 {
-            s.trq_error(TRQ_QID_RANGE, off);
+            s.trq_error(s.ip.trq_qid_range(), off);
             return Ok(());
         }
         if !s.mm(dir).present {
-            s.trq_error(TRQ_UNMAPPED, off);
+            s.trq_error(s.ip.trq_unmapped(), off);
             return Ok(());
         }
         let Some(q) = s.queue(dir, qid as usize) else { return Ok(()) };
@@ -301,6 +256,9 @@ impl QdmaModel {
             let mut c = q.lock();
             let old = c.pidx();
             c.sw[0] = (c.sw[0] & !0xffff) | (value & 0xffff);
+            if c.enabled() && c.pidx() != c.cidx() {
+                c.hw[1] = HW1_DSC_PND;
+            }
             if s.cfg.fetch_on_doorbell && c.enabled() {
                 super::engine::fetch_at_doorbell(s, &mut c, old);
             }
@@ -364,6 +322,34 @@ impl QdmaModel {
     /// This function's FMAP: (first queue, queue count).
     pub fn fmap(&self) -> (u32, u32) {
         *self.shared.fmap.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the driver did that the real IP would not accept, in words, oldest first.
+    pub fn violations(&self) -> Vec<String> {
+        self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Register writes made so far.
+    pub fn register_writes(&self) -> u64 {
+        self.shared.writes.load(Ordering::Acquire)
+    }
+
+    /// Test hook: hold (or release) descriptors the engine fetches for hardware queue `qid`
+    /// in flight: fetched, not yet moved or completed.
+    pub fn hold_in_flight(&self, dir: Direction, qid: u16, hold: bool) {
+        if let Some(h) = self.shared.mm(dir).held.get(qid as usize) {
+            h.store(hold, Ordering::Release);
+        }
+    }
+
+    /// How often hardware queue `qid`'s hardware context has been read.
+    pub fn hw_context_reads(&self, dir: Direction, qid: u16) -> u64 {
+        self.shared.queue(dir, qid as usize).map_or(0, |q| q.lock().hw_reads)
+    }
+
+    /// Descriptors of hardware queue `qid` fetched and not completed.
+    pub fn in_flight(&self, dir: Direction, qid: u16) -> u32 {
+        self.shared.queue(dir, qid as usize).map_or(0, |q| q.lock().in_flight)
     }
 
     /// Whether the MM engine of `dir` has its run bit set.

@@ -1,11 +1,12 @@
 //! The sim QDMA's registers and state, shared by the register front end (`model.rs`) and
-//! the MM engine workers (`engine.rs`). Offsets and fields are those of the QDMA soft IP
-//! (PG302) as the vendor's open access code names them (`qdma_soft_reg.h`, `qdma_access_common.h`
-//! in Xilinx/dma_ip_drivers); the global error status layout is the one QDMA 3.x and CPM4 share.
+//! the MM engine workers (`engine.rs`). Offsets and fields common to every variant are those of
+//! the QDMA soft IP (PG302) as the vendor's open access code names them (`qdma_soft_reg.h`,
+//! `qdma_access_common.h` in Xilinx/dma_ip_drivers); what differs per variant is in `layout.rs`.
 
 use super::super::card_memory::CardMemory;
 use super::super::host_map::HostMap;
 use super::super::xdma::state::CacheLine;
+use super::layout::{Ip, CPM4_FUNCTIONS};
 use crate::direction::Direction;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -38,28 +39,13 @@ pub(crate) const R_DSC_ERR_LOG1: u32 = 0x260;
 pub(crate) const R_TRQ_ERR_STS: u32 = 0x264;
 pub(crate) const R_TRQ_ERR_MSK: u32 = 0x268;
 pub(crate) const R_TRQ_ERR_LOG: u32 = 0x26c;
-pub(crate) const R_IND_DATA: u32 = 0x804;
-pub(crate) const R_IND_MASK: u32 = 0x824;
-pub(crate) const R_IND_CMD: u32 = 0x844;
 /// MM engine blocks: C2H at 0x1000, H2C at 0x1200 (channel 0).
 pub(crate) const R_MM_C2H: u32 = 0x1000;
 pub(crate) const R_MM_H2C: u32 = 0x1200;
-/// PF queue doorbells: 0x18000 + qid × 0x10 (+0x4 H2C pidx, +0x8 C2H pidx).
-pub(crate) const R_DOORBELLS: u32 = 0x18000;
 
-// GLBL_ERR_STAT bits.
+// GLBL_ERR_STAT bits every variant has.
 pub(crate) const GE_DSC: u32 = 1 << 2;
 pub(crate) const GE_TRQ: u32 = 1 << 3;
-pub(crate) const GE_H2C_MM0: u32 = 1 << 4;
-pub(crate) const GE_C2H_MM0: u32 = 1 << 6;
-pub(crate) const GE_IND_CTXT_CMD: u32 = 1 << 9;
-// GLBL_DSC_ERR_STS bits.
-pub(crate) const DSC_UR_CA: u32 = 1 << 1;
-pub(crate) const DSC_PARAM: u32 = 1 << 2;
-pub(crate) const DSC_DSC: u32 = 1 << 21;
-// GLBL_TRQ_ERR_STS bits.
-pub(crate) const TRQ_UNMAPPED: u32 = 1 << 0;
-pub(crate) const TRQ_QID_RANGE: u32 = 1 << 1;
 // MM error codes: the bit number of the matching ERR_CODE_ENABLE_MASK bit (vendor headers).
 pub(crate) const MM_RD_UR_CA: u32 = 2;
 pub(crate) const MM_C2H_RD_SLV: u32 = 1;
@@ -73,6 +59,11 @@ pub(crate) const SEL_FMAP: u32 = 12;
 pub(crate) const OP_CLR: u32 = 0;
 pub(crate) const OP_WR: u32 = 1;
 pub(crate) const OP_RD: u32 = 2;
+pub(crate) const OP_INV: u32 = 3;
+
+// Hardware context word 1: descriptors pending, queue invalid with nothing pending.
+pub(crate) const HW1_DSC_PND: u32 = 1 << 8;
+pub(crate) const HW1_IDL_STP_B: u32 = 1 << 9;
 
 // Software context word 1.
 pub(crate) const SW1_QEN: u32 = 1 << 0;
@@ -86,8 +77,8 @@ pub(crate) const SW1_ERR_WB_SENT: u32 = 1 << 28;
 pub(crate) const SW1_IS_MM: u32 = 1 << 31;
 
 /// What the model is built with. Defaults: a QDMA soft IP (3.x register map, Vivado 2019.2),
-/// MM and ST engines present, 2048 queues, function 0, the vendor's ring-size table already
-/// programmed, every error enable cleared (as after reset).
+/// MM and ST engines present, 2048 queues, function 0 with an empty FMAP, the vendor's ring-size
+/// table already programmed, every error enable cleared (as after reset).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QdmaModelConfig {
     pub max_queues: u16,
@@ -98,8 +89,10 @@ pub struct QdmaModelConfig {
     /// The global ring-size table at reset (zeros: an IP no driver has initialised).
     pub ring_sizes: [u32; 16],
     /// GLBL2_MISC_CAP (0x134): device type [31:28], Vivado release [27:24], IP type [23:20],
-    /// RTL version [19:16].
+    /// RTL version [19:16]. It picks the variant (`layout::Ip`).
     pub misc_cap: u32,
+    /// This function's FMAP at reset: (first queue, queue count).
+    pub fmap_at_reset: (u32, u32),
     /// Reads of the context command register that still show busy after a command.
     pub ctxt_busy_reads: u32,
     /// Fetch descriptors in the doorbell write itself, so a driver that rings before its
@@ -117,6 +110,7 @@ impl Default for QdmaModelConfig {
             func_id: 0,
             ring_sizes: VENDOR_RING_SIZES,
             misc_cap: 0x0200_0000,
+            fmap_at_reset: (0, 0),
             ctxt_busy_reads: 1,
             fetch_on_doorbell: false,
         }
@@ -129,9 +123,13 @@ pub(crate) struct QCtx {
     pub sw: [u32; 8],
     pub hw: [u32; 8],
     pub cr: [u32; 8],
-    /// Bumped on every context command touching this queue: an engine burst that began under
-    /// an older generation must not write back into a ring the driver has since taken away.
+    /// Bumped on every context command that changes this queue: an engine burst that began
+    /// under an older generation must not write back into a ring the driver has since taken away.
     pub gen: u64,
+    /// Descriptors the engine has fetched and not completed: their data may still move.
+    pub in_flight: u32,
+    /// Hardware context reads (a driver waiting for the queue to drain polls it).
+    pub hw_reads: u64,
     /// Descriptors fetched at doorbell time (`fetch_on_doorbell`), in ring order (None: the
     /// fetch failed).
     pub fetched: std::collections::VecDeque<Option<[u8; 32]>>,
@@ -197,6 +195,8 @@ pub(crate) struct Mm {
     pub stalled: AtomicBool,
     pub last_fault: Mutex<Option<String>>,
     pub worker_started: AtomicBool,
+    /// Test hook, per queue: the engine holds fetched descriptors in flight until released.
+    pub held: Vec<AtomicBool>,
 }
 
 impl Mm {
@@ -219,6 +219,7 @@ impl Mm {
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
+            held: (0..queues).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -271,6 +272,7 @@ pub(crate) struct Indirect {
 /// State shared by the register front end and the engine workers.
 pub(crate) struct Shared {
     pub cfg: QdmaModelConfig,
+    pub ip: Ip,
     pub h2c: Mm,
     pub c2h: Mm,
     pub q_h2c: Vec<Queue>,
@@ -289,6 +291,13 @@ pub(crate) struct Shared {
     pub other_ctx: Mutex<HashMap<(u32, u32), [u32; 8]>>,
     /// This function's FMAP: first queue and queue count.
     pub fmap: Mutex<(u32, u32)>,
+    /// CPM4's direct FMAP registers, one per function.
+    pub direct_fmap: Vec<AtomicU32>,
+    /// What the driver did that the real IP would not accept, in words.
+    pub violations: Mutex<Vec<String>>,
+    /// Register writes the driver made, on a line of its own: the driver's doorbell writes
+    /// bump it, and the workers must not pay for that on every descriptor (false sharing).
+    pub writes: CacheLine<AtomicU64>,
 }
 
 impl Shared {
@@ -298,7 +307,22 @@ impl Shared {
         for (i, v) in cfg.ring_sizes.iter().enumerate() {
             glbl[(R_RNG_SZ as usize) / 4 + i].store(v & 0xffff, Ordering::Relaxed);
         }
+        let ip = Ip::from_misc_cap(cfg.misc_cap);
+        let fmap = cfg.fmap_at_reset;
+        let (base, max) = fmap;
+        let direct_fmap: Vec<AtomicU32> = (0..CPM4_FUNCTIONS).map(|_| AtomicU32::new(0)).collect();
+        let mut other = HashMap::new();
+        if ip == Ip::Cpm4 {
+            // QDMA_CPM4_TRQ_SEL_FMAP_*: qbase [10:0], qmax [22:11].
+            direct_fmap[cfg.func_id as usize].store((base & 0x7ff) | (max & 0xfff) << 11, Ordering::Relaxed);
+        } else {
+            let (bm, mm) = ip.fmap_fields();
+            let mut w = [0; 8];
+            (w[0], w[1]) = (base & bm, max & mm);
+            other.insert((SEL_FMAP, cfg.func_id as u32), w);
+        }
         Shared {
+            ip,
             h2c: Mm::new(cfg.mm_h2c, n),
             c2h: Mm::new(cfg.mm_c2h, n),
             q_h2c: (0..n).map(|_| Queue::new()).collect(),
@@ -311,8 +335,11 @@ impl Shared {
             glbl,
             ind: Mutex::new(Indirect::default()),
             ctxt_stuck: AtomicBool::new(false),
-            other_ctx: Mutex::new(HashMap::new()),
-            fmap: Mutex::new((0, 0)),
+            other_ctx: Mutex::new(other),
+            fmap: Mutex::new(fmap),
+            direct_fmap,
+            violations: Mutex::new(Vec::new()),
+            writes: CacheLine(AtomicU64::new(0)),
         }
     }
 
@@ -339,9 +366,13 @@ impl Shared {
         self.glbl(R_RNG_SZ + 4 * idx as u32).load(Ordering::Relaxed) & 0xffff
     }
 
+    /// Note something the real IP would not accept.
+    pub fn violation(&self, what: String) {
+        self.violations.lock().unwrap_or_else(|e| e.into_inner()).push(what);
+    }
+
     /// Log a descriptor-engine error for `qid`: the leaf bits where enabled, the first error's
-    /// log (LOG0: valid, qid [28:17], direction [16], cidx [15:0]; LOG1: error type [4:0]), and
-    /// the global DSC bit where enabled.
+    /// logs (`Ip::dsc_logs`), and the global DSC bit where enabled.
     pub fn dsc_error(&self, dir: Direction, qid: u32, cidx: u32, bits: u32) {
         let logged = bits & self.glbl(R_DSC_ERR_MSK).load(Ordering::Acquire);
         if logged == 0 {
@@ -349,9 +380,9 @@ impl Shared {
         }
         let sts = self.glbl(R_DSC_ERR_STS).fetch_or(logged, Ordering::AcqRel);
         if sts == 0 {
-            let sel = if dir == Direction::C2h { 1 << 16 } else { 0 };
-            self.glbl(R_DSC_ERR_LOG0).store(1 << 31 | (qid & 0xfff) << 17 | sel | (cidx & 0xffff), Ordering::Release);
-            self.glbl(R_DSC_ERR_LOG1).store(logged.trailing_zeros() & 0x1f, Ordering::Release);
+            let (log0, log1) = self.ip.dsc_logs(dir, qid, cidx, logged);
+            self.glbl(R_DSC_ERR_LOG0).store(log0, Ordering::Release);
+            self.glbl(R_DSC_ERR_LOG1).store(log1, Ordering::Release);
         }
         self.global_error(GE_DSC);
     }
@@ -363,25 +394,34 @@ impl Shared {
             return;
         }
         if self.glbl(R_TRQ_ERR_STS).fetch_or(logged, Ordering::AcqRel) == 0 {
-            self.glbl(R_TRQ_ERR_LOG).store(addr, Ordering::Release);
+            self.glbl(R_TRQ_ERR_LOG).store(self.ip.trq_log(self.cfg.func_id as u32, addr), Ordering::Release);
         }
         self.global_error(GE_TRQ);
     }
 
-    /// Log an MM engine data error (code as in the ERR_CODE register, valid bit 17, read/write
-    /// bit 16; info: qid [28:17], direction [16], cidx [15:0]).
+    /// Log an MM engine data error (`code` the number of its ERR_CODE_ENABLE bit) where the IP's
+    /// header defines the MM error registers; soft 3.x reports it as the descriptor engine's
+    /// "DMA engine error" instead, the one leaf the vendor's 3.x error handling reads.
     pub fn mm_error(&self, dir: Direction, write: bool, code: u32, qid: u32, cidx: u32) {
+        let Some((err_code, info)) = self.ip.mm_logs(dir, write, code, qid, cidx) else {
+            return self.dsc_error(dir, qid, cidx, self.ip.dsc_dma());
+        };
         let mm = self.mm(dir);
         if mm.err_enable.load(Ordering::Acquire) & (1 << code) == 0 {
             return;
         }
-        let rdwr = if write { 1 << 16 } else { 0 };
-        if mm.err_code.load(Ordering::Acquire) & (1 << 17) == 0 {
-            mm.err_code.store(1 << 17 | rdwr | code, Ordering::Release);
-            let d = if dir == Direction::C2h { 1 << 16 } else { 0 };
-            mm.err_info.store((qid & 0xfff) << 17 | d | (cidx & 0xffff), Ordering::Release);
+        let valid = |c: u32, i: u32| if self.ip == Ip::Cpm4 { c & 1 << 17 != 0 } else { i & 1 << 31 != 0 };
+        if !valid(mm.err_code.load(Ordering::Acquire), mm.err_info.load(Ordering::Acquire)) {
+            mm.err_code.store(err_code, Ordering::Release);
+            mm.err_info.store(info, Ordering::Release);
         }
-        self.global_error(if dir == Direction::H2c { GE_H2C_MM0 } else { GE_C2H_MM0 });
+        self.global_error(self.ip.glbl_mm(dir));
+    }
+
+    /// A context command the IP refuses: flagged, and logged where the IP has a bit for it.
+    pub fn context_error(&self, what: String) {
+        self.violation(what);
+        self.global_error(self.ip.glbl_ind_ctxt_cmd());
     }
 
     pub fn global_error(&self, bit: u32) {

@@ -3,13 +3,15 @@
 //! 0x844 (busy [0], select [4:1], op [6:5], queue or function id from bit 7). A write loads all
 //! data and mask words (masks 0xffffffff) then the command; every command is followed by polling
 //! busy until it clears (the vendor polls every 10 µs for up to 500 ms). A read is the command,
-//! the poll, then the data words.
+//! the poll, then the data words. (Versal CPM4 has four data and mask words and its command at
+//! 0x824: it is refused before any of this runs.)
 //!
 //! Also the layouts of the contexts the MM driver programs and reads back: the software context
 //! (`QDMA_SW_CTXT_W*`), the hardware context (`QDMA_HW_CTXT_W*`), the credit context and the
-//! function map (FMAP: first queue W0 [10:0], queue count W1 [11:0]).
+//! function map (FMAP: first queue in word 0, queue count in word 1, wider on CPM5).
 
-use super::regs::{rd, wr, R_IND_CMD, R_IND_DATA, R_IND_MASK};
+use super::ip::IpKind;
+use super::regs::*;
 use crate::access::BarRegion;
 use crate::direction::Direction;
 use crate::{Error, Result};
@@ -28,12 +30,30 @@ pub enum Sel {
 
 impl Sel {
     fn code(self) -> u32 {
-        let d = |dir: Direction| if dir == Direction::H2c { 1 } else { 0 };
+        let h2c = |dir: Direction| dir == Direction::H2c;
         match self {
-            Sel::Sw(dir) => d(dir),
-            Sel::Hw(dir) => 2 + d(dir),
-            Sel::Credit(dir) => 4 + d(dir),
-            Sel::Fmap => 12,
+            Sel::Sw(dir) => {
+                if h2c(dir) {
+                    SEL_SW_H2C
+                } else {
+                    SEL_SW_C2H
+                }
+            }
+            Sel::Hw(dir) => {
+                if h2c(dir) {
+                    SEL_HW_H2C
+                } else {
+                    SEL_HW_C2H
+                }
+            }
+            Sel::Credit(dir) => {
+                if h2c(dir) {
+                    SEL_CR_H2C
+                } else {
+                    SEL_CR_C2H
+                }
+            }
+            Sel::Fmap => SEL_FMAP,
         }
     }
 
@@ -49,10 +69,21 @@ impl Sel {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
-    Clear = 0,
-    Write = 1,
-    Read = 2,
-    Invalidate = 3,
+    Clear,
+    Write,
+    Read,
+    Invalidate,
+}
+
+impl Op {
+    fn code(self) -> u32 {
+        match self {
+            Op::Clear => OP_CLR,
+            Op::Write => OP_WR,
+            Op::Read => OP_RD,
+            Op::Invalidate => OP_INV,
+        }
+    }
 }
 
 /// The indirect context registers of one config BAR.
@@ -72,7 +103,8 @@ impl ContextAccess<'_> {
                 self.qid_bits
             )));
         }
-        wr(self.bar, R_IND_CMD, sel.code() << 1 | (op as u32) << 5 | id << 7)?;
+        let cmd = sel.code() << IND_CMD_SEL_SHIFT | op.code() << IND_CMD_OP_SHIFT | id << IND_CMD_QID_SHIFT;
+        wr(self.bar, R_IND_CMD, cmd)?;
         self.wait(sel, op, id)
     }
 
@@ -82,7 +114,7 @@ impl ContextAccess<'_> {
         let mut polls = 0u32;
         loop {
             let v = rd(self.bar, R_IND_CMD)?;
-            if v & 1 == 0 {
+            if v & IND_CMD_BUSY == 0 {
                 return Ok(());
             }
             polls += 1;
@@ -95,7 +127,7 @@ impl ContextAccess<'_> {
                 )));
             }
             if polls > 8 {
-                std::thread::sleep(Duration::from_micros(10));
+                std::thread::sleep(IND_POLL_INTERVAL);
             }
         }
     }
@@ -110,10 +142,10 @@ impl ContextAccess<'_> {
 
     /// Write all eight data words (`words` then zeros) with every mask bit set, then the command.
     pub fn write(&self, sel: Sel, id: u32, words: &[u32]) -> Result<()> {
-        for i in 0..8u64 {
+        for i in 0..IND_WORDS {
             wr(self.bar, R_IND_DATA + 4 * i, words.get(i as usize).copied().unwrap_or(0))?;
         }
-        for i in 0..8u64 {
+        for i in 0..IND_WORDS {
             wr(self.bar, R_IND_MASK + 4 * i, u32::MAX)?;
         }
         self.command(sel, Op::Write, id)
@@ -137,12 +169,15 @@ pub struct Fmap {
 }
 
 impl Fmap {
-    pub fn words(&self) -> [u32; 2] {
-        [self.qbase & 0x7ff, self.qmax & 0xfff]
+    /// The context words on `ip` (CPM5's fields are a bit wider: `eqdma_cpm5_fmap_write`).
+    pub fn words(&self, ip: IpKind) -> [u32; 2] {
+        let (base, max) = ip.fmap_fields();
+        [self.qbase & base, self.qmax & max]
     }
 
-    pub fn from_words(w: &[u32]) -> Fmap {
-        Fmap { qbase: w[0] & 0x7ff, qmax: w[1] & 0xfff }
+    pub fn from_words(w: &[u32], ip: IpKind) -> Fmap {
+        let (base, max) = ip.fmap_fields();
+        Fmap { qbase: w[0] & base, qmax: w[1] & max }
     }
 }
 
@@ -174,53 +209,52 @@ pub struct SwCtx {
     pub ring_base: u64,
 }
 
-fn bit(w: u32, b: u32) -> bool {
-    w & (1 << b) != 0
-}
-
 impl SwCtx {
     pub fn words(&self) -> [u32; 5] {
-        let b = |on: bool, at: u32| (on as u32) << at;
-        let w0 = self.pidx as u32 | b(self.irq_arm, 16) | (self.func as u32 & 0xff) << 17;
-        let w1 = b(self.enabled, 0)
-            | b(self.fetch_credit, 1)
-            | b(self.wbi_chk, 2)
-            | b(self.wbi_intvl, 3)
-            | (self.fetch_max as u32 & 7) << 5
-            | (self.ring_idx as u32 & 0xf) << 12
-            | (self.desc_size as u32 & 3) << 16
-            | b(self.bypass, 18)
-            | (self.mm_channel as u32 & 1) << 19
-            | b(self.writeback, 20)
-            | b(self.irq, 21)
-            | (self.error as u32 & 3) << 26
-            | b(self.error_wb_sent, 28)
-            | b(self.marker_disable, 30)
-            | b(self.is_mm, 31);
+        let b = |on: bool, mask: u32| if on { mask } else { 0 };
+        let w0 = self.pidx as u32 & SW_W0_PIDX
+            | b(self.irq_arm, SW_W0_IRQ_ARM)
+            | (self.func as u32 & SW_W0_FUNC) << SW_W0_FUNC_SHIFT;
+        let w1 = b(self.enabled, SW_W1_QEN)
+            | b(self.fetch_credit, SW_W1_FCRD_EN)
+            | b(self.wbi_chk, SW_W1_WBI_CHK)
+            | b(self.wbi_intvl, SW_W1_WBI_INTVL)
+            | (self.fetch_max as u32 & SW_W1_FETCH_MAX) << SW_W1_FETCH_MAX_SHIFT
+            | (self.ring_idx as u32 & SW_W1_RNG_SZ) << SW_W1_RNG_SZ_SHIFT
+            | (self.desc_size as u32 & SW_W1_DSC_SZ) << SW_W1_DSC_SZ_SHIFT
+            | b(self.bypass, SW_W1_BYPASS)
+            | b(self.mm_channel != 0, SW_W1_MM_CHN)
+            | b(self.writeback, SW_W1_WBK_EN)
+            | b(self.irq, SW_W1_IRQ_EN)
+            | (self.error as u32 & SW_W1_ERR) << SW_W1_ERR_SHIFT
+            | b(self.error_wb_sent, SW_W1_ERR_WB_SENT)
+            | b(self.marker_disable, SW_W1_MRKR_DIS)
+            | b(self.is_mm, SW_W1_IS_MM);
         [w0, w1, self.ring_base as u32, (self.ring_base >> 32) as u32, 0]
     }
 
     pub fn from_words(w: &[u32; 8]) -> SwCtx {
         let (w0, w1) = (w[0], w[1]);
+        let f = |v: u32, shift: u32, mask: u32| ((v >> shift) & mask) as u8;
         SwCtx {
-            pidx: w0 as u16,
-            irq_arm: bit(w0, 16),
-            func: ((w0 >> 17) & 0xff) as u16,
-            enabled: bit(w1, 0),
-            fetch_credit: bit(w1, 1),
-            wbi_chk: bit(w1, 2),
-            wbi_intvl: bit(w1, 3),
-            fetch_max: ((w1 >> 5) & 7) as u8,
-            ring_idx: ((w1 >> 12) & 0xf) as u8,
-            desc_size: ((w1 >> 16) & 3) as u8,
-            bypass: bit(w1, 18),
-            mm_channel: ((w1 >> 19) & 1) as u8,
-            writeback: bit(w1, 20),
-            irq: bit(w1, 21),
-            error: ((w1 >> 26) & 3) as u8,
-            error_wb_sent: bit(w1, 28),
-            marker_disable: bit(w1, 30),
-            is_mm: bit(w1, 31),
+            pidx: (w0 & SW_W0_PIDX) as u16,
+            irq_arm: w0 & SW_W0_IRQ_ARM != 0,
+            func: ((w0 >> SW_W0_FUNC_SHIFT) & SW_W0_FUNC) as u16,
+            enabled: w1 & SW_W1_QEN != 0,
+            fetch_credit: w1 & SW_W1_FCRD_EN != 0,
+            wbi_chk: w1 & SW_W1_WBI_CHK != 0,
+            wbi_intvl: w1 & SW_W1_WBI_INTVL != 0,
+            fetch_max: f(w1, SW_W1_FETCH_MAX_SHIFT, SW_W1_FETCH_MAX),
+            ring_idx: f(w1, SW_W1_RNG_SZ_SHIFT, SW_W1_RNG_SZ),
+            desc_size: f(w1, SW_W1_DSC_SZ_SHIFT, SW_W1_DSC_SZ),
+            bypass: w1 & SW_W1_BYPASS != 0,
+            mm_channel: (w1 & SW_W1_MM_CHN != 0) as u8,
+            writeback: w1 & SW_W1_WBK_EN != 0,
+            irq: w1 & SW_W1_IRQ_EN != 0,
+            error: f(w1, SW_W1_ERR_SHIFT, SW_W1_ERR),
+            error_wb_sent: w1 & SW_W1_ERR_WB_SENT != 0,
+            marker_disable: w1 & SW_W1_MRKR_DIS != 0,
+            is_mm: w1 & SW_W1_IS_MM != 0,
             ring_base: (w[3] as u64) << 32 | w[2] as u64,
         }
     }
@@ -267,6 +301,7 @@ pub struct HwCtx {
     pub cidx: u16,
     pub credits_used: u16,
     pub desc_pending: bool,
+    /// The queue is invalid (stopped) with no descriptor pending: nothing of it is in flight.
     pub idle_stopped: bool,
     pub event_pending: bool,
     pub fetch_pending: u8,
@@ -275,12 +310,12 @@ pub struct HwCtx {
 impl HwCtx {
     pub fn from_words(w: &[u32; 8]) -> HwCtx {
         HwCtx {
-            cidx: w[0] as u16,
-            credits_used: (w[0] >> 16) as u16,
-            desc_pending: bit(w[1], 8),
-            idle_stopped: bit(w[1], 9),
-            event_pending: bit(w[1], 10),
-            fetch_pending: ((w[1] >> 11) & 0xf) as u8,
+            cidx: (w[0] & HW_W0_CIDX) as u16,
+            credits_used: (w[0] >> HW_W0_CRD_USE_SHIFT) as u16,
+            desc_pending: w[1] & HW_W1_DSC_PND != 0,
+            idle_stopped: w[1] & HW_W1_IDL_STP_B != 0,
+            event_pending: w[1] & HW_W1_EVT_PND != 0,
+            fetch_pending: ((w[1] >> HW_W1_FETCH_PND_SHIFT) & HW_W1_FETCH_PND) as u8,
         }
     }
 }
@@ -292,7 +327,7 @@ impl fmt::Display for HwCtx {
             "cidx {}, {}{}, {} fetches pending, credits used {}",
             self.cidx,
             if self.desc_pending { "descriptors pending" } else { "no descriptors pending" },
-            if self.idle_stopped { ", idle" } else { "" },
+            if self.idle_stopped { ", stopped with nothing in flight" } else { "" },
             self.fetch_pending,
             self.credits_used
         )
@@ -337,6 +372,11 @@ mod tests {
         assert!(text.contains("ERROR 1"), "{text}");
         let hw = HwCtx::from_words(&[0x0002_0007, 1 << 8 | 3 << 11, 0, 0, 0, 0, 0, 0]);
         assert_eq!((hw.cidx, hw.credits_used, hw.desc_pending, hw.fetch_pending), (7, 2, true, 3));
-        assert_eq!(Fmap::from_words(&Fmap { qbase: 16, qmax: 8 }.words()), Fmap { qbase: 16, qmax: 8 });
+        let f = Fmap { qbase: 16, qmax: 8 };
+        assert_eq!(Fmap::from_words(&f.words(IpKind::QdmaSoft), IpKind::QdmaSoft), f);
+        // CPM5's FMAP: first queue [11:0], count [12:0] (the soft IP's [10:0] and [11:0] lose them).
+        let wide = Fmap { qbase: 2048, qmax: 4096 };
+        assert_eq!(Fmap::from_words(&wide.words(IpKind::VersalCpm5), IpKind::VersalCpm5), wide);
+        assert_eq!(wide.words(IpKind::Eqdma), [0, 0]);
     }
 }

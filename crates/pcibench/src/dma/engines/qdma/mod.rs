@@ -3,19 +3,25 @@
 //! card), with no kernel module. Written from the register layouts of the vendor's open QDMA
 //! access code (see `regs.rs`); the sequence follows the vendor drivers:
 //!
-//! open: check the config BAR and capabilities, refuse what cannot work (before touching
-//! anything), load the vendor's ring-size table if the IP has none, enable error logging, map the
+//! open: check the config BAR, its variant (`ip.rs`: a Versal CPM4 or an unknown variant is
+//! refused) and capabilities, refuse what cannot work (before touching anything), write the
+//! vendor's ring-size table, enable the error logging the vendor enables for that IP, map the
 //! function's queues (FMAP), set the MM engines running, then start each queue: clear its
 //! software, hardware and credit contexts, write the software context (MM, 32-byte descriptors,
 //! status writeback), read it back and compare. A run posts each queue's descriptors into its
 //! ring, rings the queue's PF doorbell every `doorbell_batch` descriptors (after a store fence,
 //! the vendor's wmb before a PIDX update), and polls the status writeback for the consumer
 //! index; the global error status is read every millisecond. Any error, timeout, stop request or
-//! drop stops and clears every queue; drop also puts back the FMAP, engine run bits, error
-//! enables and ring-size table as they were found.
+//! drop stops every queue: first waiting (bounded) for what is in flight, as the vendor's
+//! `qdma_queue_stop` does, then invalidating and clearing the contexts; drop also puts back the
+//! FMAP, engine run bits, error enables and ring-size table as they were found.
 
+#[cfg(test)]
+mod conformance_tests;
 pub(super) mod ctx;
 pub mod driver;
+pub(super) mod errors;
+pub(super) mod ip;
 #[cfg(test)]
 mod model_tests;
 pub mod probe;
@@ -26,6 +32,8 @@ mod run;
 mod testkit;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod variant_tests;
 
 use self::ctx::{ContextAccess, Sel};
 use self::probe::probe;
@@ -34,24 +42,25 @@ use self::ring::{Desc, Ring};
 use crate::access::BarRegion;
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, EngineCounters, Transfer, Work};
 use crate::{Error, Result};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use self::ctx::{Fmap, HwCtx, SwCtx};
+pub use self::errors::ErrorRegs;
+pub use self::ip::IpKind;
 pub use self::probe::{find_config_bar, is_config_bar, probe as probe_info, QdmaInfo, XILINX_VENDOR};
-pub use self::regs::{ErrorRegs, IpKind, MIN_CONFIG_BAR_LEN, VENDOR_RING_SIZES};
+pub use self::regs::{MIN_CONFIG_BAR_LEN, VENDOR_RING_SIZES};
 
 /// Card memory of the sim card (the default window on a real card: give --card-size).
 pub const DEFAULT_CARD_SIZE: u64 = crate::sim::qdma::model::CARD_MEMORY_SIZE;
 /// The ring size used unless asked: the vendor's default table entry (2049).
 pub const DEFAULT_RING_SIZE: u32 = 2048;
-/// Longest descriptor: the 28-bit length field rounded down to 4 KiB (EQDMA 5.0: under 64 KiB).
-const MAX_DESC_LEN: u64 = 0x0fff_f000;
-const MAX_DESC_LEN_EQDMA5: u64 = 32 << 10;
 /// Most transfers one batch takes (32 MiB of descriptors at one per transfer).
 const MAX_BATCH: usize = 1 << 20;
 const ERRORS_EVERY: Duration = Duration::from_millis(1);
 /// After this long polling, yield between polls (see `xdma.rs`: a simulated engine needs a core).
 const YIELD_AFTER: Duration = Duration::from_micros(2);
+/// Between looks at the rings while draining.
+const DRAIN_POLL: Duration = Duration::from_micros(100);
 
 /// How the engine is opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +75,8 @@ pub struct QdmaOptions {
     pub doorbell_batch: u32,
     /// How long a context command may stay busy (the vendor's 500 ms).
     pub context_timeout: Duration,
+    /// How long stopping waits for descriptors in flight (the vendor's 1 s).
+    pub drain_timeout: Duration,
 }
 
 impl Default for QdmaOptions {
@@ -76,7 +87,8 @@ impl Default for QdmaOptions {
             card_addr: 0,
             card_size: DEFAULT_CARD_SIZE,
             doorbell_batch: 32,
-            context_timeout: Duration::from_millis(500),
+            context_timeout: IND_BUSY_TIMEOUT,
+            drain_timeout: DRAIN_TIMEOUT,
         }
     }
 }
@@ -118,12 +130,14 @@ pub struct QdmaEngine {
     _ring_mem: Vec<Box<dyn DmaBuffer>>,
 }
 
+/// Ring a PF doorbell. The queue is function-relative, as the vendor writes it
+/// (`qdma_queue_pidx_update` gets `descq->conf.qidx`), where PG302 speaks of an absolute queue.
 fn doorbell(bar: &dyn BarRegion, queue: u16, dir: Direction, pidx: u32) -> Result<()> {
-    let reg = if dir == Direction::H2c { 0x4 } else { 0x8 };
+    let reg = if dir == Direction::H2c { DB_H2C_PIDX } else { DB_C2H_PIDX };
     // The descriptors must be in memory before the engine sees the new producer index
     // (`qdma_queue_pidx_update`: qdma_io_wmb(), then the write).
     crate::mmio::store_fence();
-    wr(bar, R_PF_DOORBELLS + queue as u64 * 0x10 + reg, pidx & 0xffff)
+    wr(bar, R_PF_DOORBELLS + queue as u64 * DB_STEP + reg, pidx & DB_PIDX)
 }
 
 /// The table index for `want` descriptors per ring, or a one-line refusal naming the sizes.
@@ -134,7 +148,8 @@ fn ring_index(entries: &[u32], want: Option<u32>) -> Result<u8> {
     }
     let sizes: Vec<String> = entries.iter().filter(|e| **e >= 3).map(|e| (e - 1).to_string()).collect();
     Err(Error::usage(format!(
-        "--ring-size {want} is not in the card's global ring-size table (0x204-0x240): use one of {}",
+        "--ring-size {want} is not in the card's global ring-size table as pcibench loads it (the vendor driver's, \
+         0x204-0x240): use one of {}",
         sizes.join(", ")
     )))
 }
@@ -144,6 +159,9 @@ impl QdmaEngine {
     /// written to the device (one context read aside): `start`, or the first run, takes it.
     pub fn new(bar: Box<dyn BarRegion>, alloc: &dyn DmaAllocator, opts: QdmaOptions) -> Result<QdmaEngine> {
         let info = probe(&*bar)?;
+        if let Some(why) = info.ip.refusal(info.misc_cap) {
+            return Err(Error::Unsupported(why));
+        }
         if !info.mm_h2c && !info.mm_c2h {
             return Err(Error::Unsupported(format!(
                 "the QDMA in BAR{} has no memory-mapped engine (GLBL2_CHANNEL_MDMA {:#x}); pcibench drives MM queues only",
@@ -157,12 +175,12 @@ impl QdmaEngine {
                 opts.card_addr, opts.card_size
             )));
         }
-        let unprogrammed = info.ring_sizes().is_empty();
-        let table = if unprogrammed { VENDOR_RING_SIZES.to_vec() } else { info.ring_entries.clone() };
-        let ring_idx = ring_index(&table, opts.ring_size)?;
-        let slots = table[ring_idx as usize] - 1;
+        // The vendor always writes its default table (`*_set_default_global_csr` at device init),
+        // whatever the card holds; so does `take_device`.
+        let ring_idx = ring_index(&VENDOR_RING_SIZES, opts.ring_size)?;
+        let slots = VENDOR_RING_SIZES[ring_idx as usize] - 1;
         let ctx = ContextAccess { bar: &*bar, qid_bits: info.ip.qid_bits(), timeout: opts.context_timeout };
-        let fmap = Fmap::from_words(&ctx.read(Sel::Fmap, info.func as u32)?);
+        let fmap = Fmap::from_words(&ctx.read(Sel::Fmap, info.func as u32)?, info.ip);
         let qbase = fmap.qbase;
         let room = info.max_queues.saturating_sub(qbase).min((1 << info.ip.qid_bits()) - qbase);
         if opts.queues == 0 || opts.queues as u32 > room {
@@ -175,7 +193,7 @@ impl QdmaEngine {
         let dirs: Vec<Direction> = [Direction::H2c, Direction::C2h].into_iter().filter(|d| info.has(*d)).collect();
         let wanted: Vec<(u16, Direction)> = (0..opts.queues).flat_map(|q| dirs.iter().map(move |d| (q, *d))).collect();
         let (ring_mem, rings) = ring::allocate(alloc, &wanted, slots)?;
-        let mut e = QdmaEngine {
+        Ok(QdmaEngine {
             bar,
             info,
             opts,
@@ -189,11 +207,7 @@ impl QdmaEngine {
             prepared: None,
             notes: Vec::new(),
             _ring_mem: ring_mem,
-        };
-        if unprogrammed {
-            e.saved.ring_table = Some(e.info.ring_entries.clone());
-        }
-        Ok(e)
+        })
     }
 
     /// Take the device (ring-size table, error logging, FMAP, MM engines) if not yet done, and
@@ -218,39 +232,44 @@ impl QdmaEngine {
 
     /// Ring-size table, error logging, FMAP and MM engine run bits, saving what was there.
     fn take_device(&mut self, fmap: Fmap) -> Result<()> {
-        let bar = &*self.bar;
-        if self.saved.ring_table.is_some() {
-            for (i, v) in VENDOR_RING_SIZES.iter().enumerate() {
-                wr(bar, R_RNG_SZ + 4 * i as u64, *v)?;
-            }
-            self.info.ring_entries = VENDOR_RING_SIZES.to_vec();
+        let (bar, ip) = (&*self.bar, self.info.ip);
+        let found = std::mem::replace(&mut self.info.ring_entries, VENDOR_RING_SIZES.to_vec());
+        self.saved.ring_table = Some(found.clone());
+        for (i, v) in VENDOR_RING_SIZES.iter().enumerate() {
+            wr(bar, R_RNG_SZ + 4 * i as u64, *v)?;
+        }
+        if found.iter().all(|e| *e == 0) {
             self.notes.push("the global ring-size table was empty: loaded the vendor driver's default table".into());
+        } else if found[..] != VENDOR_RING_SIZES[..] {
+            self.notes
+                .push("the global ring-size table held other sizes: loaded the vendor driver's default table".into());
         }
         let masks = [rd(bar, R_GLBL_ERR_MASK)?, rd(bar, R_DSC_ERR_MSK)?, rd(bar, R_TRQ_ERR_MSK)?];
         self.saved.masks = Some(masks);
-        // Log every descriptor-engine, register-access, MM and context-command error (vendor
-        // `*_ERR_ALL_MASK`s), so a failure can be named.
-        let dsc_all = if self.info.ip.qid_bits() == 13 { 0x1f9_037e } else { 0x1f9_023f };
-        wr(bar, R_GLBL_ERR_MASK, masks[0] | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 9)?;
+        // Log what the vendor's `*_hw_error_enable` logs, so a failure can be named: every
+        // descriptor-engine and register-access error, and the MM engines where the IP's header
+        // defines their bits. Nothing the header leaves undefined is set.
+        let (dsc_all, trq_all) = ip.dsc_trq_enables();
+        wr(bar, R_GLBL_ERR_MASK, masks[0] | ip.glbl_enables())?;
         wr(bar, R_DSC_ERR_MSK, masks[1] | dsc_all)?;
-        wr(bar, R_TRQ_ERR_MSK, masks[2] | 0xf)?;
+        wr(bar, R_TRQ_ERR_MSK, masks[2] | trq_all)?;
         for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
-            if self.info.has(dir) {
+            if let (true, Some(enable)) = (self.info.has(dir), ip.mm_enables(dir)) {
                 let old = rd(bar, mm(dir, MM_ERR_ENABLE))?;
                 self.saved.mm_err_enable[i] = Some(old);
-                wr(bar, mm(dir, MM_ERR_ENABLE), old | mm_error_enables(dir))?;
+                wr(bar, mm(dir, MM_ERR_ENABLE), old | enable)?;
             }
         }
-        let stale = ErrorRegs::read(bar, self.info.mm_present())?;
+        let stale = ErrorRegs::read(bar, ip, self.info.mm_present())?;
         if stale.any() {
-            self.notes.push(format!("cleared errors left from before: {}", stale.describe(self.info.ip)));
+            self.notes.push(format!("cleared errors left from before: {}", stale.describe()));
             stale.clear(bar, self.info.mm_present())?;
         }
         self.saved.fmap = Some(fmap);
         let want = Fmap { qbase: self.qbase, qmax: self.opts.queues as u32 };
         let func = self.info.func as u32;
-        self.ctx().write(Sel::Fmap, func, &want.words())?;
-        let back = Fmap::from_words(&self.ctx().read(Sel::Fmap, func)?);
+        self.ctx().write(Sel::Fmap, func, &want.words(ip))?;
+        let back = Fmap::from_words(&self.ctx().read(Sel::Fmap, func)?, ip);
         if back != want {
             return Err(Error::Device(format!(
                 "QDMA FMAP of function {func} reads back as queues {}+{} after writing {}+{}: the context RAM did not take it",
@@ -261,7 +280,7 @@ impl QdmaEngine {
             if self.info.has(dir) {
                 let bar = &*self.bar;
                 self.saved.mm_control[i] = Some(rd(bar, mm(dir, MM_CONTROL))?);
-                wr(bar, mm(dir, MM_CONTROL), 1)?;
+                wr(bar, mm(dir, MM_CONTROL), MM_RUN)?;
             }
         }
         Ok(())
@@ -274,9 +293,9 @@ impl QdmaEngine {
             enabled: true,
             wbi_chk: true,
             wbi_intvl: true,
-            fetch_max: 7,
+            fetch_max: FETCH_MAX_NUM,
             ring_idx: self.ring_idx,
-            desc_size: 2,
+            desc_size: DESC_SZ_32B,
             writeback: true,
             marker_disable: true,
             is_mm: true,
@@ -309,12 +328,15 @@ impl QdmaEngine {
         Ok(())
     }
 
-    /// Stop and clear every queue (invalidate, then clear each context), going on past errors.
-    fn stop_queues(&mut self) -> Result<()> {
+    /// Stop and clear every queue: wait for what is in flight (`drain`), then invalidate and
+    /// clear each context, going on past errors. Returns the descriptors still pending when the
+    /// wait gave up (0: nothing was left in flight).
+    fn stop_queues(&mut self) -> Result<u32> {
         if !self.started {
-            return Ok(());
+            return Ok(0);
         }
         self.started = false;
+        let pending = self.drain();
         let mut first = None;
         for r in &self.rings {
             let qid = self.qbase + r.queue as u32;
@@ -324,7 +346,51 @@ impl QdmaEngine {
                 }
             }
         }
-        first.map_or(Ok(()), Err)
+        first.map_or(Ok(pending), Err)
+    }
+
+    /// Wait, as the vendor's `qdma_queue_stop` does before it invalidates the contexts
+    /// (`q_stop_wait`: up to `drain_timeout` for the pending list to empty), until nothing posted
+    /// can still be moving data, so no DMA lands in a buffer after the queues are given up. A
+    /// ring is drained when its status writeback shows every posted descriptor done, or when its
+    /// hardware context says the queue is invalid with no descriptor pending (an error stopped
+    /// it). Returns the descriptors still outstanding when the wait gave up.
+    fn drain(&mut self) -> u32 {
+        let start = Instant::now();
+        let mut drained = vec![false; self.rings.len()];
+        loop {
+            let mut left = 0;
+            for (i, done) in drained.iter_mut().enumerate() {
+                if *done {
+                    continue;
+                }
+                // A writeback that makes no sense leaves the count as it was: the context decides.
+                let _ = self.rings[i].reap();
+                let (q, dir, outstanding) = (self.rings[i].queue, self.rings[i].dir, self.rings[i].outstanding);
+                if outstanding == 0 {
+                    *done = true;
+                    continue;
+                }
+                match self.ctx().read(Sel::Hw(dir), self.qbase + q as u32) {
+                    Ok(w) if !HwCtx::from_words(&w).idle_stopped => left += outstanding,
+                    // Stopped with nothing pending, or a context RAM that does not answer.
+                    _ => *done = true,
+                }
+            }
+            if left == 0 || start.elapsed() >= self.opts.drain_timeout {
+                return left;
+            }
+            std::thread::sleep(DRAIN_POLL);
+        }
+    }
+
+    /// What a drain that gave up leaves behind, in words.
+    fn undrained(&self, left: u32) -> String {
+        format!(
+            "{left} descriptors still pending after waiting {:?} for them to finish (their DMA may still land in \
+             the buffers)",
+            self.opts.drain_timeout
+        )
     }
 
     pub fn info(&self) -> &QdmaInfo {
@@ -366,11 +432,7 @@ impl QdmaEngine {
     }
 
     fn max_desc(&self) -> u64 {
-        if self.info.ip == IpKind::Eqdma && (self.info.misc_cap >> 20) & 0xf == 2 {
-            MAX_DESC_LEN_EQDMA5
-        } else {
-            MAX_DESC_LEN
-        }
+        self.info.ip.max_desc(self.info.misc_cap)
     }
 }
 
@@ -424,11 +486,14 @@ impl Engine for QdmaEngine {
         if self.found_fmap.is_some() {
             return Ok("no queue was started".into());
         }
-        let errors = ErrorRegs::read(self.bar(), self.info.mm_present())?;
-        self.stop_queues()?;
+        let errors = ErrorRegs::read(self.bar(), self.info.ip, self.info.mm_present())?;
+        let left = self.stop_queues()?;
         let n = self.opts.queues;
         let dirs: Vec<String> = self.dirs.iter().map(|d| d.to_string()).collect();
-        let pending = if errors.any() { format!("; {}", errors.describe(self.info.ip)) } else { String::new() };
+        let mut pending = if errors.any() { format!("; {}", errors.describe()) } else { String::new() };
+        if left > 0 {
+            pending.push_str(&format!("; {}", self.undrained(left)));
+        }
         Ok(format!("{} queues 0-{} stopped and cleared{pending}", dirs.join(" and "), n - 1))
     }
 
@@ -436,9 +501,9 @@ impl Engine for QdmaEngine {
     fn counters_start(&mut self) -> Result<()> {
         self.start()?;
         for dir in self.dirs.clone() {
-            // Bit 1 clears the counters now, bit 3 starts them (`*_MM_PERF_MON_CTL`).
-            wr(self.bar(), mm(dir, MM_PERF_CTL), 1 << 1)?;
-            wr(self.bar(), mm(dir, MM_PERF_CTL), 1 << 3)?;
+            // Clear the counters now, then start them (`*_MM_PERF_MON_CTL`).
+            wr(self.bar(), mm(dir, MM_PERF_CTL), PERF_IMM_CLEAR)?;
+            wr(self.bar(), mm(dir, MM_PERF_CTL), PERF_IMM_START)?;
         }
         Ok(())
     }
@@ -447,7 +512,8 @@ impl Engine for QdmaEngine {
         let mut out = Vec::new();
         for dir in self.dirs.clone() {
             let bar = self.bar();
-            let wide = |at: u64| -> Result<u64> { Ok(rd(bar, at)? as u64 | ((rd(bar, at + 4)? & 0x3ff) as u64) << 32) };
+            let wide =
+                |at: u64| -> Result<u64> { Ok(rd(bar, at)? as u64 | ((rd(bar, at + 4)? & PERF_HIGH) as u64) << 32) };
             let (cycles, beats) = (wide(mm(dir, MM_PERF_CYCLES))?, wide(mm(dir, MM_PERF_DATA))?);
             wr(bar, mm(dir, MM_PERF_CTL), 0)?;
             out.push(EngineCounters { dir, cycles, beats });
@@ -478,7 +544,7 @@ impl Drop for QdmaEngine {
             let _ = if f.qmax == 0 {
                 self.ctx().clear(Sel::Fmap, func)
             } else {
-                self.ctx().write(Sel::Fmap, func, &f.words())
+                self.ctx().write(Sel::Fmap, func, &f.words(self.info.ip))
             };
         }
         if let Some([g, d, t]) = self.saved.masks {

@@ -3,88 +3,11 @@
 //! doorbells, status writeback, and every error the model logs.
 
 use super::testkit::*;
-use super::{self as qdma, SwCtx};
-use crate::access::BarRegion;
+use super::{self as qdma};
 use crate::access::DeviceAccess;
 use crate::dma::{Direction, DmaAllocator};
 use crate::sim::qdma::model::{QdmaModelConfig, CARD_MEMORY_SIZE};
 use Direction::{C2h, H2c};
-
-fn cmd(bar: &dyn BarRegion, sel: u32, op: u32, id: u32) {
-    w(bar, 0x844, sel << 1 | op << 5 | id << 7);
-    until("the context command", || r(bar, 0x844) & 1 == 0);
-}
-
-fn ctx_write(bar: &dyn BarRegion, sel: u32, id: u32, words: &[u32]) {
-    for i in 0..8 {
-        w(bar, 0x804 + 4 * i as u64, words.get(i).copied().unwrap_or(0));
-        w(bar, 0x824 + 4 * i as u64, u32::MAX);
-    }
-    cmd(bar, sel, 1, id);
-}
-
-fn ctx_read(bar: &dyn BarRegion, sel: u32, id: u32) -> [u32; 8] {
-    cmd(bar, sel, 2, id);
-    std::array::from_fn(|i| r(bar, 0x804 + 4 * i as u64))
-}
-
-fn sw_sel(dir: Direction) -> u32 {
-    if dir == H2c {
-        1
-    } else {
-        0
-    }
-}
-
-/// FMAP for function 0 (queues 0..n), every error logged, both MM engines running.
-fn take(bar: &dyn BarRegion, n: u32) {
-    ctx_write(bar, 12, 0, &[0, n]);
-    w(bar, 0x24c, u32::MAX);
-    w(bar, 0x258, u32::MAX);
-    w(bar, 0x268, u32::MAX);
-    w(bar, 0x1054, u32::MAX);
-    w(bar, 0x1254, u32::MAX);
-    w(bar, 0x1004, 1);
-    w(bar, 0x1204, 1);
-}
-
-/// Start queue `qid` with a ring of 64 descriptors (table index 1: 65 entries) at `ring`.
-fn start(bar: &dyn BarRegion, dir: Direction, qid: u32, ring: u64) {
-    for sel in [sw_sel(dir), 2 + sw_sel(dir), 4 + sw_sel(dir)] {
-        cmd(bar, sel, 0, qid);
-    }
-    let sw = SwCtx {
-        enabled: true,
-        wbi_chk: true,
-        wbi_intvl: true,
-        fetch_max: 7,
-        ring_idx: 1,
-        desc_size: 2,
-        writeback: true,
-        is_mm: true,
-        ring_base: ring,
-        ..Default::default()
-    };
-    ctx_write(bar, sw_sel(dir), qid, &sw.words());
-}
-
-fn desc(src: u64, dst: u64, len: u32, dv: bool) -> [u8; 32] {
-    let mut b = [0u8; 32];
-    b[0..8].copy_from_slice(&src.to_le_bytes());
-    b[8..12].copy_from_slice(&(len | if dv { 1 << 28 } else { 0 } | 3 << 29).to_le_bytes());
-    b[16..24].copy_from_slice(&dst.to_le_bytes());
-    b
-}
-
-fn ring_doorbell(bar: &dyn BarRegion, dir: Direction, q: u64, pidx: u32) {
-    w(bar, 0x18000 + 16 * q + if dir == H2c { 4 } else { 8 }, pidx);
-}
-
-/// The status writeback word of a 64-descriptor ring: (pidx, cidx).
-fn status(ring: &dyn crate::dma::DmaBuffer) -> (u32, u32) {
-    let v = u32::from_le_bytes(bytes(ring)[64 * 32..64 * 32 + 4].try_into().unwrap());
-    (v & 0xffff, v >> 16)
-}
 
 #[test]
 fn identifier_capabilities_and_the_registry() {
@@ -121,10 +44,9 @@ fn identifier_capabilities_and_the_registry() {
 }
 
 #[test]
-fn context_commands_are_busy_then_done_and_bad_ones_are_logged() {
+fn context_commands_are_busy_then_done_and_bad_ones_are_flagged() {
     let card = Card::new(QdmaModelConfig { ctxt_busy_reads: 3, max_queues: 16, ..Default::default() });
     let bar = &*card.bar();
-    w(bar, 0x24c, 1 << 9);
     // A write: data, masks, command; busy for three reads, then done.
     for i in 0..8 {
         w(bar, 0x804 + 4 * i, 0x1111_0000 + i as u32);
@@ -141,21 +63,7 @@ fn context_commands_are_busy_then_done_and_bad_ones_are_logged() {
     }
     cmd(bar, 1, 1, 5);
     assert_eq!(ctx_read(bar, 1, 5)[0], 0x1111_ff00);
-    assert_eq!(r(bar, 0x248), 0, "no command errors so far");
-    // Writing while busy is dropped and flagged; so are a queue past the IP's and a bad select.
-    w(bar, 0x844, 1 << 1 | 2 << 5 | 5 << 7);
-    w(bar, 0x804, 0xdead);
-    assert_eq!(r(bar, 0x248), 1 << 9);
-    until("busy", || r(bar, 0x844) & 1 == 0);
-    w(bar, 0x248, 1 << 9);
-    cmd(bar, 1, 2, 16);
-    assert_eq!(r(bar, 0x248), 1 << 9, "queue 16 of 16");
-    w(bar, 0x248, 1 << 9);
-    cmd(bar, 14, 2, 0);
-    assert_eq!(r(bar, 0x248), 1 << 9, "select 14");
-    w(bar, 0x248, 1 << 9);
-    cmd(bar, 12, 3, 0);
-    assert_eq!(r(bar, 0x248), 1 << 9, "FMAP cannot be invalidated");
+    assert!(card.model.violations().is_empty(), "{:?}", card.model.violations());
     // Clear, and the FMAP of this function.
     cmd(bar, 1, 0, 5);
     assert_eq!(ctx_read(bar, 1, 5), [0; 8]);
@@ -165,6 +73,29 @@ fn context_commands_are_busy_then_done_and_bad_ones_are_logged() {
     card.model.set_context_stuck(true);
     w(bar, 0x844, 12 << 1 | 2 << 5);
     assert!((0..100).all(|_| r(bar, 0x844) & 1 == 1));
+    // Writing while busy is dropped, and so is a queue past the IP's, a select the IP does not
+    // have, and an FMAP invalidate: each flagged, and logged in GLBL_ERR_STAT where the IP's
+    // header has a bit for it (bit 9 on EQDMA, none on the soft IP 3.x).
+    for (misc, logged) in [(SOFT3, 0), (EQDMA, 1 << 9)] {
+        let card =
+            Card::new(QdmaModelConfig { ctxt_busy_reads: 3, max_queues: 16, misc_cap: misc, ..Default::default() });
+        let bar = &*card.bar();
+        w(bar, 0x24c, logged);
+        w(bar, 0x844, 1 << 1 | 2 << 5 | 5 << 7);
+        w(bar, 0x804, 0xdead);
+        assert_eq!(r(bar, 0x248), logged);
+        until("busy", || r(bar, 0x844) & 1 == 0);
+        for (sel, op, id, what) in
+            [(1, 2, 16, "queue 16 of 16"), (14, 2, 0, "select 14"), (12, 3, 0, "FMAP invalidate")]
+        {
+            w(bar, 0x248, logged);
+            cmd(bar, sel, op, id);
+            assert_eq!(r(bar, 0x248), logged, "{what}");
+        }
+        let v = card.model.violations();
+        assert_eq!(v.len(), 4, "{v:?}");
+        assert!(v[0].contains("written while a context command was busy") && v[2].contains("select 14"), "{v:?}");
+    }
 }
 
 #[test]
@@ -201,98 +132,142 @@ fn hand_made_rings_move_data_and_write_back_status() {
     assert_eq!(r(bar, 0x248), 0, "no errors");
 }
 
-/// One hand-made descriptor on queue 0 of `dir`; returns (GLBL_ERR_STAT, DSC_ERR_STS, MM error
-/// code of `dir`, software context error field, the model's words).
-fn bad(dir: Direction, d: impl Fn(u64, u64) -> [u8; 32], ring_at: Option<u64>) -> (u32, u32, u32, u32, String) {
-    let card = Card::new(QdmaModelConfig::default());
+/// What one bad descriptor left in the registers.
+#[derive(Debug, PartialEq, Eq)]
+struct Seen {
+    glbl: u32,
+    dsc: u32,
+    log0: u32,
+    log1: u32,
+    /// The MM engine's ERR_CODE and ERR_INFO of the descriptor's direction.
+    code: u32,
+    info: u32,
+    /// The software context's error field.
+    field: u32,
+}
+
+/// Two good descriptors, then a bad one, on hardware queue 5 of `dir` on the IP `misc`; with
+/// `ring_at`, the ring is put there (unreachable) and the bad descriptor alone.
+fn bad(misc: u32, dir: Direction, d: &dyn Fn(u64, u64) -> [u8; 32], ring_at: Option<u64>) -> (Seen, String) {
+    let card = Card::new(QdmaModelConfig { misc_cap: misc, ..Default::default() });
     let bar = &*card.bar();
     let alloc = card.alloc();
     let (ring, data) = (alloc.alloc(4096).unwrap(), alloc.alloc(4096).unwrap());
-    take(bar, 1);
-    start(bar, dir, 0, ring_at.unwrap_or(bus(&*ring, 0)));
-    bytes(&*ring)[..32].copy_from_slice(&d(bus(&*data, 0), 0));
-    ring_doorbell(bar, dir, 0, 1);
+    take(bar, 8);
+    start(bar, dir, 5, ring_at.unwrap_or(bus(&*ring, 0)));
+    let good = if ring_at.is_some() { 0 } else { 2 };
+    for i in 0..good {
+        let (h, c) = (bus(&*data, 64 * i as u64), 64 * i as u64);
+        let g = if dir == H2c { desc(h, c, 64, true) } else { desc(c, h, 64, true) };
+        bytes(&*ring)[32 * i..32 * i + 32].copy_from_slice(&g);
+    }
+    bytes(&*ring)[32 * good..32 * good + 32].copy_from_slice(&d(bus(&*data, 0), 0));
+    ring_doorbell(bar, dir, 5, good as u32 + 1);
     until("the queue to stop", || card.model.last_fault(dir).is_some());
     let mm = if dir == H2c { 0x1258 } else { 0x1058 };
-    let (sw, _) = card.model.contexts(dir, 0).unwrap();
+    let (sw, _) = card.model.contexts(dir, 5).unwrap();
     let fault = card.model.last_fault(dir).unwrap();
     // A stopped queue ignores further doorbells.
-    ring_doorbell(bar, dir, 0, 2);
-    (r(bar, 0x248), r(bar, 0x254), r(bar, mm), (sw[1] >> 26) & 3, fault)
+    ring_doorbell(bar, dir, 5, good as u32 + 2);
+    let seen = Seen {
+        glbl: r(bar, 0x248),
+        dsc: r(bar, 0x254),
+        log0: r(bar, 0x25c),
+        log1: r(bar, 0x260),
+        code: r(bar, mm),
+        info: r(bar, mm + 4),
+        field: (sw[1] >> 26) & 3,
+    };
+    (seen, fault)
 }
 
 #[test]
-fn bad_descriptors_are_logged_and_stop_the_queue() {
+fn bad_descriptors_stop_the_queue_and_are_logged_in_each_variants_layout() {
     let unmapped = 0x1000u64; // page 1: never a registered buffer
     type MakeDesc = Box<dyn Fn(u64, u64) -> [u8; 32]>;
-    type Case = (&'static str, Direction, MakeDesc, (u32, u32, u32, u32), &'static str);
-    let cases: [Case; 7] = [
-        ("DV clear", H2c, Box::new(|h, c| desc(h, c, 64, false)), (1 << 2, 1 << 21, 0, 1), "DV"),
-        ("zero length", C2h, Box::new(|h, c| desc(c, h, 0, true)), (1 << 2, 1 << 2, 0, 1), "length is 0"),
-        (
-            "host source unmapped",
-            H2c,
-            Box::new(move |_, c| desc(unmapped, c, 64, true)),
-            (1 << 4, 0, 1 << 17 | 2, 2),
-            "host read failed",
-        ),
-        (
-            "card past the end",
-            H2c,
-            Box::new(|h, _| desc(h, CARD_MEMORY_SIZE - 8, 64, true)),
-            (1 << 4, 0, 1 << 17 | 1 << 16 | 28, 2),
-            "past card memory",
-        ),
-        (
-            "card read past the end",
-            C2h,
-            Box::new(|h, _| desc(CARD_MEMORY_SIZE, h, 8, true)),
-            (1 << 6, 0, 1 << 17 | 1, 2),
-            "past card memory",
-        ),
-        (
-            "host destination unmapped",
-            C2h,
-            Box::new(move |_, c| desc(c, unmapped, 8, true)),
-            (1 << 6, 0, 1 << 17 | 1 << 16 | 29, 2),
-            "host write failed",
-        ),
-        (
-            "descriptor unreachable",
-            H2c,
-            Box::new(|h, c| desc(h, c, 8, true)),
-            (1 << 2, 1 << 1, 0, 1),
-            "descriptor fetch failed",
-        ),
+    let cases: [(&str, Direction, MakeDesc, &str); 7] = [
+        ("DV clear", H2c, Box::new(|h, c| desc(h, c, 64, false)), "DV"),
+        ("zero length", C2h, Box::new(|h, c| desc(c, h, 0, true)), "length is 0"),
+        ("host source unmapped", H2c, Box::new(move |_, c| desc(unmapped, c, 64, true)), "host read failed"),
+        ("card past the end", H2c, Box::new(|h, _| desc(h, CARD_MEMORY_SIZE - 8, 64, true)), "past card memory"),
+        ("card read past the end", C2h, Box::new(|h, _| desc(CARD_MEMORY_SIZE, h, 8, true)), "past card memory"),
+        ("host destination unmapped", C2h, Box::new(move |_, c| desc(c, unmapped, 8, true)), "host write failed"),
+        ("descriptor unreachable", H2c, Box::new(|h, c| desc(h, c, 8, true)), "descriptor fetch failed"),
     ];
-    for (i, (name, dir, d, want, words)) in cases.into_iter().enumerate() {
-        let ring_at = (i == 6).then_some(unmapped);
-        let (glbl, dsc, code, field, fault) = bad(dir, d, ring_at);
-        assert_eq!((glbl, dsc, code, field), want, "{name}: {fault}");
-        assert!(fault.contains(words), "{name}: {fault}");
+    // Per case: (GLBL_ERR_STAT, DSC_ERR_STS, error type in LOG1, MM code, context error field).
+    // Soft 3.x: an MM data error is the descriptor engine's "DMA engine error" (bit 20), the
+    // MM error registers stay clear; its logs are kept in the CPM4 layout.
+    let soft3 = [
+        (1 << 2, 1 << 21, 21, 0, 1),
+        (1 << 2, 1 << 2, 2, 0, 1),
+        (1 << 2, 1 << 20, 20, 0, 2),
+        (1 << 2, 1 << 20, 20, 0, 2),
+        (1 << 2, 1 << 20, 20, 0, 2),
+        (1 << 2, 1 << 20, 20, 0, 2),
+        (1 << 2, 1 << 1, 1, 0, 1),
+    ];
+    // EQDMA and CPM5: the low descriptor bits moved up by one (parameter 4, UR/CA 2), MM errors
+    // in GLBL bits 4/6 and the MM error code (the enable bit's number).
+    let eq = [
+        (1 << 2, 1 << 21, 21, 0, 1),
+        (1 << 2, 1 << 4, 4, 0, 1),
+        (1 << 4, 0, 0, 2, 2),
+        (1 << 4, 0, 0, 28, 2),
+        (1 << 6, 0, 0, 1, 2),
+        (1 << 6, 0, 0, 29, 2),
+        (1 << 2, 1 << 2, 2, 0, 1),
+    ];
+    for (misc, want) in [(SOFT3, soft3), (EQDMA, eq), (CPM5, eq)] {
+        let eq_layout = misc != SOFT3;
+        for (i, ((name, dir, d, words), (glbl, dsc, kind, code, field))) in cases.iter().zip(want).enumerate() {
+            let unreachable = i == 6;
+            let (seen, fault) = bad(misc, *dir, d, unreachable.then_some(unmapped));
+            let cidx = if unreachable { 0 } else { 2 };
+            let c2h = (*dir == C2h) as u32;
+            // Descriptor logs: soft 3.x/CPM4 valid 31, qid [28:17], sel 16, cidx [15:0] and the
+            // type in LOG1; EQDMA/CPM5 valid 31, sel 30, qid [12:0], cidx in LOG1 [27:12].
+            let (log0, log1) = match (dsc, eq_layout) {
+                (0, _) => (0, 0),
+                (_, false) => (1 << 31 | 5 << 17 | c2h << 16 | cidx, kind),
+                (_, true) => (1 << 31 | c2h << 30 | 5, cidx << 12 | kind),
+            };
+            // MM logs (EQDMA/CPM5): the descriptor in ERR_CODE [27:12], valid 31 and the queue in
+            // ERR_INFO.
+            let (code, info) = if code == 0 { (0, 0) } else { (cidx << 12 | code, 1 << 31 | c2h << 30 | 5) };
+            let want = Seen { glbl, dsc, log0, log1, code, info, field };
+            assert_eq!(seen, want, "{misc:#x} {name}: {fault}");
+            assert!(fault.contains(words), "{name}: {fault}");
+        }
     }
 }
 
 #[test]
 fn errors_log_only_where_enabled_and_doorbells_respect_the_fmap() {
-    let card = Card::new(QdmaModelConfig::default());
-    let bar = &*card.bar();
-    let alloc = card.alloc();
-    let ring = alloc.alloc(4096).unwrap();
-    ctx_write(bar, 12, 0, &[0, 2]);
-    w(bar, 0x1204, 1);
-    start(bar, H2c, 0, bus(&*ring, 0));
-    ring_doorbell(bar, H2c, 0, 1); // slot 0 is zeros: DV clear
-    until("the queue to stop", || card.model.last_fault(H2c).is_some());
-    assert_eq!((r(bar, 0x248), r(bar, 0x254)), (0, 0), "nothing logged without the enables");
-    // A doorbell for queue 2 of a function that owns 2 queues is a target-access error.
-    w(bar, 0x24c, 1 << 3);
-    w(bar, 0x268, 0xf);
-    ring_doorbell(bar, H2c, 2, 1);
-    assert_eq!((r(bar, 0x248), r(bar, 0x264), r(bar, 0x26c)), (1 << 3, 1 << 1, 0x18024));
-    w(bar, 0x264, 1 << 1);
-    w(bar, 0x248, 1 << 3);
-    assert_eq!((r(bar, 0x248), r(bar, 0x264)), (0, 0), "write 1 to clear");
+    // (IP, its TRQ all-errors mask, the queue-range bit, the log of function 0's doorbell at
+    // 0x18024: raw on soft 3.x, function [26:17] and address [16:0] on EQDMA/CPM5).
+    for (misc, all, range, log) in
+        [(SOFT3, 0xf, 1 << 1, 0x18024), (EQDMA, 0xb3, 1 << 5, 0x18024), (CPM5, 0xb3, 1 << 5, 0x18024)]
+    {
+        let card = Card::new(QdmaModelConfig { misc_cap: misc, ..Default::default() });
+        let bar = &*card.bar();
+        let alloc = card.alloc();
+        let ring = alloc.alloc(4096).unwrap();
+        ctx_write(bar, 12, 0, &[0, 2]);
+        w(bar, 0x1204, 1);
+        start(bar, H2c, 0, bus(&*ring, 0));
+        ring_doorbell(bar, H2c, 0, 1); // slot 0 is zeros: DV clear
+        until("the queue to stop", || card.model.last_fault(H2c).is_some());
+        assert_eq!((r(bar, 0x248), r(bar, 0x254)), (0, 0), "nothing logged without the enables");
+        // A doorbell for queue 2 of a function that owns 2 queues is a target-access error.
+        w(bar, 0x24c, 1 << 3);
+        w(bar, 0x268, all);
+        ring_doorbell(bar, H2c, 2, 1);
+        assert_eq!((r(bar, 0x248), r(bar, 0x264), r(bar, 0x26c)), (1 << 3, range, log), "{misc:#x}");
+        w(bar, 0x264, range);
+        w(bar, 0x248, 1 << 3);
+        assert_eq!((r(bar, 0x248), r(bar, 0x264)), (0, 0), "write 1 to clear");
+        assert!(card.model.violations().is_empty(), "{:?}", card.model.violations());
+    }
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! queues, version, ring sizes) for `pcibench info` and the driver. Reading these registers has
 //! no side effects.
 
+use super::errors::ErrorRegs;
+use super::ip::IpKind;
 use super::regs::*;
 use crate::access::{BarRegion, DeviceAccess};
 use crate::dma::Direction;
@@ -18,7 +20,7 @@ pub fn is_config_bar(bar: &dyn BarRegion) -> Result<bool> {
     if bar.len() < MIN_CONFIG_BAR_LEN {
         return Ok(false);
     }
-    Ok(rd(bar, R_ID)? >> 16 == ID_MAGIC)
+    Ok(rd(bar, R_ID)? >> ID_SHIFT == ID_MAGIC)
 }
 
 /// The first of `bars` that is a QDMA config BAR (see `probe_bar::find`).
@@ -39,7 +41,7 @@ pub struct QdmaInfo {
     pub mm_c2h: bool,
     pub st_h2c: bool,
     pub st_c2h: bool,
-    /// Queues in the IP (GLBL2_CHANNEL_QDMA_CAP [11:0]).
+    /// Queues in the IP (GLBL2_CHANNEL_QDMA_CAP [11:0]; 0xfff is 4096 on CPM5).
     pub max_queues: u32,
     /// This PCI function's number as the IP sees it (GLBL2_CHANNEL_FUNC_RET).
     pub func: u8,
@@ -75,7 +77,7 @@ impl QdmaInfo {
 impl fmt::Display for QdmaInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "QDMA (AMD/Xilinx queue DMA, PG302) config registers in BAR{}", self.bar)?;
-        let rtl = if (self.misc_cap >> 16) & 0xf == 1 { "RTL patch" } else { "RTL base" };
+        let rtl = if (self.misc_cap >> MISC_RTL_SHIFT) & MISC_FIELD == 1 { "RTL patch" } else { "RTL base" };
         let user = self.user_bar.map_or("none named".into(), |b| format!("BAR{b}"));
         writeln!(
             f,
@@ -90,7 +92,13 @@ impl fmt::Display for QdmaInfo {
         writeln!(
             f,
             "  engines: {}{}",
-            if mm.is_empty() { "no MM engine".into() } else { format!("{} (pcibench drives these)", mm.join(", ")) },
+            if mm.is_empty() {
+                "no MM engine".into()
+            } else if self.ip.refusal(self.misc_cap).is_some() {
+                format!("{} (not driven: below)", mm.join(", "))
+            } else {
+                format!("{} (pcibench drives these)", mm.join(", "))
+            },
             if st.is_empty() { String::new() } else { format!("; {} (stream: not driven)", st.join(", ")) }
         )?;
         writeln!(f, "  queues: {} in the IP ({}-bit context ids)", self.max_queues, self.ip.qid_bits())?;
@@ -109,6 +117,9 @@ impl fmt::Display for QdmaInfo {
         if let Some(e) = &self.pending_errors {
             write!(f, "\n  pending errors: {e}")?;
         }
+        if let Some(why) = self.ip.refusal(self.misc_cap) {
+            write!(f, "\n  not driven: {why}")?;
+        }
         Ok(())
     }
 }
@@ -123,7 +134,7 @@ pub fn probe(bar: &dyn BarRegion) -> Result<QdmaInfo> {
         )));
     }
     let id = rd(bar, R_ID)?;
-    if id >> 16 != ID_MAGIC {
+    if id >> ID_SHIFT != ID_MAGIC {
         let hint = if id == u32::MAX {
             ": all-ones reads mean Memory Space is disabled or the card is not responding"
         } else {
@@ -136,32 +147,33 @@ pub fn probe(bar: &dyn BarRegion) -> Result<QdmaInfo> {
     let misc = rd(bar, R_MISC_CAP)?;
     let ip = IpKind::from_misc_cap(misc);
     let mdma = rd(bar, R_CHANNEL_MDMA)?;
-    let func = (rd(bar, R_FUNC_RET)? & 0xff) as u8;
-    let user = (rd(bar, R_BARLITE_EXT)? >> (6 * (func as u32 % 4))) & 0x3f;
-    let mut ring_entries = Vec::with_capacity(16);
-    for i in 0..16 {
-        ring_entries.push(rd(bar, R_RNG_SZ + 4 * i)? & 0xffff);
+    let func = (rd(bar, R_FUNC_RET)? & FUNC_RET_FUNC) as u8;
+    let per_pf = (1 << BARLITE_BITS) - 1;
+    let user = (rd(bar, R_BARLITE_EXT)? >> (BARLITE_BITS * (func as u32 % 4))) & per_pf;
+    let mut ring_entries = Vec::with_capacity(RNG_SZ_COUNT);
+    for i in 0..RNG_SZ_COUNT as u64 {
+        ring_entries.push(rd(bar, R_RNG_SZ + 4 * i)? & RNG_SZ_MASK);
     }
-    let (mm_h2c, mm_c2h) = (mdma & 1 != 0, mdma & (1 << 8) != 0);
+    let (mm_h2c, mm_c2h) = (mdma & MDMA_MM_H2C != 0, mdma & MDMA_MM_C2H != 0);
     let mm_running = [
-        mm_h2c && rd(bar, mm(Direction::H2c, MM_CONTROL))? & 1 != 0,
-        mm_c2h && rd(bar, mm(Direction::C2h, MM_CONTROL))? & 1 != 0,
+        mm_h2c && rd(bar, mm(Direction::H2c, MM_CONTROL))? & MM_RUN != 0,
+        mm_c2h && rd(bar, mm(Direction::C2h, MM_CONTROL))? & MM_RUN != 0,
     ];
-    let errors = ErrorRegs::read(bar, [mm_h2c, mm_c2h])?;
+    let errors = ErrorRegs::read(bar, ip, [mm_h2c, mm_c2h])?;
     Ok(QdmaInfo {
         bar: index,
         ip,
-        release: ip.release((misc >> 24) & 0xf),
+        release: ip.release(misc),
         misc_cap: misc,
         mm_h2c,
         mm_c2h,
-        st_h2c: mdma & (1 << 16) != 0,
-        st_c2h: mdma & (1 << 17) != 0,
-        max_queues: rd(bar, R_QDMA_CAP)? & 0xfff,
+        st_h2c: mdma & MDMA_ST_H2C != 0,
+        st_c2h: mdma & MDMA_ST_C2H != 0,
+        max_queues: ip.max_queues(rd(bar, R_QDMA_CAP)?),
         func,
         user_bar: (user != 0).then(|| user.trailing_zeros() as u8),
         ring_entries,
         mm_running,
-        pending_errors: errors.any().then(|| errors.describe(ip)),
+        pending_errors: errors.any().then(|| errors.describe()),
     })
 }

@@ -1,23 +1,64 @@
-//! The QDMA (PG302) config BAR as the driver uses it: register offsets, the identifier and
-//! version fields, and the error registers read and put into words. Offsets and bit fields are
-//! those of the vendor's open access code (Xilinx/dma_ip_drivers, QDMA `qdma_access`:
-//! `qdma_soft_reg.h`, `qdma_access_common.h`, `eqdma_soft_reg.h`, `qdma_cpm4_reg.h`); where the
-//! QDMA soft IP (3.x, laid out as CPM4) and EQDMA (QDMA 4.0/5.0) differ, both are decoded.
+//! Every register offset, field and bit of the QDMA config BAR (PG302) the driver reads or
+//! writes, with the vendor symbol that defines it (Xilinx/dma_ip_drivers, QDMA/linux-kernel/
+//! driver/libqdma/qdma_access/). The conformance table `docs/engines/qdma.md` has one row per
+//! constant here. Prefixes name the IP whose vendor header defines a layout where they differ:
+//! `S3_` the QDMA soft IP 3.x (`qdma_soft_reg.h`, also the CPM4 bit positions where
+//! `qdma_cpm4_reg.h` agrees), `C4_` Versal CPM4 (`qdma_cpm4_reg.h`, `qdma_cpm4_access.c`),
+//! `EQ_` EQDMA 4.0/5.0 and Versal CPM5, which share them (`eqdma_soft_reg.h`,
+//! `eqdma_cpm5_reg.h`), `C5_` CPM5 alone (`eqdma_cpm5_access.c`). Unprefixed: the same on all.
 
 use crate::access::BarRegion;
 use crate::direction::Direction;
 use crate::mmio::Width;
 use crate::Result;
-use serde::Serialize;
+use std::time::Duration;
 
-pub(crate) const ID_MAGIC: u32 = 0x1fd3;
+// Identity and capabilities (QDMA_TRQ_SEL_GLBL1 0x0, QDMA_TRQ_SEL_GLBL2 0x100).
 pub(crate) const R_ID: u64 = 0x000;
+pub(crate) const ID_MAGIC: u32 = 0x1fd3;
+pub(crate) const ID_SHIFT: u32 = 16;
 pub(crate) const R_BARLITE_EXT: u64 = 0x10c;
+/// Each PF's user BAR map in GLBL2_PF_BARLITE_EXT: 6 bits per function.
+pub(crate) const BARLITE_BITS: u32 = 6;
 pub(crate) const R_CHANNEL_MDMA: u64 = 0x118;
+pub(crate) const MDMA_MM_H2C: u32 = 1 << 0;
+pub(crate) const MDMA_MM_C2H: u32 = 1 << 8;
+pub(crate) const MDMA_ST_H2C: u32 = 1 << 16;
+pub(crate) const MDMA_ST_C2H: u32 = 1 << 17;
 pub(crate) const R_QDMA_CAP: u64 = 0x120;
+pub(crate) const QDMA_CAP_MULTIQ_MAX: u32 = 0xfff;
+/// CPM5 has 4096 queues, one more than the 12-bit field holds: it reads 0xfff for them.
+pub(crate) const C5_QUEUES_AT_MAX: u32 = 4096;
 pub(crate) const R_FUNC_RET: u64 = 0x12c;
+pub(crate) const FUNC_RET_FUNC: u32 = 0xff;
 pub(crate) const R_MISC_CAP: u64 = 0x134;
+pub(crate) const MISC_DEVICE_SHIFT: u32 = 28;
+pub(crate) const MISC_RELEASE_SHIFT: u32 = 24;
+pub(crate) const MISC_IP_SHIFT: u32 = 20;
+pub(crate) const MISC_RTL_SHIFT: u32 = 16;
+pub(crate) const MISC_FIELD: u32 = 0xf;
+/// Device type [31:28]: soft IP, Versal CPM4, Versal CPM5 (`qdma_fetch_version_details`).
+pub(crate) const DEVICE_SOFT: u32 = 0;
+pub(crate) const DEVICE_CPM4: u32 = 1;
+pub(crate) const DEVICE_CPM5: u32 = 2;
+/// IP type [23:20] on a soft device: QDMA 3.x, EQDMA 4.0, EQDMA 5.0.
+pub(crate) const IP_QDMA3: u32 = 0;
+pub(crate) const IP_EQDMA4: u32 = 1;
+pub(crate) const IP_EQDMA5: u32 = 2;
+/// IP type [23:20] on a Versal device: the hard IP, or the soft IP in the fabric.
+pub(crate) const IP_VERSAL_HARD: u32 = 0;
+pub(crate) const IP_VERSAL_SOFT: u32 = 1;
+
+// The global ring-size table (QDMA_TRQ_SEL_GLBL 0x200).
 pub(crate) const R_RNG_SZ: u64 = 0x204;
+pub(crate) const RNG_SZ_COUNT: usize = 16;
+pub(crate) const RNG_SZ_MASK: u32 = 0xffff;
+/// The vendor driver's default global ring-size table, the same in every IP's
+/// `*_set_default_global_csr`; each entry counts the status writeback slot too.
+pub const VENDOR_RING_SIZES: [u32; RNG_SZ_COUNT] =
+    [2049, 65, 129, 193, 257, 385, 513, 769, 1025, 1537, 3073, 4097, 6145, 8193, 12289, 16385];
+
+// Error registers: offsets are the same on every IP, their bits are not.
 pub(crate) const R_GLBL_ERR_STAT: u64 = 0x248;
 pub(crate) const R_GLBL_ERR_MASK: u64 = 0x24c;
 pub(crate) const R_DSC_ERR_STS: u64 = 0x254;
@@ -27,39 +68,241 @@ pub(crate) const R_DSC_ERR_LOG1: u64 = 0x260;
 pub(crate) const R_TRQ_ERR_STS: u64 = 0x264;
 pub(crate) const R_TRQ_ERR_MSK: u64 = 0x268;
 pub(crate) const R_TRQ_ERR_LOG: u64 = 0x26c;
+
+// GLBL_ERR_STAT / GLBL_ERR_MASK: the leaf aggregators.
+pub(crate) const GLBL_RAM_SBE: u32 = 1 << 0;
+pub(crate) const GLBL_RAM_DBE: u32 = 1 << 1;
+pub(crate) const GLBL_DSC: u32 = 1 << 2;
+pub(crate) const GLBL_TRQ: u32 = 1 << 3;
+pub(crate) const GLBL_C2H_ST: u32 = 1 << 8;
+/// Soft 3.x defines only bits 0-3, 8 and 11: no MM engine bits (`qdma_soft_reg.h`).
+pub(crate) const S3_GLBL_H2C_ST: u32 = 1 << 11;
+/// MM engine bits: CPM4, EQDMA and CPM5 only.
+pub(crate) const GLBL_H2C_MM0: u32 = 1 << 4;
+pub(crate) const GLBL_H2C_MM1: u32 = 1 << 5;
+pub(crate) const GLBL_C2H_MM0: u32 = 1 << 6;
+pub(crate) const GLBL_C2H_MM1: u32 = 1 << 7;
+pub(crate) const C4_GLBL_IND_CTXT_CMD: u32 = 1 << 9;
+pub(crate) const C4_GLBL_BRIDGE: u32 = 1 << 10;
+pub(crate) const EQ_GLBL_IND_CTXT_CMD: u32 = 0x3f << 9;
+pub(crate) const EQ_GLBL_BRIDGE: u32 = 1 << 15;
+pub(crate) const EQ_GLBL_H2C_ST: u32 = 1 << 16;
+pub(crate) const EQ_GLBL_FABRIC: u32 = 1 << 17;
+
+// GLBL_DSC_ERR_STS / _MSK. Soft 3.x (and CPM4) from bit 0; EQDMA and CPM5 moved the low bits up.
+pub(crate) const S3_DSC_POISON: u32 = 1 << 0;
+pub(crate) const S3_DSC_UR_CA: u32 = 1 << 1;
+pub(crate) const S3_DSC_PARAM: u32 = 1 << 2;
+pub(crate) const S3_DSC_ADDR: u32 = 1 << 3;
+pub(crate) const S3_DSC_TAG: u32 = 1 << 4;
+pub(crate) const S3_DSC_FLR: u32 = 1 << 5;
+pub(crate) const S3_DSC_ALL: u32 = 0x01f9_023f;
+pub(crate) const EQ_DSC_POISON: u32 = 1 << 1;
+pub(crate) const EQ_DSC_UR_CA: u32 = 1 << 2;
+pub(crate) const EQ_DSC_BCNT: u32 = 1 << 3;
+pub(crate) const EQ_DSC_PARAM: u32 = 1 << 4;
+pub(crate) const EQ_DSC_ADDR: u32 = 1 << 5;
+pub(crate) const EQ_DSC_TAG: u32 = 1 << 6;
+pub(crate) const EQ_DSC_FLR: u32 = 1 << 8;
+pub(crate) const EQ_DSC_PORT_ID: u32 = 1 << 25;
+pub(crate) const EQ_DSC_ALL: u32 = 0x01f9_037e;
+pub(crate) const DSC_TIMEOUT: u32 = 1 << 9;
+pub(crate) const DSC_DAT_POISON: u32 = 1 << 16;
+pub(crate) const DSC_FLR_CANCEL: u32 = 1 << 19;
+/// "DMA engine error": on soft 3.x the vendor's only report of a failed MM data transfer.
+pub(crate) const DSC_DMA: u32 = 1 << 20;
+pub(crate) const DSC_DSC: u32 = 1 << 21;
+pub(crate) const DSC_RQ_CANCEL: u32 = 1 << 22;
+pub(crate) const DSC_DBE: u32 = 1 << 23;
+pub(crate) const DSC_SBE: u32 = 1 << 24;
+
+// GLBL_DSC_ERR_LOG0 / LOG1: no field layout for soft 3.x (read as raw words there).
+pub(crate) const C4_LOG0_VALID: u32 = 1 << 31;
+pub(crate) const C4_LOG0_QID_SHIFT: u32 = 17;
+pub(crate) const C4_LOG0_QID: u32 = 0xfff;
+pub(crate) const C4_LOG0_SEL: u32 = 1 << 16;
+pub(crate) const C4_LOG0_CIDX: u32 = 0xffff;
+pub(crate) const EQ_LOG0_VALID: u32 = 1 << 31;
+pub(crate) const EQ_LOG0_SEL: u32 = 1 << 30;
+pub(crate) const EQ_LOG0_QID: u32 = 0x1fff;
+pub(crate) const EQ_LOG1_CIDX_SHIFT: u32 = 12;
+pub(crate) const EQ_LOG1_CIDX: u32 = 0xffff;
+pub(crate) const LOG1_SUB_TYPE_SHIFT: u32 = 5;
+pub(crate) const LOG1_SUB_TYPE: u32 = 0xf;
+pub(crate) const LOG1_ERR_TYPE: u32 = 0x1f;
+
+// GLBL_TRQ_ERR_STS / _MSK / _LOG: register-access errors (a doorbell outside the FMAP).
+pub(crate) const S3_TRQ_UNMAPPED: u32 = 1 << 0;
+pub(crate) const S3_TRQ_QID_RANGE: u32 = 1 << 1;
+pub(crate) const S3_TRQ_VF_ACCESS: u32 = 1 << 2;
+pub(crate) const S3_TRQ_TIMEOUT: u32 = 1 << 3;
+pub(crate) const S3_TRQ_ALL: u32 = 0xf;
+pub(crate) const EQ_TRQ_CSR_UNMAPPED: u32 = 1 << 0;
+pub(crate) const EQ_TRQ_VF_ACCESS: u32 = 1 << 1;
+pub(crate) const EQ_TRQ_CSR_TIMEOUT: u32 = 1 << 3;
+pub(crate) const EQ_TRQ_QSPC_UNMAPPED: u32 = 1 << 4;
+pub(crate) const EQ_TRQ_QID_RANGE: u32 = 1 << 5;
+pub(crate) const EQ_TRQ_QSPC_TIMEOUT: u32 = 1 << 7;
+pub(crate) const EQ_TRQ_ALL: u32 = 0xb3;
+pub(crate) const C4_TRQ_LOG_FUNC_SHIFT: u32 = 16;
+pub(crate) const C4_TRQ_LOG_FUNC: u32 = 0xff;
+pub(crate) const C4_TRQ_LOG_ADDR: u32 = 0xffff;
+pub(crate) const EQ_TRQ_LOG_FUNC_SHIFT: u32 = 17;
+pub(crate) const EQ_TRQ_LOG_FUNC: u32 = 0x3ff;
+pub(crate) const EQ_TRQ_LOG_ADDR: u32 = 0x1ffff;
+
+// Indirect context access (QDMA_TRQ_SEL_IND 0x800).
 pub(crate) const R_IND_DATA: u64 = 0x804;
 pub(crate) const R_IND_MASK: u64 = 0x824;
 pub(crate) const R_IND_CMD: u64 = 0x844;
-/// PF queue doorbells: +0x4 H2C producer index, +0x8 C2H, per 0x10 (function-relative queue).
-pub(crate) const R_PF_DOORBELLS: u64 = 0x18000;
-/// The smallest config BAR that reaches the first queue's doorbells.
-pub const MIN_CONFIG_BAR_LEN: u64 = R_PF_DOORBELLS + 0x10;
-/// The vendor driver's default global ring-size table (`qdma_set_default_global_csr`).
-pub const VENDOR_RING_SIZES: [u32; 16] =
-    [2049, 65, 129, 193, 257, 385, 513, 769, 1025, 1537, 3073, 4097, 6145, 8193, 12289, 16385];
+pub(crate) const IND_WORDS: u64 = 8;
+pub(crate) const IND_CMD_BUSY: u32 = 1 << 0;
+pub(crate) const IND_CMD_SEL_SHIFT: u32 = 1;
+pub(crate) const IND_CMD_OP_SHIFT: u32 = 5;
+pub(crate) const IND_CMD_QID_SHIFT: u32 = 7;
+/// The command's queue id field: 12 bits (`union qdma_ind_ctxt_cmd`), 13 on EQDMA and CPM5.
+pub(crate) const IND_QID_BITS: u32 = 12;
+pub(crate) const EQ_IND_QID_BITS: u32 = 13;
+pub(crate) const OP_CLR: u32 = 0;
+pub(crate) const OP_WR: u32 = 1;
+pub(crate) const OP_RD: u32 = 2;
+pub(crate) const OP_INV: u32 = 3;
+pub(crate) const SEL_SW_C2H: u32 = 0;
+pub(crate) const SEL_SW_H2C: u32 = 1;
+pub(crate) const SEL_HW_C2H: u32 = 2;
+pub(crate) const SEL_HW_H2C: u32 = 3;
+pub(crate) const SEL_CR_C2H: u32 = 4;
+pub(crate) const SEL_CR_H2C: u32 = 5;
+pub(crate) const SEL_FMAP: u32 = 12;
+/// The vendor polls busy every 10 µs for up to 500 ms (`QDMA_REG_POLL_DFLT_*`).
+pub(crate) const IND_POLL_INTERVAL: Duration = Duration::from_micros(10);
+pub(crate) const IND_BUSY_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long stopping a queue waits for its descriptors in flight (`q_stop_wait` in
+/// `qdma_queue_stop`, up to `QDMA_Q_PEND_LIST_COMPLETION_TIMEOUT`).
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_millis(1000);
 
-// MM engine (channel 0) registers, relative to its block.
+// FMAP context (select 12): first queue in word 0, queue count in word 1.
+pub(crate) const FMAP_QBASE: u32 = 0x7ff;
+pub(crate) const FMAP_QMAX: u32 = 0xfff;
+pub(crate) const C5_FMAP_QBASE: u32 = 0xfff;
+pub(crate) const C5_FMAP_QMAX: u32 = 0x1fff;
+
+// CPM4 puts these elsewhere; named only to say why a CPM4 is refused.
+pub(crate) const C4_R_FMAP: u64 = 0x400;
+pub(crate) const C4_R_IND_CMD: u64 = 0x824;
+pub(crate) const C4_R_DOORBELLS: u64 = 0x6400;
+
+// Software context (`QDMA_SW_CTXT_W*`, EQDMA `SW_IND_CTXT_DATA_W*`).
+pub(crate) const SW_W0_PIDX: u32 = 0xffff;
+pub(crate) const SW_W0_IRQ_ARM: u32 = 1 << 16;
+pub(crate) const SW_W0_FUNC_SHIFT: u32 = 17;
+/// [24:17] on soft 3.x, [28:17] on EQDMA/CPM5: a PF's function number fits both.
+pub(crate) const SW_W0_FUNC: u32 = 0xff;
+pub(crate) const SW_W1_QEN: u32 = 1 << 0;
+pub(crate) const SW_W1_FCRD_EN: u32 = 1 << 1;
+pub(crate) const SW_W1_WBI_CHK: u32 = 1 << 2;
+pub(crate) const SW_W1_WBI_INTVL: u32 = 1 << 3;
+pub(crate) const SW_W1_FETCH_MAX_SHIFT: u32 = 5;
+/// [7:5] on soft 3.x, [8:5] on EQDMA/CPM5; the vendor writes 7 (`FETCH_MAX_NUM`) on all.
+pub(crate) const SW_W1_FETCH_MAX: u32 = 0x7;
+pub(crate) const FETCH_MAX_NUM: u8 = 7;
+pub(crate) const SW_W1_RNG_SZ_SHIFT: u32 = 12;
+pub(crate) const SW_W1_RNG_SZ: u32 = 0xf;
+pub(crate) const SW_W1_DSC_SZ_SHIFT: u32 = 16;
+pub(crate) const SW_W1_DSC_SZ: u32 = 0x3;
+pub(crate) const DESC_SZ_32B: u8 = 2;
+pub(crate) const SW_W1_BYPASS: u32 = 1 << 18;
+pub(crate) const SW_W1_MM_CHN: u32 = 1 << 19;
+pub(crate) const SW_W1_WBK_EN: u32 = 1 << 20;
+pub(crate) const SW_W1_IRQ_EN: u32 = 1 << 21;
+pub(crate) const SW_W1_ERR_SHIFT: u32 = 26;
+pub(crate) const SW_W1_ERR: u32 = 0x3;
+pub(crate) const SW_W1_ERR_WB_SENT: u32 = 1 << 28;
+pub(crate) const SW_W1_MRKR_DIS: u32 = 1 << 30;
+pub(crate) const SW_W1_IS_MM: u32 = 1 << 31;
+
+// Hardware context (`QDMA_HW_CTXT_W*`).
+pub(crate) const HW_W0_CIDX: u32 = 0xffff;
+pub(crate) const HW_W0_CRD_USE_SHIFT: u32 = 16;
+pub(crate) const HW_W1_DSC_PND: u32 = 1 << 8;
+/// "Queue invalid, no descriptor pending": nothing of this queue is in flight.
+pub(crate) const HW_W1_IDL_STP_B: u32 = 1 << 9;
+pub(crate) const HW_W1_EVT_PND: u32 = 1 << 10;
+pub(crate) const HW_W1_FETCH_PND_SHIFT: u32 = 11;
+pub(crate) const HW_W1_FETCH_PND: u32 = 0xf;
+
+// MM descriptor (`struct qdma_mm_desc`) and the status writeback (`struct qdma_desc_cmpl_status`).
+pub(crate) const DESC_BYTES: u64 = 32;
+pub(crate) const DESC_LEN: u64 = 0x0fff_ffff;
+pub(crate) const DESC_DV: u64 = 1 << 28;
+pub(crate) const DESC_SOP: u64 = 1 << 29;
+pub(crate) const DESC_EOP: u64 = 1 << 30;
+/// Longest descriptor: the 28-bit length (`QDMA_DESC_BLEN_MAX`) rounded down to 4 KiB.
+pub(crate) const MAX_DESC_LEN: u64 = 0x0fff_f000;
+/// EQDMA 5.0 moves less per descriptor (`SOFT_EQDMA_DESC_BLEN_MAX`).
+pub(crate) const EQ5_MAX_DESC_LEN: u64 = 1 << 15;
+pub(crate) const STATUS_CIDX_SHIFT: u32 = 16;
+
+// PF queue doorbells (QDMA_TRQ_SEL_QUEUE_PF 0x18000), per function-relative queue.
+pub(crate) const R_PF_DOORBELLS: u64 = 0x18000;
+pub(crate) const DB_STEP: u64 = 0x10;
+pub(crate) const DB_H2C_PIDX: u64 = 0x4;
+pub(crate) const DB_C2H_PIDX: u64 = 0x8;
+pub(crate) const DB_PIDX: u32 = 0xffff;
+/// The smallest config BAR that reaches the first queue's doorbells.
+pub const MIN_CONFIG_BAR_LEN: u64 = R_PF_DOORBELLS + DB_STEP;
+
+// MM engine, channel 0 (QDMA_TRQ_SEL_C2H_MM 0x1000, QDMA_TRQ_SEL_H2C_MM 0x1200).
+pub(crate) const MM_C2H_BASE: u64 = 0x1000;
+pub(crate) const MM_H2C_BASE: u64 = 0x1200;
 pub(crate) const MM_CONTROL: u64 = 0x04;
+pub(crate) const MM_RUN: u32 = 1 << 0;
 pub(crate) const MM_COMPLETED: u64 = 0x48;
 pub(crate) const MM_ERR_ENABLE: u64 = 0x54;
 pub(crate) const MM_ERR_CODE: u64 = 0x58;
 pub(crate) const MM_ERR_INFO: u64 = 0x5c;
 pub(crate) const MM_PERF_CTL: u64 = 0xc0;
+pub(crate) const PERF_IMM_CLEAR: u32 = 1 << 1;
+pub(crate) const PERF_IMM_START: u32 = 1 << 3;
 pub(crate) const MM_PERF_CYCLES: u64 = 0xc4;
 pub(crate) const MM_PERF_DATA: u64 = 0xcc;
-/// Every MM error the vendor's EQDMA and CPM4 code enables (`*_MM_*_ERR_ALL_MASK`).
-pub(crate) fn mm_error_enables(dir: Direction) -> u32 {
-    match dir {
-        Direction::H2c => 0x3041_013e,
-        Direction::C2h => 0x7000_0003,
-    }
-}
+/// The counters' high words hold 10 bits.
+pub(crate) const PERF_HIGH: u32 = 0x3ff;
+// MM ERR_CODE / ERR_INFO: soft 3.x names the registers but none of their fields.
+pub(crate) const MM_CODE: u32 = 0x1f;
+pub(crate) const C4_MM_CODE_VALID: u32 = 1 << 17;
+pub(crate) const C4_MM_CODE_RDWR: u32 = 1 << 16;
+pub(crate) const C4_MM_INFO_QID_SHIFT: u32 = 17;
+pub(crate) const C4_MM_INFO_QID: u32 = 0xfff;
+pub(crate) const C4_MM_INFO_CIDX: u32 = 0xffff;
+pub(crate) const EQ_MM_CODE_CIDX_SHIFT: u32 = 12;
+pub(crate) const EQ_MM_CODE_CIDX: u32 = 0xffff;
+pub(crate) const EQ_MM_INFO_VALID: u32 = 1 << 31;
+pub(crate) const EQ_MM_INFO_QID: u32 = 0xff_ffff;
+// MM error codes: the bit numbers of `*_MM_ERR_CODE_ENABLE_*_MASK`.
+pub(crate) const MM_H2C_RD_HDR_POISON: u32 = 1;
+pub(crate) const MM_H2C_RD_UR_CA: u32 = 2;
+pub(crate) const MM_H2C_RD_HDR_BYTE: u32 = 3;
+pub(crate) const MM_H2C_RD_HDR_PARAM: u32 = 4;
+pub(crate) const MM_H2C_RD_HDR_ADR: u32 = 5;
+pub(crate) const MM_H2C_RD_FLR: u32 = 8;
+pub(crate) const MM_H2C_RD_DAT_POISON: u32 = 16;
+pub(crate) const MM_H2C_RD_RQ_DIS: u32 = 22;
+pub(crate) const MM_H2C_WR_DEC: u32 = 28;
+pub(crate) const MM_H2C_WR_SLV: u32 = 29;
+pub(crate) const MM_C2H_WR_SLV: u32 = 0;
+pub(crate) const MM_C2H_RD_SLV: u32 = 1;
+pub(crate) const MM_C2H_WR_FLR: u32 = 28;
+pub(crate) const MM_C2H_WR_UR: u32 = 29;
+pub(crate) const MM_C2H_WR_UC_RAM: u32 = 30;
+pub(crate) const EQ_MM_H2C_ALL: u32 = 0x3041_013e;
+pub(crate) const EQ_MM_C2H_ALL: u32 = 0x7000_0003;
 
 /// The MM engine block of `dir`: C2H at 0x1000, H2C at 0x1200.
 pub(crate) fn mm(dir: Direction, reg: u64) -> u64 {
     match dir {
-        Direction::H2c => 0x1200 + reg,
-        Direction::C2h => 0x1000 + reg,
+        Direction::H2c => MM_H2C_BASE + reg,
+        Direction::C2h => MM_C2H_BASE + reg,
     }
 }
 
@@ -69,324 +312,4 @@ pub(crate) fn rd(bar: &dyn BarRegion, off: u64) -> Result<u32> {
 
 pub(crate) fn wr(bar: &dyn BarRegion, off: u64, v: u32) -> Result<()> {
     bar.write(off, Width::B32, v as u64)
-}
-
-/// Which register map the IP has (GLBL2_MISC_CAP, 0x134: device type [31:28], IP type [23:20]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IpKind {
-    /// QDMA soft IP 3.x (Vivado 2018.3-2019.2).
-    QdmaSoft,
-    /// EQDMA 4.0 or 5.0 soft IP (Vivado 2020.1 on).
-    Eqdma,
-    /// Versal CPM4 hard IP.
-    VersalCpm4,
-    /// Versal CPM5 hard IP.
-    VersalCpm5,
-    Unknown,
-}
-
-impl IpKind {
-    pub fn from_misc_cap(v: u32) -> IpKind {
-        match (v >> 28, (v >> 20) & 0xf) {
-            (0, 0) => IpKind::QdmaSoft,
-            (0, 1 | 2) => IpKind::Eqdma,
-            (1, _) => IpKind::VersalCpm4,
-            (2, _) => IpKind::VersalCpm5,
-            _ => IpKind::Unknown,
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            IpKind::QdmaSoft => "QDMA soft IP (3.x)",
-            IpKind::Eqdma => "EQDMA soft IP (QDMA 4.0/5.0)",
-            IpKind::VersalCpm4 => "Versal CPM4 hard IP",
-            IpKind::VersalCpm5 => "Versal CPM5 hard IP",
-            IpKind::Unknown => "unknown QDMA variant",
-        }
-    }
-
-    /// The context command's queue id field: 12 bits, 13 on EQDMA and CPM5.
-    pub fn qid_bits(&self) -> u32 {
-        match self {
-            IpKind::Eqdma | IpKind::VersalCpm5 => 13,
-            _ => 12,
-        }
-    }
-
-    /// The Vivado release the release field names (`qdma_fetch_version_details`).
-    pub fn release(&self, id: u32) -> &'static str {
-        match (self, id) {
-            (IpKind::QdmaSoft, 0) => "2018.3",
-            (IpKind::QdmaSoft, 1) => "2019.1",
-            (IpKind::QdmaSoft, 2) => "2019.2",
-            (IpKind::Eqdma, 0) => "2020.1",
-            (IpKind::Eqdma, 1) => "2020.2",
-            (IpKind::Eqdma, 2) => "2022.1",
-            (IpKind::VersalCpm5, 0) => "2021.1",
-            (IpKind::VersalCpm5, 1) => "2022.1",
-            (IpKind::VersalCpm4, 0) => "2019.2",
-            _ => "unknown",
-        }
-    }
-}
-
-/// Names of the set bits of `v` from a (bit, words) table; unnamed bits by number.
-fn bits(v: u32, table: &[(u32, &str)]) -> Vec<String> {
-    let mut out: Vec<String> = table.iter().filter(|(b, _)| v & (1 << b) != 0).map(|(_, n)| n.to_string()).collect();
-    let known: u32 = table.iter().map(|(b, _)| 1u32 << b).sum();
-    for b in (0..32).filter(|b| v & !known & (1 << b) != 0) {
-        out.push(format!("bit {b}"));
-    }
-    out
-}
-
-const GLBL_QDMA: [(u32, &str); 12] = [
-    (0, "RAM single-bit ECC error"),
-    (1, "RAM double-bit ECC error"),
-    (2, "descriptor engine error (GLBL_DSC_ERR_STS)"),
-    (3, "register access error (GLBL_TRQ_ERR_STS)"),
-    (4, "H2C MM channel 0 error"),
-    (5, "H2C MM channel 1 error"),
-    (6, "C2H MM channel 0 error"),
-    (7, "C2H MM channel 1 error"),
-    (8, "C2H stream error"),
-    (9, "context command error (a bad select or queue id, or a command while busy)"),
-    (10, "bridge error"),
-    (11, "H2C stream error"),
-];
-const GLBL_EQDMA: [(u32, &str); 12] = [
-    (0, "RAM single-bit ECC error"),
-    (1, "RAM double-bit ECC error"),
-    (2, "descriptor engine error (GLBL_DSC_ERR_STS)"),
-    (3, "register access error (GLBL_TRQ_ERR_STS)"),
-    (4, "H2C MM channel 0 error"),
-    (5, "H2C MM channel 1 error"),
-    (6, "C2H MM channel 0 error"),
-    (7, "C2H MM channel 1 error"),
-    (8, "C2H stream error"),
-    (9, "context command error"),
-    (15, "bridge error"),
-    (16, "H2C stream error"),
-];
-const DSC_QDMA: [(u32, &str); 14] = [
-    (0, "poisoned descriptor completion"),
-    (1, "unsupported request or completer abort on a descriptor fetch (the ring's bus address is not reachable)"),
-    (2, "descriptor parameter error (ring size, producer index, length or queue settings)"),
-    (3, "descriptor address error"),
-    (4, "descriptor fetch tag error"),
-    (5, "function level reset during a fetch"),
-    (9, "descriptor fetch timeout"),
-    (16, "poisoned data"),
-    (19, "fetch cancelled by a function level reset"),
-    (20, "DMA engine error"),
-    (21, "descriptor error (descriptor not valid: DV clear)"),
-    (22, "request cancelled"),
-    (23, "descriptor RAM double-bit error"),
-    (24, "descriptor RAM single-bit error"),
-];
-const DSC_EQDMA: [(u32, &str); 15] = [
-    (1, "poisoned descriptor completion"),
-    (2, "unsupported request or completer abort on a descriptor fetch (the ring's bus address is not reachable)"),
-    (3, "descriptor byte count error"),
-    (4, "descriptor parameter error (ring size, producer index, length or queue settings)"),
-    (5, "descriptor address error"),
-    (6, "descriptor fetch tag error"),
-    (8, "function level reset during a fetch"),
-    (9, "descriptor fetch timeout"),
-    (16, "poisoned data"),
-    (19, "fetch cancelled by a function level reset"),
-    (20, "DMA engine error"),
-    (21, "descriptor error (descriptor not valid: DV clear)"),
-    (22, "request cancelled"),
-    (23, "descriptor RAM double-bit error"),
-    (24, "descriptor RAM single-bit error"),
-];
-const TRQ: [(u32, &str); 4] = [
-    (0, "access to an unmapped register address"),
-    (1, "queue id outside this function's FMAP range (a doorbell for a queue the function does not own)"),
-    (2, "VF access error"),
-    (3, "register access timeout"),
-];
-
-/// The error registers at one moment, as read (pending bits are left set until `clear`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ErrorRegs {
-    pub glbl: u32,
-    pub dsc: u32,
-    pub dsc_log0: u32,
-    pub dsc_log1: u32,
-    pub trq: u32,
-    pub trq_log: u32,
-    /// MM engine error code and info, H2C then C2H.
-    pub mm: [(u32, u32); 2],
-}
-
-impl ErrorRegs {
-    pub fn read(bar: &dyn BarRegion, mm_present: [bool; 2]) -> Result<ErrorRegs> {
-        let mut e = ErrorRegs {
-            glbl: rd(bar, R_GLBL_ERR_STAT)?,
-            dsc: rd(bar, R_DSC_ERR_STS)?,
-            dsc_log0: rd(bar, R_DSC_ERR_LOG0)?,
-            dsc_log1: rd(bar, R_DSC_ERR_LOG1)?,
-            trq: rd(bar, R_TRQ_ERR_STS)?,
-            trq_log: rd(bar, R_TRQ_ERR_LOG)?,
-            mm: [(0, 0); 2],
-        };
-        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
-            if mm_present[i] {
-                e.mm[i] = (rd(bar, mm(dir, MM_ERR_CODE))?, rd(bar, mm(dir, MM_ERR_INFO))?);
-            }
-        }
-        Ok(e)
-    }
-
-    pub fn any(&self) -> bool {
-        self.glbl != 0 || self.dsc != 0 || self.trq != 0 || self.mm.iter().any(|(c, _)| c & (1 << 17) != 0)
-    }
-
-    /// Clear what was read: the status registers are write-1-to-clear; the MM error code clears
-    /// on a write.
-    pub fn clear(&self, bar: &dyn BarRegion, mm_present: [bool; 2]) -> Result<()> {
-        for (reg, v) in [(R_DSC_ERR_STS, self.dsc), (R_TRQ_ERR_STS, self.trq), (R_GLBL_ERR_STAT, self.glbl)] {
-            if v != 0 {
-                wr(bar, reg, v)?;
-            }
-        }
-        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
-            if mm_present[i] && self.mm[i].0 != 0 {
-                wr(bar, mm(dir, MM_ERR_CODE), self.mm[i].0)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The hardware queue the descriptor or MM error log names, with its direction.
-    pub fn failing_queue(&self) -> Option<(Direction, u32)> {
-        let dir = |b: u32| if b & (1 << 16) != 0 { Direction::C2h } else { Direction::H2c };
-        if self.dsc_log0 & (1 << 31) != 0 {
-            return Some((dir(self.dsc_log0), (self.dsc_log0 >> 17) & 0xfff));
-        }
-        self.mm.iter().find(|(c, _)| c & (1 << 17) != 0).map(|(_, info)| (dir(*info), (info >> 17) & 0xfff))
-    }
-
-    /// Everything set, in words.
-    pub fn describe(&self, ip: IpKind) -> String {
-        let eq = ip == IpKind::Eqdma || ip == IpKind::VersalCpm5;
-        let mut parts = Vec::new();
-        if self.glbl != 0 {
-            let t: &[(u32, &str)] = if eq { &GLBL_EQDMA } else { &GLBL_QDMA };
-            parts.push(format!("GLBL_ERR_STAT {:#x}: {}", self.glbl, bits(self.glbl, t).join(", ")));
-        }
-        if self.dsc != 0 {
-            let t: &[(u32, &str)] = if eq { &DSC_EQDMA } else { &DSC_QDMA };
-            let mut s = format!("GLBL_DSC_ERR_STS {:#x}: {}", self.dsc, bits(self.dsc, t).join(", "));
-            if self.dsc_log0 & (1 << 31) != 0 && !eq {
-                let l = self.dsc_log0;
-                let d = if l & (1 << 16) != 0 { "c2h" } else { "h2c" };
-                s.push_str(&format!(
-                    " (first error: {d} hardware queue {}, descriptor {}, error type {})",
-                    (l >> 17) & 0xfff,
-                    l & 0xffff,
-                    self.dsc_log1 & 0x1f
-                ));
-            }
-            parts.push(s);
-        }
-        if self.trq != 0 {
-            parts.push(format!(
-                "GLBL_TRQ_ERR_STS {:#x}: {} (log {:#x})",
-                self.trq,
-                bits(self.trq, &TRQ).join(", "),
-                self.trq_log
-            ));
-        }
-        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
-            let (code, info) = self.mm[i];
-            if code & (1 << 17) != 0 {
-                parts.push(format!(
-                    "{dir} MM error: {} ({} side, code {}); hardware queue {}, descriptor {}",
-                    mm_error_words(dir, code & 0x1f),
-                    if code & (1 << 16) != 0 { "write" } else { "read" },
-                    code & 0x1f,
-                    (info >> 17) & 0xfff,
-                    info & 0xffff
-                ));
-            }
-        }
-        if parts.is_empty() {
-            "no error bits set".into()
-        } else {
-            parts.join("; ")
-        }
-    }
-}
-
-/// An MM error code in words: the code is the bit of the engine's ERR_CODE_ENABLE_MASK register
-/// the vendor headers name (`qdma_cpm4_reg.h`, `eqdma_soft_reg.h`).
-pub fn mm_error_words(dir: Direction, code: u32) -> &'static str {
-    match (dir, code) {
-        (Direction::H2c, 1) => "host read: poisoned header",
-        (Direction::H2c, 2) => {
-            "host read: unsupported request or completer abort (the host buffer is not mapped for the card)"
-        }
-        (Direction::H2c, 3) => "host read: byte count error",
-        (Direction::H2c, 4) => "host read: header parameter error",
-        (Direction::H2c, 5) => "host read: header address error",
-        (Direction::H2c, 8) => "host read: function level reset",
-        (Direction::H2c, 16) => "host read: poisoned data",
-        (Direction::H2c, 22) => "host read: request disabled",
-        (Direction::H2c, 28) => {
-            "card write: AXI decode error (no card memory at that address: check --card-addr/--card-size)"
-        }
-        (Direction::H2c, 29) => "card write: AXI slave error",
-        (Direction::C2h, 0) => "card write: AXI slave error",
-        (Direction::C2h, 1) => {
-            "card read: AXI slave error (no card memory at that address: check --card-addr/--card-size)"
-        }
-        (Direction::C2h, 28) => "host write: function level reset",
-        (Direction::C2h, 29) => "host write: unsupported request (the host buffer is not mapped for the card)",
-        (Direction::C2h, 30) => "host write: uncorrectable RAM error",
-        _ => "unnamed error code",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_and_layouts() {
-        assert_eq!(IpKind::from_misc_cap(0x0200_0000), IpKind::QdmaSoft);
-        assert_eq!(IpKind::from_misc_cap(0x0010_0000), IpKind::Eqdma);
-        assert_eq!(IpKind::from_misc_cap(0x1000_0000), IpKind::VersalCpm4);
-        assert_eq!(IpKind::QdmaSoft.release(2), "2019.2");
-        assert_eq!(IpKind::Eqdma.release(1), "2020.2");
-        assert_eq!((IpKind::QdmaSoft.qid_bits(), IpKind::Eqdma.qid_bits()), (12, 13));
-    }
-
-    #[test]
-    fn error_registers_in_words() {
-        let e = ErrorRegs {
-            glbl: 1 << 2 | 1 << 4,
-            dsc: 1 << 1,
-            dsc_log0: 1 << 31 | 5 << 17 | 1 << 16 | 9,
-            dsc_log1: 1,
-            mm: [(1 << 17 | 2, 5 << 17 | 9), (0, 0)],
-            ..Default::default()
-        };
-        assert!(e.any());
-        assert_eq!(e.failing_queue(), Some((Direction::C2h, 5)));
-        let s = e.describe(IpKind::QdmaSoft);
-        assert!(s.contains("descriptor engine error"), "{s}");
-        assert!(s.contains("completer abort on a descriptor fetch"), "{s}");
-        assert!(s.contains("c2h hardware queue 5, descriptor 9"), "{s}");
-        assert!(s.contains("h2c MM error: host read: unsupported request"), "{s}");
-        // EQDMA moved the descriptor error bits up by one: bit 1 is "poisoned" there.
-        assert!(ErrorRegs { dsc: 1 << 1, ..Default::default() }.describe(IpKind::Eqdma).contains("poisoned"));
-        assert!(ErrorRegs { trq: 1 << 30, ..Default::default() }.describe(IpKind::QdmaSoft).contains("bit 30"));
-        assert_eq!(ErrorRegs::default().describe(IpKind::QdmaSoft), "no error bits set");
-        assert!(!ErrorRegs::default().any());
-    }
 }

@@ -5,14 +5,11 @@
 //! after the last descriptor. The global ring-size table counts that slot: an entry of 2049 is a
 //! ring of 2048 descriptors, of which at most 2047 are outstanding (a full ring would look empty).
 
+use super::regs::{DESC_BYTES, DESC_DV, DESC_EOP, DESC_LEN, DESC_SOP, STATUS_CIDX_SHIFT};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer};
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub(crate) const DESC_BYTES: u64 = 32;
-const DV: u64 = 1 << 28;
-const SOP: u64 = 1 << 29;
-const EOP: u64 = 1 << 30;
 /// Ring bases are page aligned, as the vendor's dma_alloc_coherent rings are.
 const RING_ALIGN: u64 = 4096;
 
@@ -22,8 +19,8 @@ pub(crate) type Desc = [u64; 4];
 /// An MM descriptor moving `len` bytes (at most 28 bits) from `src` to `dst`; `sop`/`eop` mark
 /// the first and last descriptor of a transfer.
 pub(crate) fn mm_desc(src: u64, dst: u64, len: u64, sop: bool, eop: bool) -> Desc {
-    let flags = DV | if sop { SOP } else { 0 } | if eop { EOP } else { 0 };
-    [src.to_le(), (len | flags).to_le(), dst.to_le(), 0]
+    let flags = DESC_DV | if sop { DESC_SOP } else { 0 } | if eop { DESC_EOP } else { 0 };
+    [src.to_le(), (len & DESC_LEN | flags).to_le(), dst.to_le(), 0]
 }
 
 /// Bytes of memory for a ring of `slots` descriptors plus its status slot.
@@ -87,7 +84,7 @@ impl Ring {
 
     /// Take the written-back consumer index: descriptors completed since the last call.
     pub fn reap(&mut self) -> Result<u32> {
-        let cidx = self.status().load(Ordering::Acquire) >> 16;
+        let cidx = self.status().load(Ordering::Acquire) >> STATUS_CIDX_SHIFT;
         if cidx == self.cidx {
             return Ok(0);
         }

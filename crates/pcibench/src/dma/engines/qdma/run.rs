@@ -1,6 +1,7 @@
 //! The QDMA driver's hot path: turning transfers into descriptors, posting them into the rings
 //! with doorbells, polling the status writebacks, and naming what went wrong when a run fails.
 
+use super::errors::ErrorRegs;
 use super::regs::*;
 use super::ring::Desc;
 use super::{doorbell, Prepared, QdmaEngine, ERRORS_EVERY, YIELD_AFTER};
@@ -157,49 +158,74 @@ impl QdmaEngine {
         }
     }
 
-    /// Name what went wrong (error registers, progress and contexts of unfinished queues), clear
-    /// the error bits, stop and clear the queues; the error to return.
+    /// Name what went wrong (error registers, progress and contexts of unfinished queues, the
+    /// queues an error log names or whose software context holds an error first), stop the
+    /// queues (waiting for what is in flight), then clear the error bits; the error to return.
     fn fail(&mut self, prep: &Prepared, what: String) -> Error {
         let mut parts = vec![];
-        let errors = ErrorRegs::read(self.bar(), self.info.mm_present());
+        let (ip, present) = (self.info.ip, self.info.mm_present());
+        let errors = ErrorRegs::read(self.bar(), ip, present);
         let failing = errors.as_ref().ok().and_then(|e| e.failing_queue());
+        let mut queues: Vec<(bool, String)> = vec![];
+        let mut readable = true;
         for (i, r) in self.rings.iter().enumerate() {
             let total = prep.per_ring[i].len();
             let done = prep.next[i] - r.outstanding as usize;
-            let named = failing == Some((r.dir, self.qbase + r.queue as u32));
-            if done < total || named {
-                let ctx = self.queue_contexts(r.queue, r.dir);
-                let ctx = ctx.map_or_else(
-                    |e| format!("contexts unreadable: {e}"),
-                    |(sw, hw)| format!("software context [{sw}], hardware context [{hw}]"),
-                );
-                parts.push(format!("{} queue {}: {done} of {total} descriptors completed; {ctx}", r.dir, r.queue));
+            let qid = self.qbase + r.queue as u32;
+            let named = failing.is_some_and(|f| f.qid == qid && f.dir.is_none_or(|d| d == r.dir));
+            if done >= total && !named {
+                continue;
             }
-            if parts.len() >= 4 {
-                parts.push("(further queues not listed)".into());
-                break;
-            }
+            // A context RAM that does not answer costs its timeout per read: one try is enough.
+            let ctx = if readable { Some(self.queue_contexts(r.queue, r.dir)) } else { None };
+            let (first, ctx) = match ctx {
+                Some(Ok((sw, hw))) => {
+                    (named || sw.error != 0, format!("software context [{sw}], hardware context [{hw}]"))
+                }
+                Some(Err(e)) => {
+                    readable = false;
+                    (named, format!("contexts unreadable: {e}"))
+                }
+                None => (named, "contexts not read".into()),
+            };
+            let text = format!("{} queue {}: {done} of {total} descriptors completed; {ctx}", r.dir, r.queue);
+            queues.push((first, text));
+        }
+        // The queues an error names first (a stable sort keeps ring order otherwise).
+        queues.sort_by_key(|(first, _)| !first);
+        let listed = queues.len().min(4);
+        parts.extend(queues.iter().take(listed).map(|(_, t)| t.clone()));
+        if queues.len() > listed {
+            parts.push("(further queues not listed)".into());
         }
         for dir in self.dirs.clone() {
             let bar = self.bar();
-            let run = rd(bar, mm(dir, MM_CONTROL)).map(|v| if v & 1 != 0 { "running" } else { "NOT running" });
+            let run = rd(bar, mm(dir, MM_CONTROL)).map(|v| if v & MM_RUN != 0 { "running" } else { "NOT running" });
             let done = rd(bar, mm(dir, MM_COMPLETED));
             if let (Ok(run), Ok(done)) = (run, done) {
                 parts.push(format!("MM {dir} engine {run}, {done} descriptors completed since reset"));
             }
         }
         match &errors {
-            Ok(e) if e.any() => {
-                parts.push(e.describe(self.info.ip));
-                let _ = e.clear(self.bar(), self.info.mm_present());
-            }
+            Ok(e) if e.any() => parts.push(e.describe()),
             Ok(_) => parts.push("no error bits set".into()),
             Err(e) => parts.push(format!("error registers unreadable: {e}")),
         }
         let stopped = match self.stop_queues() {
-            Ok(()) => "queues stopped and cleared".to_string(),
+            Ok(0) => "queues stopped and cleared".to_string(),
+            Ok(n) => format!("{}; queues stopped and cleared", self.undrained(n)),
             Err(e) => format!("stopping the queues failed too: {e}"),
         };
+        // Cleared only now: descriptors still in flight while stopping may have logged more,
+        // which the next run must not take for its own.
+        if let Ok(after) = ErrorRegs::read(self.bar(), ip, present) {
+            if after.any() {
+                if errors.as_ref().ok() != Some(&after) {
+                    parts.push(format!("while stopping: {}", after.describe()));
+                }
+                let _ = after.clear(self.bar(), present);
+            }
+        }
         Error::Device(format!("QDMA {what}: {}; {stopped}", parts.join("; ")))
     }
 }
