@@ -131,10 +131,12 @@ pub const DESC_BYTES: u64 = 64;
 pub const SEM_OFFSET: u64 = 0x38;
 /// The most descriptors umem.c puts in one chain: DESC_PER_PAGE, two pages of descriptors.
 pub const DESC_PER_CHAIN: usize = 8192 / DESC_BYTES as usize;
-/// The longest piece one descriptor moves. The size field is 32 bits; umem.c's pieces are
-/// block-layer segments (a page or so each), but seed 001 (fpga_sio) moved 1 GiB with one
-/// descriptor on the card, so pieces stop there.
-pub const MAX_DESC_LEN: u64 = 1 << 30;
+/// The longest piece one descriptor moves. The size field is 32 bits and seed 001 (fpga_sio)
+/// moved 1 GiB with one descriptor; umem.c's pieces are block-layer segments (a page or so).
+/// A semaphore is the only progress the card shows, so pieces stop at 1 MiB: a wait sees the
+/// card move every MiB (a slow card is told from a hung one), at 1,024 descriptors (8 chains of
+/// 128) per GiB, whose cost beside the data is nil.
+pub const MAX_DESC_LEN: u64 = 1 << 20;
 /// Host and card addresses and lengths in 8-byte words: the card's data path is 64-bit PCI and
 /// its ECC protects 64-bit words (the error data log is 64 bits wide).
 pub const ALIGN: u64 = 8;

@@ -310,8 +310,8 @@ fn round_trip(c: &Card, alloc: &dyn DmaAllocator, len: u64, card_off: u64, seed:
 #[test]
 fn driver_round_trips_contiguous_and_scattered_buffers() {
     let c = card();
-    for (len, off) in [(8, 0), (4096, 0x1000), ((1 << 20) + 8, 0x3ff0_0000 - (1 << 20))] {
-        assert_eq!(round_trip(&c, &c.alloc(), len, off, len), 1, "one descriptor on a contiguous buffer");
+    for (len, off, n) in [(8, 0, 1), (4096, 0x1000, 1), ((1 << 20) + 8, 0x3ff0_0000 - (1 << 20), 2)] {
+        assert_eq!(round_trip(&c, &c.alloc(), len, off, len), n, "a descriptor per MiB on a contiguous buffer");
     }
     let scattered = SimAllocator::scattered(c.dev.host_map().clone());
     assert_eq!(round_trip(&c, &scattered, 5 * 4096, 0x4000, 5), 5, "one descriptor per scattered page");
@@ -325,11 +325,11 @@ fn driver_round_trips_contiguous_and_scattered_buffers() {
 }
 
 #[test]
-fn pieces_stop_at_one_gib_and_descriptors_chain_in_order() {
-    let segs = [Segment { offset: 0, bus: 0x1_0000_0000, len: 5 << 29 }];
-    let p = desc::split(&segs, 0, 5 << 29, 0x100, MAX_DESC_LEN).unwrap();
-    assert_eq!(p.iter().map(|p| p.len).collect::<Vec<_>>(), [1 << 30, 1 << 30, 1 << 29]);
-    assert_eq!((p[1].host, p[1].card), (0x1_4000_0000, 0x100 + (1 << 30)));
+fn pieces_stop_at_max_desc_len_and_descriptors_chain_in_order() {
+    let segs = [Segment { offset: 0, bus: 0x1_0000_0000, len: 5 << 19 }];
+    let p = desc::split(&segs, 0, 5 << 19, 0x100, MAX_DESC_LEN).unwrap();
+    assert_eq!(p.iter().map(|p| p.len).collect::<Vec<_>>(), [1 << 20, 1 << 20, 1 << 19]);
+    assert_eq!((p[1].host, p[1].card), (0x1_0010_0000, 0x100 + (1 << 20)));
     let holes = [Segment { offset: 0, bus: 0, len: 4096 }, Segment { offset: 8192, bus: 0, len: 4096 }];
     assert!(desc::split(&holes, 0, 12288, 0, MAX_DESC_LEN).is_err(), "a gap in the segments");
     let c = card();
@@ -354,7 +354,7 @@ fn pieces_stop_at_one_gib_and_descriptors_chain_in_order() {
 }
 
 #[test]
-fn one_gib_in_one_descriptor_both_ways() {
+fn one_gib_in_1024_descriptors_of_1_mib_in_chains_of_128_both_ways() {
     let c = card();
     let a = c.alloc();
     let len = 1u64 << 30;
@@ -365,7 +365,8 @@ fn one_gib_in_one_descriptor_both_ways() {
         w.copy_from_slice(&(i as u64 ^ 0x5a5a).to_le_bytes());
     }
     e.prepare(&*buf, &t(Direction::H2c, len, 0)).unwrap();
-    assert_eq!(e.chain().unwrap().pieces.len(), 1);
+    assert_eq!(e.chain().unwrap().pieces.len(), 1024);
+    assert_eq!(e.chain().unwrap().parts.len(), 8);
     e.run(LONG).unwrap();
     v.fill(0);
     e.prepare(&*buf, &t(Direction::C2h, len, 0)).unwrap();

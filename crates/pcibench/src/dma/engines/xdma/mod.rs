@@ -42,6 +42,9 @@ const STATUS_EVERY: Duration = Duration::from_millis(1);
 /// on a busy host pure spinning would keep it waiting a whole time slice. sched_yield returns at
 /// once when nothing else is runnable, so on hardware this only coarsens polling slightly.
 const YIELD_AFTER: Duration = Duration::from_micros(2);
+/// The slowest rate a working XDMA is given per descriptor before its wait calls it hung (a
+/// 256 MiB descriptor then has 5.4 s; a Gen1 x1 link moves ~200 MB/s).
+const FLOOR_MBPS: u64 = 50;
 /// How long a channel may take to go idle after run is cleared (it finishes the descriptor in
 /// flight, PG195 control bit 0; one descriptor moves up to 256 MiB) before we call it hung.
 const IDLE_WAIT: Duration = Duration::from_secs(2);
@@ -247,10 +250,13 @@ impl XdmaEngine {
     pub fn wait(&mut self, timeout: Duration) -> Result<()> {
         let chain = self.prepared()?;
         let (dir, n) = (chain.dir, chain.descriptors.len() as u32);
+        let largest = chain.descriptors.iter().map(|d| u64::from(d.len)).max().unwrap_or(0);
         let word = desc::writeback_word(&*self.wb_mem);
         // The writeback holds the count only when the last descriptor completes; the channel's
         // completed-descriptor register (PG195 +0x48, reset when run rises) moves with each one, so
-        // that is the progress the watchdog watches, read with the status.
+        // that is the progress the watchdog watches, read with the status. A descriptor moves up
+        // to 256 MiB: the wait for the next is at least that one's time at FLOOR_MBPS.
+        let timeout = timeout.max(Duration::from_micros(largest / FLOOR_MBPS));
         let mut dog = Watchdog::new(timeout);
         let mut progress = 0u32;
         let mut next_status = STATUS_EVERY;
