@@ -557,13 +557,23 @@ fn vfio_nodes_and_cap_sys_rawio_for_a_user() {
 #[test]
 fn vfio_node_held_by_another_process() {
     let t = type1_bound();
-    t.file("proc/321/comm", "qemu-system-x86\n");
-    std::fs::create_dir_all(t.path("proc/321/fd")).unwrap();
-    std::os::unix::fs::symlink("/dev/vfio/7", t.path("proc/321/fd/12")).unwrap();
+    t.holder(321, "qemu-system-x86", 12, "/dev/vfio/7", "02000002");
     let r = doc(&t, EDU, &root());
-    expect(&r, "vfio-nodes", Severity::Fail, "/dev/vfio/7 is held open by PID 321 (qemu-system-x86)");
+    // Another VFIO user has it: in use, named, and nothing offered that would take it.
+    expect(
+        &r,
+        "in-use",
+        Severity::Fail,
+        "in use by the running system: held open by PID 321 (qemu-system-x86) for reading and writing: /dev/vfio/7",
+    );
+    assert_eq!(
+        fix(&r, "in-use"),
+        "pick another device, or free it first: stop PID 321 (qemu-system-x86), or have it close /dev/vfio/7"
+    );
+    expect(&r, "vfio-nodes", Severity::Info, "/dev/vfio/7 is held open by PID 321 (qemu-system-x86)");
     assert_eq!(r.recommended.command, None);
-    assert!(r.recommended.summary.contains("no command can"), "{}", r.recommended.summary);
+    assert_eq!(r.recommended.blocked_by, ["in-use"]);
+    assert_eq!(r.exit_code(), 2);
 }
 
 #[test]

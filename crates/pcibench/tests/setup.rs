@@ -360,9 +360,7 @@ fn release_without_record_lets_the_kernel_choose() {
 fn release_refuses_while_a_process_holds_the_group() {
     let t = Tree::new();
     t.edu().iommu().vfio_loaded(false).bind(EDU, "vfio-pci").group(EDU, 7).node("7", 0o600);
-    t.file("proc/555/comm", "pcibench\n");
-    fs::create_dir_all(t.path("proc/555/fd")).unwrap();
-    std::os::unix::fs::symlink("/dev/vfio/7", t.path("proc/555/fd/5")).unwrap();
+    t.holder(555, "pcibench", 5, "/dev/vfio/7", "02");
     let k = FakeKernel::new(&t);
     let e = setup::release(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
     assert!(e.contains("/dev/vfio/7 is held open by PID 555 (pcibench)"), "{e}");
