@@ -88,6 +88,34 @@ fn root_with_free_device_is_ready_for_sysfs() {
 }
 
 #[test]
+fn processes_that_cannot_be_checked_are_a_warning_not_a_pass() {
+    let t = Tree::new();
+    t.edu();
+    // Its open files cannot be read (another user's process gives EACCES; here: nothing to list).
+    t.file("proc/4000/comm", "secret\n").file("proc/4000/fd", "");
+    let r = doc(&t, EDU, &root());
+    expect(
+        &r,
+        "in-use",
+        Severity::Warn,
+        "no use found, but could not check PID 4000 (/proc/PID/fd cannot be listed (Not a directory (os error 20)))",
+    );
+    assert_eq!(fix(&r, "in-use"), "run it as root to check every process: sudo pcibench doctor 0000:00:04.0");
+    // Not a use: the path stays ready, with the warning.
+    assert!(r.recommended.ready, "{:#?}", r.recommended);
+    assert_eq!(r.exit_code(), 1);
+    // A process mapping its BAR through sysfs is a use, named, even when others cannot be checked.
+    let res0 = t.path(&format!("{}/resource0", t.devdir(EDU)));
+    let shown = format!("/{}", res0.strip_prefix(t.root()).unwrap().display());
+    t.file("proc/4001/comm", "fpga_tool\n")
+        .file("proc/4001/maps", &format!("7f00-7f10 rw-s 00000000 00:00 0 {shown}\n"));
+    std::fs::create_dir_all(t.path("proc/4001/fd")).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "in-use", Severity::Fail, &format!("in use by the running system: mapped by PID 4001 (fpga_tool) for reading and writing: {shown}; could not check PID 4000"));
+    offers_nothing_that_takes(&r);
+}
+
+#[test]
 fn render_text_aligns_columns_and_ends_with_the_recommendation() {
     let t = Tree::new();
     t.edu();
