@@ -108,7 +108,7 @@ fn processes_that_cannot_be_checked_are_a_warning_not_a_pass() {
     let res0 = t.path(&format!("{}/resource0", t.devdir(EDU)));
     let shown = format!("/{}", res0.strip_prefix(t.root()).unwrap().display());
     t.file("proc/4001/comm", "fpga_tool\n")
-        .file("proc/4001/maps", &format!("7f00-7f10 rw-s 00000000 00:00 0 {shown}\n"));
+        .file("proc/4001/maps", format!("7f00-7f10 rw-s 00000000 00:00 0 {shown}\n"));
     std::fs::create_dir_all(t.path("proc/4001/fd")).unwrap();
     let r = doc(&t, EDU, &root());
     expect(&r, "in-use", Severity::Fail, &format!("in use by the running system: mapped by PID 4001 (fpga_tool) for reading and writing: {shown}; could not check PID 4000"));

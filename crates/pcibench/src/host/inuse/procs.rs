@@ -17,7 +17,9 @@
 
 use super::Unchecked;
 use crate::host::Host;
-use rustix::fs::{AtFlags, FileType, StatxFlags, CWD};
+use rustix::fd::OwnedFd;
+use rustix::fs::{openat, openat2, readlinkat, AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags, StatxFlags, CWD};
+use rustix::io::Errno;
 use std::fs;
 use std::io::{self, ErrorKind, Read};
 use std::path::{Component, Path, PathBuf};
@@ -168,7 +170,8 @@ fn is_permission(e: &io::Error) -> bool {
     e.kind() == ErrorKind::PermissionDenied
 }
 
-/// One process: its fd links, then its maps.
+/// One process: its fd links, then its maps. /proc/PID is looked up once and everything below it
+/// is read relative to it: each /proc/PID/... path would look the process up again.
 fn process(
     host: &Host,
     pid: u32,
@@ -178,28 +181,51 @@ fn process(
     out: &mut Vec<Open>,
 ) -> Result<(), Stop> {
     let dir = host.path(format!("/proc/{pid}"));
-    let rd = fs::read_dir(dir.join("fd")).map_err(|e| fd_dir_error(&e, &dir))?;
-    for ent in rd {
+    let dir_error = |e: Errno| fd_dir_error(&io::Error::from(e), &dir);
+    let pid_dir =
+        openat(CWD, &dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(dir_error)?;
+    let fd_dir = openat(&pid_dir, "fd", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(dir_error)?;
+    let mut listing = Dir::new(fd_dir).map_err(dir_error)?;
+    let mut fds = Vec::new();
+    for ent in &mut listing {
         let ent = match ent {
             Ok(ent) => ent,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(Stop::Gone),
-            Err(e) => return Err(Stop::Unchecked(format!("/proc/PID/fd cannot be listed ({e})"))),
+            Err(Errno::NOENT) => return Err(Stop::Gone),
+            Err(e) => return Err(dir_error(e)),
         };
         *budget = budget.checked_sub(1).ok_or(Stop::Limit)?;
-        let Some(fd) = ent.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let link = ent.path();
-        let target = match fs::read_link(&link) {
-            Ok(t) => t.to_string_lossy().into_owned(),
+        if let Some(fd) = ent.file_name().to_str().ok().and_then(|n| n.parse::<u32>().ok()) {
+            fds.push(fd);
+        }
+    }
+    let fd_dir = listing.fd().map_err(dir_error)?;
+    let mut buf = Vec::new();
+    for fd in fds {
+        let name = fd.to_string();
+        let target = match readlinkat(fd_dir, name.as_str(), std::mem::take(&mut buf)) {
+            Ok(t) => t.into_bytes(),
             // Closed since the directory was listed.
-            Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(Stop::Unchecked(format!("an fd link cannot be read ({e})"))),
+            Err(Errno::NOENT) => continue,
+            Err(e) => return Err(Stop::Unchecked(format!("an fd link cannot be read ({})", io::Error::from(e)))),
         };
         // pipe:[..], socket:[..], anon_inode:[..] name no path.
-        if !target.starts_with('/') {
+        if target.first() != Some(&b'/') {
+            buf = target;
             continue;
         }
-        let path = target.strip_suffix(" (deleted)").unwrap_or(&target).to_string();
-        let id = match identify_open(host, &link, &path) {
+        let text = String::from_utf8_lossy(&target);
+        let path = text.strip_suffix(" (deleted)").unwrap_or(&text).to_string();
+        buf = target;
+        let id = if host.is_real() {
+            // The magic link leads to the open file itself (never loops, whatever namespace).
+            rustix::fs::statx(fd_dir, name.as_str(), AtFlags::STATX_DONT_SYNC, StatxFlags::TYPE | StatxFlags::INO)
+                .map(|st| id_of(&st))
+                .map_err(io::Error::from)
+        } else {
+            identify(host, &host.path(&path))
+        };
+        let id = match id {
             Ok(id) => Some(id),
             // The real host: closed since its link was read. A fixture: a path the tree lacks.
             Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -214,7 +240,7 @@ fn process(
             out.push(Open { pid, fd: Some(fd), path, id, map_write: false });
         }
     }
-    maps(host, pid, &dir, sysfs_dev, budget, limits, out)
+    maps(host, pid, &pid_dir, sysfs_dev, budget, limits, out)
 }
 
 /// What a failure to list /proc/PID/fd means: the process exited; a kernel thread (root-owned, no
@@ -244,15 +270,17 @@ fn worth_keeping(id: Option<FileId>, path: &str, sysfs_dev: Option<Devno>) -> bo
 fn maps(
     host: &Host,
     pid: u32,
-    dir: &Path,
+    pid_dir: &OwnedFd,
     sysfs_dev: Option<Devno>,
     budget: &mut usize,
     limits: &Limits,
     out: &mut Vec<Open>,
 ) -> Result<(), Stop> {
-    let p = dir.join("maps");
     let mut text = String::new();
-    match fs::File::open(&p).and_then(|f| f.take(limits.map_bytes + 1).read_to_string(&mut text)) {
+    let read = openat(pid_dir, "maps", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(io::Error::from)
+        .and_then(|fd| fs::File::from(fd).take(limits.map_bytes + 1).read_to_string(&mut text));
+    match read {
         Ok(n) if n as u64 > limits.map_bytes => {
             return Err(Stop::Unchecked(format!(
                 "/proc/PID/maps is larger than {} MiB: not read",
@@ -337,35 +365,37 @@ fn id_of(st: &rustix::fs::Statx) -> FileId {
     }
 }
 
-/// What an fd link refers to. On the real host statx follows the magic link to the open file. A
-/// fixture tree's fd links are plain symlinks to the path the kernel would show, resolved inside
-/// the tree.
-fn identify_open(host: &Host, link: &Path, path: &str) -> io::Result<FileId> {
-    if host.is_real() {
-        identify(host, link)
-    } else {
-        identify(host, &host.path(path))
-    }
-}
-
-/// What the file at `path` (a path on this host, the root already joined) is. In a fixture tree,
-/// where tests cannot make device nodes (mknod needs CAP_MKNOD), a regular file under /dev that reads
-/// `block MAJ:MIN` or `char MAJ:MIN` stands for one; its symlinks resolve inside the tree.
+/// What the file at `path` (a path on this host, the root already joined) is. In a fixture tree
+/// its symlinks resolve inside the tree (openat2 RESOLVE_IN_ROOT: the kernel's own lookup, ELOOP
+/// after 40 links), and since tests cannot make device nodes (mknod needs CAP_MKNOD), a regular file
+/// under /dev that reads `block MAJ:MIN` or `char MAJ:MIN` stands for one.
 pub(crate) fn identify(host: &Host, path: &Path) -> io::Result<FileId> {
+    let flags = AtFlags::STATX_DONT_SYNC;
+    let mask = StatxFlags::TYPE | StatxFlags::INO;
     if host.is_real() {
-        let st = rustix::fs::statx(CWD, path, AtFlags::STATX_DONT_SYNC, StatxFlags::TYPE | StatxFlags::INO)?;
-        return Ok(id_of(&st));
+        return Ok(id_of(&rustix::fs::statx(CWD, path, flags, mask)?));
     }
-    let real = resolve_in_root(host.root(), path)?;
-    let st = rustix::fs::statx(
-        CWD,
-        &real,
-        AtFlags::STATX_DONT_SYNC | AtFlags::SYMLINK_NOFOLLOW,
-        StatxFlags::TYPE | StatxFlags::INO,
-    )?;
-    let id = id_of(&st);
-    if matches!(id, FileId::File { .. }) && real.starts_with(host.path("/dev")) {
-        if let Some(node) = fixture_node(&real) {
+    let root = openat(CWD, host.root(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let rel = path.strip_prefix(host.root()).unwrap_or(path);
+    let in_root = |o: OFlags| openat2(&root, rel, o | OFlags::CLOEXEC, Mode::empty(), ResolveFlags::IN_ROOT);
+    let id = match in_root(OFlags::PATH) {
+        Ok(fd) => id_of(&rustix::fs::statx(&fd, "", flags | AtFlags::EMPTY_PATH, mask)?),
+        // No openat2 (a kernel before 5.6, or qemu-user's emulation): resolve in user space.
+        Err(Errno::NOSYS) => {
+            let real = resolve_in_root(host.root(), path)?;
+            id_of(&rustix::fs::statx(CWD, &real, flags | AtFlags::SYMLINK_NOFOLLOW, mask)?)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if matches!(id, FileId::File { .. }) && rel.starts_with("dev") {
+        let text = match in_root(OFlags::RDONLY | OFlags::NONBLOCK) {
+            Ok(fd) => {
+                let mut t = String::new();
+                fs::File::from(fd).take(64).read_to_string(&mut t).ok().map(|_| t)
+            }
+            Err(_) => crate::host::state::read_trim(&resolve_in_root(host.root(), path)?),
+        };
+        if let Some(node) = text.as_deref().and_then(fixture_node) {
             return Ok(node);
         }
     }
@@ -373,11 +403,9 @@ pub(crate) fn identify(host: &Host, path: &Path) -> io::Result<FileId> {
 }
 
 /// A fixture's stand-in for a device node: `block 254:64` or `char 511:0`.
-fn fixture_node(p: &Path) -> Option<FileId> {
-    let text = crate::host::state::read_trim(p)?;
-    let (kind, num) = text.split_once(' ')?;
-    let (maj, min) = num.split_once(':')?;
-    let d = (maj.parse().ok()?, min.parse().ok()?);
+fn fixture_node(text: &str) -> Option<FileId> {
+    let (kind, num) = text.trim().split_once(' ')?;
+    let d = parse_devno(num)?;
     match kind {
         "block" => Some(FileId::Block(d)),
         "char" => Some(FileId::Char(d)),
@@ -385,8 +413,8 @@ fn fixture_node(p: &Path) -> Option<FileId> {
     }
 }
 
-/// `path` with every symlink resolved as if `root` were `/` (a fixture tree), at most
-/// `MAX_SYMLINKS` of them, as the kernel allows (then ELOOP).
+/// `path` with every symlink resolved as if `root` were `/`, at most `MAX_SYMLINKS` of them (then
+/// ELOOP): `identify`'s way where openat2 is missing.
 fn resolve_in_root(root: &Path, path: &Path) -> io::Result<PathBuf> {
     let rel = path.strip_prefix(root).unwrap_or(path);
     let mut pending: Vec<PathBuf> = rel.components().rev().map(|c| PathBuf::from(c.as_os_str())).collect();
@@ -407,7 +435,7 @@ fn resolve_in_root(root: &Path, path: &Path) -> io::Result<PathBuf> {
         if fs::symlink_metadata(&next)?.file_type().is_symlink() {
             hops += 1;
             if hops > MAX_SYMLINKS {
-                return Err(io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error()));
+                return Err(io::Error::from_raw_os_error(Errno::LOOP.raw_os_error()));
             }
             let t = fs::read_link(&next)?;
             if t.is_absolute() {
