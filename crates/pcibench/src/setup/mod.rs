@@ -9,7 +9,8 @@
 //! Each returns the changes it made and is idempotent: run twice, the second run returns no
 //! changes. Taking a device the running system uses (`host::inuse`: a mounted filesystem, active
 //! swap, an interface that is up, the console ...) is refused, naming each holder, before anything
-//! changes; `SetupOptions::force` overrides it and says exactly what it overrode before acting.
+//! changes, and so is a device processes that could not be checked (another user's) may hold open;
+//! `SetupOptions::force` overrides it and says exactly what it overrode before acting.
 //! Kernel writes and commands go through `System`, so tests run every step on a fixture tree with
 //! a fake kernel.
 
