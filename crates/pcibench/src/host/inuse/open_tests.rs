@@ -4,7 +4,7 @@
 //! (tests cannot mknod). Bad input included: unreadable and vanishing processes, looping links,
 //! 100,000 descriptors.
 
-use super::procs::{fd_dir_error, scan_with, Limits, Stop, LIMITS, NO_PERMISSION};
+use super::procs::{fd_dir_error, resolve_in_root, scan_with, Limits, Stop, LIMITS, NO_PERMISSION};
 use super::tests::{F, FDIR, T};
 use super::*;
 use std::fs;
@@ -283,4 +283,21 @@ fn permission_denied_is_unchecked_unless_a_kernel_thread() {
         u.words(),
         "could not check PIDs 1, 3, 5, 40, 41, 42, 43, 44 and 2 more (no permission to read their open files: run it as root)"
     );
+}
+
+#[test]
+fn links_resolve_inside_a_fixture_tree_where_openat2_is_missing() {
+    // identify's fallback (qemu-user, kernels before 5.6): absolute targets restart at the tree's root,
+    // `..` stops there, and a loop ends in ELOOP as the kernel's own lookup would.
+    let t = T::new();
+    let root = t.dir.path();
+    t.file("c/d", "x");
+    symlink("/c/../../c", t.p("b")).unwrap();
+    symlink("/b/d", t.p("a")).unwrap();
+    assert_eq!(resolve_in_root(root, &t.p("a")).unwrap(), t.p("c/d"));
+    symlink("/y", t.p("x")).unwrap();
+    symlink("x", t.p("y")).unwrap();
+    let e = resolve_in_root(root, &t.p("x")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::LOOP.raw_os_error()));
+    assert_eq!(resolve_in_root(root, &t.p("nowhere/z")).unwrap_err().kind(), std::io::ErrorKind::NotFound);
 }

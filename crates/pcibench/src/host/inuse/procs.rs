@@ -415,7 +415,7 @@ fn fixture_node(text: &str) -> Option<FileId> {
 
 /// `path` with every symlink resolved as if `root` were `/`, at most `MAX_SYMLINKS` of them (then
 /// ELOOP): `identify`'s way where openat2 is missing.
-fn resolve_in_root(root: &Path, path: &Path) -> io::Result<PathBuf> {
+pub(super) fn resolve_in_root(root: &Path, path: &Path) -> io::Result<PathBuf> {
     let rel = path.strip_prefix(root).unwrap_or(path);
     let mut pending: Vec<PathBuf> = rel.components().rev().map(|c| PathBuf::from(c.as_os_str())).collect();
     let mut cur = root.to_path_buf();
