@@ -11,7 +11,9 @@
 #                   helpers (lab/guest/inuse.sh), so nothing else of the lab changes for this machine;
 #                   00:05.0-00:07.0: virtio-blk, serials "raw1" "raw2" "raw3", raw disks (no filesystem) whose
 #                   first line is known: a loop device on one, a process writing to another, the third bound
-#                   to vfio-pci with its group held (inuse_open, inuse_vfio_user).
+#                   to vfio-pci with its group held (inuse_open, inuse_vfio_user);
+#                   00:08.0: an NVMe controller with SR-IOV (one VF) in a subsystem of its own, no namespace
+#                   (inuse_sriov).
 # Built once per run, and only when a q35-inuse boot is planned (so the other machines do not pay for it):
 # packages e2fsprogs and pciutils, the virtio modules and loop from the cached cloud kernel .deb (virtio_blk,
 # virtio_net and loop are modules there; nvme and ext4 are built in), the disk images.
@@ -125,6 +127,8 @@ inuse_machine() {
 		-device virtio-blk-pci,drive=vraw2,serial=raw2,bus=pcie.0,addr=0x6
 		-drive "file=$shm.raw3,if=none,id=vraw3,format=raw"
 		-device virtio-blk-pci,drive=vraw3,serial=raw3,bus=pcie.0,addr=0x7
+		-device nvme-subsys,id=subsys1,nqn=pcibench-lab-sriov
+		-device nvme,serial=sriovpf,subsys=subsys1,bus=pcie.0,addr=0x8,sriov_max_vfs=1,sriov_vq_flexible=2,sriov_vi_flexible=1
 		-drive "file=$shm.tools,if=none,id=tools,format=raw"
 		-device nvme,serial=tools,drive=tools)
 	vfio=noiommu

@@ -188,8 +188,8 @@ fn sriov_virtual_functions_bound_or_in_use_are_named() {
     assert_eq!(
         inv.reasons(),
         [
-            "its SR-IOV virtual function 0000:01:00.2 (virtfn0) is bound to ixgbevf; unbinding 0000:01:00.0 removes all 2 of its virtual functions",
-            "its SR-IOV virtual function 0000:01:00.3 (virtfn1) is bound to vfio-pci, held open by PID 77 (qemu-system-x86) for reading and writing: /dev/vfio/12; unbinding 0000:01:00.0 removes all 2 of its virtual functions",
+            "its SR-IOV virtual function 0000:01:00.2 (virtfn0) is bound to ixgbevf; taking 0000:01:00.0 from its driver removes all 2 of its virtual functions",
+            "its SR-IOV virtual function 0000:01:00.3 (virtfn1) is bound to vfio-pci, held open by PID 77 (qemu-system-x86) for reading and writing: /dev/vfio/12; taking 0000:01:00.0 from its driver removes all 2 of its virtual functions",
         ]
     );
     assert_eq!(inv.holders[0].kind, HolderKind::Sriov);

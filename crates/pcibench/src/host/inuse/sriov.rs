@@ -45,11 +45,15 @@ pub(super) fn holders(scope: &Scope, scan: &ProcScan) -> Result<Vec<Holder>, Err
         uses.extend(inv.reasons().iter().map(|r| r.to_string()));
         let mut free = inv.free_steps();
         free.push(format!("echo 0 | sudo tee /sys/bus/pci/devices/{pf}/sriov_numvfs (removes its virtual functions)"));
+        let removes = if numvfs == 1 {
+            "its virtual function".to_string()
+        } else {
+            format!("all {numvfs} of its virtual functions")
+        };
         out.push(Holder {
             kind: HolderKind::Sriov,
             why: format!(
-                "its SR-IOV virtual function {vf} (virtfn{i}) {}; unbinding {pf} removes all {numvfs} of its virtual \
-                 functions",
+                "its SR-IOV virtual function {vf} (virtfn{i}) {}; taking {pf} from its driver removes {removes}",
                 uses.join(", ")
             ),
             free,
