@@ -3,14 +3,17 @@
 # and sources this after /lab/lib.sh (see inuse_virtio.sh).
 TOOLS=/tools
 HELLO="pcibench lab: this file lives on the device under test"
+# The first line of the raw disks raw1..raw3 is "$RAW rawN" (lab/host/inuse.sh).
+RAW="pcibench lab raw disk"
 
-# inuse_modules: load the virtio modules (in their order) and wait for the virtio disks and the NIC.
+# inuse_modules: load the virtio modules and loop (in their order) and wait for the five virtio disks (data,
+# swap, raw1-raw3) and the NIC.
 inuse_modules() {
 	for m in $(cat "$TOOLS/modules/order"); do
 		[ -d "/sys/module/$m" ] || insmod "$TOOLS/modules/$m.ko" || fail "insmod $m"
 	done
 	i=0
-	while [ "$(ls /sys/block | grep -c '^vd')" -lt 2 ] || [ -z "$(ls /sys/class/net | grep -v '^lo$')" ]; do
+	while [ "$(ls /sys/block | grep -c '^vd')" -lt 5 ] || [ -z "$(ls /sys/class/net | grep -v '^lo$')" ]; do
 		i=$((i + 1))
 		[ "$i" -lt 100 ] || fail "virtio disks or NIC did not appear: $(ls /sys/block) / $(ls /sys/class/net)"
 		sleep 0.1
@@ -48,6 +51,19 @@ nvme_head() {
 		[ -e "$s/$1" ] && ls "$s" | grep -E '^nvme[0-9]+n[0-9]+$' | head -n 1 && return 0
 	done
 	return 0
+}
+
+# first_line DEV: the first line of block device /dev/DEV (a loop device reads its backing disk's).
+first_line() { head -n 1 "/dev/$1"; }
+
+# wait_fd PID FD PATH: wait until process PID has PATH open as descriptor FD.
+wait_fd() {
+	i=0
+	while [ "$(readlink "/proc/$1/fd/$2" 2>/dev/null)" != "$3" ]; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || fail "PID $1 did not open $3 as fd $2"
+		sleep 0.05
+	done
 }
 
 # net_of ADDR: the network interface of a PCI function.

@@ -8,16 +8,24 @@
 #   rp4 (QEMU's default Gen4 x32): virtio-net on an isolated hub (no backend: nothing leaves QEMU)
 #   rp5 (Gen3 x8):  empty
 #   root bus:       a plain NVMe controller, serial "tools": ext4 with the virtio modules, lspci and the guest
-#                   helpers (lab/guest/inuse.sh), so nothing else of the lab changes for this machine.
+#                   helpers (lab/guest/inuse.sh), so nothing else of the lab changes for this machine;
+#                   00:05.0-00:07.0: virtio-blk, serials "raw1" "raw2" "raw3", raw disks (no filesystem) whose
+#                   first line is known: a loop device on one, a process writing to another, the third bound
+#                   to vfio-pci with its group held (inuse_open, inuse_vfio_user);
+#                   00:08.0: an NVMe controller with SR-IOV (one VF) in a subsystem of its own, no namespace
+#                   (inuse_sriov).
 # Built once per run, and only when a q35-inuse boot is planned (so the other machines do not pay for it):
-# packages e2fsprogs and pciutils, the virtio modules from the cached cloud kernel .deb (virtio_blk and
-# virtio_net are modules there; nvme and ext4 are built in), the disk images.
+# packages e2fsprogs and pciutils, the virtio modules and loop from the cached cloud kernel .deb (virtio_blk,
+# virtio_net and loop are modules there; nvme and ext4 are built in), the disk images.
 
 INUSE_PACKAGES=(e2fsprogs pciutils)
 # Load order: each after what it depends on (the .ko's modinfo depends=).
 INUSE_MODULES=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk failover
-	net_failover virtio_net)
+	net_failover virtio_net loop)
 INUSE_HELLO="pcibench lab: this file lives on the device under test"
+# The first line of each raw disk, then its serial (lab/guest/inuse.sh has the same words).
+INUSE_RAW="pcibench lab raw disk"
+INUSE_RAW_DISKS=(raw1 raw2 raw3)
 
 # inuse_images DIR: the images every boot copies (built once per run, under a lock: boots run in parallel).
 inuse_images() {
@@ -31,14 +39,15 @@ inuse_images() {
 	ensure_packages_inuse
 	mkdir -p "$dir"
 	# The virtio modules, from the kernel package prepare_kernel cached.
-	local ko=$KO_DIR/virtio deb tmp m f
-	if [ ! -f "$ko/virtio_net.ko" ]; then
+	local ko=$KO_DIR/virtio deb tmp m f missing=
+	for m in "${INUSE_MODULES[@]}"; do [ -f "$ko/$m.ko" ] || missing=1; done
+	if [ -n "$missing" ]; then
 		deb=$(compgen -G "$(dirname "$KO_DIR")/debs/linux-image-*.deb" | head -n 1)
 		[ -n "$deb" ] || die "no linux-image .deb in the cache for the virtio modules"
 		tmp=$(mktemp -d)
 		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" --wildcards '*/drivers/virtio/*.ko' \
 			'*/drivers/block/virtio_blk.ko' '*/drivers/net/virtio_net.ko' '*/drivers/net/net_failover.ko' \
-			'*/net/core/failover.ko'
+			'*/net/core/failover.ko' '*/drivers/block/loop.ko'
 		mkdir -p "$ko"
 		for m in "${INUSE_MODULES[@]}"; do
 			f=$(find "$tmp" -name "$m.ko" | head -n 1)
@@ -65,6 +74,10 @@ inuse_images() {
 	run_logged "$RUN/mke2fs-nvme.log" mke2fs -q -F -t ext4 -L nvme -d "$dir/data.d" "$dir/nvme.img" 16M
 	rm -rf "$dir/data.d"
 	truncate -s 16M "$dir/swap.img"
+	for m in "${INUSE_RAW_DISKS[@]}"; do
+		printf '%s %s\n' "$INUSE_RAW" "$m" >"$dir/$m.img"
+		truncate -s 1M "$dir/$m.img"
+	done
 	touch "$dir/.complete"
 	exec {lock}>&-
 }
@@ -89,7 +102,7 @@ ensure_packages_inuse() {
 inuse_machine() {
 	local shm=$1 img=$RUN/inuse-images i
 	inuse_images "$img"
-	for i in tools data nvme swap; do
+	for i in tools data nvme swap "${INUSE_RAW_DISKS[@]}"; do
 		[ -f "$shm.$i" ] || cp --sparse=always "$img/$i.img" "$shm.$i"
 	done
 	mach=(-machine q35
@@ -108,6 +121,14 @@ inuse_machine() {
 		-device virtio-blk-pci,drive=vswap,serial=swap,bus=rp3
 		-netdev hubport,id=n0,hubid=0
 		-device virtio-net-pci,netdev=n0,bus=rp4,romfile=
+		-drive "file=$shm.raw1,if=none,id=vraw1,format=raw"
+		-device virtio-blk-pci,drive=vraw1,serial=raw1,bus=pcie.0,addr=0x5
+		-drive "file=$shm.raw2,if=none,id=vraw2,format=raw"
+		-device virtio-blk-pci,drive=vraw2,serial=raw2,bus=pcie.0,addr=0x6
+		-drive "file=$shm.raw3,if=none,id=vraw3,format=raw"
+		-device virtio-blk-pci,drive=vraw3,serial=raw3,bus=pcie.0,addr=0x7
+		-device nvme-subsys,id=subsys1,nqn=pcibench-lab-sriov
+		-device nvme,serial=sriovpf,subsys=subsys1,bus=pcie.0,addr=0x8,sriov_max_vfs=1,sriov_vq_flexible=2,sriov_vi_flexible=1
 		-drive "file=$shm.tools,if=none,id=tools,format=raw"
 		-device nvme,serial=tools,drive=tools)
 	vfio=noiommu

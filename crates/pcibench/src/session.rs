@@ -77,6 +77,11 @@ impl Session {
     /// The DMA engines on the device, for `info`: found by their identifiers where reading them
     /// is harmless, on a device pcibench can open (no kernel driver bound, or vfio-pci).
     pub fn engines_of(host: &Host, target: &Target, info: &DeviceInfo) -> Vec<Detected> {
+        // Another driver's device would only be refused, after the in-use inventory (a /proc scan) that
+        // explains the refusal: not worth its cost here.
+        if info.driver.as_deref().is_some_and(|d| d != "vfio-pci") {
+            return Vec::new();
+        }
         match target::open(host, target, info, None) {
             Ok(dev) => engines::detect(info, dev.as_ref()).into_iter().flatten().collect(),
             Err(_) => Vec::new(),

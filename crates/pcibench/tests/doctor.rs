@@ -88,6 +88,34 @@ fn root_with_free_device_is_ready_for_sysfs() {
 }
 
 #[test]
+fn processes_that_cannot_be_checked_are_a_warning_not_a_pass() {
+    let t = Tree::new();
+    t.edu();
+    // Its open files cannot be read (another user's process gives EACCES; here: nothing to list).
+    t.file("proc/4000/comm", "secret\n").file("proc/4000/fd", "");
+    let r = doc(&t, EDU, &root());
+    expect(
+        &r,
+        "in-use",
+        Severity::Warn,
+        "no use found, but could not check PID 4000 (/proc/PID/fd cannot be listed (Not a directory (os error 20)))",
+    );
+    assert_eq!(fix(&r, "in-use"), "run it as root to check every process: sudo pcibench doctor 0000:00:04.0");
+    // Not a use: the path stays ready, with the warning.
+    assert!(r.recommended.ready, "{:#?}", r.recommended);
+    assert_eq!(r.exit_code(), 1);
+    // A process mapping its BAR through sysfs is a use, named, even when others cannot be checked.
+    let res0 = t.path(&format!("{}/resource0", t.devdir(EDU)));
+    let shown = format!("/{}", res0.strip_prefix(t.root()).unwrap().display());
+    t.file("proc/4001/comm", "fpga_tool\n")
+        .file("proc/4001/maps", format!("7f00-7f10 rw-s 00000000 00:00 0 {shown}\n"));
+    std::fs::create_dir_all(t.path("proc/4001/fd")).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "in-use", Severity::Fail, &format!("in use by the running system: mapped by PID 4001 (fpga_tool) for reading and writing: {shown}; could not check PID 4000"));
+    offers_nothing_that_takes(&r);
+}
+
+#[test]
 fn render_text_aligns_columns_and_ends_with_the_recommendation() {
     let t = Tree::new();
     t.edu();
@@ -557,13 +585,23 @@ fn vfio_nodes_and_cap_sys_rawio_for_a_user() {
 #[test]
 fn vfio_node_held_by_another_process() {
     let t = type1_bound();
-    t.file("proc/321/comm", "qemu-system-x86\n");
-    std::fs::create_dir_all(t.path("proc/321/fd")).unwrap();
-    std::os::unix::fs::symlink("/dev/vfio/7", t.path("proc/321/fd/12")).unwrap();
+    t.holder(321, "qemu-system-x86", 12, "/dev/vfio/7", "02000002");
     let r = doc(&t, EDU, &root());
-    expect(&r, "vfio-nodes", Severity::Fail, "/dev/vfio/7 is held open by PID 321 (qemu-system-x86)");
+    // Another VFIO user has it: in use, named, and nothing offered that would take it.
+    expect(
+        &r,
+        "in-use",
+        Severity::Fail,
+        "in use by the running system: held open by PID 321 (qemu-system-x86) for reading and writing: /dev/vfio/7",
+    );
+    assert_eq!(
+        fix(&r, "in-use"),
+        "pick another device, or free it first: stop PID 321 (qemu-system-x86), or have it close /dev/vfio/7"
+    );
+    expect(&r, "vfio-nodes", Severity::Info, "/dev/vfio/7 is held open by PID 321 (qemu-system-x86)");
     assert_eq!(r.recommended.command, None);
-    assert!(r.recommended.summary.contains("no command can"), "{}", r.recommended.summary);
+    assert_eq!(r.recommended.blocked_by, ["in-use"]);
+    assert_eq!(r.exit_code(), 2);
 }
 
 #[test]

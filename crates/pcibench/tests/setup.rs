@@ -429,9 +429,7 @@ fn release_without_record_lets_the_kernel_choose() {
 fn release_refuses_while_a_process_holds_the_group() {
     let t = Tree::new();
     t.edu().iommu().vfio_loaded(false).bind(EDU, "vfio-pci").group(EDU, 7).node("7", 0o600);
-    t.file("proc/555/comm", "pcibench\n");
-    fs::create_dir_all(t.path("proc/555/fd")).unwrap();
-    std::os::unix::fs::symlink("/dev/vfio/7", t.path("proc/555/fd/5")).unwrap();
+    t.holder(555, "pcibench", 5, "/dev/vfio/7", "02");
     let k = FakeKernel::new(&t);
     let e = setup::release(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
     assert!(e.contains("/dev/vfio/7 is held open by PID 555 (pcibench)"), "{e}");
@@ -556,6 +554,81 @@ fn an_inconsistent_sysfs_is_a_clear_refusal_and_never_an_unbind() {
     let forced = SetupOptions { force: true, ..opts(&k) };
     let ch = setup::vfio(&t.host(), &edu(), &forced).unwrap();
     assert!(ch[0].what.starts_with("--force: went ahead without knowing what uses it (dangling link "), "{:?}", ch[0]);
+}
+
+#[test]
+fn refuses_a_raw_disk_a_process_writes_to_and_a_loop_device_on_it() {
+    let t = Tree::new();
+    t.edu().bind(EDU, "virtio-pci");
+    let vde = format!("{}/virtio3/block/vde", t.devdir(EDU));
+    t.file(&format!("{vde}/dev"), "254:64\n").link("sys/class/block/vde", &vde);
+    t.file("dev/vde", "block 254:64\n");
+    t.holder(258, "postgres", 3, "/dev/vde", "0100001");
+    let k = FakeKernel::new(&t);
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "refusing to unbind 0000:00:04.0 from virtio-pci: the running system uses it: held open by PID 258 \
+         (postgres) for writing: /dev/vde; free it first (stop PID 258 (postgres), or have it close /dev/vde) or \
+         choose another device; --force takes it anyway"
+    );
+    assert_untouched(&t, &k);
+    // The writer gone, a loop device backed by the raw disk (the kernel makes no holders/ link for it).
+    fs::remove_dir_all(t.path("proc/258")).unwrap();
+    let lp = "sys/devices/virtual/block/loop7";
+    t.file(&format!("{lp}/dev"), "7:7\n").file(&format!("{lp}/loop/backing_file"), "/dev/vde\n");
+    t.link("sys/class/block/loop7", lp);
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.contains("it carries loop7 (backing file /dev/vde) on vde, which the loop driver keeps open; free it first (losetup -d /dev/loop7)"), "{e}");
+    assert_untouched(&t, &k);
+}
+
+#[test]
+fn processes_that_cannot_be_checked_refuse_unless_forced() {
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 7).vfio_loaded(false);
+    // Its open files cannot be read (for another user's process: EACCES; here: no fd directory to list).
+    t.file("proc/4000/comm", "secret\n").file("proc/4000/fd", "");
+    let k = FakeKernel::new(&t);
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "refusing to bind 0000:00:04.0 to vfio-pci: cannot tell whether a process holds it open: could not check PID \
+         4000 (/proc/PID/fd cannot be listed (Not a directory (os error 20))); --force takes it without knowing"
+    );
+    assert_untouched(&t, &k);
+    let forced = SetupOptions { force: true, ..opts(&k) };
+    let ch = setup::vfio(&t.host(), &edu(), &forced).unwrap();
+    assert!(
+        ch[0]
+            .what
+            .starts_with("--force: went ahead without knowing whether a process holds it (could not check PID 4000"),
+        "{:?}",
+        ch[0]
+    );
+    assert_eq!(k.log()[0], format!("notify 0000:00:04.0: {}", ch[0].what));
+}
+
+#[test]
+fn a_vfio_device_another_process_holds_is_refused_even_when_bound() {
+    let t = Tree::new();
+    t.edu().iommu().vfio_loaded(false).bind(EDU, "vfio-pci").group(EDU, 7).node("7", 0o600);
+    t.holder(321, "qemu-system-x86", 12, "/dev/vfio/7", "02000002");
+    let k = FakeKernel::new(&t);
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "refusing to set up 0000:00:04.0 for VFIO: the running system uses it: held open by PID 321 \
+         (qemu-system-x86) for reading and writing: /dev/vfio/7; free it first (stop PID 321 (qemu-system-x86), or \
+         have it close /dev/vfio/7) or choose another device; --force takes it anyway"
+    );
+    // --sysfs-user is refused too (main refuses it for any vfio-pci device before the in-use check).
+    assert!(setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).is_err());
+    assert!(k.log().is_empty(), "{:?}", k.log());
+    // Released: setup goes ahead (nothing to unbind: it is bound already).
+    fs::remove_dir_all(t.path("proc/321")).unwrap();
+    let ch = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap();
+    assert!(whats(&ch).iter().all(|w| !w.contains("unbound") && !w.contains("--force")), "{ch:?}");
 }
 
 #[test]

@@ -37,7 +37,8 @@ pub struct SetupArgs {
     #[arg(long)]
     release: bool,
     /// Take the device even when the running system uses it (a mounted filesystem, swap, an
-    /// interface that is up, the console); each overridden use is printed before anything changes.
+    /// interface that is up, the console, a process holding it open) or processes that could not be
+    /// checked might; each overridden use is printed before anything changes.
     #[arg(long)]
     force: bool,
 }

@@ -81,5 +81,8 @@ fn in_use(c: &Ctx) -> Finding {
         InUse::Unknown(e) => {
             Finding::new("in-use", Severity::Fail, format!("cannot tell what the running system uses below it: {e}"))
         }
+        InUse::Unverified(inv) => {
+            Finding::new("in-use", Severity::Warn, format!("no use found below it, but {}", inv.unchecked.words()))
+        }
     }
 }

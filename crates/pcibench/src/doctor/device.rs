@@ -25,8 +25,13 @@ fn in_use(c: &Ctx) -> Finding {
             "in-use",
             Severity::Pass,
             "the running system does not use it: no filesystem, swap, stacked block device, network \
-             interface, console or driver reference on it",
+             interface, console, driver reference, process holding it open or SR-IOV function in use on it",
         ),
+        // Not a pass: a process this user cannot see may hold it; setup (as root) checks again.
+        InUse::Unverified(inv) => {
+            Finding::new("in-use", Severity::Warn, format!("no use found, but {}", inv.unchecked.words()))
+                .fix(format!("run it as root to check every process: sudo pcibench doctor {}", c.addr))
+        }
         InUse::Used(inv) => {
             let steps = inv.free_steps();
             let fix = if !inv.can_be_freed() {
@@ -34,9 +39,11 @@ fn in_use(c: &Ctx) -> Finding {
             } else {
                 format!("pick another device, or free it first: {}", steps.join("; "))
             };
-            let mut f =
-                Finding::new("in-use", Severity::Fail, format!("in use by the running system: {}", inv.summary()))
-                    .fix(fix);
+            let mut evidence = format!("in use by the running system: {}", inv.summary());
+            if !inv.unchecked.is_empty() {
+                evidence.push_str(&format!("; {}", inv.unchecked.words()));
+            }
+            let mut f = Finding::new("in-use", Severity::Fail, evidence).fix(fix);
             for v in [Via::Sysfs, Via::Vfio, Via::VfioNoiommu] {
                 f = f.blocks(v, None);
             }

@@ -181,19 +181,23 @@ pub(crate) enum InUse {
     Used(crate::host::inuse::Inventory),
     /// The inventory could not be taken (an inconsistent sysfs): treated as used.
     Unknown(String),
+    /// No use found, but some processes could not be checked for open files of it (another user's):
+    /// said, not treated as used (`setup`, run as root, checks them again).
+    Unverified(crate::host::inuse::Inventory),
 }
 
 impl InUse {
     pub fn of(host: &Host, addr: &str) -> InUse {
         match crate::host::inuse::inventory(host, addr) {
-            Ok(inv) if inv.is_empty() => InUse::Free,
+            Ok(inv) if inv.is_empty() && inv.unchecked.is_empty() => InUse::Free,
+            Ok(inv) if inv.is_empty() => InUse::Unverified(inv),
             Ok(inv) => InUse::Used(inv),
             Err(e) => InUse::Unknown(e.to_string()),
         }
     }
 
     pub fn taken(&self) -> bool {
-        !matches!(self, InUse::Free)
+        !matches!(self, InUse::Free | InUse::Unverified(_))
     }
 }
 
@@ -321,7 +325,7 @@ fn finish_in_use(device: String, findings: Vec<Finding>, in_use: &InUse) -> Repo
             format!("none: cannot tell what the running system uses {device} for ({e}); pick another device"),
             Vec::new(),
         ),
-        InUse::Free => unreachable!("finish_in_use for a free device"),
+        InUse::Free | InUse::Unverified(_) => unreachable!("finish_in_use for a device not taken"),
     };
     let checks: Vec<Check> = findings
         .into_iter()

@@ -102,7 +102,7 @@ fn iommu_group(c: &Ctx) -> Finding {
     let used: Vec<String> = offenders
         .iter()
         .filter_map(|(m, _)| match InUse::of(c.host, m) {
-            InUse::Free => None,
+            InUse::Free | InUse::Unverified(_) => None,
             InUse::Used(inv) => Some(format!("{m}: {}", inv.summary())),
             InUse::Unknown(e) => Some(format!("{m}: cannot tell what uses it ({e})")),
         })
@@ -232,7 +232,7 @@ fn nodes(c: &Ctx) -> Finding {
     let shown = format!("/dev/vfio/{}{g}", if c.noiommu_group { "noiommu-" } else { "" });
     let node = vfio_node(c.host, g, c.noiommu_group);
     let node_state = node_access(c, &node, &shown, format!("sudo chown {} {shown}", c.caller.user));
-    let holders = crate::host::state::holding_words(c.host, std::path::Path::new(&shown));
+    let holders = crate::host::inuse::vfio_group_users(c.host, &c.addr.to_string()).map(|u| u.who).unwrap_or_default();
     let mut problems: Vec<(String, Option<String>)> =
         [container_state.err(), node_state.err()].into_iter().flatten().collect();
     if !holders.is_empty() {

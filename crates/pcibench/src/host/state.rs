@@ -243,33 +243,6 @@ pub fn class_of(host: &Host, addr: &str) -> Option<u32> {
     u32::from_str_radix(s.trim_start_matches("0x"), 16).ok()
 }
 
-/// Processes with `node` (a path as the kernel names it, e.g. /dev/vfio/7) open, from /proc/*/fd, from /proc/*/fd (only those we may inspect).
-pub fn processes_holding(host: &Host, node: &Path) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    let Ok(rd) = fs::read_dir(host.path("/proc")) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(fds) = fs::read_dir(e.path().join("fd")) else {
-            continue;
-        };
-        if fds.flatten().any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == node)) {
-            let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim().to_string();
-            out.push((pid, comm));
-        }
-    }
-    out.sort();
-    out
-}
-
-/// "PID 123 (qemu), PID 456 (pcibench)": who holds `node` open, in words.
-pub fn holding_words(host: &Host, node: &Path) -> Vec<String> {
-    processes_holding(host, node).into_iter().map(|(pid, comm)| format!("PID {pid} ({comm})")).collect()
-}
-
 /// Find an /etc/passwd entry: `name:x:uid:gid:...` → (name, uid, gid).
 pub fn passwd_lookup(text: &str, want: impl Fn(&str, u32, u32) -> bool) -> Option<(String, u32, u32)> {
     text.lines().find_map(|l| {

@@ -13,7 +13,8 @@
 //! changes (notes aside). A pcibench with more privilege than its caller refuses to set up
 //! anything; under a fixture root no host command runs and no file outside the root changes. Taking a device the running system uses (`host::inuse`: a mounted filesystem, active
 //! swap, an interface that is up, the console ...) is refused, naming each holder, before anything
-//! changes; `SetupOptions::force` overrides it and says exactly what it overrode before acting.
+//! changes, and so is a device processes that could not be checked (another user's) may hold open;
+//! `SetupOptions::force` overrides it and says exactly what it overrode before acting.
 //! Kernel writes and commands go through `System`, so tests run every step on a fixture tree with
 //! a fake kernel.
 
@@ -163,11 +164,23 @@ pub const FORCE_WARNING: &str = "the running system loses what it used the devic
 /// Refuse to `action` (e.g. "unbind 0000:01:00.0 from nvme") while the running system uses the
 /// device, naming each holder and what frees it; with `force`, record and announce (before
 /// anything changes) each holder it overrides. An inventory that cannot be taken (an inconsistent
-/// sysfs) refuses too, and `force` overrides that as well, saying so.
+/// sysfs), or processes that could not be checked for open files of it, refuse too, and `force`
+/// overrides that as well, saying so.
 pub(crate) fn guard(host: &Host, addr: &PciAddress, action: &str, opts: &SetupOptions) -> Result<Vec<Change>> {
     let a = addr.to_string();
     let overridden: Vec<String> = match crate::host::inuse::inventory(host, &a) {
-        Ok(inv) if inv.is_empty() => return Ok(Vec::new()),
+        Ok(inv) if inv.is_empty() && inv.unchecked.is_empty() => return Ok(Vec::new()),
+        // No holder seen, but processes that could not be checked may hold it: not a pass.
+        Ok(inv) if inv.is_empty() && !opts.force => {
+            return Err(Error::Refused(format!(
+                "refusing to {action}: cannot tell whether a process holds it open: {}; --force takes it without \
+                 knowing",
+                inv.unchecked.words()
+            )))
+        }
+        Ok(inv) if inv.is_empty() => {
+            vec![format!("--force: went ahead without knowing whether a process holds it ({})", inv.unchecked.words())]
+        }
         Ok(inv) if !opts.force => {
             let steps = inv.free_steps();
             let what_to_do = if !inv.can_be_freed() {
@@ -180,7 +193,14 @@ pub(crate) fn guard(host: &Host, addr: &PciAddress, action: &str, opts: &SetupOp
                 inv.summary()
             )));
         }
-        Ok(inv) => inv.reasons().iter().map(|r| format!("--force: went ahead although {r}")).collect(),
+        Ok(inv) => {
+            let mut v: Vec<String> =
+                inv.reasons().iter().map(|r| format!("--force: went ahead although {r}")).collect();
+            if !inv.unchecked.is_empty() {
+                v.push(format!("--force: went ahead without checking the rest ({})", inv.unchecked.words()));
+            }
+            v
+        }
         Err(e) if !opts.force => {
             return Err(Error::Refused(format!(
                 "refusing to {action}: cannot tell what the running system uses it for: {e}; --force takes it \

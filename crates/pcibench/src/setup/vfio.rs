@@ -34,13 +34,13 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
     refuse_bridge(host, addr)?;
     let driver = driver_of(host, &a);
     let mut ch = Vec::new();
-    if driver.as_deref() != Some("vfio-pci") {
-        let action = match driver.as_deref() {
-            Some(d) => format!("unbind {a} from {d}"),
-            None => format!("bind {a} to vfio-pci"),
-        };
-        ch.extend(super::guard(host, addr, &action, opts)?);
-    }
+    // Bound already, it may be another process's (a VM, another pcibench holding its group).
+    let action = match driver.as_deref() {
+        Some("vfio-pci") => format!("set up {a} for VFIO"),
+        Some(d) => format!("unbind {a} from {d}"),
+        None => format!("bind {a} to vfio-pci"),
+    };
+    ch.extend(super::guard(host, addr, &action, opts)?);
     let group = iommu_group_of(host, addr);
     let has_iommu = match group {
         Some(g) => !group_is_noiommu(host, g),
@@ -263,7 +263,7 @@ pub fn release(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Ve
         // vfio-pci's remove waits until every user closes the device: the write would hang.
         if let Some(g) = iommu_group_of(host, addr) {
             let shown = format!("/dev/vfio/{}{g}", if group_is_noiommu(host, g) { "noiommu-" } else { "" });
-            let holders = crate::host::state::holding_words(host, std::path::Path::new(&shown));
+            let holders = crate::host::inuse::vfio_group_users(host, &a).map(|u| u.who).unwrap_or_default();
             if !holders.is_empty() && !opts.force {
                 return Err(Error::Refused(format!(
                     "{a} is in use: {shown} is held open by {}; stop it first (or pass --force, which \

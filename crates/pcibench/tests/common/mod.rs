@@ -186,9 +186,22 @@ impl Tree {
     }
 
     /// A /dev/vfio group node (a plain file standing in for the character device).
+    /// A VFIO group node: a fixture's stand-in for a character device (tests cannot mknod), vfio's
+    /// major with the group's number as its minor.
     pub fn node(&self, name: &str, mode: u32) -> &Self {
         let p = format!("dev/vfio/{name}");
-        self.file(&p, "").chmod(&p, mode)
+        let minor: u32 = name.trim_start_matches("noiommu-").parse().unwrap_or(999);
+        self.file(&p, format!("char 511:{minor}\n")).chmod(&p, mode)
+    }
+
+    /// Process `pid` (`comm`) holding `target` open as fd `fd` with open flags `flags` (octal).
+    pub fn holder(&self, pid: u32, comm: &str, fd: u32, target: &str, flags: &str) -> &Self {
+        self.file(&format!("proc/{pid}/comm"), format!("{comm}\n"));
+        self.file(&format!("proc/{pid}/fdinfo/{fd}"), format!("pos:\t0\nflags:\t{flags}\nmnt_id:\t25\n"));
+        let l = self.path(&format!("proc/{pid}/fd/{fd}"));
+        fs::create_dir_all(l.parent().unwrap()).unwrap();
+        symlink(target, l).unwrap();
+        self
     }
 
     pub fn lockdown(&self, text: &str) -> &Self {

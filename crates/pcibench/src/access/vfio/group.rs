@@ -4,6 +4,7 @@
 
 use super::container::Container;
 use super::ioctl;
+use crate::host::inuse::{self, GroupUsers};
 use crate::host::{state, Host};
 use crate::pci::PciAddress;
 use crate::{Error, Result};
@@ -93,26 +94,9 @@ pub fn not_viable_message(n: u32, addr: &PciAddress, members: &[(String, Option<
     )
 }
 
-/// Why opening the group node failed, and the fix.
-pub fn open_error_hint(
-    errno: Option<Errno>,
-    kind: GroupKind,
-    n: u32,
-    node: &Path,
-    addr: &PciAddress,
-    holders: &[(u32, String)],
-) -> String {
+/// Why opening the group node failed, and the fix (EBUSY is `busy_message`'s).
+pub fn open_error_hint(errno: Option<Errno>, kind: GroupKind, node: &Path, addr: &PciAddress) -> String {
     match errno {
-        Some(Errno::BUSY) => {
-            if holders.is_empty() {
-                format!(
-                    "another process holds VFIO group {n} (a group opens once): close it and retry (run as root to see which process it is)"
-                )
-            } else {
-                let who: Vec<String> = holders.iter().map(|(p, c)| format!("PID {p} ({c})")).collect();
-                format!("another process holds VFIO group {n}: {}: close it and retry", who.join(", "))
-            }
-        }
         Some(Errno::PERM) if kind == GroupKind::NoIommu => state::setcap_hint(),
         Some(Errno::ACCESS | Errno::PERM) => format!(
             "no permission on {}: sudo pcibench setup {addr} --vfio (gives your user the group), or run as root",
@@ -123,15 +107,43 @@ pub fn open_error_hint(
     }
 }
 
+/// The one line for a group another process has: who, when they can be seen ("PID 258 (qemu) for
+/// reading and writing"), else why they cannot. VFIO lets one process have a group at a time
+/// (drivers/vfio/vfio_main.c, vfio_group_fops_open: EBUSY while `opened_file` is set), and a device
+/// fd keeps its group's file open even after the group fd is closed.
+pub fn busy_message(addr: &PciAddress, n: u32, node: &Path, users: Option<&GroupUsers>) -> String {
+    let node = node.display();
+    let who = match users {
+        Some(u) if !u.how.is_empty() => format!("{node} is held open by {}", u.how.join(", ")),
+        Some(u) if !u.unchecked.is_empty() => format!(
+            "another process holds VFIO group {n} ({node}) or one of its devices; pcibench {}",
+            u.unchecked.words()
+        ),
+        _ => format!(
+            "another process holds VFIO group {n} ({node}) through a device it opened (it keeps the group open after \
+             closing {node}); lsof | grep vfio shows which"
+        ),
+    };
+    format!("{addr} is in use: {who}: pcibench will not open it a second time; wait for it to finish, or stop it")
+}
+
 impl Group {
-    /// Open the group of `addr` and check it is viable.
+    /// Open the group of `addr` and check it is viable. A group another process holds (a VM,
+    /// another pcibench) is refused before it is opened, naming who holds it.
     pub fn open(host: &Host, addr: &PciAddress) -> Result<Group> {
         let (number, kind, node) = locate(host, addr)?;
+        let users = inuse::vfio_group_users(host, &addr.to_string());
+        if let Some(u) = users.as_ref().filter(|u| !u.who.is_empty()) {
+            return Err(Error::Refused(busy_message(addr, number, &node, Some(u))));
+        }
         let path = host.path(&node);
         let file = host.open_node(&path, OpenOptions::new().read(true).write(true)).map_err(|e| {
             let errno = Errno::from_io_error(&e);
-            let who = if errno == Some(Errno::BUSY) { state::processes_holding(host, &node) } else { Vec::new() };
-            let hint = open_error_hint(errno, kind, number, &node, addr, &who);
+            if errno == Some(Errno::BUSY) {
+                // Taken since the scan, or by a process this user cannot see.
+                return Error::Refused(busy_message(addr, number, &node, users.as_ref()));
+            }
+            let hint = open_error_hint(errno, kind, &node, addr);
             Error::io_hint("cannot open VFIO group", &path, e, hint)
         })?;
         let flags = ioctl::group_status(&file).map_err(|e| Error::io("VFIO_GROUP_GET_STATUS failed on", &path, e))?;
@@ -210,35 +222,60 @@ mod tests {
     }
 
     #[test]
-    fn finds_the_process_holding_a_group() {
+    fn a_group_another_process_holds_is_refused_naming_it() {
         let t = tempfile::tempdir().unwrap();
         let host = Host::with_root(t.path());
-        for (pid, comm, target) in [(1234, "qemu-system-x86", "/dev/vfio/7"), (99, "bash", "/dev/null")] {
+        let dev = host.path("/sys/bus/pci/devices/0000:00:04.0");
+        fs::create_dir_all(&dev).unwrap();
+        fs::create_dir_all(host.path("/sys/kernel/iommu_groups/7")).unwrap();
+        symlink(host.path("/sys/kernel/iommu_groups/7"), dev.join("iommu_group")).unwrap();
+        fs::create_dir_all(host.path("/dev/vfio")).unwrap();
+        // The group's node by its device number (a fixture's node: tests cannot mknod).
+        fs::write(host.path("/dev/vfio/7"), "char 511:3\n").unwrap();
+        // /dev/vfio/vfio (the container) is another node: holding it is no hold on the group.
+        fs::write(host.path("/dev/vfio/vfio"), "char 10:196\n").unwrap();
+        for (pid, comm, target, flags) in [
+            (1234, "qemu-system-x86", "/dev/vfio/7", "02"),
+            (99, "bash", "/dev/vfio/vfio", "02"),
+            (98, "cat", "/dev/null", "0"),
+        ] {
             let fd = host.path(format!("/proc/{pid}/fd"));
             fs::create_dir_all(&fd).unwrap();
             symlink(target, fd.join("5")).unwrap();
+            fs::create_dir_all(host.path(format!("/proc/{pid}/fdinfo"))).unwrap();
+            fs::write(host.path(format!("/proc/{pid}/fdinfo/5")), format!("pos:\t0\nflags:\t{flags}\n")).unwrap();
             fs::write(host.path(format!("/proc/{pid}/comm")), format!("{comm}\n")).unwrap();
         }
-        let h = state::processes_holding(&host, Path::new("/dev/vfio/7"));
-        assert_eq!(h, vec![(1234, "qemu-system-x86".to_string())]);
-        let msg = open_error_hint(Some(Errno::BUSY), GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &h);
-        assert_eq!(msg, "another process holds VFIO group 7: PID 1234 (qemu-system-x86): close it and retry");
-        let msg = open_error_hint(Some(Errno::BUSY), GroupKind::Iommu, 7, Path::new("/dev/vfio/7"), &addr(), &[]);
-        assert!(msg.contains("run as root to see which"), "{msg}");
+        let u = inuse::vfio_group_users(&host, "0000:00:04.0").unwrap();
+        assert_eq!(u.who, ["PID 1234 (qemu-system-x86)"]);
+        let e = Group::open(&host, &addr()).err().unwrap().to_string();
+        assert_eq!(
+            e,
+            "0000:00:04.0 is in use: /dev/vfio/7 is held open by PID 1234 (qemu-system-x86) for reading and writing: \
+             pcibench will not open it a second time; wait for it to finish, or stop it"
+        );
+        // EBUSY with nobody in sight: the device fd case, and the command that finds it.
+        let msg = busy_message(&addr(), 7, Path::new("/dev/vfio/7"), None);
+        assert!(
+            msg.starts_with(
+                "0000:00:04.0 is in use: another process holds VFIO group 7 (/dev/vfio/7) through a device"
+            ),
+            "{msg}"
+        );
     }
 
     #[test]
     fn permission_errors_name_the_fix() {
         let node = Path::new("/dev/vfio/noiommu-0");
-        let m = open_error_hint(Some(Errno::PERM), GroupKind::NoIommu, 0, node, &addr(), &[]);
+        let m = open_error_hint(Some(Errno::PERM), GroupKind::NoIommu, node, &addr());
         let exe = fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
         assert!(m.ends_with(&format!("sudo setcap cap_sys_rawio=ep {}", exe.display())), "{m}");
-        let m = open_error_hint(Some(Errno::ACCESS), GroupKind::Iommu, 5, Path::new("/dev/vfio/5"), &addr(), &[]);
+        let m = open_error_hint(Some(Errno::ACCESS), GroupKind::Iommu, Path::new("/dev/vfio/5"), &addr());
         assert_eq!(
             m,
             "no permission on /dev/vfio/5: sudo pcibench setup 0000:00:04.0 --vfio (gives your user the group), or run as root"
         );
-        let m = open_error_hint(Some(Errno::NOENT), GroupKind::Iommu, 5, Path::new("/dev/vfio/5"), &addr(), &[]);
+        let m = open_error_hint(Some(Errno::NOENT), GroupKind::Iommu, Path::new("/dev/vfio/5"), &addr());
         assert!(m.contains("--vfio"), "{m}");
     }
 

@@ -8,7 +8,8 @@
 //!   to the controllers of subsystem S and holds its heads;
 //! - partitions (subdirectories with a `partition` attribute);
 //! - whatever holds them (`holders/`: device-mapper, LVM, dm-crypt/LUKS, md RAID), recursively;
-//! - loop devices whose backing file (`loop/backing_file`) sits on a filesystem of one of them.
+//! - loop devices whose backing file (`loop/backing_file`) is one of them, or sits on a filesystem of
+//!   one of them.
 //!
 //! Then what each is used for: mounted (/proc/self/mountinfo, by device number, and by source
 //! for filesystems such as btrfs that report an anonymous device; a multi-device btrfs by any of
@@ -93,7 +94,7 @@ pub(super) fn mount_of<'a>(mounts: &'a [Mount], file: &str) -> Option<&'a Mount>
 }
 
 /// `0000:01:00.0`-shaped: the name sysfs gives a PCI function's directory.
-fn looks_like_function(name: &str) -> bool {
+pub(super) fn looks_like_function(name: &str) -> bool {
     let b = name.as_bytes();
     b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.'
 }
@@ -315,8 +316,14 @@ pub(super) fn devices(scope: &Scope, mounts: &[Mount]) -> Result<Vec<Blk>, Error
                 continue;
             };
             let file = file.trim_end_matches(" (deleted)").to_string();
-            let Some(m) = mount_of(mounts, &file) else { continue };
-            let Some(on) = fd.blks.iter().position(|b| mounted_here(host, m, b)) else { continue };
+            let on = match backing_device(host, &file, &fd.blks) {
+                Backing::Ours(i) => Some(i),
+                Backing::OtherDevice => None,
+                Backing::File => {
+                    mount_of(mounts, &file).and_then(|m| fd.blks.iter().position(|b| mounted_here(host, m, b)))
+                }
+            };
+            let Some(on) = on else { continue };
             let note = format!("backing file {file}");
             if let Some(j) = fd.add(name, real.clone(), Some(on), Some("the loop driver"), Some(note))? {
                 // "loop0 (backing file /data/img) on nvme0n1p1".
@@ -330,6 +337,35 @@ pub(super) fn devices(scope: &Scope, mounts: &[Mount]) -> Result<Vec<Blk>, Error
         }
     }
     Ok(fd.blks)
+}
+
+enum Backing {
+    /// One of the function's block devices itself (`losetup /dev/loop7 /dev/vdd`).
+    Ours(usize),
+    /// Another block device.
+    OtherDevice,
+    /// A file (or a path that cannot be looked up here).
+    File,
+}
+
+/// What a loop device's backing file is: by the node's device number where the path can be looked
+/// up; else (a node in another mount namespace, since removed) by the name under /dev. The kernel
+/// makes no holders/ link for a loop device on a block device, so this is the only way to see it.
+fn backing_device(host: &crate::host::Host, file: &str, blks: &[Blk]) -> Backing {
+    use super::procs::{identify, FileId};
+    match identify(host, &host.path(file)) {
+        Ok(FileId::Block(d)) => {
+            match blks.iter().position(|b| b.dev.as_deref().and_then(super::procs::parse_devno) == Some(d)) {
+                Some(i) => Backing::Ours(i),
+                None => Backing::OtherDevice,
+            }
+        }
+        Ok(_) => Backing::File,
+        Err(_) => match file.strip_prefix("/dev/").and_then(|n| blks.iter().position(|b| b.name == n)) {
+            Some(i) => Backing::Ours(i),
+            None => Backing::File,
+        },
+    }
 }
 
 /// Multi-device btrfs filesystems: mountinfo names one member as the source (and an anonymous device

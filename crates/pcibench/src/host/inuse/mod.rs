@@ -4,13 +4,18 @@
 //! It follows sysfs and the kernel's own links, never device-name patterns:
 //! - `block`: block devices below the function, NVMe multipath heads of its controllers,
 //!   partitions, everything stacked on them (`holders/`: device-mapper, LVM, LUKS, md RAID; loop
-//!   devices backed by a file on one of their filesystems), and what each is used for: mounted
+//!   devices backed by one of them or by a file on one of their filesystems), and what each is used for: mounted
 //!   (the root filesystem and /boot named as such), active swap;
 //! - `net`: its network interfaces that are up, have addresses, are enslaved to a bond, bridge or
 //!   team, or carry an upper device that is up;
 //! - `console`: the boot VGA device, a framebuffer of it while fbcon is bound;
 //! - `driver`: references the kernel counts on the drivers of the function and of the devices
-//!   below it.
+//!   below it;
+//! - `open`: processes holding any of its nodes open or mapped (its block devices and what is stacked
+//!   on them, its class devices' nodes, its VFIO group node, its sysfs resource and config files),
+//!   by device number and inode from the command's one /proc scan (`procs`); processes that could
+//!   not be checked are kept apart (`Inventory::unchecked`), never taken as holding nothing;
+//! - `sriov`: the virtual functions of a physical function that are bound to a driver or in use.
 //!
 //! Each holder says why in words a user understands ("it backs / (root filesystem) through
 //! nvme0n1p2", "eth0 is up with 10.0.0.5/24") and what frees it. An inconsistent sysfs (a
@@ -22,6 +27,9 @@ mod block;
 mod console;
 mod driver;
 mod net;
+mod open;
+pub(crate) mod procs;
+mod sriov;
 mod walk;
 
 use crate::host::Host;
@@ -49,6 +57,10 @@ pub enum HolderKind {
     Console,
     /// The kernel counts references on its driver.
     Driver,
+    /// A process holds one of its nodes open or mapped.
+    Open,
+    /// One of its SR-IOV virtual functions is bound to a driver or in use.
+    Sriov,
 }
 
 /// One way the running system uses the device.
@@ -61,14 +73,79 @@ pub struct Holder {
     pub free: Vec<String>,
 }
 
+/// Processes whose open files could not be read, so the inventory cannot say they hold nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Unchecked {
+    /// Each reason with the PIDs it kept from being checked (the first `PIDS_KEPT`) and how many in all.
+    pub reasons: Vec<UncheckedReason>,
+    /// Processes not even listed (/proc mounted hidepid=2), in words.
+    pub unseen: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UncheckedReason {
+    /// "no permission to read their open files: run it as root".
+    pub why: String,
+    pub pids: Vec<u32>,
+    pub count: usize,
+}
+
+/// PIDs kept per reason; the rest are counted.
+const PIDS_KEPT: usize = 64;
+/// PIDs named per reason in words.
+const PIDS_SHOWN: usize = 8;
+
+impl Unchecked {
+    pub fn is_empty(&self) -> bool {
+        self.reasons.is_empty() && self.unseen.is_empty()
+    }
+
+    pub(crate) fn add(&mut self, pid: u32, why: &str) {
+        let r = match self.reasons.iter_mut().position(|r| r.why == why) {
+            Some(i) => &mut self.reasons[i],
+            None => {
+                self.reasons.push(UncheckedReason { why: why.to_string(), ..Default::default() });
+                self.reasons.last_mut().expect("just pushed")
+            }
+        };
+        r.count += 1;
+        if r.pids.len() < PIDS_KEPT {
+            r.pids.push(pid);
+        }
+    }
+
+    /// "could not check PIDs 1, 17 and 12 more (no permission to read their open files: run it as root)".
+    pub fn words(&self) -> String {
+        let mut parts: Vec<String> = self
+            .reasons
+            .iter()
+            .map(|r| {
+                let mut pids = r.pids.clone();
+                pids.sort_unstable();
+                let shown: Vec<String> = pids.iter().take(PIDS_SHOWN).map(|p| p.to_string()).collect();
+                let rest = r.count - shown.len();
+                let more = if rest > 0 { format!(" and {rest} more") } else { String::new() };
+                let s = if r.count == 1 { "" } else { "s" };
+                format!("could not check PID{s} {}{more} ({})", shown.join(", "), r.why)
+            })
+            .collect();
+        parts.extend(self.unseen.iter().cloned());
+        parts.join("; ")
+    }
+}
+
 /// Everything the running system uses a device for; empty when it is free to take.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Inventory {
     pub device: String,
     pub holders: Vec<Holder>,
+    /// Processes that could not be checked for open files of it (the same for every device of a
+    /// command): not holders, but no proof it is free either.
+    pub unchecked: Unchecked,
 }
 
 impl Inventory {
+    /// No holder found (processes that could not be checked aside: see `unchecked`).
     pub fn is_empty(&self) -> bool {
         self.holders.is_empty()
     }
@@ -111,8 +188,14 @@ pub(crate) struct Scope<'a> {
 }
 
 /// The inventory of the PCI function `addr` (as sysfs names it, `0000:01:00.0`). A device that is
-/// not there is `Error::NoDevice`; an inconsistent sysfs is `Error::Sysfs`.
+/// not there is `Error::NoDevice`; an inconsistent sysfs is `Error::Sysfs`. The processes' open
+/// files come from the command's one /proc scan (`Host::procs`).
 pub fn inventory(host: &Host, addr: &str) -> Result<Inventory> {
+    inventory_in(host, addr, &host.procs(), true)
+}
+
+/// The inventory against a given /proc scan; `sriov`: follow the function's virtual functions.
+pub(crate) fn inventory_in(host: &Host, addr: &str, scan: &procs::ProcScan, sriov: bool) -> Result<Inventory> {
     let link = host.pci_devices_dir().join(addr);
     let Some(dir) = walk::resolve(&link)? else {
         return Err(Error::NoDevice(addr.to_string()));
@@ -125,8 +208,46 @@ pub fn inventory(host: &Host, addr: &str) -> Result<Inventory> {
     holders.extend(net::holders(&scope)?);
     holders.extend(console::holders(&scope)?);
     holders.extend(driver::holders(&scope)?);
-    Ok(Inventory { device: addr.to_string(), holders })
+    holders.extend(open::holders(&scope, &blks, scan)?);
+    if sriov {
+        holders.extend(sriov::holders(&scope, scan)?);
+    }
+    Ok(Inventory { device: addr.to_string(), holders, unchecked: scan.unchecked.clone() })
 }
 
+/// Who, other than this process, holds a VFIO group node open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupUsers {
+    /// The node as the kernel names it: /dev/vfio/7, /dev/vfio/noiommu-0.
+    pub node: String,
+    /// "PID 258 (qemu-system-x86)", one per process.
+    pub who: Vec<String>,
+    /// With how: "PID 258 (qemu-system-x86) for reading and writing".
+    pub how: Vec<String>,
+    /// Processes that could not be checked.
+    pub unchecked: Unchecked,
+}
+
+/// The processes holding the VFIO group node of the PCI function `addr` open, by the node's device
+/// number (the vfio class device's `dev`, else the node's): None when it has no group node (not
+/// bound to vfio-pci).
+pub fn vfio_group_users(host: &Host, addr: &str) -> Option<GroupUsers> {
+    let dir = host.pci_devices_dir().join(addr);
+    let (id, node) = open::vfio_group_node(host, &dir)?;
+    let mut nodes = open::Nodes::default();
+    let name = node.rsplit('/').next().unwrap_or_default().to_string();
+    nodes.add(Some(id), None, name, String::new());
+    let scan = host.procs();
+    let holds = open::holds(host, &nodes, &scan);
+    Some(GroupUsers {
+        node,
+        who: holds.iter().map(|h| h.who()).collect(),
+        how: holds.iter().map(|h| format!("{}{}", h.who(), h.access())).collect(),
+        unchecked: scan.unchecked.clone(),
+    })
+}
+
+#[cfg(test)]
+mod open_tests;
 #[cfg(test)]
 mod tests;

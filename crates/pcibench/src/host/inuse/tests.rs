@@ -6,17 +6,22 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Component, Path};
 
-const F: &str = "0000:01:00.0";
-const FDIR: &str = "sys/devices/pci0000:00/0000:00:1c.0/0000:01:00.0";
+pub(super) const F: &str = "0000:01:00.0";
+pub(super) const FDIR: &str = "sys/devices/pci0000:00/0000:00:1c.0/0000:01:00.0";
 
-struct T {
-    dir: tempfile::TempDir,
+pub(super) struct T {
+    pub dir: tempfile::TempDir,
 }
 
 impl T {
     /// A bridge 0000:00:1c.0 with the function 0000:01:00.0 below it; nothing uses anything.
-    fn new() -> T {
-        let t = T { dir: tempfile::tempdir().unwrap() };
+    pub(super) fn new() -> T {
+        T::in_dir(tempfile::tempdir().unwrap())
+    }
+
+    /// The same tree in `dir`.
+    pub(super) fn in_dir(dir: tempfile::TempDir) -> T {
+        let t = T { dir };
         for d in ["sys/class/block", "sys/class/net", "sys/bus/pci/devices", "proc/net"] {
             fs::create_dir_all(t.p(d)).unwrap();
         }
@@ -28,28 +33,28 @@ impl T {
         t
     }
 
-    fn p(&self, rel: &str) -> std::path::PathBuf {
+    pub(super) fn p(&self, rel: &str) -> std::path::PathBuf {
         self.dir.path().join(rel)
     }
 
-    fn host(&self) -> Host {
+    pub(super) fn host(&self) -> Host {
         Host::with_root(self.dir.path())
     }
 
-    fn file(&self, rel: &str, data: &str) -> &Self {
+    pub(super) fn file(&self, rel: &str, data: &str) -> &Self {
         let p = self.p(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, data).unwrap();
         self
     }
 
-    fn dir(&self, rel: &str) -> &Self {
+    pub(super) fn dir(&self, rel: &str) -> &Self {
         fs::create_dir_all(self.p(rel)).unwrap();
         self
     }
 
     /// A relative symlink, as sysfs has them.
-    fn link(&self, link: &str, target: &str) -> &Self {
+    pub(super) fn link(&self, link: &str, target: &str) -> &Self {
         let l = self.p(link);
         fs::create_dir_all(l.parent().unwrap()).unwrap();
         let _ = fs::remove_file(&l);
@@ -63,30 +68,30 @@ impl T {
     }
 
     /// A block device at `dir` (its real place), with its /sys/class/block entry.
-    fn block(&self, dir: &str, dev: &str) -> &Self {
+    pub(super) fn block(&self, dir: &str, dev: &str) -> &Self {
         let name = dir.rsplit('/').next().unwrap();
         self.file(&format!("{dir}/dev"), &format!("{dev}\n"));
         self.link(&format!("sys/class/block/{name}"), dir)
     }
 
-    fn partition(&self, dir: &str, dev: &str) -> &Self {
+    pub(super) fn partition(&self, dir: &str, dev: &str) -> &Self {
         self.block(dir, dev).file(&format!("{dir}/partition"), "1\n")
     }
 
     /// `holder` (a block device directory) holds `lower`.
-    fn holds(&self, lower: &str, holder: &str) -> &Self {
+    pub(super) fn holds(&self, lower: &str, holder: &str) -> &Self {
         let name = holder.rsplit('/').next().unwrap();
         self.link(&format!("{lower}/holders/{name}"), holder)
     }
 
     /// A device-mapper device dm-N with a name and uuid.
-    fn dm(&self, n: u32, name: &str, uuid: &str) -> String {
+    pub(super) fn dm(&self, n: u32, name: &str, uuid: &str) -> String {
         let d = format!("sys/devices/virtual/block/dm-{n}");
         self.block(&d, &format!("253:{n}")).file(&format!("{d}/dm/name"), name).file(&format!("{d}/dm/uuid"), uuid);
         d
     }
 
-    fn mounts(&self, lines: &[(&str, &str, &str)]) -> &Self {
+    pub(super) fn mounts(&self, lines: &[(&str, &str, &str)]) -> &Self {
         let mut s = String::from("22 1 0:21 / /proc rw - proc proc rw\n");
         for (i, (dev, point, src)) in lines.iter().enumerate() {
             s.push_str(&format!("{} 1 {dev} / {point} rw,relatime shared:1 - ext4 {src} rw\n", 30 + i));
@@ -94,11 +99,11 @@ impl T {
         self.file("proc/self/mountinfo", &s)
     }
 
-    fn inv(&self) -> Inventory {
+    pub(super) fn inv(&self) -> Inventory {
         inventory(&self.host(), F).unwrap()
     }
 
-    fn err(&self) -> String {
+    pub(super) fn err(&self) -> String {
         inventory(&self.host(), F).unwrap_err().to_string()
     }
 }

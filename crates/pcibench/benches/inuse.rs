@@ -1,0 +1,163 @@
+//! Self-timed benchmark of the in-use inventory (`cargo bench -p pcibench --bench inuse`): what
+//! `setup` and `doctor` pay to learn what uses a device, on a fixture host of 2,000 processes with
+//! 10,000 open descriptors (5 each: a device node, a pipe, a socket, a log file, a terminal) and 12
+//! mappings each, one of them holding the device's disk open. The first inventory of a command
+//! includes the /proc scan; every further device of the same command reuses it (`Host::procs`).
+//! Then, where it can, the same on this machine's own /proc, for its first PCI device.
+//!
+//! A fixture's links resolve inside its tree, one component at a time: somewhat more work than the
+//! kernel's own lookup on a real /proc, so the fixture figure is the pessimistic one.
+
+use pcibench::host::Host;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::time::Instant;
+
+const F: &str = "0000:01:00.0";
+const FDIR: &str = "sys/devices/pci0000:00/0000:00:1c.0/0000:01:00.0";
+const PROCESSES: u32 = 2_000;
+const FDS_EACH: u32 = 5;
+
+fn write(root: &Path, rel: &str, data: &str) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, data).unwrap();
+}
+
+fn link(root: &Path, rel: &str, target: &str) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    symlink(target, p).unwrap();
+}
+
+/// The function with a virtio disk (two partitions), its resource files, and the processes.
+fn fixture(root: &Path) {
+    let vde = format!("{FDIR}/virtio3/block/vde");
+    write(root, &format!("{FDIR}/vendor"), "0x1af4\n");
+    for f in ["resource", "resource0", "resource4", "config"] {
+        write(root, &format!("{FDIR}/{f}"), "");
+    }
+    link(root, &format!("sys/bus/pci/devices/{F}"), &root.join(FDIR).display().to_string());
+    write(root, &format!("{vde}/dev"), "254:64\n");
+    link(root, "sys/class/block/vde", &root.join(&vde).display().to_string());
+    for p in 1..=2 {
+        let d = format!("{vde}/vde{p}");
+        write(root, &format!("{d}/dev"), &format!("254:{}\n", 64 + p));
+        write(root, &format!("{d}/partition"), &format!("{p}\n"));
+        link(root, &format!("sys/class/block/vde{p}"), &root.join(&d).display().to_string());
+    }
+    for (node, what) in [("vde", "block 254:64"), ("null", "char 1:3"), ("pts/0", "char 136:0")] {
+        write(root, &format!("dev/{node}"), &format!("{what}\n"));
+    }
+    fs::create_dir_all(root.join("var/log")).unwrap();
+    write(root, "proc/self/mountinfo", "22 1 0:21 / /proc rw - proc proc rw\n");
+    write(root, "proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+    let maps: String = (0..12)
+        .map(|i| {
+            format!(
+                "7f{i:02x}00000000-7f{i:02x}00100000 r-xp 00000000 08:01 {} /usr/lib/x86_64-linux-gnu/lib{i}.so\n",
+                1000 + i
+            )
+        })
+        .collect();
+    for pid in 100..100 + PROCESSES {
+        let base = format!("proc/{pid}");
+        write(root, &format!("{base}/comm"), "worker\n");
+        write(root, &format!("{base}/maps"), &maps);
+        let first = if pid == 100 + PROCESSES / 2 { "/dev/vde" } else { "/dev/null" };
+        let targets = [
+            first.to_string(),
+            format!("pipe:[{pid}]"),
+            format!("socket:[{pid}]"),
+            format!("/var/log/w{pid}.log"),
+            "/dev/pts/0".into(),
+        ];
+        for (fd, t) in targets.iter().enumerate() {
+            link(root, &format!("{base}/fd/{fd}"), t);
+            write(root, &format!("{base}/fdinfo/{fd}"), "pos:\t0\nflags:\t0100002\nmnt_id:\t25\n");
+        }
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// This thread's CPU time in nanoseconds: on a shared, loaded machine the wall time includes
+/// waiting for a CPU, this does not.
+fn cpu_ns() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
+}
+
+/// Milliseconds of `f` over `n` runs: (median wall time, min wall time, median CPU time).
+fn time(n: usize, mut f: impl FnMut()) -> (f64, f64, f64) {
+    let mut wall = Vec::new();
+    let mut cpu = Vec::new();
+    for _ in 0..n {
+        let (t, c) = (Instant::now(), cpu_ns());
+        f();
+        cpu.push((cpu_ns() - c) / 1e6);
+        wall.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let min = wall.iter().copied().fold(f64::INFINITY, f64::min);
+    (median(&mut wall), min, median(&mut cpu))
+}
+
+fn main() {
+    // tmpfs where there is one: making 10,000 symlinks on a discard-mounted ext4 takes long.
+    let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
+    fixture(dir.path());
+    let inv = pcibench::host::inuse::inventory(&Host::with_root(dir.path()), F).unwrap();
+    let want = format!("held open by PID {} (worker) for reading and writing: /dev/vde", 100 + PROCESSES / 2);
+    assert_eq!(inv.reasons(), [want.as_str()], "the fixture's holder must be found");
+    let fds = PROCESSES * FDS_EACH;
+    let (first, first_min, first_cpu) = time(15, || {
+        pcibench::host::inuse::inventory(&Host::with_root(dir.path()), F).unwrap();
+    });
+    let host = Host::with_root(dir.path());
+    pcibench::host::inuse::inventory(&host, F).unwrap();
+    let (again, again_min, again_cpu) = time(50, || {
+        pcibench::host::inuse::inventory(&host, F).unwrap();
+    });
+    println!("in-use inventory, fixture /proc of {PROCESSES} processes, {fds} open fds, 12 mappings each:");
+    println!(
+        "  first device of a command (the /proc scan included): median {first:.1} ms (min {first_min:.1}), CPU {first_cpu:.1} ms"
+    );
+    println!(
+        "  each further device (the scan reused):               median {again:.2} ms (min {again_min:.2}), CPU {again_cpu:.2} ms"
+    );
+    real_host();
+}
+
+/// The same on this machine's /proc and its first PCI device, when there is one.
+fn real_host() {
+    let Some(addr) = fs::read_dir("/sys/bus/pci/devices")
+        .ok()
+        .and_then(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).min())
+    else {
+        println!("this host: no PCI devices in /sys/bus/pci/devices: not measured");
+        return;
+    };
+    let mut procs = 0;
+    let mut fds = 0;
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok()) {
+            procs += 1;
+            fds += fs::read_dir(e.path().join("fd")).map(|rd| rd.count()).unwrap_or(0);
+        }
+    }
+    let mut result = Ok(());
+    let (med, min, cpu) = time(15, || {
+        result = pcibench::host::inuse::inventory(&Host::with_root("/"), &addr).map(|_| ());
+    });
+    match result {
+        Ok(()) => println!(
+            "this host ({procs} processes, {fds} open fds readable as {}), {addr}: median {med:.1} ms (min {min:.1}), CPU {cpu:.1} ms",
+            if rustix::process::geteuid().is_root() { "root" } else { "this user" }
+        ),
+        Err(e) => println!("this host, {addr}: the inventory failed: {e}"),
+    }
+}
