@@ -15,7 +15,7 @@ use std::process::ExitCode;
     version,
     about = "Find a PCIe card, reach its BARs and DMA engine, and measure PIO and DMA with verified data",
     after_help = "Devices: DDDD:BB:DD.F or BB:DD.F as lspci prints them, or a simulated card (sim, sim-qdma, ...).
-Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between. MB = 10^6 bytes.
+Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between; 64,4K a list. MB = 10^6 bytes.
 
 Exit status: 0 everything asked for was measured and verified; 1 an error (the message says what to do);
 2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing

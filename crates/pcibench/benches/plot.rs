@@ -25,6 +25,7 @@ fn run_of(reports: Vec<Report>) -> SavedRun {
         link_health: None,
         reports,
         notes: Vec::new(),
+        request: None,
     }
 }
 

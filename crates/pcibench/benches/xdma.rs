@@ -14,11 +14,12 @@
 //! 4. Throughput of 0x128000-byte transfers (seed 000's size) both ways, contiguous and
 //!    scattered-page buffers, verified afterwards.
 
-use pcibench::access::sim::{SimDevice, SIM_DMA_BAR};
+use pcibench::access::sim::SimDevice;
 use pcibench::access::{DeviceAccess, IoMode, Mapping};
 use pcibench::dma::buffers::sim::SimAllocator;
 use pcibench::dma::engines::xdma::{XdmaEngine, XdmaOptions};
 use pcibench::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
+use pcibench::sim::xdma::card::SIM_DMA_BAR;
 use pcibench::sim::xdma::model::{XdmaModelConfig, CARD_MEMORY_SIZE};
 use std::time::{Duration, Instant};
 

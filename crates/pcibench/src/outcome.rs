@@ -5,7 +5,7 @@
 //! significantly slower; 130 interrupted.
 
 use crate::bench::result::Report;
-use crate::suite::SuiteReport;
+use crate::measure::SuiteReport;
 use crate::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,57 +1,47 @@
-//! A target opened for measurement, and the policy every measuring command shares: which BARs
+//! A device opened for measurement, and the policy every measuring command shares: which BARs
 //! PIO may use by default, who consented to writes and DMA, and which engine drives the card's
-//! DMA. The CLI turns flags into these calls; it holds no device knowledge of its own.
+//! DMA. `measure` resolves requests with it; the CLI holds no device knowledge of its own.
 
 use crate::access::{DeviceAccess, Via};
+use crate::device::{Device, Target};
 use crate::dma::engines::{self, Detected, EngineOptions};
 use crate::dma::{buffers, BufferSource, DmaAllocator, Engine};
 use crate::host::Host;
-use crate::pci::DeviceInfo;
-use crate::target::{self, Target};
 use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// A device, described and opened on one access path.
+/// A device, described once and opened on one access path.
 pub struct Session {
     pub host: Host,
-    pub target: Target,
-    pub info: DeviceInfo,
+    pub device: Device,
     pub dev: Box<dyn DeviceAccess>,
+    /// `expect_dma`: keep what opening DMA buffers needs when privilege is dropped.
+    dma_to_come: AtomicBool,
 }
 
-/// What every measuring command sets up the same way around its runner: where the thread runs,
-/// the link that bounds the figures (or why none does), the link-health watch.
-pub struct Measuring {
-    pub context: crate::bench::context::Context,
-    pub link: Option<crate::pci::link::Link>,
-    pub limit_note: Option<String>,
-    pub health: Option<crate::pci::health::HealthProbe>,
-    /// The link's health when the measurement began, for the whole run's changes.
-    pub health_start: Option<crate::pci::health::Snapshot>,
-}
-
-impl Measuring {
-    /// Attach the context (with what changed in the link's health since the start) and the
-    /// limit note to a runner's report.
-    pub fn finish(&self, report: &mut crate::bench::result::Report) {
-        let mut context = self.context.clone();
-        if let (Some(h), Some(start)) = (&self.health, &self.health_start) {
-            context.link_health = Some(crate::pci::health::changes(start, &h.snapshot()));
-        }
-        report.context = Some(context);
-        report.limit_note = self.limit_note.clone();
-    }
-}
-
-/// What `pcibench dma` asks for.
-#[derive(Debug, Clone, Default)]
-pub struct DmaRequest {
-    /// `--engine`; None picks the only engine found on the device.
+/// The engine to drive and how to open it (`--engine`, `--buffer`, `--dma-bits` and the engine
+/// settings), as a request carries it; `None` means the default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineRequest {
+    /// `--engine`; None picks the only engine found on the device (`sim`: a simulated card's own).
     pub engine: Option<String>,
     /// `--buffer`; None is the path's default (hugepages where the host has them).
     pub buffer: Option<BufferSource>,
     /// `--dma-bits`; None is the engine's default.
     pub dma_bits: Option<u32>,
-    pub options: EngineOptions,
+    /// `--card-addr`: card address of the engine's memory window.
+    pub card_addr: Option<u64>,
+    /// `--card-size`: bytes of card memory in the window.
+    pub card_size: Option<u64>,
+    /// `--channel`.
+    pub channel: Option<u8>,
+    /// `--ring-size`: descriptors per ring.
+    pub ring_size: Option<u32>,
+    /// `--force` with `--buffer reserved:`: take a Reserved range the kernel command line did not
+    /// reserve (firmware may use it; the run says so).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
 }
 
 /// An engine ready to run, and the allocator its buffers come from.
@@ -64,36 +54,46 @@ pub struct DmaRig {
 
 impl Session {
     pub fn open(host: &Host, target: &Target, via: Option<Via>) -> Result<Session> {
-        let info = target::describe(host, target)?;
-        if info.simulated {
+        let device = Device::describe(host, target)?;
+        if device.simulated() {
             // A simulated card is host memory: nothing about it needs privilege, and its engine
             // models start threads of their own, which must not inherit any.
-            crate::os::privilege::keep_only(0, &format!("describing {}, a simulated card", info.address));
+            crate::os::privilege::keep_only(0, &format!("describing {}, a simulated card", device.name()));
         }
-        let dev = target::open(host, target, &info, via)?;
-        Ok(Session { host: host.clone(), target: *target, info, dev })
+        let dev = device.open(host, via)?;
+        Ok(Session { host: host.clone(), device, dev, dma_to_come: AtomicBool::new(false) })
+    }
+
+    /// A session on a device opened by the caller (tests build cards of their own).
+    pub fn with_device(host: &Host, device: Device, dev: Box<dyn DeviceAccess>) -> Session {
+        Session { host: host.clone(), device, dev, dma_to_come: AtomicBool::new(false) }
     }
 
     /// The DMA engines on the device, for `info`: found by their identifiers where reading them
     /// is harmless, on a device pcibench can open (no kernel driver bound, or vfio-pci).
-    pub fn engines_of(host: &Host, target: &Target, info: &DeviceInfo) -> Vec<Detected> {
+    pub fn engines_of(host: &Host, device: &Device) -> Vec<Detected> {
         // Another driver's device would only be refused, after the in-use inventory (a /proc scan) that
         // explains the refusal: not worth its cost here.
-        if info.driver.as_deref().is_some_and(|d| d != "vfio-pci") {
+        if device.info.driver.as_deref().is_some_and(|d| d != "vfio-pci") {
             return Vec::new();
         }
-        match target::open(host, target, info, None) {
-            Ok(dev) => engines::detect(info, dev.as_ref()).into_iter().flatten().collect(),
+        match device.open(host, None) {
+            Ok(dev) => engines::detect(&device.info, dev.as_ref()).into_iter().flatten().collect(),
             Err(_) => Vec::new(),
         }
+    }
+
+    /// The DMA engines found on this session's device.
+    pub fn engines(&self) -> Vec<Detected> {
+        engines::detect(&self.device.info, self.dev.as_ref()).into_iter().flatten().collect()
     }
 
     /// BARs for PIO: the ones asked for, checked, or by default every memory BAR that holds no
     /// DMA engine's registers (writing test patterns into an engine's registers would program it).
     pub fn pio_bars(&self, asked: &[u8]) -> Result<Vec<u8>> {
-        let addr = &self.info.address;
+        let addr = &self.device.info.address;
         for b in asked {
-            match self.info.bar(*b) {
+            match self.device.info.bar(*b) {
                 None => {
                     return Err(Error::usage(format!(
                         "{addr} has no BAR{b}: `pcibench info {addr}` lists its BARs"
@@ -110,8 +110,9 @@ impl Session {
         if !asked.is_empty() {
             return Ok(asked.to_vec());
         }
-        let engine_bars = engines::register_bars(&self.info, self.dev.as_ref());
+        let engine_bars = engines::register_bars(&self.device.info, self.dev.as_ref());
         let bars: Vec<u8> = self
+            .device
             .info
             .bars
             .iter()
@@ -119,7 +120,7 @@ impl Session {
             .map(|b| b.index)
             .collect();
         if bars.is_empty() {
-            let addr = &self.info.address;
+            let addr = &self.device.info.address;
             return Err(Error::NothingToMeasure(if engine_bars.is_empty() {
                 format!("{addr} has no memory BAR to measure: `pcibench info {addr}` lists its BARs")
             } else {
@@ -134,27 +135,10 @@ impl Session {
         Ok(bars)
     }
 
-    /// The link that bounds the figures (None for a simulated card or a device without a PCIe
-    /// link), and the sentence saying why there is none.
-    pub fn bounding_link(&self) -> (Option<crate::pci::link::Link>, Option<String>) {
-        match self.info.bounding_link() {
-            Ok(l) => (Some(l), None),
-            Err(why) => (None, Some(why)),
-        }
-    }
-
     /// The device's link health watch (the device and its ports up to the root); None for a
     /// simulated card.
     pub fn health(&self) -> Option<crate::pci::health::HealthProbe> {
-        match &self.target {
-            Target::Pci(a) => Some(crate::pci::health::HealthProbe::new(&self.host, a)),
-            Target::Sim(_) => None,
-        }
-    }
-
-    /// (index, size) of every BAR.
-    pub fn bar_sizes(&self) -> Vec<(u8, u64)> {
-        self.info.bars.iter().map(|b| (b.index, b.size)).collect()
+        self.device.pci_address().map(|a| crate::pci::health::HealthProbe::new(&self.host, a))
     }
 
     /// Place the measuring thread (`--cpu`, or a CPU of the device's NUMA node) and describe
@@ -164,42 +148,26 @@ impl Session {
         placement: crate::bench::context::Placement,
         args: &[String],
     ) -> Result<crate::bench::context::Context> {
-        crate::bench::context::place(&self.host, placement, self.info.numa_node, args)
+        crate::bench::context::place(&self.host, placement, self.device.numa_node(), args)
     }
 
-    /// Place the measuring thread and gather what a runner needs besides its plan. Everything
-    /// privileged is open by now: the capabilities go before any measuring thread starts.
-    pub fn measuring(&self, placement: crate::bench::context::Placement, args: &[String]) -> Result<Measuring> {
-        self.drop_privilege(false);
-        self.measuring_as_is(placement, args)
+    /// DMA follows what is measured next (`pcibench run`: DMA after PIO): a no-IOMMU device
+    /// keeps what opening its buffers needs until `buffers::allocator` has opened them.
+    pub fn expect_dma(&self) {
+        self.dma_to_come.store(true, Ordering::Relaxed);
     }
 
-    /// `measuring` for a caller that opens the DMA buffers after PIO (`pcibench run`): a no-IOMMU
-    /// device keeps what its buffers' source needs until `buffers::allocator` has opened it.
-    pub fn measuring_before_dma(
-        &self,
-        placement: crate::bench::context::Placement,
-        args: &[String],
-    ) -> Result<Measuring> {
-        self.drop_privilege(true);
-        self.measuring_as_is(placement, args)
-    }
-
-    fn drop_privilege(&self, dma_to_come: bool) {
+    /// Everything privileged is open by now (the device, and the DMA buffers unless DMA is still
+    /// to come): the capabilities go before any measuring thread starts.
+    pub fn drop_privilege(&self) {
         use crate::os::privilege::{caps, keep_only, CAP_IPC_LOCK, CAP_SYS_ADMIN, CAP_SYS_RAWIO};
+        let dma_to_come = self.dma_to_come.load(Ordering::Relaxed);
         let keep = if dma_to_come && self.dev.via() == crate::access::Via::VfioNoiommu {
             caps(&[CAP_SYS_RAWIO, CAP_SYS_ADMIN, CAP_IPC_LOCK])
         } else {
             caps(&[CAP_IPC_LOCK])
         };
-        keep_only(keep, &format!("opening {}", self.info.address));
-    }
-
-    fn measuring_as_is(&self, placement: crate::bench::context::Placement, args: &[String]) -> Result<Measuring> {
-        let (link, limit_note) = self.bounding_link();
-        let health = self.health();
-        let health_start = health.as_ref().map(|h| h.snapshot());
-        Ok(Measuring { context: self.place(placement, args)?, link, limit_note, health, health_start })
+        keep_only(keep, &format!("opening {}", self.device.name()));
     }
 
     /// `--io syscall` (one pread/pwrite per access) exists only on VFIO: a sysfs resource file of
@@ -209,30 +177,30 @@ impl Session {
         use crate::access::{IoMode, Via};
         match (io, self.dev.via()) {
             (IoMode::Syscall, Via::Vfio | Via::VfioNoiommu) | (IoMode::Mmap, _) => Ok(()),
-            (IoMode::Syscall, _) if self.info.simulated => Err(Error::usage(format!(
+            (IoMode::Syscall, _) if self.device.info.simulated => Err(Error::usage(format!(
                 "--io syscall measures one pread/pwrite per access on a VFIO device; {} is a simulated card with no such path: drop --io",
-                self.info.address
+                self.device.info.address
             ))),
             (IoMode::Syscall, via) => Err(Error::usage(format!(
                 "--io syscall measures one pread/pwrite per access, which only VFIO offers for a memory BAR, not {via}: bind {} to vfio-pci (sudo pcibench setup {} --vfio) or drop --io",
-                self.info.address, self.info.address
+                self.device.info.address, self.device.info.address
             ))),
         }
     }
 
     /// Whether host-to-card writes are allowed: always on a simulated card, else with the flag.
     pub fn may_write(&self, allow_write: bool) -> bool {
-        allow_write || self.info.simulated
+        allow_write || self.device.info.simulated
     }
 
     /// DMA makes the card read and write host memory: a real device needs the user's consent.
     pub fn check_dma_consent(&self, allow_dma: bool) -> Result<()> {
-        if allow_dma || self.info.simulated {
+        if allow_dma || self.device.info.simulated {
             return Ok(());
         }
         Err(Error::Refused(format!(
             "dma makes {} read and write host memory: add --allow-dma to consent to DMA on this device",
-            self.info.address
+            self.device.info.address
         )))
     }
 
@@ -247,8 +215,8 @@ impl Session {
     /// `open_dma` for an option that needs an engine (`--load`, `--dma`): where there is none to
     /// drive (no engine found, no DMA on this access path), the option does not apply: a usage
     /// error naming it.
-    pub fn open_dma_for(&self, option: &str, req: &DmaRequest) -> Result<DmaRig> {
-        self.open_dma(req).map_err(|e| match e {
+    pub fn open_dma_for(&self, option: &str, req: &EngineRequest) -> Result<DmaRig> {
+        self.open_dma(req, None).map_err(|e| match e {
             Error::Unsupported(m) | Error::NothingToMeasure(m) => {
                 Error::Usage(format!("{option} needs a DMA engine pcibench drives: {m}"))
             }
@@ -268,43 +236,54 @@ impl Session {
     /// The BAR single-access latency reads by default: the device's first memory BAR, registers
     /// included (reads only, unless writes are allowed).
     pub fn first_memory_bar(&self) -> Result<u8> {
-        self.info.bars.iter().find(|b| b.is_memory()).map(|b| b.index).ok_or_else(|| {
+        self.device.info.bars.iter().find(|b| b.is_memory()).map(|b| b.index).ok_or_else(|| {
             Error::NothingToMeasure(format!(
                 "{} has no memory BAR: `pcibench info {}` lists its BARs",
-                self.info.address, self.info.address
+                self.device.info.address, self.device.info.address
             ))
         })
     }
 
-    /// Find and open the DMA engine, with an allocator for buffers it can reach.
-    pub fn open_dma(&self, req: &DmaRequest) -> Result<DmaRig> {
+    /// Find and open the DMA engine, with an allocator for buffers it can reach; `queues` is the
+    /// most queues any run will use (engines with queues open that many).
+    pub fn open_dma(&self, req: &EngineRequest, queues: Option<u16>) -> Result<DmaRig> {
         if let Some(b) = req.dma_bits.filter(|b| !(24..=64).contains(b)) {
             return Err(Error::usage(format!(
                 "--dma-bits {b}: a PCI device drives 24 to 64 address bits (QEMU's edu: 28 by default, 32 with dma_mask=0xffffffff)"
             )));
         }
-        if self.info.simulated {
+        if self.device.info.simulated {
             // A simulated card's engine reaches only the host buffers registered with it, at their
             // process addresses: there is no buffer to choose and no address width to limit.
             if let Some(b) = &req.buffer {
                 return Err(Error::usage(format!(
                     "--buffer {b} does not apply to {}: a simulated card's engine reaches only its own host buffers (drop --buffer)",
-                    self.info.address
+                    self.device.info.address
                 )));
             }
             if req.dma_bits.is_some() {
                 return Err(Error::usage(format!(
                     "--dma-bits does not apply to {}: a simulated card's bus addresses are process addresses (drop --dma-bits)",
-                    self.info.address
+                    self.device.info.address
                 )));
             }
         }
-        let (driver, found) = engines::resolve(req.engine.as_deref(), &self.info, self.dev.as_ref())?;
-        driver.check_options(&req.options)?;
+        let options = EngineOptions {
+            card_addr: req.card_addr,
+            card_size: req.card_size,
+            channel: req.channel,
+            queues,
+            ring_size: req.ring_size,
+        };
+        let (driver, found) = engines::resolve(req.engine.as_deref(), &self.device.info, self.dev.as_ref())?;
+        driver.check_options(&options)?;
         let bits = req.dma_bits.unwrap_or_else(|| driver.default_dma_bits());
-        let source = req.buffer.clone().unwrap_or(BufferSource::Hugepage);
+        let source = match req.buffer.clone().unwrap_or(BufferSource::Hugepage) {
+            BufferSource::Reserved { start, size, .. } => BufferSource::Reserved { start, size, force: req.force },
+            b => b,
+        };
         let alloc = buffers::allocator(&self.host, self.dev.as_ref(), &source, bits)?;
-        let opened = driver.open(&found, self.dev.as_ref(), alloc.as_ref(), &req.options)?;
+        let opened = driver.open(&found, &self.device.info, self.dev.as_ref(), alloc.as_ref(), &options)?;
         Ok(DmaRig { engine: opened.engine, alloc, card_offset: opened.card_offset })
     }
 }

@@ -1,4 +1,6 @@
-//! Sizes and rates as users type and read them: `4K`, `1M`, `0x128000`, `8..1M`; MB = 10^6 bytes.
+//! Sizes and rates as users type and read them: `4K`, `1M`, `0x128000`, `8..1M`, `64,4K`;
+//! MB = 10^6 bytes. Every option that takes sizes (`--size` of every command, `--queues`) reads
+//! them with `parse_size_list`, so they all take the same grammar.
 
 use crate::{Error, Result};
 
@@ -26,8 +28,31 @@ pub fn parse_size(s: &str) -> Result<u64> {
     n.checked_mul(mult).ok_or_else(bad)
 }
 
-/// Parse a list of sizes: a single size, or `A..B` meaning every power of two from A to B.
+/// Parse a list of sizes: comma-separated items, each a single size or `A..B` meaning every
+/// power of two from A to B (`64,4K`, `8..1M`, `64..256,1M`).
 pub fn parse_size_list(s: &str) -> Result<Vec<u64>> {
+    let mut v = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        v.extend(parse_size_item(item)?);
+    }
+    if v.is_empty() {
+        // Nothing but commas or blanks: the same refusal as any other malformed size.
+        return Err(parse_size(s).err().unwrap_or_else(|| Error::usage(format!("invalid size '{s}'"))));
+    }
+    Ok(v)
+}
+
+/// Every size of a repeated option (`--size 4K --size 8..64,1M`), in order.
+pub fn parse_sizes<S: AsRef<str>>(args: &[S]) -> Result<Vec<u64>> {
+    let mut v = Vec::new();
+    for a in args {
+        v.extend(parse_size_list(a.as_ref())?);
+    }
+    Ok(v)
+}
+
+/// One item of a size list: a size, or a power-of-two range.
+fn parse_size_item(s: &str) -> Result<Vec<u64>> {
     if let Some((a, b)) = s.split_once("..") {
         let (lo, hi) = (parse_size(a)?, parse_size(b)?);
         if lo == 0 || hi < lo {
@@ -92,6 +117,17 @@ mod tests {
         assert_eq!(parse_size_list("1M").unwrap(), vec![1 << 20]);
         assert!(parse_size_list("64..8").is_err());
         assert!(parse_size_list("0..8").is_err());
+    }
+
+    #[test]
+    fn lists_take_items_and_ranges() {
+        assert_eq!(parse_size_list("64,4K").unwrap(), vec![64, 4096]);
+        assert_eq!(parse_size_list(" 8..32 , 1K,").unwrap(), vec![8, 16, 32, 1024]);
+        assert_eq!(parse_sizes(&["4K", "1..2,8"]).unwrap(), vec![4096, 1, 2, 8]);
+        assert_eq!(parse_sizes::<&str>(&[]).unwrap(), Vec::<u64>::new());
+        let e = parse_size_list(",").unwrap_err().to_string();
+        assert!(e.contains("invalid size ','"), "{e}");
+        assert!(parse_size_list("4K,x").is_err());
     }
 
     #[test]

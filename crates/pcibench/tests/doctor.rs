@@ -5,9 +5,9 @@ mod common;
 
 use common::{root, user, Tree, EDU, MEM32, PREF64};
 use pcibench::access::Via;
+use pcibench::device::Target;
 use pcibench::doctor::{self, Caller, Check, Report, Severity, CHECK_NAMES};
 use pcibench::report::doctor::render_text;
-use pcibench::target::Target;
 use std::io::Write;
 
 fn doc(t: &Tree, addr: &str, caller: &Caller) -> Report {
@@ -690,7 +690,7 @@ fn degraded_means_below_what_both_ends_support() {
     port_with_endpoint(&t, ("8.0 GT/s PCIe", 4), ("8.0 GT/s PCIe", 4, "8.0 GT/s PCIe", 8));
     let r = doc(&t, ep, &root());
     expect(&r, "link", Severity::Info, "Gen3 x4 (8.0 GT/s PCIe), the most this link allows: the upstream port 0000:00:1c.0 supports Gen3 x4 (8.0 GT/s PCIe), this device Gen3 x8 (8.0 GT/s PCIe)");
-    let info = pcibench::target::describe(&t.host(), &ep.parse().unwrap()).unwrap();
+    let info = pcibench::device::describe(&t.host(), &ep.parse().unwrap()).unwrap();
     let l = info.link.as_ref().unwrap();
     assert!(!l.degraded);
     assert_eq!(l.limited_by_words().as_deref(), Some("speed: both ends, width: the upstream port 0000:00:1c.0"));
@@ -705,13 +705,13 @@ fn degraded_means_below_what_both_ends_support() {
     let r = doc(&t, ep, &root());
     expect(&r, "link", Severity::Warn, "trained at Gen3 x2 (8.0 GT/s PCIe), below Gen3 x4 that both ends support (this device: Gen3 x8 (8.0 GT/s PCIe); upstream port 0000:00:1c.0: Gen3 x4 (8.0 GT/s PCIe); the limit is set by speed: both ends, width: the upstream port 0000:00:1c.0)");
     assert!(fix(&r, "link").contains("lspci -vv -s 0000:00:1c.0"));
-    let info = pcibench::target::describe(&t.host(), &ep.parse().unwrap()).unwrap();
+    let info = pcibench::device::describe(&t.host(), &ep.parse().unwrap()).unwrap();
     let text = pcibench::report::info::info_text(&info);
     assert!(text.contains("max Gen3 x8 -- DEGRADED: below Gen3 x4, what both ends support"), "{text}");
     // The root port: Gen4 x16 capable, trained Gen1 x1 to a Gen1 x1 device: never flagged by its own LnkCap.
     let t = Tree::new();
     port_with_endpoint(&t, ("16.0 GT/s PCIe", 16), ("2.5 GT/s PCIe", 1, "2.5 GT/s PCIe", 1));
-    let info = pcibench::target::describe(&t.host(), &"00:1c.0".parse().unwrap()).unwrap();
+    let info = pcibench::device::describe(&t.host(), &"00:1c.0".parse().unwrap()).unwrap();
     assert!(!info.link.as_ref().unwrap().degraded);
     let text = pcibench::report::info::info_text(&info);
     assert!(text.contains("  Link:          Gen1 x1 (2.5 GT/s PCIe), max Gen4 x16\n"), "{text}");

@@ -7,10 +7,10 @@ mod common;
 
 use common::{root, Tree, EDU, USER_UID};
 use pcibench::access::Via;
+use pcibench::device::Target;
 use pcibench::doctor;
 use pcibench::pci::PciAddress;
 use pcibench::setup::{self, Change, SetupOptions, System, User};
-use pcibench::target::Target;
 use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;

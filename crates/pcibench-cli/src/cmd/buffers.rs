@@ -1,14 +1,10 @@
-use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
+use super::{parse_target, MeasureArgs};
 use clap::Args;
-use pcibench::bench::buffers::{self, BufferPlan};
-use pcibench::bench::sample::clock::MONOTONIC;
-use pcibench::bench::sample::sampler::{Progress as _, Sampling};
-use pcibench::dma::cpu::{self, CpuBuffer, Kind};
+use pcibench::device::Target;
 use pcibench::host::Host;
+use pcibench::measure::{BuffersRequest, Kind, Request};
 use pcibench::mmio::Width;
 use pcibench::report;
-use pcibench::session::Session;
-use pcibench::target::Target;
 use pcibench::units::parse_size;
 use std::process::ExitCode;
 
@@ -38,55 +34,19 @@ pub struct BuffersArgs {
     common: MeasureArgs,
 }
 
+/// The request the flags ask for.
+fn request(a: &BuffersArgs) -> anyhow::Result<Request> {
+    Ok(Request::Buffers(BuffersRequest {
+        device: a.device,
+        kinds: a.kinds.clone(),
+        size: a.size.as_deref().map(parse_size).transpose()?,
+        total: a.total.as_deref().map(parse_size).transpose()?,
+        widths: a.widths.iter().map(|w| w.parse::<Width>()).collect::<Result<_, _>>()?,
+        common: a.common.common(),
+    }))
+}
+
 pub fn run(host: &Host, a: BuffersArgs) -> anyhow::Result<ExitCode> {
-    let size = a.size.as_deref().map(parse_size).transpose()?;
-    let mut widths = Vec::new();
-    for w in &a.widths {
-        widths.push(w.parse::<Width>()?);
-    }
-    // Kinds named with --buffer must open; of the discovered ones, those this host cannot give
-    // are reported as skipped.
-    let named = !a.kinds.is_empty();
-    let kinds = if named {
-        a.kinds.clone()
-    } else {
-        let mut k = cpu::discover(host);
-        if a.device.is_some() {
-            k.push(Kind::Device);
-        }
-        k
-    };
-    let session = a.device.as_ref().map(|t| Session::open(host, t, None)).transpose()?;
-    let mut bufs: Vec<Box<dyn CpuBuffer>> = Vec::new();
-    let mut unavailable = Vec::new();
-    for k in &kinds {
-        let opened = match (k, &session) {
-            (Kind::Device, Some(s)) => s.cpu_buffer(size.unwrap_or(16 << 20)),
-            _ => cpu::open(host, k, size),
-        };
-        match opened {
-            Ok(b) => bufs.push(b),
-            Err(e) if !named => unavailable.push((k.label(), e.to_string())),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let context = match &session {
-        Some(s) => s.place(a.common.placement(), &command_line())?,
-        None => pcibench::bench::context::place(host, a.common.placement(), None, &command_line())?,
-    };
-    let largest = bufs.iter().map(|b| size.unwrap_or(b.len() as u64)).max().unwrap_or(16 << 20);
-    let total = match &a.total {
-        Some(t) => parse_size(t)?,
-        None => 16 * largest,
-    };
-    let plan = BufferPlan { widths, size, total };
-    let stop = interrupt_flag();
-    let mut progress = Progress::new();
-    progress.begin("buffers", plan.total.saturating_mul(2 * bufs.len() as u64));
-    let mut sampling = Sampling::new(&MONOTONIC, &stop, &mut progress, None);
-    let mut result = buffers::run(&bufs, &unavailable, &plan, &mut sampling)?;
-    progress.end();
-    result.context = Some(context);
-    let device = session.as_ref().map(|s| &s.info);
-    a.common.deliver(host, device, Measured::Report(&result), report::Options::default())
+    let m = super::measure(host, &request(&a)?)?;
+    a.common.deliver(host, &m, report::Options::default())
 }

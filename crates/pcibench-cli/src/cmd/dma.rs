@@ -1,29 +1,16 @@
-use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
+use super::{parse_target, MeasureArgs};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
-use pcibench::bench::dma::layout::Access;
-use pcibench::bench::dma::{self, DmaPlan, DmaSetup};
-use pcibench::bench::result::Report;
-use pcibench::bench::sample::clock::MONOTONIC;
-use pcibench::bench::sample::sampler::{Progress as _, Sampling};
-use pcibench::dma::engines::EngineOptions;
-use pcibench::dma::{BufferSource, Direction};
+use pcibench::device::Target;
 use pcibench::host::Host;
-use pcibench::pci::DeviceInfo;
+use pcibench::measure::{BufferSource, DefaultSize, DmaDirs, DmaPattern, DmaRequest, EngineRequest, Request};
 use pcibench::report;
-use pcibench::session::{DmaRequest, DmaRig, Session};
-use pcibench::target::Target;
-use pcibench::units::{parse_size, parse_size_list};
+use pcibench::units::{parse_size, parse_size_list, parse_sizes};
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// `--engine`: a registered engine name, or `sim` for a simulated card's own engine.
 pub(crate) fn parse_engine(s: &str) -> Result<String, String> {
-    if s == "sim" || pcibench::dma::engines::by_name(s).is_some() {
-        Ok(s.to_string())
-    } else {
-        Err(format!("unknown engine '{s}': use one of {}, or sim", pcibench::dma::engines::names()))
-    }
+    pcibench::measure::parse_engine(s).map_err(|e| e.to_string())
 }
 
 /// `--dir` for DMA: one direction, each in turn, both at once, or all three.
@@ -52,17 +39,15 @@ pub enum PatternArg {
 
 /// `--queues 1,2,4,8` or `1..16` (powers of two): the queue counts to measure.
 fn parse_queues(s: &str) -> anyhow::Result<Vec<u16>> {
-    let mut out = Vec::new();
-    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
-        for n in parse_size_list(part.trim())? {
-            let q = u16::try_from(n).ok().filter(|q| *q > 0);
-            out.push(q.ok_or_else(|| {
-                anyhow::anyhow!(pcibench::Error::usage(format!("--queues {n}: a queue count is 1 to 65535")))
-            })?);
-        }
-    }
-    if out.is_empty() {
+    if s.split(',').all(|p| p.trim().is_empty()) {
         anyhow::bail!(pcibench::Error::usage("--queues needs a count, e.g. --queues 1,2,4,8"));
+    }
+    let mut out = Vec::new();
+    for n in parse_size_list(s)? {
+        let q = u16::try_from(n).ok().filter(|q| *q > 0);
+        out.push(q.ok_or_else(|| {
+            anyhow::anyhow!(pcibench::Error::usage(format!("--queues {n}: a queue count is 1 to 65535")))
+        })?);
     }
     Ok(out)
 }
@@ -144,103 +129,53 @@ pub struct DmaArgs {
     pub common: MeasureArgs,
 }
 
-fn plan(a: &DmaArgs, rig: &DmaRig, access: Access) -> anyhow::Result<DmaPlan> {
-    let mut sizes = Vec::new();
-    for s in a.sizes.iter().flat_map(|s| s.split(',')).filter(|s| !s.trim().is_empty()) {
-        sizes.extend(parse_size_list(s.trim())?);
-    }
-    use DmaDir::*;
-    let first = sizes.first().copied().unwrap_or(rig.engine.card_size().min(rig.engine.max_transfer()));
-    let total = match &a.total {
-        Some(t) => parse_size(t)?,
-        None => rig.engine.default_total(first),
-    };
-    Ok(DmaPlan {
-        dirs: match a.dir {
-            H2c => vec![Direction::H2c],
-            C2h => vec![Direction::C2h],
-            Both | All => vec![Direction::H2c, Direction::C2h],
-            Bidir => vec![],
-        },
-        bidir: matches!(a.dir, Bidir | All),
-        sizes,
-        total,
-        card_addr: rig.card_offset,
-        timeout: Duration::from_millis(a.timeout_ms),
-        queues: a.queues.as_deref().map(parse_queues).transpose()?.unwrap_or_default(),
-        access,
-    })
-}
-
-pub fn request(a: &DmaArgs) -> anyhow::Result<DmaRequest> {
+/// The request the flags ask for.
+pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
     if a.force && !a.buffer.as_deref().is_some_and(|b| b.starts_with("reserved:")) {
         return Err(pcibench::Error::usage(
             "--force applies only with --buffer reserved:START,SIZE (a Reserved range the kernel command line did not reserve): drop --force",
         )
         .into());
     }
-    Ok(DmaRequest {
-        engine: a.engine.clone(),
-        buffer: a.buffer.as_deref().map(str::parse::<BufferSource>).transpose()?.map(|b| match b {
-            BufferSource::Reserved { start, size, .. } => BufferSource::Reserved { start, size, force: a.force },
-            b => b,
+    Ok(Request::Dma(DmaRequest {
+        device: a.device,
+        via: a.via.map(|v| match v {
+            DmaVia::Vfio => Via::Vfio,
+            DmaVia::VfioNoiommu => Via::VfioNoiommu,
         }),
-        dma_bits: a.dma_bits,
-        options: EngineOptions {
+        engine: EngineRequest {
+            engine: a.engine.clone(),
+            buffer: a.buffer.as_deref().map(str::parse::<BufferSource>).transpose()?,
+            dma_bits: a.dma_bits,
             card_addr: a.card_addr.as_deref().map(parse_size).transpose()?,
             card_size: a.card_size.as_deref().map(parse_size).transpose()?,
             channel: a.channel,
-            queues: a.queues.as_deref().map(parse_queues).transpose()?.and_then(|q| q.into_iter().max()),
             ring_size: a.ring_size,
+            force: a.force,
         },
-    })
-}
-
-pub fn measure(host: &Host, a: &DmaArgs) -> anyhow::Result<(DeviceInfo, Report)> {
-    let via = a.via.map(|v| match v {
-        DmaVia::Vfio => Via::Vfio,
-        DmaVia::VfioNoiommu => Via::VfioNoiommu,
-    });
-    let session = Session::open(host, &a.device, via)?;
-    session.check_dma_consent(a.allow_dma)?;
-    // Everything the engine does not decide is checked before it is opened.
-    let req = request(a)?;
-    let asked = a.window.as_deref().map(parse_size).transpose()?;
-    if asked.is_some() && a.pattern != PatternArg::Random {
-        anyhow::bail!(pcibench::Error::usage("--window applies to --pattern random"));
-    }
-    let (access, window_note) = match a.pattern {
-        PatternArg::Seq => (Access::Sequential, None),
-        PatternArg::Random => {
-            let (window, note) = dma::random_window(host, asked)?;
-            (Access::Random { window }, note)
-        }
-    };
-    let mut rig = session.open_dma(&req)?;
-    let plan = plan(a, &rig, access)?;
-    let stop = interrupt_flag();
-    let info = &session.info;
-    let m = session.measuring(a.common.placement(), &command_line())?;
-    let mut progress = Progress::new();
-    let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
-    progress.begin("dma", plan.total.saturating_mul(rows as u64));
-    let setup = DmaSetup {
-        dev: session.dev.as_ref(),
-        device: &info.address,
-        simulated: info.simulated,
-        link: m.link,
-        engine: rig.engine.as_mut(),
-        alloc: rig.alloc.as_ref(),
-    };
-    let mut sampling = Sampling::new(&MONOTONIC, &stop, &mut progress, m.health.as_ref());
-    let mut report = dma::run(setup, &plan, &mut sampling)?;
-    progress.end();
-    report.warnings.extend(window_note);
-    m.finish(&mut report);
-    Ok((session.info, report))
+        dirs: match a.dir {
+            DmaDir::H2c => DmaDirs::H2c,
+            DmaDir::C2h => DmaDirs::C2h,
+            DmaDir::Both => DmaDirs::Both,
+            DmaDir::Bidir => DmaDirs::Bidir,
+            DmaDir::All => DmaDirs::All,
+        },
+        queues: a.queues.as_deref().map(parse_queues).transpose()?.unwrap_or_default(),
+        pattern: match a.pattern {
+            PatternArg::Seq => DmaPattern::Seq,
+            PatternArg::Random => DmaPattern::Random,
+        },
+        window: a.window.as_deref().map(parse_size).transpose()?,
+        sizes: parse_sizes(&a.sizes)?,
+        default_size: DefaultSize::Window,
+        total: a.total.as_deref().map(parse_size).transpose()?,
+        timeout_ms: a.timeout_ms,
+        allow_dma: a.allow_dma,
+        common: a.common.common(),
+    }))
 }
 
 pub fn run(host: &Host, a: DmaArgs) -> anyhow::Result<ExitCode> {
-    let (info, result) = measure(host, &a)?;
-    a.common.deliver(host, Some(&info), Measured::Report(&result), report::Options::default())
+    let m = super::measure(host, &request(&a)?)?;
+    a.common.deliver(host, &m, report::Options::default())
 }

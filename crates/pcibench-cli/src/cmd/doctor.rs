@@ -1,8 +1,8 @@
 use super::{parse_target, print_json};
 use clap::Args;
+use pcibench::device::Target;
 use pcibench::doctor;
 use pcibench::host::Host;
-use pcibench::target::Target;
 use std::process::ExitCode;
 
 #[derive(Args)]

@@ -1,11 +1,11 @@
 use super::{parse_target, print_json};
 use clap::Args;
+use pcibench::device::{Device, Target};
 use pcibench::dma::engines::Detected;
 use pcibench::host::Host;
 use pcibench::pci::DeviceInfo;
-use pcibench::report::info::info_text;
+use pcibench::report::info::{engines_text, info_text};
 use pcibench::session::Session;
-use pcibench::target::{self, Target};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -32,15 +32,13 @@ struct InfoOut<'a> {
 }
 
 pub fn run(host: &Host, a: InfoArgs) -> anyhow::Result<ExitCode> {
-    let info = target::describe(host, &a.device)?;
-    let engines = Session::engines_of(host, &a.device, &info);
+    let device = Device::describe(host, &a.device)?;
+    let engines = Session::engines_of(host, &device);
+    let info = device.info;
     if a.json {
         print_json(&InfoOut { info: &info, engines })?;
     } else {
-        super::emit(&info_text(&info));
-        for e in &engines {
-            super::emitln(&format!("  DMA engine:    {}", e.summary.replace('\n', "\n                 ")));
-        }
+        super::emit(&(info_text(&info) + &engines_text(&engines)));
         for w in &info.warnings {
             eprintln!("warning: {w}");
         }

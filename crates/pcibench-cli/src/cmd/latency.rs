@@ -1,23 +1,18 @@
 use super::dma::parse_engine;
 use super::pio::ViaArg;
-use super::{command_line, interrupt_flag, parse_target, FormatArg, MeasureArgs, Measured, Progress};
+use super::{parse_target, FormatArg, MeasureArgs};
 use clap::{Args, ValueEnum};
-use pcibench::bench::latency::dma::DmaLatency;
-use pcibench::bench::latency::load::{LoadMode, LoadPlan};
-use pcibench::bench::latency::row::latency_clock;
-use pcibench::bench::latency::{self, LatencyPlan, LatencyTarget, ALL_WIDTHS, DEFAULT_SAMPLES, DEFAULT_WIDTH};
-use pcibench::bench::result::Completion;
-use pcibench::bench::sample::sampler::{Progress as _, Sampling};
-use pcibench::dma::engines::EngineOptions;
-use pcibench::dma::{BufferSource, Direction, DmaAllocator, Engine};
+use pcibench::device::Target;
+use pcibench::direction::Direction;
 use pcibench::host::Host;
+use pcibench::measure::{
+    BufferSource, DmaLatencyRequest, EngineRequest, LatencyRequest, LoadMode, LoadRequest, Request,
+};
+use pcibench::measure::{Widths, DEFAULT_SAMPLES};
 use pcibench::mmio::Width;
 use pcibench::report;
-use pcibench::session::{DmaRequest, Session};
-use pcibench::target::Target;
-use pcibench::units::{parse_size, parse_size_list};
+use pcibench::units::{parse_size, parse_sizes};
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// `--dir` of DMA latency.
 #[derive(Clone, Copy, ValueEnum)]
@@ -130,24 +125,6 @@ pub struct LatencyArgs {
     common: MeasureArgs,
 }
 
-fn widths(a: &LatencyArgs) -> anyhow::Result<(Vec<Width>, bool)> {
-    if a.widths.is_empty() {
-        return Ok((vec![DEFAULT_WIDTH], true));
-    }
-    if a.widths.iter().any(|w| w == "all") {
-        return Ok((ALL_WIDTHS.to_vec(), false));
-    }
-    Ok((a.widths.iter().map(|w| w.parse::<Width>()).collect::<Result<_, _>>()?, true))
-}
-
-fn sizes(a: &LatencyArgs) -> anyhow::Result<Vec<u64>> {
-    let mut out = Vec::new();
-    for s in a.sizes.iter().flat_map(|s| s.split(',')).filter(|s| !s.trim().is_empty()) {
-        out.extend(parse_size_list(s.trim())?);
-    }
-    Ok(out)
-}
-
 /// What only applies with an engine is refused without one, in one line.
 fn check(a: &LatencyArgs) -> anyhow::Result<()> {
     let engine_opts = [
@@ -185,103 +162,66 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn request(a: &LatencyArgs) -> anyhow::Result<DmaRequest> {
-    Ok(DmaRequest {
-        engine: a.engine.clone(),
-        buffer: a.buffer.as_deref().map(str::parse::<BufferSource>).transpose()?,
-        dma_bits: a.dma_bits,
-        options: EngineOptions { card_addr: a.card_addr.as_deref().map(parse_size).transpose()?, ..Default::default() },
-    })
-}
-
-/// The plan from the flags; `card_addr` is where the engine's window starts (0 without one).
-fn plan(a: &LatencyArgs, session: &Session, card_addr: u64) -> anyhow::Result<LatencyPlan> {
-    let (widths, strict_width) = widths(a)?;
-    let timeout = Duration::from_millis(a.timeout_ms);
-    let dma = a.dma || a.irq;
-    Ok(LatencyPlan {
-        bar: match a.bar {
-            Some(b) => b,
-            None => session.first_memory_bar()?,
-        },
+/// The request the flags ask for.
+fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
+    let widths = match &a.widths {
+        w if w.is_empty() => None,
+        w if w.iter().any(|w| w == "all") => Some(Widths::All),
+        w => Some(Widths::These(w.iter().map(|w| w.parse::<Width>()).collect::<Result<_, _>>()?)),
+    };
+    Ok(Request::Latency(LatencyRequest {
+        device: a.device,
+        via: a.via.map(ViaArg::via),
+        bar: a.bar,
         offset: parse_size(&a.offset)?,
-        widths: widths.clone(),
-        strict_width,
-        allow_write: session.may_write(a.allow_write),
+        widths,
+        allow_write: a.allow_write,
         samples: a.samples,
         warmup: a.warmup,
-        dma: match dma {
-            false => None,
-            true => Some(DmaLatency {
-                dirs: match a.dir {
-                    LatDir::H2c => vec![Direction::H2c],
-                    LatDir::C2h => vec![Direction::C2h],
-                    LatDir::Both => vec![Direction::H2c, Direction::C2h],
-                },
-                sizes: sizes(a)?,
-                completions: if a.irq { vec![Completion::Poll, Completion::Msi] } else { vec![Completion::Poll] },
-                samples: a.dma_samples,
-                card_addr,
-                timeout,
-            }),
+        dma: (a.dma || a.irq)
+            .then(|| -> anyhow::Result<DmaLatencyRequest> {
+                Ok(DmaLatencyRequest {
+                    dirs: match a.dir {
+                        LatDir::H2c => vec![Direction::H2c],
+                        LatDir::C2h => vec![Direction::C2h],
+                        LatDir::Both => vec![Direction::H2c, Direction::C2h],
+                    },
+                    sizes: parse_sizes(&a.sizes)?,
+                    irq: a.irq,
+                    samples: a.dma_samples,
+                })
+            })
+            .transpose()?,
+        load: a
+            .load
+            .map(|l| -> anyhow::Result<LoadRequest> {
+                Ok(LoadRequest {
+                    modes: match l {
+                        LoadArg::H2c => vec![LoadMode::H2c],
+                        LoadArg::C2h => vec![LoadMode::C2h],
+                        LoadArg::Both => vec![LoadMode::Both],
+                        LoadArg::All => LoadMode::ALL.to_vec(),
+                    },
+                    size: a.load_size.as_deref().map(parse_size).transpose()?,
+                    cpu: a.load_cpu,
+                })
+            })
+            .transpose()?,
+        engine: EngineRequest {
+            engine: a.engine.clone(),
+            buffer: a.buffer.as_deref().map(str::parse::<BufferSource>).transpose()?,
+            dma_bits: a.dma_bits,
+            card_addr: a.card_addr.as_deref().map(parse_size).transpose()?,
+            ..EngineRequest::default()
         },
-        load: match a.load {
-            None => None,
-            Some(l) => Some(LoadPlan {
-                modes: match l {
-                    LoadArg::H2c => vec![LoadMode::H2c],
-                    LoadArg::C2h => vec![LoadMode::C2h],
-                    LoadArg::Both => vec![LoadMode::Both],
-                    LoadArg::All => LoadMode::ALL.to_vec(),
-                },
-                width: latency::load_width(&widths),
-                size: a.load_size.as_deref().map(parse_size).transpose()?,
-                cpu: a.load_cpu,
-                card_addr,
-                timeout,
-            }),
-        },
-    })
+        timeout_ms: a.timeout_ms,
+        allow_dma: a.allow_dma,
+        common: a.common.common(),
+    }))
 }
 
 pub fn run(host: &Host, a: LatencyArgs) -> anyhow::Result<ExitCode> {
     check(&a)?;
-    let session = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
-    let dma = a.dma || a.irq || a.load.is_some();
-    if dma {
-        // Consent before anything touches the device: routing the interrupt enables MSI.
-        session.check_dma_consent(a.allow_dma)?;
-    }
-    let irq = if a.irq { Some(session.interrupt()?) } else { None };
-    let mut rig = None;
-    if dma {
-        let option = if a.dma || a.irq { "--dma" } else { "--load" };
-        rig = Some(session.open_dma_for(option, &request(&a)?)?);
-    }
-    let plan = plan(&a, &session, rig.as_ref().map_or(0, |r| r.card_offset))?;
-    let mut m = session.measuring(a.common.placement(), &command_line())?;
-    let clock = latency_clock(m.context.tsc_invariant);
-    m.context.clock = clock.name();
-    let stop = interrupt_flag();
-    let mut progress = Progress::new();
-    // Bytes read per row, for the bar's length (DMA rows are not counted).
-    let rows = plan.widths.len() as u64 * (1 + plan.allow_write as u64)
-        + plan.load.as_ref().map_or(0, |l| l.modes.len() as u64);
-    progress.begin("latency", a.samples.saturating_mul(4).saturating_mul(rows));
-    let mut sampling = Sampling::new(clock.as_ref(), &stop, &mut progress, m.health.as_ref());
-    let engine: Option<(&mut dyn Engine, &dyn DmaAllocator)> = match rig.as_mut() {
-        Some(r) => Some((r.engine.as_mut(), r.alloc.as_ref())),
-        None => None,
-    };
-    let t = LatencyTarget {
-        dev: session.dev.as_ref(),
-        device: &session.info.address,
-        simulated: session.info.simulated,
-        engine,
-        irq: irq.as_deref(),
-    };
-    let mut result = latency::run(t, &plan, &mut sampling)?;
-    progress.end();
-    m.finish(&mut result);
-    a.common.deliver(host, Some(&session.info), Measured::Report(&result), report::Options::default())
+    let m = super::measure(host, &request(&a)?)?;
+    a.common.deliver(host, &m, report::Options::default())
 }

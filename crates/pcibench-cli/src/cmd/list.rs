@@ -1,10 +1,10 @@
 use super::{parse_target, print_json};
 use clap::Args;
+use pcibench::device::{self, Target};
 use pcibench::host::Host;
 use pcibench::pci::sysfs::Detail;
 use pcibench::pci::IdFilter;
 use pcibench::report::info::list_line;
-use pcibench::target::{self, Target};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -27,7 +27,7 @@ pub struct ListArgs {
 pub fn run(host: &Host, a: ListArgs) -> anyhow::Result<ExitCode> {
     // The text lines need only what lspci -nn reads; JSON carries every field `info` has.
     let detail = if a.json { Detail::Full } else { Detail::Summary };
-    let (devices, problems) = target::list(host, a.ids, a.slot.as_ref(), detail)?;
+    let (devices, problems) = device::list(host, a.ids, a.slot.as_ref(), detail)?;
     for p in &problems {
         eprintln!("warning: {p}");
     }

@@ -12,14 +12,12 @@ pub mod run;
 pub mod setup;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pcibench::bench::result::Report;
+use pcibench::device::Target;
 use pcibench::host::Host;
+use pcibench::measure::{Common, Hooks, Measured, Measurement, Request};
 use pcibench::outcome::Outcome;
-use pcibench::pci::DeviceInfo;
 use pcibench::report;
 use pcibench::results::saved::{self, SavedRun};
-use pcibench::suite::SuiteReport;
-use pcibench::target::Target;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,8 +43,8 @@ fn parse_save(s: &str) -> Result<PathBuf, String> {
     Ok(p)
 }
 
-/// Options every measuring command takes (`pio`, `dma`, `run`, `buffers`), and the one place
-/// they finish (`deliver`): a new measuring command gets every format and --save with them.
+/// Options every measuring command takes (`pio`, `dma`, `latency`, `buffers`, `run`), and the one
+/// place they finish (`deliver`): a new measuring command gets every format and --save with them.
 #[derive(clap::Args, Clone)]
 pub struct MeasureArgs {
     /// Pin the measuring thread to this CPU (default: a CPU on the device's NUMA node when sysfs names one).
@@ -64,56 +62,43 @@ pub struct MeasureArgs {
     pub save: Option<PathBuf>,
 }
 
-/// What a measuring command found, for `MeasureArgs::deliver`.
-#[derive(Clone, Copy)]
-pub enum Measured<'a> {
-    Report(&'a Report),
-    Suite(&'a SuiteReport),
-}
-
 impl MeasureArgs {
-    pub fn placement(&self) -> pcibench::bench::context::Placement {
-        match self.cpu {
-            Some(c) => pcibench::bench::context::Placement::Cpu(c),
-            None => pcibench::bench::context::Placement::Default,
-        }
-    }
-
     pub fn format(&self) -> pcibench::report::Format {
         self.format.unwrap_or(FormatArg::Table).resolve(self.json)
     }
 
+    /// What every request carries from these flags.
+    pub fn common(&self) -> Common {
+        Common { cpu: self.cpu, command_line: std::env::args().collect() }
+    }
+
     /// Save the run (--save) with the device's context, print it in the chosen format, and
-    /// return the exit status. `device` is the device measured (None: none, as `buffers`
-    /// without --device). The file is written before the output, so a closed stdout cannot lose it.
-    pub fn deliver(
-        &self,
-        host: &Host,
-        device: Option<&DeviceInfo>,
-        measured: Measured,
-        opts: report::Options,
-    ) -> anyhow::Result<ExitCode> {
+    /// return the exit status. The file is written before the output, so a closed stdout cannot
+    /// lose it.
+    pub fn deliver(&self, host: &Host, m: &Measurement, opts: report::Options) -> anyhow::Result<ExitCode> {
         let exporter = report::exporter(self.format(), opts);
-        let (text, outcome) = match measured {
+        let (text, outcome) = match &m.measured {
             Measured::Report(r) => (exporter.report(r)?, Outcome::of_report(r)),
-            Measured::Suite(s) => (exporter.suite(s)?, Outcome::of_suite(s)),
+            Measured::Suite(s) => {
+                for w in &s.info.warnings {
+                    eprintln!("warning: {w}");
+                }
+                (exporter.suite(s)?, Outcome::of_suite(s))
+            }
         };
-        let saving = self.save.as_ref().map(|path| {
-            let run = match measured {
-                Measured::Report(r) => SavedRun::of_report(host, device, r),
-                Measured::Suite(s) => SavedRun::of_suite(host, s),
-            };
-            saved::write(path, &run)
-        });
+        let saving = self.save.as_ref().map(|path| saved::write(path, &SavedRun::of_measurement(host, m)));
         emit(&text);
         saving.transpose()?;
         Ok(finish(outcome))
     }
 }
 
-/// The command line as typed, for reports' context.
-pub fn command_line() -> Vec<String> {
-    std::env::args().collect()
+/// Measure `request` with the terminal's progress bar and the signal handlers' stop flag: the
+/// one library call of every measuring command.
+pub fn measure(host: &Host, request: &Request) -> anyhow::Result<Measurement> {
+    let stop = interrupt_flag();
+    let mut progress = Progress::new();
+    Ok(pcibench::measure::measure(host, request, &mut Hooks { stop: &stop, progress: &mut progress })?)
 }
 
 /// The output formats of measuring commands (`--format`).

@@ -2,10 +2,10 @@ use super::parse_target;
 use crate::cmd::pio::ViaArg;
 use clap::Args;
 use pcibench::access::{regs, IoMode, Mapping};
+use pcibench::device::{self, Target};
 use pcibench::host::Host;
 use pcibench::mmio::Width;
 use pcibench::session::Session;
-use pcibench::target::{self, Target};
 use pcibench::units::parse_size;
 use std::process::ExitCode;
 
@@ -74,12 +74,12 @@ pub fn peek(host: &Host, a: PeekArgs) -> anyhow::Result<ExitCode> {
     let s = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
     let region = s.dev.open_bar_read_only(a.bar, Mapping::Uc, IoMode::Mmap)?;
     let v = regs::peek(region.as_ref(), a.offset, a.width)?;
-    super::emitln(&format!("{} BAR{}+{:#x} = {:#0w$x}", s.info.address, a.bar, a.offset, v, w = digits(a.width) + 2));
+    super::emitln(&format!("{} BAR{}+{:#x} = {:#0w$x}", s.device.name(), a.bar, a.offset, v, w = digits(a.width) + 2));
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn poke(host: &Host, a: PokeArgs) -> anyhow::Result<ExitCode> {
-    let info = target::describe(host, &a.device)?;
+    let info = device::describe(host, &a.device)?;
     if !a.allow_write && !info.simulated {
         anyhow::bail!(pcibench::Error::Refused(format!(
             "poke writes to {} BAR{}: add --allow-write to consent to writing this device",
@@ -91,7 +91,7 @@ pub fn poke(host: &Host, a: PokeArgs) -> anyhow::Result<ExitCode> {
     regs::poke(region.as_ref(), a.offset, a.width, a.value)?;
     super::emitln(&format!(
         "{} BAR{}+{:#x} <- {:#0w$x}",
-        s.info.address,
+        s.device.name(),
         a.bar,
         a.offset,
         a.value,

@@ -1,16 +1,13 @@
-use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
+use super::{parse_target, MeasureArgs};
 use clap::{Args, ValueEnum};
 use pcibench::access::{IoMode, Via};
-use pcibench::bench::pio::{self, MapMode, PioPlan, PioTarget};
-use pcibench::bench::sample::clock::MONOTONIC;
-use pcibench::bench::sample::sampler::{Progress as _, Sampling};
-use pcibench::dma::Direction;
+use pcibench::device::Target;
+use pcibench::direction::Direction;
 use pcibench::host::Host;
+use pcibench::measure::{MapMode, PioRequest, Request, Widths};
 use pcibench::mmio::Width;
 use pcibench::report;
-use pcibench::session::Session;
-use pcibench::target::Target;
-use pcibench::units::{parse_size, parse_size_list};
+use pcibench::units::{parse_size, parse_sizes};
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, ValueEnum, PartialEq)]
@@ -87,7 +84,7 @@ pub struct PioArgs {
     /// Copy routine: 8 16 32 64 128 256 512 nt128 nt256 nt512 movdir64b memcpy, or all (repeatable).
     #[arg(long = "width", value_name = "WIDTH", default_value = "64")]
     widths: Vec<String>,
-    /// Transfer size(s): 4K, 1M, 0x1000, or a power-of-two range such as 8..1M (default: the whole BAR).
+    /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range such as 8..1M (default: the whole BAR).
     #[arg(long = "size", value_name = "BYTES")]
     sizes: Vec<String>,
     /// Bytes to move per configuration (default 64M, as the fpga_sio PCIe test programs move).
@@ -109,44 +106,30 @@ pub struct PioArgs {
     latency: bool,
 }
 
-pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
-    let session = Session::open(host, &a.device, a.via.map(ViaArg::via))?;
-    let (info, dev) = (&session.info, &session.dev);
-    let mut widths = Vec::new();
-    let mut strict_width = true;
-    for w in &a.widths {
-        if w == "all" {
-            widths.extend(Width::ALL);
-            strict_width = false;
-        } else {
-            widths.push(w.parse::<Width>()?);
-        }
-    }
-    let all_maps = a.maps.is_empty() || a.maps.contains(&MapArg::All);
-    let mut maps = Vec::new();
-    for m in if all_maps { vec![MapArg::Uc, MapArg::Wc, MapArg::WcFlush] } else { a.maps.clone() } {
-        let mode = match m {
-            MapArg::Uc => MapMode::Uc,
-            MapArg::Wc => MapMode::Wc,
-            MapArg::WcFlush | MapArg::All => MapMode::WcFlush,
-        };
-        if !maps.contains(&mode) {
-            maps.push(mode);
-        }
-    }
-    let io = match a.io {
-        IoArg::Mmap => IoMode::Mmap,
-        IoArg::Syscall => IoMode::Syscall,
+/// The request the flags ask for.
+fn request(a: &PioArgs) -> anyhow::Result<Request> {
+    let widths = if a.widths.iter().any(|w| w == "all") {
+        Widths::All
+    } else {
+        Widths::These(a.widths.iter().map(|w| w.parse::<Width>()).collect::<Result<_, _>>()?)
     };
-    session.check_io(io)?;
-    let widths = pio::widths_for_io(widths, strict_width, io)?;
-    let mut sizes = Vec::new();
-    for s in &a.sizes {
-        sizes.extend(parse_size_list(s)?);
+    let mut maps = Vec::new();
+    if !a.maps.contains(&MapArg::All) {
+        for m in &a.maps {
+            let mode = match m {
+                MapArg::Uc => MapMode::Uc,
+                MapArg::Wc => MapMode::Wc,
+                MapArg::WcFlush | MapArg::All => MapMode::WcFlush,
+            };
+            if !maps.contains(&mode) {
+                maps.push(mode);
+            }
+        }
     }
-    let bars = session.pio_bars(&a.bars)?;
-    let plan = PioPlan {
-        bars,
+    Ok(Request::Pio(PioRequest {
+        device: a.device,
+        via: a.via.map(ViaArg::via),
+        bars: (!a.bars.is_empty()).then(|| a.bars.clone()),
         maps,
         dirs: match a.dir {
             DirArg::H2c => vec![Direction::H2c],
@@ -154,28 +137,19 @@ pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
             DirArg::Both => vec![Direction::H2c, Direction::C2h],
         },
         widths,
-        sizes,
+        sizes: parse_sizes(&a.sizes)?,
         total: parse_size(&a.total)?,
         offset: parse_size(&a.offset)?,
-        io,
-        allow_write: session.may_write(a.allow_write),
-        strict_map: !all_maps,
-        strict_width,
-    };
-    let m = session.measuring(a.common.placement(), &command_line())?;
-    let stop = interrupt_flag();
-    let mut progress = Progress::new();
-    progress.begin("pio", plan.planned_bytes());
-    let mut sampling = Sampling::new(&MONOTONIC, &stop, &mut progress, m.health.as_ref());
-    let t = PioTarget {
-        dev: dev.as_ref(),
-        device: &info.address,
-        simulated: info.simulated,
-        link: m.link,
-        bar_sizes: session.bar_sizes(),
-    };
-    let mut result = pio::run(&t, &plan, &mut sampling)?;
-    progress.end();
-    m.finish(&mut result);
-    a.common.deliver(host, Some(info), Measured::Report(&result), report::Options { latency: a.latency })
+        io: match a.io {
+            IoArg::Mmap => IoMode::Mmap,
+            IoArg::Syscall => IoMode::Syscall,
+        },
+        allow_write: a.allow_write,
+        common: a.common.common(),
+    }))
+}
+
+pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
+    let m = super::measure(host, &request(&a)?)?;
+    a.common.deliver(host, &m, report::Options { latency: a.latency })
 }

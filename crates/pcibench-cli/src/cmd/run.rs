@@ -1,10 +1,9 @@
-use super::{command_line, interrupt_flag, parse_target, MeasureArgs, Measured, Progress};
+use super::{parse_target, MeasureArgs};
 use clap::Args;
-use pcibench::bench::sample::clock::MonotonicClock;
+use pcibench::device::Target;
 use pcibench::host::Host;
+use pcibench::measure::{Request, RunRequest};
 use pcibench::report;
-use pcibench::suite::{self, SuiteOptions};
-use pcibench::target::Target;
 use pcibench::units::parse_size;
 use std::process::ExitCode;
 
@@ -30,19 +29,18 @@ pub struct RunArgs {
     common: MeasureArgs,
 }
 
-pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
-    let opts = SuiteOptions {
+/// The request the flags ask for.
+fn request(a: &RunArgs) -> anyhow::Result<Request> {
+    Ok(Request::Run(RunRequest {
+        device: a.device,
         allow_write: a.allow_write,
         allow_dma: a.allow_dma,
         total: a.total.as_deref().map(parse_size).transpose()?,
-        placement: a.common.placement(),
-        args: command_line(),
-    };
-    let stop = interrupt_flag();
-    let mut progress = Progress::new();
-    let result = suite::run(host, &a.device, &opts, &MonotonicClock, &stop, &mut progress)?;
-    for w in &result.info.warnings {
-        eprintln!("warning: {w}");
-    }
-    a.common.deliver(host, Some(&result.info), Measured::Suite(&result), report::Options::default())
+        common: a.common.common(),
+    }))
+}
+
+pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
+    let m = super::measure(host, &request(&a)?)?;
+    a.common.deliver(host, &m, report::Options::default())
 }

@@ -181,18 +181,22 @@ pub enum DmaPath {
 /// Open a PCI device on the access path `via`, or on the default one:
 /// sysfs when no driver is bound, VFIO (type1 or no-IOMMU, as its group says) when bound to
 /// vfio-pci. A device bound to any other driver is refused. Simulated cards are opened by
-/// `access::sim` (see `target::open`).
-pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
+/// `access::sim` (see `device::open`).
+pub fn open_device(
+    host: &Host,
+    addr: &PciAddress,
+    info: &DeviceInfo,
+    via: Option<Via>,
+) -> Result<Box<dyn DeviceAccess>> {
     if info.simulated || via == Some(Via::Sim) {
         return Err(Error::usage(format!(
             "--via sim applies only to the simulated card (pcibench ... sim), not {}",
             info.address
         )));
     }
-    let addr: PciAddress = info.address.parse()?;
     match (info.driver.as_deref(), via) {
         (Some("vfio-pci"), None | Some(Via::Vfio) | Some(Via::VfioNoiommu)) => {
-            let dev = vfio::VfioDevice::open(host, &addr, via)?;
+            let dev = vfio::VfioDevice::open(host, addr, via)?;
             // The group is open, attached and the device fd taken: what CAP_SYS_RAWIO was for on
             // a no-IOMMU group (vfio_group_fops_open, vfio_noiommu_open). Without an IOMMU the DMA
             // buffers are still to be opened: /dev/mem (CAP_SYS_RAWIO) or pagemap's frame numbers
@@ -208,7 +212,7 @@ pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<B
         (Some("vfio-pci"), Some(_)) => Err(Error::Refused(format!(
             "{addr} is bound to vfio-pci, which owns its BARs: use --via vfio (or vfio-noiommu), or release it for sysfs: sudo pcibench setup {addr} --release"
         ))),
-        (Some(driver), _) => Err(sysfs::bound_driver_refusal(host, &addr, driver)),
+        (Some(driver), _) => Err(sysfs::bound_driver_refusal(host, addr, driver)),
         (None, None | Some(Via::Sysfs)) => {
             // No driver, yet the system may still use it (the boot VGA device under efifb/simpledrm).
             match crate::host::inuse::inventory(host, &addr.to_string()) {
@@ -225,7 +229,7 @@ pub fn open_device(host: &Host, info: &DeviceInfo, via: Option<Via>) -> Result<B
                 }
                 _ => {}
             }
-            let dev = sysfs::SysfsDevice::open(host, info)?;
+            let dev = sysfs::SysfsDevice::open(host, addr, info)?;
             // The resource files are the user's to open by their mode (setup --sysfs-user), never
             // by a capability; CAP_IPC_LOCK stays for locking DMA-free buffers.
             crate::os::privilege::keep_only(

@@ -12,8 +12,6 @@ use crate::sim::{RegisterModel, SimBar, SimCard, SimId};
 use crate::{Error, Result};
 use std::sync::{Arc, Mutex};
 
-pub use crate::sim::xdma::card::SIM_DMA_BAR;
-
 /// A simulated card, opened.
 pub struct SimDevice {
     name: &'static str,
@@ -332,7 +330,7 @@ mod tests {
     #[test]
     fn dma_bar_is_32_bit_registers_only() {
         let dev = SimDevice::new().unwrap();
-        let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
+        let bar = dev.open_bar(crate::sim::xdma::card::SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
         assert!(bar.ptr().is_none());
         assert_eq!(bar.len(), 0x10000);
         assert_eq!(bar.read(0x2000, Width::B32).unwrap() & 0xffff_0000, 0x1fc2_0000);

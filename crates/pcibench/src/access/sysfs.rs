@@ -25,8 +25,8 @@ pub struct SysfsDevice {
 impl SysfsDevice {
     /// Open `info` for sysfs access. Refused when any driver is bound: a BAR a driver owns is not
     /// ours to write, and with CONFIG_IO_STRICT_DEVMEM the kernel would refuse the mmap anyway.
-    pub fn open(host: &Host, info: &DeviceInfo) -> Result<SysfsDevice> {
-        let addr: PciAddress = info.address.parse()?;
+    pub fn open(host: &Host, addr: &PciAddress, info: &DeviceInfo) -> Result<SysfsDevice> {
+        let addr = *addr;
         if let Some(d) = &info.driver {
             return Err(if d == "vfio-pci" {
                 Error::Refused(format!(
@@ -278,7 +278,7 @@ mod tests {
     fn maps_uc_and_wc_and_explains_what_it_cannot() {
         let (_t, host) = fixture(None);
         let info = read_device(&host, &addr()).unwrap();
-        let dev = SysfsDevice::open(&host, &info).unwrap();
+        let dev = SysfsDevice::open(&host, &info.address.parse().unwrap(), &info).unwrap();
         let uc = dev.open_bar(0, Mapping::Uc, IoMode::Mmap).unwrap();
         uc.write(0x10, Width::B32, 0xcafe_babe).unwrap();
         assert_eq!(uc.read(0x10, Width::B32).unwrap(), 0xcafe_babe);
@@ -301,7 +301,7 @@ mod tests {
         let (_t, host) = fixture(None);
         fs::remove_file(host.path("/sys/bus/pci/devices/0000:15:00.0/resource0_wc")).unwrap();
         let info = read_device(&host, &addr()).unwrap();
-        let dev = SysfsDevice::open(&host, &info).unwrap();
+        let dev = SysfsDevice::open(&host, &info.address.parse().unwrap(), &info).unwrap();
         let e = dev.open_bar(0, Mapping::Wc, IoMode::Mmap).err().unwrap().to_string();
         assert!(e.contains("arch_can_pci_mmap_wc"), "{e}");
     }
@@ -310,7 +310,7 @@ mod tests {
     fn config_reads_and_short_reads_explain_root() {
         let (_t, host) = fixture(None);
         let info = read_device(&host, &addr()).unwrap();
-        let dev = SysfsDevice::open(&host, &info).unwrap();
+        let dev = SysfsDevice::open(&host, &info.address.parse().unwrap(), &info).unwrap();
         let mut id = [0u8; 4];
         dev.config_read(0, &mut id).unwrap();
         assert_eq!(id, [0xee, 0x10, 0x24, 0x70]);
@@ -326,14 +326,14 @@ mod tests {
     fn bound_devices_are_refused() {
         let (_t, host) = fixture(Some("nvme"));
         let info = read_device(&host, &addr()).unwrap();
-        let e = SysfsDevice::open(&host, &info).err().unwrap().to_string();
+        let e = SysfsDevice::open(&host, &info.address.parse().unwrap(), &info).err().unwrap().to_string();
         assert_eq!(
             e,
             "0000:15:00.0 is bound to driver nvme: pcibench will not touch a BAR a kernel driver owns; unbind it first: sudo pcibench setup 0000:15:00.0 --vfio (or echo 0000:15:00.0 > /sys/bus/pci/drivers/nvme/unbind)"
         );
         let (_t, host) = fixture(Some("vfio-pci"));
         let info = read_device(&host, &addr()).unwrap();
-        let e = SysfsDevice::open(&host, &info).err().unwrap().to_string();
+        let e = SysfsDevice::open(&host, &info.address.parse().unwrap(), &info).err().unwrap().to_string();
         assert!(e.contains("--via vfio"), "{e}");
     }
 
@@ -357,25 +357,28 @@ mod tests {
         use crate::access::open_device;
         let (_t, host) = fixture(None);
         let info = read_device(&host, &addr()).unwrap();
-        assert_eq!(open_device(&host, &info, None).unwrap().via(), Via::Sysfs);
-        assert_eq!(open_device(&host, &info, Some(Via::Sysfs)).unwrap().via(), Via::Sysfs);
-        let e = open_device(&host, &info, Some(Via::Vfio)).err().unwrap().to_string();
+        assert_eq!(open_device(&host, &info.address.parse().unwrap(), &info, None).unwrap().via(), Via::Sysfs);
+        assert_eq!(
+            open_device(&host, &info.address.parse().unwrap(), &info, Some(Via::Sysfs)).unwrap().via(),
+            Via::Sysfs
+        );
+        let e = open_device(&host, &info.address.parse().unwrap(), &info, Some(Via::Vfio)).err().unwrap().to_string();
         assert!(e.contains("no driver bound") && e.contains("sudo pcibench setup 0000:15:00.0 --vfio"), "{e}");
-        let e = open_device(&host, &info, Some(Via::Sim)).err().unwrap().to_string();
+        let e = open_device(&host, &info.address.parse().unwrap(), &info, Some(Via::Sim)).err().unwrap().to_string();
         assert!(e.contains("simulated card"), "{e}");
 
         let (_t, host) = fixture(Some("nvme"));
         let info = read_device(&host, &addr()).unwrap();
         for via in [None, Some(Via::Sysfs), Some(Via::Vfio)] {
-            let e = open_device(&host, &info, via).err().unwrap().to_string();
+            let e = open_device(&host, &info.address.parse().unwrap(), &info, via).err().unwrap().to_string();
             assert!(e.starts_with("0000:15:00.0 is bound to driver nvme: pcibench will not touch"), "{e}");
         }
 
         let (t, host) = fixture(Some("vfio-pci"));
         let info = read_device(&host, &addr()).unwrap();
-        let e = open_device(&host, &info, Some(Via::Sysfs)).err().unwrap().to_string();
+        let e = open_device(&host, &info.address.parse().unwrap(), &info, Some(Via::Sysfs)).err().unwrap().to_string();
         assert!(e.contains("bound to vfio-pci") && e.contains("--release"), "{e}");
-        let e = open_device(&host, &info, None).err().unwrap().to_string();
+        let e = open_device(&host, &info.address.parse().unwrap(), &info, None).err().unwrap().to_string();
         assert!(e.contains("no IOMMU group"), "{e}");
         // A no-IOMMU group: --via vfio (type1) cannot work, and says so before opening anything.
         let g = host.path("/sys/kernel/iommu_groups/0");
@@ -383,7 +386,7 @@ mod tests {
         std::os::unix::fs::symlink(&g, host.path("/sys/bus/pci/devices/0000:15:00.0/iommu_group")).unwrap();
         fs::create_dir_all(t.path().join("dev/vfio")).unwrap();
         fs::write(t.path().join("dev/vfio/noiommu-0"), "").unwrap();
-        let e = open_device(&host, &info, Some(Via::Vfio)).err().unwrap().to_string();
+        let e = open_device(&host, &info.address.parse().unwrap(), &info, Some(Via::Vfio)).err().unwrap().to_string();
         assert!(e.contains("no-IOMMU VFIO group (/dev/vfio/noiommu-0)") && e.contains("--via vfio-noiommu"), "{e}");
     }
 

@@ -1,5 +1,7 @@
-//! Measurement: the clock and its overhead, the one sampling loop, samples and statistics, test
-//! patterns, the result rows every runner produces, and the PIO, DMA and latency runners.
+//! Measurement, split by what it holds: `sample/` (the clock and its overhead, the one sampling
+//! loop, statistics, the latency histogram), `context` (where a measurement ran), `pattern` (test
+//! patterns), `result` (the rows every runner produces), and the runners: `pio/`, `dma/`,
+//! `latency/`, `buffers`. `measure` plans and calls them; nothing else does.
 
 pub mod buffers;
 pub mod context;

@@ -1,4 +1,5 @@
-//! DMA: host buffers the card can reach (`buffers`), and drivers for card DMA engines (`engines`).
+//! DMA: host buffers the card can reach (`buffers`), the same buffers as the CPU sees them
+//! (`cpu`, for `pcibench buffers`), and drivers for card DMA engines (`engines`).
 
 pub mod buffers;
 pub mod cpu;
@@ -24,6 +25,8 @@ pub enum BufferSource {
     /// range of /proc/iomem that no memmap=/reserve= on the kernel command line reserved.
     Reserved { start: u64, size: u64, force: bool },
 }
+
+serde_as_text!(BufferSource);
 
 impl std::fmt::Display for BufferSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -96,6 +99,10 @@ pub struct Segment {
 }
 
 /// Host memory a card can reach.
+///
+/// The contract the runners' views of the bytes rely on (`bench::dma::bytes`): the buffer owns
+/// `len()` bytes at `as_ptr()`, valid for as long as it lives, and the device writes them only
+/// while an engine runs a transfer on it.
 pub trait DmaBuffer: Send + Sync {
     fn as_ptr(&self) -> *mut u8;
     fn len(&self) -> usize;
@@ -158,6 +165,12 @@ pub trait Engine: Send {
     fn card_size(&self) -> u64;
     /// Largest single transfer the engine takes.
     fn max_transfer(&self) -> u64;
+    /// Whether the card window is the user's to set (`--card-size`): where the engine's design
+    /// decides how much memory is behind it (XDMA, QDMA). An engine whose window is fixed or read
+    /// from the card (edu's buffer, the NVRAM's size) says no, and messages do not suggest it.
+    fn card_size_settable(&self) -> bool {
+        false
+    }
     /// Bytes to move per direction and size when the user gives no `--total` (64 MiB, as
     /// fpga_sio; slow engines ask for less).
     fn default_total(&self, size: u64) -> u64 {

@@ -34,9 +34,9 @@ mod vfio;
 pub use caller::Caller;
 
 use crate::access::Via;
+use crate::device::Target;
 use crate::host::Host;
 use crate::pci::{DeviceInfo, PciAddress};
-use crate::target::Target;
 use crate::Result;
 use serde::{Serialize, Serializer};
 
@@ -261,7 +261,7 @@ pub fn run_as_for(host: &Host, target: &Target, caller: &Caller, transfer: Optio
         Target::Sim(id) => return Ok(sim_report(id.name())),
         Target::Pci(a) => *a,
     };
-    let info = match crate::target::describe(host, target) {
+    let info = match crate::device::describe(host, target) {
         Ok(i) => i,
         Err(crate::Error::NoDevice(_)) => return Ok(missing_report(host, &addr)),
         Err(e) => return Err(e),

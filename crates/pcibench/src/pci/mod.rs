@@ -60,7 +60,7 @@ impl IdFilter {
     }
 }
 
-/// Every PCI device in sysfs, filtered as lspci's -d and -s (see `target::list` for the
+/// Every PCI device in sysfs, filtered as lspci's -d and -s (see `device::list` for the
 /// simulated cards too), and a line for each entry that could not be read (a device being
 /// removed leaves a dangling link): one bad entry never hides the others.
 pub fn list(

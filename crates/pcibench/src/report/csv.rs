@@ -8,8 +8,8 @@ use super::notes::{lines, text};
 use super::Exporter;
 use crate::bench::result::{Report, Row, Verify};
 use crate::bench::sample::stats::Stats;
+use crate::measure::SuiteReport;
 use crate::results::config::serde_name;
-use crate::suite::SuiteReport;
 use crate::Result;
 
 pub struct Csv;

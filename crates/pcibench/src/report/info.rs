@@ -1,8 +1,18 @@
 //! `pcibench list` lines and the `pcibench info` block.
 
+use crate::dma::engines::Detected;
 use crate::pci::DeviceInfo;
 use crate::units::human_size;
 use std::fmt::Write;
+
+/// The `DMA engine:` lines of the `info` block, one entry per engine found on the device.
+pub fn engines_text(engines: &[Detected]) -> String {
+    let mut s = String::new();
+    for e in engines {
+        let _ = writeln!(s, "  DMA engine:    {}", e.summary.replace('\n', "\n                 "));
+    }
+    s
+}
 
 /// One lspci-like line: `0000:00:04.0 Unclassified device [00ff]: Vendor Device [1234:11e8] (rev 10) driver=none`.
 pub fn list_line(d: &DeviceInfo) -> String {

@@ -2,7 +2,7 @@
 
 use super::Exporter;
 use crate::bench::result::Report;
-use crate::suite::SuiteReport;
+use crate::measure::SuiteReport;
 use crate::{Error, Result};
 
 pub struct Json;

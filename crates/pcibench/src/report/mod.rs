@@ -19,7 +19,7 @@ pub mod setup;
 pub mod table;
 
 use crate::bench::result::Report;
-use crate::suite::SuiteReport;
+use crate::measure::SuiteReport;
 use crate::Result;
 
 /// `--format`.

@@ -5,7 +5,7 @@ use super::notes::{flags, lines, verify_text, where_it_ran};
 use super::{simulated_label, Exporter};
 use crate::bench::result::{Kind, Report, Row};
 use crate::dma::Addressing;
-use crate::suite::SuiteReport;
+use crate::measure::SuiteReport;
 use crate::units::human_size;
 use crate::Result;
 use std::fmt::Write;
@@ -33,9 +33,7 @@ impl Exporter for Table {
     fn suite(&self, x: &SuiteReport) -> Result<String> {
         let mut s = String::from("== info\n");
         s.push_str(&super::info::info_text(&x.info));
-        for e in &x.engines {
-            let _ = writeln!(s, "  DMA engine:    {}", e.summary.replace('\n', "\n                 "));
-        }
+        s.push_str(&super::info::engines_text(&x.engines));
         s.push_str("\n== PIO\n");
         for n in x.notes.iter().filter(|n| n.starts_with("PIO")) {
             let _ = writeln!(s, "({n})");

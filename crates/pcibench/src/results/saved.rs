@@ -48,6 +48,17 @@ pub struct SavedRun {
     /// `run`: why a part did not run, or ran only in part.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What was asked for (`measure::Request`): absent in files written before runs kept it,
+    /// and skipped when a newer pcibench wrote one this version cannot read.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub request: Option<crate::measure::Request>,
+}
+
+/// The request if this version can read it; a request is context, never a reason to refuse a
+/// file.
+fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<crate::measure::Request>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).ok())
 }
 
 /// The device's identity and link, as saved (ids as lspci prints them).
@@ -176,7 +187,18 @@ impl SavedRun {
             link_health: health,
             reports,
             notes,
+            request: None,
         }
+    }
+
+    /// A finished measurement, with the request that produced it.
+    pub fn of_measurement(host: &Host, m: &crate::measure::Measurement) -> SavedRun {
+        let mut run = match &m.measured {
+            crate::measure::Measured::Report(r) => SavedRun::of_report(host, m.device.as_ref(), r),
+            crate::measure::Measured::Suite(s) => SavedRun::of_suite(host, s),
+        };
+        run.request = Some(m.request.clone());
+        run
     }
 
     /// A measuring command's report on `device` (None: on no device).
@@ -185,7 +207,7 @@ impl SavedRun {
     }
 
     /// `pcibench run`'s parts.
-    pub fn of_suite(host: &Host, suite: &crate::suite::SuiteReport) -> SavedRun {
+    pub fn of_suite(host: &Host, suite: &crate::measure::SuiteReport) -> SavedRun {
         SavedRun::new(host, "run", Some(&suite.info), suite.parts().cloned().collect(), suite.notes.clone())
     }
 

@@ -8,11 +8,11 @@
 
 use super::record;
 use super::{Change, SetupOptions, User};
+use crate::device::Target;
 use crate::host::state::{device_dir, driver_of};
 use crate::host::Host;
 use crate::pci::config::{CMD_BUS_MASTER, CMD_MEMORY, COMMAND};
 use crate::pci::PciAddress;
-use crate::target::Target;
 use crate::{Error, Result};
 use std::fs;
 use std::path::Path;
@@ -22,7 +22,7 @@ use std::path::Path;
 /// owner, mode and command register is recorded for `--release`.
 pub fn sysfs_user(host: &Host, addr: &PciAddress, user: &str, opts: &SetupOptions) -> Result<Vec<Change>> {
     super::refuse_elevated()?;
-    let info = crate::target::describe(host, &Target::Pci(*addr))?;
+    let info = crate::device::describe(host, &Target::Pci(*addr))?;
     let u = User::resolve(host, user)?;
     if let Some(d) = driver_of(host, &addr.to_string()) {
         let instead = if d == "vfio-pci" {

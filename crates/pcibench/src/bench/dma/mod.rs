@@ -14,6 +14,7 @@ use super::pattern::{host_bytes, Mismatch, Pattern};
 use super::result::{Kind, Note, Report, Row, Verify};
 use super::sample::sampler::{Sampled, Sampling};
 use crate::access::{BusMaster, DeviceAccess};
+use crate::device::Device;
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
 use crate::host::Host;
 use crate::pci::link::Link;
@@ -37,11 +38,11 @@ pub struct DmaPlan {
     pub access: Access,
 }
 
+/// The device, opened, and the engine that moves the data, with the allocator its buffers come
+/// from.
 pub struct DmaSetup<'a> {
     pub dev: &'a dyn DeviceAccess,
-    pub device: &'a str,
-    pub simulated: bool,
-    pub link: Option<Link>,
+    pub device: &'a Device,
     pub engine: &'a mut dyn Engine,
     pub alloc: &'a dyn DmaAllocator,
 }
@@ -87,13 +88,20 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
+/// The transfer size when none is asked for, the one rule every command uses: the engine's card
+/// window from `card_offset`, up to the largest transfer it takes (fpga_sio's DMA test moves its
+/// whole card memory).
+pub fn default_size(engine: &dyn Engine, card_offset: u64) -> u64 {
+    engine.card_size().saturating_sub(card_offset).min(engine.max_transfer())
+}
+
 /// Every size must fit the engine's card window from `card_addr` and one transfer.
 fn sizes(engine: &dyn Engine, plan: &DmaPlan) -> Result<Vec<u64>> {
     let card_room = card_room(engine, plan)?;
-    let sizes = if plan.sizes.is_empty() { vec![card_room.min(engine.max_transfer())] } else { plan.sizes.clone() };
+    let sizes = if plan.sizes.is_empty() { vec![default_size(engine, plan.card_addr)] } else { plan.sizes.clone() };
     for &size in &sizes {
         if size == 0 || size > card_room {
-            let more = if matches!(engine.name(), "edu" | "umem") { "" } else { " or set --card-size" };
+            let more = if engine.card_size_settable() { " or set --card-size" } else { "" };
             return Err(Error::usage(format!(
                 "transfer size {size:#x} does not fit the {} engine's card memory from offset {:#x} ({card_room:#x} bytes): use a smaller --size{more}",
                 engine.name(),
@@ -194,13 +202,14 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     let configs = configs(engine, plan, &sizes, &queues, pattern.seed)?;
     let extent = |c: &Config| c.parts.iter().flatten().map(|(_, l)| l.host_extent().max(l.bytes())).max().unwrap_or(0);
     let len = configs.iter().map(extent).max().unwrap_or(0).max(1) as usize;
-    let bufs = Buffers { src: s.alloc.alloc(len)?, dst: s.alloc.alloc(len)? };
+    let mut bufs = Buffers { src: s.alloc.alloc(len)?, dst: s.alloc.alloc(len)? };
     let card_end = configs.iter().flat_map(|c| c.parts.iter().flatten()).map(|(_, l)| l.card_base + l.bytes()).max();
     if let Some(end) = card_end {
         s.dev.populate_card_memory(plan.card_addr, end - plan.card_addr);
     }
     let _bm = BusMaster::enable(s.dev)?;
-    let mut report = Report::new(Kind::Dma, s.device, s.simulated, s.dev.via(), sampling.overhead.median_s * 1e9);
+    let mut report =
+        Report::new(Kind::Dma, s.device.name(), s.device.simulated(), s.dev.via(), sampling.overhead.median_s * 1e9);
     report.engine = Some(engine.name().into());
     report.addressing = Some(bufs.src.addressing());
     report.buffer = Some(bufs.src.describe());
@@ -214,7 +223,7 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
                 continue;
             };
             pattern = pattern.successor();
-            let ctx = Ctx { engine: &mut *engine, bufs: &bufs, plan, link: s.link, queued };
+            let ctx = Ctx { engine: &mut *engine, bufs: &mut bufs, plan, link: s.device.bounding_link(), queued };
             let (rows, stopped) = measure(ctx, c, parts, pattern, sampling, &mut report.warnings)?;
             report.results.extend(rows);
             if stopped {
@@ -266,7 +275,7 @@ impl Buffers {
 
 struct Ctx<'a> {
     engine: &'a mut dyn Engine,
-    bufs: &'a Buffers,
+    bufs: &'a mut Buffers,
     plan: &'a DmaPlan,
     link: Option<Link>,
     queued: bool,
@@ -291,14 +300,14 @@ fn measure(
     for ((dir, l), e) in parts.iter().zip(&expected) {
         if *dir == Direction::C2h {
             // The card holds the pattern first (untimed), so the reads have something to verify.
-            put(&*cx.bufs.src, 0, e);
+            put(&mut *cx.bufs.src, 0, e);
             card_copy(engine, Direction::H2c, &*cx.bufs.src, l.card_base, e.len() as u64, plan.timeout)?;
         }
     }
     for ((dir, l), e) in parts.iter().zip(&expected) {
         match dir {
-            Direction::H2c => scatter(&*cx.bufs.src, l, e),
-            Direction::C2h => scatter(&*cx.bufs.dst, l, &host_bytes(e.len())?),
+            Direction::H2c => scatter(&mut *cx.bufs.src, l, e),
+            Direction::C2h => scatter(&mut *cx.bufs.dst, l, &host_bytes(e.len())?),
         }
     }
     let work: Vec<Work> = parts.iter().flat_map(|(d, l)| l.work(*d, cx.bufs.of(*d))).collect();
@@ -362,7 +371,7 @@ fn per_transfer(s: &Sampled, l: &Layout) -> Sampled {
 /// Check what each part moved: the host side in place (c2h), the card side read back (h2c).
 fn verify_parts(
     engine: &mut dyn Engine,
-    bufs: &Buffers,
+    bufs: &mut Buffers,
     parts: &[(Direction, Layout)],
     expected: &[Vec<u8>],
     timeout: Duration,
@@ -377,7 +386,7 @@ fn verify_parts(
         let found = match dir {
             Direction::C2h => compare(&*bufs.dst, l, &expected[i]),
             Direction::H2c => {
-                put(&*bufs.dst, 0, &host_bytes(l.bytes() as usize)?);
+                put(&mut *bufs.dst, 0, &host_bytes(l.bytes() as usize)?);
                 card_copy(engine, Direction::C2h, &*bufs.dst, l.card_base, l.bytes(), timeout)?;
                 let seq = Layout { host: (0..l.count()).map(|k| k * l.size).collect(), ..l.clone() };
                 compare(&*bufs.dst, &seq, &expected[i]).map_err(|mut m| {
@@ -434,22 +443,30 @@ pub(super) fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()
     }
 }
 
-// DMA buffers are shared with the device by nature: a mutable view from a shared handle is the
-// point (the engine writes through its own pointer, never while the runner holds a view).
-#[allow(clippy::mut_from_ref)]
-pub(super) fn view(buf: &dyn DmaBuffer) -> &mut [u8] {
-    // SAFETY: `buf` is `len` bytes of memory it owns; no engine run is in progress when the
-    // runner reads or fills it, and the runner holds one view at a time.
+/// The CPU's view of a DMA buffer's bytes, to read them (verification). The view borrows the
+/// buffer, so no `bytes_mut` view of it can exist at the same time; the device writes the
+/// buffer only while an engine runs a transfer on it, and the runners never hold a view then.
+pub(super) fn bytes(buf: &dyn DmaBuffer) -> &[u8] {
+    // SAFETY: a `DmaBuffer` owns `len()` bytes at `as_ptr()` for as long as it lives (the
+    // trait's contract); the shared borrow of `buf` outlives the slice and excludes `bytes_mut`.
+    unsafe { std::slice::from_raw_parts(buf.as_ptr(), buf.len()) }
+}
+
+/// The same, to fill the buffer. It takes the buffer exclusively: two views of one buffer that
+/// could overlap (or a view beside work an engine holds it in) do not compile.
+pub(super) fn bytes_mut(buf: &mut dyn DmaBuffer) -> &mut [u8] {
+    // SAFETY: as in `bytes`; the exclusive borrow of `buf` makes this the only view for the
+    // slice's life.
     unsafe { std::slice::from_raw_parts_mut(buf.as_ptr(), buf.len()) }
 }
 
-pub(super) fn put(buf: &dyn DmaBuffer, at: usize, data: &[u8]) {
-    view(buf)[at..at + data.len()].copy_from_slice(data);
+pub(super) fn put(buf: &mut dyn DmaBuffer, at: usize, data: &[u8]) {
+    bytes_mut(buf)[at..at + data.len()].copy_from_slice(data);
 }
 
 /// Transfer i's `size` bytes of `data` at the layout's host offset i.
-fn scatter(buf: &dyn DmaBuffer, l: &Layout, data: &[u8]) {
-    let v = view(buf);
+fn scatter(buf: &mut dyn DmaBuffer, l: &Layout, data: &[u8]) {
+    let v = bytes_mut(buf);
     for (i, &h) in l.host.iter().enumerate() {
         let (h, n) = (h as usize, l.size as usize);
         v[h..h + n].copy_from_slice(&data[i * n..(i + 1) * n]);
@@ -459,7 +476,7 @@ fn scatter(buf: &dyn DmaBuffer, l: &Layout, data: &[u8]) {
 /// Compare transfer i's bytes at host offset i with `expected`; the first difference is named
 /// by its host offset.
 fn compare(buf: &dyn DmaBuffer, l: &Layout, expected: &[u8]) -> std::result::Result<(), Mismatch> {
-    let v = view(buf);
+    let v = bytes(buf);
     let n = l.size as usize;
     let (mut first, mut count) = (None, 0u64);
     for (i, &h) in l.host.iter().enumerate() {

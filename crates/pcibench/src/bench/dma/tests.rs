@@ -189,14 +189,10 @@ fn go_with(
 }
 
 fn setup<'a>(dev: &'a CfgDev, e: &'a mut MockEngine) -> DmaSetup<'a> {
-    DmaSetup {
-        dev,
-        device: "test",
-        simulated: true,
-        link: Some(Link { gen: 2, width: 4, mps: 256, mrrs: 512 }),
-        engine: e,
-        alloc: &HeapAlloc,
-    }
+    static DEVICE: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
+    let device = DEVICE
+        .get_or_init(|| Device::for_test("test", true, Some(Link { gen: 2, width: 4, mps: 256, mrrs: 512 }), &[]));
+    DmaSetup { dev, device, engine: e, alloc: &HeapAlloc }
 }
 
 #[test]
@@ -389,7 +385,8 @@ fn sim_qdma_end_to_end_over_queues_both_ways_and_at_random() {
     assert_eq!(driver.name(), "qdma");
     let alloc = crate::dma::buffers::sim::SimAllocator::new(dev.host_map().clone());
     let opts = EngineOptions { queues: Some(8), ..Default::default() };
-    let mut opened = driver.open(&found, &dev, &alloc, &opts).unwrap();
+    let mut opened = driver.open(&found, &info, &dev, &alloc, &opts).unwrap();
+    let device = Device::new(crate::device::Target::SIM, info.clone());
     for access in [Access::Sequential, Access::Random { window: 8 << 20 }] {
         let p = DmaPlan { bidir: true, sizes: vec![64, 4096], queues: vec![1, 8], total: 1 << 20, access, ..plan() };
         let stop = AtomicBool::new(false);
@@ -402,14 +399,7 @@ fn sim_qdma_end_to_end_over_queues_both_ways_and_at_random() {
             progress: &mut progress,
             health: None,
         };
-        let setup = DmaSetup {
-            dev: &dev,
-            device: "sim-qdma",
-            simulated: true,
-            link: None,
-            engine: opened.engine.as_mut(),
-            alloc: &alloc,
-        };
+        let setup = DmaSetup { dev: &dev, device: &device, engine: opened.engine.as_mut(), alloc: &alloc };
         let r = run(setup, &p, &mut s).unwrap();
         assert_eq!(r.results.len(), 16);
         for x in &r.results {

@@ -4,7 +4,7 @@
 //! completion interrupt and the access path delivers it). Each row's data is verified after its
 //! samples: what the card received read back, what the host received compared in place.
 
-use super::super::dma::{card_copy, put, timed_run, view};
+use super::super::dma::{bytes, bytes_mut, card_copy, default_size, put, timed_run};
 use super::super::pattern::{verify, Pattern};
 use super::super::result::{Completion, Probe, Report, Row, Verify};
 use super::super::sample::sampler::Sampling;
@@ -44,15 +44,16 @@ pub fn default_samples(engine: &dyn Engine, size: u64) -> u64 {
 
 /// The sizes to measure, checked against the engine before anything runs.
 fn sizes(engine: &dyn Engine, plan: &DmaLatency) -> Result<Vec<u64>> {
-    let room = engine.card_size().checked_sub(plan.card_addr).filter(|r| *r > 0).ok_or_else(|| {
-        Error::usage(format!(
+    // The largest transfer here is the default DMA size (the window from the card offset).
+    let most = default_size(engine, plan.card_addr);
+    if most == 0 {
+        return Err(Error::usage(format!(
             "--card-addr {:#x} is outside the {} engine's {:#x} bytes of card memory",
             plan.card_addr,
             engine.name(),
             engine.card_size()
-        ))
-    })?;
-    let most = room.min(engine.max_transfer());
+        )));
+    }
     if plan.sizes.is_empty() {
         let mut v: Vec<u64> = DEFAULT_SIZES.iter().map(|s| (*s).min(most)).collect();
         v.dedup();
@@ -99,7 +100,7 @@ pub(super) fn rows(
     check(engine, irq, plan)?;
     let sizes = sizes(engine, plan)?;
     let len = sizes.iter().copied().max().unwrap_or(4096).max(4096) as usize;
-    let bufs = [alloc.alloc(len)?, alloc.alloc(len)?];
+    let mut bufs = [alloc.alloc(len)?, alloc.alloc(len)?];
     report.addressing = Some(bufs[0].addressing());
     report.buffer = Some(bufs[0].describe());
     let mut pattern = Pattern::fresh();
@@ -109,7 +110,7 @@ pub(super) fn rows(
             for &c in &plan.completions {
                 pattern = pattern.successor();
                 let one = One { dir, size, completion: c, pattern, card: plan.card_addr, timeout: plan.timeout };
-                let row = one.measure(engine, &bufs, irq, plan, s, &mut report.warnings)?;
+                let row = one.measure(engine, &mut bufs, irq, plan, s, &mut report.warnings)?;
                 let stop = row.notes.iter().any(|n| matches!(n, super::super::result::Note::Interrupted { .. }));
                 out.push(row);
                 if stop {
@@ -135,20 +136,21 @@ impl One {
     fn measure(
         &self,
         engine: &mut dyn Engine,
-        bufs: &[Box<dyn DmaBuffer>; 2],
+        bufs: &mut [Box<dyn DmaBuffer>; 2],
         irq: Option<&dyn Interrupt>,
         plan: &DmaLatency,
         s: &mut Sampling,
         warnings: &mut Vec<String>,
     ) -> Result<Row> {
-        let (src, dst) = (&*bufs[0], &*bufs[1]);
-        let expected = self.pattern.generate(self.size as usize);
+        let n = self.size as usize;
+        let expected = self.pattern.generate(n);
         // The data in place first (untimed): the card holds the pattern before reads of it.
-        put(src, 0, &expected);
+        put(&mut *bufs[0], 0, &expected);
         if self.dir == Direction::C2h {
-            card_copy(engine, Direction::H2c, src, self.card, self.size, self.timeout)?;
-            view(dst)[..self.size as usize].fill(0);
+            card_copy(engine, Direction::H2c, &*bufs[0], self.card, self.size, self.timeout)?;
+            bytes_mut(&mut *bufs[1])[..n].fill(0);
         }
+        let (src, dst) = (&*bufs[0], &*bufs[1]);
         let buf = if self.dir == Direction::H2c { src } else { dst };
         engine.prepare(buf, &Transfer { dir: self.dir, buf_offset: 0, card_addr: self.card, len: self.size })?;
         let samples = plan.samples.unwrap_or_else(|| default_samples(engine, self.size));
@@ -166,11 +168,11 @@ impl One {
             return Ok(row);
         }
         let found = match self.dir {
-            Direction::C2h => verify(&expected, &view(dst)[..self.size as usize], 0),
+            Direction::C2h => verify(&expected, &bytes(&*bufs[1])[..n], 0),
             Direction::H2c => {
-                view(dst)[..self.size as usize].fill(0);
-                card_copy(engine, Direction::C2h, dst, self.card, self.size, self.timeout)?;
-                verify(&expected, &view(dst)[..self.size as usize], self.card)
+                bytes_mut(&mut *bufs[1])[..n].fill(0);
+                card_copy(engine, Direction::C2h, &*bufs[1], self.card, self.size, self.timeout)?;
+                verify(&expected, &bytes(&*bufs[1])[..n], self.card)
             }
         };
         row.verify = Some(match found {

@@ -9,7 +9,7 @@
 //! quit flag, and the scope joins the thread), Ctrl-C (the stop flag), and the load's own error
 //! (the engine is stopped as in `dma::timed_run`) or panic (a guard stops the engine).
 
-use super::super::dma::{card_copy, put, timed_run, view};
+use super::super::dma::{bytes, bytes_mut, card_copy, put, timed_run};
 use super::super::pattern::{verify, Pattern};
 use super::super::result::{LoadFigures, Verify};
 use crate::direction::Direction;
@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_SIZE: u64 = 1 << 20;
 
 /// Which directions the load streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LoadMode {
     H2c,
     C2h,
@@ -213,11 +214,11 @@ impl<'a> Rig<'a> {
         let n = self.size as usize;
         let expected = [self.pattern.generate(n), Pattern::with_seed(!self.pattern.seed).generate(n)];
         if dirs.contains(&Direction::C2h) {
-            put(&*self.src, 0, &expected[1]);
+            put(&mut *self.src, 0, &expected[1]);
             card_copy(self.engine, Direction::H2c, &*self.src, self.card[1], self.size, self.timeout)?;
-            view(&*self.dst)[..n].fill(0);
+            bytes_mut(&mut *self.dst)[..n].fill(0);
         }
-        put(&*self.src, 0, &expected[0]);
+        put(&mut *self.src, 0, &expected[0]);
         Ok(expected)
     }
 
@@ -225,14 +226,14 @@ impl<'a> Rig<'a> {
     fn check(&mut self, dirs: &[Direction], expected: &[Vec<u8>; 2]) -> Result<Verify> {
         let n = self.size as usize;
         if dirs.contains(&Direction::C2h) {
-            if let Err(m) = verify(&expected[1], &view(&*self.dst)[..n], 0) {
+            if let Err(m) = verify(&expected[1], &bytes(&*self.dst)[..n], 0) {
                 return Ok(Verify::Mismatch { mismatch: m });
             }
         }
         if dirs.contains(&Direction::H2c) {
-            view(&*self.dst)[..n].fill(0);
+            bytes_mut(&mut *self.dst)[..n].fill(0);
             card_copy(self.engine, Direction::C2h, &*self.dst, self.card[0], self.size, self.timeout)?;
-            if let Err(m) = verify(&expected[0], &view(&*self.dst)[..n], self.card[0]) {
+            if let Err(m) = verify(&expected[0], &bytes(&*self.dst)[..n], self.card[0]) {
                 return Ok(Verify::Mismatch { mismatch: m });
             }
         }

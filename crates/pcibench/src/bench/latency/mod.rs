@@ -18,6 +18,7 @@ use self::row::{default_warmup, finish};
 use super::result::{Kind, LoadFigures, Note, Probe, Report, Row, Verify};
 use super::sample::sampler::Sampling;
 use crate::access::{BarRegion, BusMaster, DeviceAccess, IoMode, Mapping};
+use crate::device::Device;
 use crate::direction::Direction;
 use crate::dma::{DmaAllocator, Engine};
 use crate::mmio::{self, Width};
@@ -74,8 +75,7 @@ pub fn load_width(widths: &[Width]) -> Width {
 /// The device, and what it offers beyond its BARs.
 pub struct LatencyTarget<'a> {
     pub dev: &'a dyn DeviceAccess,
-    pub device: &'a str,
-    pub simulated: bool,
+    pub device: &'a Device,
     /// The DMA engine and the allocator its buffers come from (DMA latency, load).
     pub engine: Option<(&'a mut dyn Engine, &'a dyn DmaAllocator)>,
     /// The device's interrupt, for completion by MSI.
@@ -181,8 +181,9 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
     if (plan.dma.is_some() || plan.load.is_some()) && t.engine.is_none() {
         return Err(Error::usage("DMA latency and load need a DMA engine: none was opened"));
     }
-    let mut report = Report::new(Kind::Latency, t.device, t.simulated, t.dev.via(), s.overhead.median_s * 1e9);
-    if !t.simulated {
+    let simulated = t.device.simulated();
+    let mut report = Report::new(Kind::Latency, t.device.name(), simulated, t.dev.via(), s.overhead.median_s * 1e9);
+    if !simulated {
         report.warnings.extend(mmio::mapping_note().map(String::from));
     }
     for a in &accesses {
@@ -222,7 +223,7 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
         report.addressing.get_or_insert(rig.addressing());
         report.buffer.get_or_insert(rig.describe());
         report.warnings.extend(rig.warning());
-        if t.simulated {
+        if simulated {
             report.warnings.push(SIM_LOAD.into());
         }
         under_load(&mut rig, l, a, plan, s, &mut report)?;

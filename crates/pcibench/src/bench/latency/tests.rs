@@ -8,7 +8,7 @@ use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
 use crate::bench::sample::sampler::Progress;
 use crate::bench::sample::timer::TimerOverhead;
 use crate::host::Host;
-use crate::session::{DmaRequest, Session};
+use crate::session::{EngineRequest, Session};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ fn plan(widths: Vec<Width>, allow_write: bool) -> LatencyPlan {
 }
 
 fn target<'a>(s: &'a Session) -> LatencyTarget<'a> {
-    LatencyTarget { dev: s.dev.as_ref(), device: &s.info.address, simulated: true, engine: None, irq: None }
+    LatencyTarget { dev: s.dev.as_ref(), device: &s.device, engine: None, irq: None }
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn widths_and_offsets_are_refused_before_anything_runs() {
 #[test]
 fn dma_rows_on_the_sim_card_are_verified_and_exact() {
     let s = session("sim");
-    let mut rig = s.open_dma(&DmaRequest::default()).unwrap();
+    let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
     let clock = FakeClock::new(5, 100, 64);
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
@@ -152,7 +152,7 @@ fn completion_by_msi_is_refused_where_it_cannot_be_had() {
     let s = session("sim");
     let e = s.dev.interrupt().err().unwrap().to_string();
     assert!(e.contains("simulated card raises no interrupts"), "{e}");
-    let mut rig = s.open_dma(&DmaRequest::default()).unwrap();
+    let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
     let clock = MonotonicClock;
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
@@ -174,7 +174,7 @@ fn completion_by_msi_is_refused_where_it_cannot_be_had() {
 fn reads_under_load_carry_the_load_and_its_verified_data() {
     for card in ["sim", "sim-qdma"] {
         let s = session(card);
-        let mut rig = s.open_dma(&DmaRequest::default()).unwrap();
+        let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
         let clock = MonotonicClock;
         let stop = AtomicBool::new(false);
         let mut none = |_| {};

@@ -6,6 +6,7 @@ use super::pattern::{host_bytes, verify, Mismatch, Pattern};
 use super::result::{Kind, Note, Report, Row, Verify};
 use super::sample::sampler::{check_total, Sampling};
 use crate::access::{BarRegion, DeviceAccess, IoMode};
+use crate::device::Device;
 use crate::direction::Direction;
 use crate::mmio::{self, Width};
 use crate::pci::link::Link;
@@ -40,17 +41,6 @@ impl PioPlan {
         let configs = self.bars.len() * self.maps.len() * self.widths.len() * self.dirs.len();
         (configs as u64).saturating_mul(sizes).saturating_mul(self.total)
     }
-}
-
-/// The device being measured, as the runner needs it.
-pub struct PioTarget<'a> {
-    pub dev: &'a dyn DeviceAccess,
-    pub device: &'a str,
-    pub simulated: bool,
-    /// The negotiated link, where a PCIe link bounds the figures.
-    pub link: Option<Link>,
-    /// (index, size) of the device's BARs, to check the plan before anything runs.
-    pub bar_sizes: Vec<(u8, u64)>,
 }
 
 impl PioPlan {
@@ -99,16 +89,18 @@ fn tlp_payload(map: MapMode, w: Width, mps: u32) -> u64 {
     p.min(mps as u64)
 }
 
-pub fn run(t: &PioTarget, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
+/// Measure `plan` on `device`, opened as `dev`.
+pub fn run(dev: &dyn DeviceAccess, device: &Device, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
     // --total against every size that will run, before anything does.
     let mut all_sizes: Vec<u64> = Vec::new();
     for &bar in &plan.bars {
-        let len = t.bar_sizes.iter().find(|b| b.0 == bar).map_or(0, |b| b.1);
+        let len = device.info.bar(bar).map_or(0, |b| b.size);
         all_sizes.extend(plan.sizes_for(len).into_iter().filter(|sz| plan.offset.saturating_add(*sz) <= len));
     }
     check_total(plan.total, &all_sizes)?;
-    let mut report = Report::new(Kind::Pio, t.device, t.simulated, t.dev.via(), s.overhead.median_s * 1e9);
-    if !t.simulated {
+    let simulated = device.simulated();
+    let mut report = Report::new(Kind::Pio, device.name(), simulated, dev.via(), s.overhead.median_s * 1e9);
+    if !simulated {
         // uc/wc are named after x86's PAT types: say what they are here (mmio::mapping_note).
         report.warnings.extend(mmio::mapping_note().map(String::from));
     }
@@ -117,9 +109,9 @@ pub fn run(t: &PioTarget, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
         for &map in &plan.maps {
             // Without consent to write, the BAR is opened read-only: read permission is enough.
             let opened = if plan.allow_write {
-                t.dev.open_bar(bar, map.mapping(), plan.io)
+                dev.open_bar(bar, map.mapping(), plan.io)
             } else {
-                t.dev.open_bar_read_only(bar, map.mapping(), plan.io)
+                dev.open_bar_read_only(bar, map.mapping(), plan.io)
             };
             let region = match opened {
                 Ok(r) => r,
@@ -148,7 +140,8 @@ pub fn run(t: &PioTarget, plan: &PioPlan, s: &mut Sampling) -> Result<Report> {
                         continue;
                     }
                     pattern = pattern.successor();
-                    let one = One { region: region.as_ref(), map, w, size, plan, pattern, link: t.link };
+                    let one =
+                        One { region: region.as_ref(), map, w, size, plan, pattern, link: device.bounding_link() };
                     let rows = one.run(s)?;
                     for r in &rows {
                         if r.mismatch().is_some() {

@@ -116,8 +116,8 @@ fn go_with(dev: &MemDev, link: Option<Link>, p: &PioPlan, clock: &dyn Clock) -> 
     let mut progress = |b| moved += b;
     let mut s =
         Sampling { clock, overhead: TimerOverhead::measure(clock), stop: &stop, progress: &mut progress, health: None };
-    let t = PioTarget { dev, device: "test", simulated: false, link, bar_sizes: vec![(2, 65536)] };
-    let r = run(&t, p, &mut s)?;
+    let device = Device::for_test("test", false, link, &[(2, 65536)]);
+    let r = run(dev, &device, p, &mut s)?;
     Ok((r, moved))
 }
 

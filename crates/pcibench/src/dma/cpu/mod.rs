@@ -121,6 +121,21 @@ pub enum Kind {
     Device,
 }
 
+serde_as_text!(Kind);
+
+/// As `--buffer` names it.
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Kind::Heap => f.write_str("heap"),
+            Kind::Hugepage => f.write_str("hugepage"),
+            Kind::UDmaBuf(n) => write!(f, "u-dma-buf:{n}"),
+            Kind::Udmabuf => f.write_str("udmabuf"),
+            Kind::Device => f.write_str("device"),
+        }
+    }
+}
+
 impl std::str::FromStr for Kind {
     type Err = Error;
 

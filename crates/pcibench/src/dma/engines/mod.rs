@@ -1,13 +1,16 @@
-//! Drivers for card DMA engines, one file per engine behind `dma::Engine`, and the registry that
-//! finds them on a device (`detect`), names their register BARs (which PIO must never fill with
-//! test patterns) and opens them. A new engine is one file implementing `EngineDriver` and one
-//! line in `DRIVERS`; nothing outside this module knows which engines exist.
+//! Drivers for card DMA engines, one folder per engine behind `dma::Engine` (`edu/`, `xdma/`,
+//! `qdma/`, `umem/`), and the registry that finds them on a device (`detect`), names their
+//! register BARs (which PIO must never fill with test patterns) and opens them. A new engine is
+//! one folder implementing `EngineDriver` and one line in `DRIVERS` (`toy/`, compiled for tests
+//! only, is the whole change for one); nothing outside this module knows which engines exist.
 
 pub mod edu;
 pub mod probe_bar;
 #[cfg(test)]
 mod progress_tests;
 pub mod qdma;
+#[cfg(test)]
+mod toy;
 pub mod umem;
 pub mod xdma;
 
@@ -18,8 +21,14 @@ use crate::{Error, Result};
 use serde::Serialize;
 
 /// Every engine pcibench drives.
-pub static DRIVERS: &[&dyn EngineDriver] =
-    &[&edu::EduDriver, &xdma::XdmaDriver, &qdma::driver::QdmaDriver, &umem::UmemDriver];
+pub static DRIVERS: &[&dyn EngineDriver] = &[
+    &edu::EduDriver,
+    &xdma::XdmaDriver,
+    &qdma::driver::QdmaDriver,
+    &umem::UmemDriver,
+    #[cfg(test)]
+    &toy::ToyDriver,
+];
 
 /// Engine settings from the command line; `None` means the engine's default. An engine refuses
 /// a setting it has no use for (`EngineDriver::check_options`) rather than ignoring it.
@@ -91,10 +100,12 @@ pub trait EngineDriver: Sync {
     /// Look for the engine on `dev`. Reads registers only on devices where that is harmless
     /// (known vendor or device ids first); Ok(None) when it is not there.
     fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>>;
-    /// Open the engine `detect` found, with its descriptor memory from `alloc`.
+    /// Open the engine `detect` found on the device `info` describes, with its descriptor memory
+    /// from `alloc`. What it needs of the device comes typed from `found` and `info`.
     fn open(
         &self,
         found: &Detected,
+        info: &DeviceInfo,
         dev: &dyn DeviceAccess,
         alloc: &dyn DmaAllocator,
         opts: &EngineOptions,
@@ -184,5 +195,16 @@ pub fn resolve(
                 known
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The drivers own their default windows; the simulated cards are built with as much card
+    /// memory, so `dma sim` and `dma sim-qdma` cover the whole card by default.
+    #[test]
+    fn the_simulated_cards_match_the_drivers_default_windows() {
+        assert_eq!(super::xdma::DEFAULT_CARD_SIZE, crate::sim::xdma::model::CARD_MEMORY_SIZE);
+        assert_eq!(super::qdma::DEFAULT_CARD_SIZE, crate::sim::qdma::model::CARD_MEMORY_SIZE);
     }
 }

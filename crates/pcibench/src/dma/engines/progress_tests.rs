@@ -49,7 +49,7 @@ fn rig(name: &'static str, spec: &dyn CardSpec, card: SimCard) -> Rig {
     // The engine's own memory (rings, descriptors) contiguous, as drivers need it; the data in
     // scattered pages, one descriptor each, so progress is seen page by page.
     let rings = SimAllocator::new(dev.host_map().clone());
-    let opened = driver.open(&found, &dev, &rings, &EngineOptions::default()).unwrap();
+    let opened = driver.open(&found, &info, &dev, &rings, &EngineOptions::default()).unwrap();
     let alloc = SimAllocator::scattered(dev.host_map().clone());
     Rig { dev, alloc, opened }
 }

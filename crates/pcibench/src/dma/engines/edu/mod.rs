@@ -314,6 +314,7 @@ impl super::EngineDriver for EduDriver {
     fn open(
         &self,
         _found: &super::Detected,
+        _info: &crate::pci::DeviceInfo,
         dev: &dyn crate::access::DeviceAccess,
         alloc: &dyn crate::dma::DmaAllocator,
         opts: &super::EngineOptions,

@@ -44,6 +44,7 @@ impl EngineDriver for QdmaDriver {
     fn open(
         &self,
         found: &Detected,
+        _info: &crate::pci::DeviceInfo,
         dev: &dyn DeviceAccess,
         alloc: &dyn DmaAllocator,
         opts: &EngineOptions,

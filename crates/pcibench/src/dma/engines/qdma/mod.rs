@@ -50,8 +50,10 @@ pub use self::ip::IpKind;
 pub use self::probe::{find_config_bar, is_config_bar, probe as probe_info, QdmaInfo, XILINX_VENDOR};
 pub use self::regs::{MIN_CONFIG_BAR_LEN, VENDOR_RING_SIZES};
 
-/// Card memory of the sim card (the default window on a real card: give --card-size).
-pub const DEFAULT_CARD_SIZE: u64 = crate::sim::qdma::model::CARD_MEMORY_SIZE;
+/// The card window when none is given: 32 MiB. The IP has no register that says how much AXI-MM
+/// memory sits behind it (the design decides), so a real card's window comes from --card-size;
+/// sim-qdma's card is built with this much.
+pub const DEFAULT_CARD_SIZE: u64 = 32 << 20;
 /// The ring size used unless asked: the vendor's default table entry (2049).
 pub const DEFAULT_RING_SIZE: u32 = 2048;
 /// Most transfers one batch takes (32 MiB of descriptors at one per transfer).
@@ -447,6 +449,11 @@ impl Engine for QdmaEngine {
 
     fn max_transfer(&self) -> u64 {
         self.opts.card_size
+    }
+
+    /// The AXI memory behind the engine is the design's: --card-size says how much.
+    fn card_size_settable(&self) -> bool {
+        true
     }
 
     fn queues(&self) -> u16 {

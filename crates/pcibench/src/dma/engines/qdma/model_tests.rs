@@ -34,9 +34,9 @@ fn identifier_capabilities_and_the_registry() {
     assert_eq!(qdma::find_config_bar(&card.dev, &[2, 0]).unwrap(), Some(0));
     let host = crate::host::Host::with_root("/nonexistent");
     for (name, engine) in [("sim-qdma", "qdma"), ("sim", "xdma")] {
-        let t: crate::target::Target = name.parse().unwrap();
-        let info = crate::target::describe(&host, &t).unwrap();
-        let dev = crate::target::open(&host, &t, &info, None).unwrap();
+        let t: crate::device::Target = name.parse().unwrap();
+        let info = crate::device::describe(&host, &t).unwrap();
+        let dev = crate::device::open(&host, &t, &info, None).unwrap();
         let found: Vec<&str> =
             super::super::detect(&info, dev.as_ref()).into_iter().flatten().map(|d| d.engine).collect();
         assert_eq!(found, [engine], "{name}");

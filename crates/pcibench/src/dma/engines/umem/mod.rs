@@ -484,19 +484,21 @@ impl EngineDriver for UmemDriver {
         }
         let bar = dev.open_bar_read_only(CSR_BAR, Mapping::Uc, IoMode::Mmap)?;
         let u = probe(&*bar, info.device_id)?;
-        let mut details = serde_json::to_value(&u).unwrap_or_default();
-        details["device_id"] = info.device_id.into();
+        let details = serde_json::to_value(&u).unwrap_or_default();
         Ok(Some(Detected { engine: self.name(), register_bars: vec![CSR_BAR], summary: u.to_string(), details }))
     }
 
     fn open(
         &self,
         found: &Detected,
+        info: &DeviceInfo,
         dev: &dyn DeviceAccess,
         alloc: &dyn DmaAllocator,
         opts: &EngineOptions,
     ) -> Result<Opened> {
-        let device = found.details.get("device_id").and_then(|v| v.as_u64()).unwrap_or(0) as u16;
+        // The device id says which card of the family it is (umem.c's magic and flags).
+        let device = info.device_id;
+        debug_assert_eq!(found.register_bars, [CSR_BAR]);
         let o = UmemOptions { card_addr: opts.card_addr.unwrap_or(0), card_size: opts.card_size };
         let bar = dev.open_bar(CSR_BAR, Mapping::Uc, IoMode::Mmap)?;
         let engine = UmemEngine::new(bar, dev.config_port()?, device, alloc, o)?;

@@ -208,6 +208,8 @@ pub struct Battery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UmemInfo {
     pub bar: u8,
+    /// The PCI device id it was probed as (which magic bytes and batteries apply).
+    pub device_id: u16,
     pub model: &'static str,
     pub magic: u8,
     /// Whether the magic byte is one umem.c accepts for this device id.
@@ -252,6 +254,7 @@ pub fn probe(bar: &dyn BarRegion, device: u16) -> Result<UmemInfo> {
     let batteries = batteries(bar, device, dma_status)?;
     Ok(UmemInfo {
         bar: bar.index(),
+        device_id: device,
         model,
         magic,
         magic_ok: magics.contains(&magic),

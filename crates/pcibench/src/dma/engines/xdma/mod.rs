@@ -385,6 +385,11 @@ impl Engine for XdmaEngine {
         self.opts.card_size
     }
 
+    /// The AXI memory behind the engine is the design's: --card-size says how much.
+    fn card_size_settable(&self) -> bool {
+        true
+    }
+
     /// Build the chain for `t` (card address = `--card-addr` + `t.card_addr`) and write it to
     /// descriptor memory. `buf` must stay alive and unchanged in place until the last `run`.
     fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
@@ -470,6 +475,7 @@ impl EngineDriver for XdmaDriver {
     fn open(
         &self,
         found: &Detected,
+        _info: &crate::pci::DeviceInfo,
         dev: &dyn DeviceAccess,
         alloc: &dyn DmaAllocator,
         opts: &EngineOptions,

@@ -1,12 +1,13 @@
 //! Tests of the sim card's XDMA model at register level (hand-made descriptors, every error
 //! path) and of the XDMA driver against it (full H2C then C2H round trips, verified byte by byte).
 
-use crate::access::sim::{SimDevice, SIM_DMA_BAR};
+use crate::access::sim::SimDevice;
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::buffers::sim::SimAllocator;
 use crate::dma::engines::xdma::{self, Interface, XdmaEngine, XdmaOptions};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
+use crate::sim::xdma::card::SIM_DMA_BAR;
 use crate::sim::xdma::model::{XdmaModel, XdmaModelConfig, CARD_MEMORY_SIZE};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -15,7 +15,8 @@ const VENDOR_POLL_MASK: u32 = 1 << 3 | 1 << 4 | 0x1f << 9 | 0x1f << 19;
 /// What a kernel driver in interrupt mode leaves behind: every channel's interrupt enabled in
 /// the IRQ block (W1S at 0x2014) and every event in each channel's interrupt enable mask.
 fn leave_in_interrupt_mode(card: &Card, cfg: XdmaModelConfig) {
-    use crate::access::{sim::SIM_DMA_BAR, DeviceAccess, IoMode, Mapping};
+    use crate::access::{DeviceAccess, IoMode, Mapping};
+    use crate::sim::xdma::card::SIM_DMA_BAR;
     let bar = card.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
     w(&*bar, 0x2014, 0xff);
     for (target, n) in [(0u64, cfg.h2c_channels), (1, cfg.c2h_channels)] {

@@ -1,10 +1,12 @@
-//! The target: what the user named (a PCI function or a simulated card), described and opened.
-//! This is where real devices (`pci`, `access`) and simulated ones (`sim`, `access::sim`) meet, so
-//! neither side knows the other.
+//! The device: what the user named (`Target`: a PCI function or a simulated card), described and
+//! opened. This is where real devices (`pci`, `access`) and simulated ones (`sim`, `access::sim`)
+//! meet, so neither side knows the other. (The module was `target`, a name Cargo's build folder
+//! shares.)
 
 use crate::access::sim::SimDevice;
 use crate::access::{self, DeviceAccess, Via};
 use crate::host::Host;
+use crate::pci::link::Link;
 use crate::pci::{self, DeviceInfo, IdFilter, PciAddress};
 use crate::sim::SimId;
 use crate::{Error, Result};
@@ -42,12 +44,83 @@ impl FromStr for Target {
     }
 }
 
+serde_as_text!(Target);
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Target::Sim(id) => f.write_str(id.name()),
             Target::Pci(a) => a.fmt(f),
         }
+    }
+}
+
+/// A device as every measurement sees it, built once (`Device::describe`) and passed down to the
+/// runners, reports and engines: its typed name (a PCI address or a simulated card), everything
+/// `info` shows, and the link that bounds its figures.
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub target: Target,
+    pub info: DeviceInfo,
+    /// The PCIe link that bounds its throughput (the link model's limits), or why none does: a
+    /// simulated card is host memory; conventional PCI and some emulated devices report no link.
+    pub link: std::result::Result<Link, String>,
+}
+
+impl Device {
+    /// Read the device named `target` (sysfs, or the simulated card's own description).
+    pub fn describe(host: &Host, target: &Target) -> Result<Device> {
+        Ok(Device::new(*target, describe(host, target)?))
+    }
+
+    /// A device from what was read about it.
+    pub fn new(target: Target, info: DeviceInfo) -> Device {
+        let link = info.bounding_link();
+        Device { target, info, link }
+    }
+
+    /// Open it on the access path `via`, or on the default one.
+    pub fn open(&self, host: &Host, via: Option<Via>) -> Result<Box<dyn DeviceAccess>> {
+        open(host, &self.target, &self.info, via)
+    }
+
+    /// As reports name it: `0000:15:00.0`, `sim`.
+    pub fn name(&self) -> &str {
+        &self.info.address
+    }
+
+    /// A simulated card: host memory, whose figures are host-memory figures.
+    pub fn simulated(&self) -> bool {
+        self.info.simulated
+    }
+
+    /// Its PCI address; None for a simulated card.
+    pub fn pci_address(&self) -> Option<&PciAddress> {
+        match &self.target {
+            Target::Pci(a) => Some(a),
+            Target::Sim(_) => None,
+        }
+    }
+
+    /// The NUMA node sysfs names for it (None: unknown, or a simulated card).
+    pub fn numa_node(&self) -> Option<i32> {
+        self.info.numa_node
+    }
+
+    /// The link that bounds its figures, if one does.
+    pub fn bounding_link(&self) -> Option<Link> {
+        self.link.as_ref().ok().copied()
+    }
+
+    /// A device for runner tests: named `name`, with one 64-bit memory BAR per (index, size), and
+    /// `link` bounding its figures.
+    #[cfg(test)]
+    pub fn for_test(name: &str, simulated: bool, link: Option<Link>, bars: &[(u8, u64)]) -> Device {
+        let mut info = SimId::DEFAULT.spec().info();
+        info.address = name.to_string();
+        info.simulated = simulated;
+        info.bars = bars.iter().map(|&(index, size)| pci::Bar { index, size, ..info.bars[0].clone() }).collect();
+        Device { target: Target::SIM, info, link: link.ok_or_else(|| "no link in this test".to_string()) }
     }
 }
 
@@ -93,7 +166,7 @@ pub fn open(host: &Host, target: &Target, info: &DeviceInfo, via: Option<Via>) -
             }
             Ok(Box::new(SimDevice::open(*id)?))
         }
-        Target::Pci(_) => access::open_device(host, info, via),
+        Target::Pci(a) => access::open_device(host, a, info, via),
     }
 }
 

@@ -1,0 +1,86 @@
+//! `dma`'s plan, from the engine's own facts once it is open (its card window and offset, largest
+//! transfer, batches, queues): the directions, sizes, total and access pattern. One rule gives the
+//! transfer size when none is asked for (`default_size`, in the runner), whichever command asks.
+
+use super::{DefaultSize, DmaDirs, DmaPattern, DmaRequest, Hooks, Measuring};
+use crate::bench::dma::layout::Access;
+use crate::bench::dma::{self, default_size, DmaPlan, DmaSetup};
+use crate::bench::result::Report;
+use crate::bench::sample::clock::MONOTONIC;
+use crate::direction::Direction;
+use crate::dma::Engine;
+use crate::session::{DmaRig, Session};
+use crate::{Error, Result};
+use std::time::Duration;
+
+/// The quick look's largest transfer on engines that keep many in flight (`DefaultSize::Quick`).
+const QUICK_BATCHED: u64 = 1 << 20;
+
+/// The transfer sizes and total `r` asks for, on `engine` with its window from `card_offset`.
+fn sizes_and_total(r: &DmaRequest, engine: &dyn Engine, card_offset: u64) -> (Vec<u64>, u64) {
+    if let Some(&first) = r.sizes.first() {
+        return (r.sizes.clone(), r.total.unwrap_or_else(|| engine.default_total(first)));
+    }
+    let window = default_size(engine, card_offset);
+    match r.default_size {
+        DefaultSize::Window => (vec![window], r.total.unwrap_or_else(|| engine.default_total(window))),
+        DefaultSize::Quick => {
+            let total = r.total.unwrap_or_else(|| engine.default_total(window));
+            let mut size = if engine.max_batch() > 1 { window.min(QUICK_BATCHED) } else { window };
+            if total < size {
+                // A total below one transfer measures transfers of the total, in whole pages.
+                size = (total & !0xfff).max(total.min(4096));
+            }
+            (vec![size], total)
+        }
+    }
+}
+
+/// The plan `r` asks for on the opened engine.
+pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
+    let (sizes, total) = sizes_and_total(r, rig.engine.as_ref(), rig.card_offset);
+    DmaPlan {
+        dirs: match r.dirs {
+            DmaDirs::H2c => vec![Direction::H2c],
+            DmaDirs::C2h => vec![Direction::C2h],
+            DmaDirs::Both | DmaDirs::All => vec![Direction::H2c, Direction::C2h],
+            DmaDirs::Bidir => vec![],
+        },
+        bidir: matches!(r.dirs, DmaDirs::Bidir | DmaDirs::All),
+        sizes,
+        total,
+        card_addr: rig.card_offset,
+        timeout: Duration::from_millis(r.timeout_ms),
+        queues: r.queues.clone(),
+        access,
+    }
+}
+
+pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<Report> {
+    session.check_dma_consent(r.allow_dma)?;
+    // Everything the engine does not decide is checked before it is opened.
+    if r.window.is_some() && r.pattern != DmaPattern::Random {
+        return Err(Error::usage("--window applies to --pattern random"));
+    }
+    let (access, window_note) = match r.pattern {
+        DmaPattern::Seq => (Access::Sequential, None),
+        DmaPattern::Random => {
+            let (window, note) = dma::random_window(&session.host, r.window)?;
+            (Access::Random { window }, note)
+        }
+    };
+    let mut rig = session.open_dma(&r.engine, r.queues.iter().copied().max())?;
+    let plan = plan(r, &rig, access);
+    let m = Measuring::start(session, &r.common)?;
+    let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
+    let setup = DmaSetup {
+        dev: session.dev.as_ref(),
+        device: &session.device,
+        engine: rig.engine.as_mut(),
+        alloc: rig.alloc.as_ref(),
+    };
+    let mut report =
+        m.run(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, |s| dma::run(setup, &plan, s))?;
+    report.warnings.extend(window_note);
+    Ok(report)
+}

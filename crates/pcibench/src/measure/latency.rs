@@ -1,0 +1,81 @@
+//! `latency`'s plan: the BAR and widths of the MMIO reads, consent to write, and, with an engine,
+//! DMA latency (polling, and MSI where the path delivers it) and the reads under DMA load; its
+//! clock is the invariant TSC where the CPU has one.
+
+use super::{Hooks, LatencyRequest, Measuring, Widths};
+use crate::bench::latency::dma::DmaLatency;
+use crate::bench::latency::load::LoadPlan;
+use crate::bench::latency::row::latency_clock;
+use crate::bench::latency::{self, LatencyPlan, LatencyTarget, ALL_WIDTHS, DEFAULT_WIDTH};
+use crate::bench::result::{Completion, Report};
+use crate::dma::{DmaAllocator, Engine};
+use crate::session::Session;
+use crate::Result;
+use std::time::Duration;
+
+/// The plan `r` asks for; `card_addr` is where the engine's window starts (0 without one).
+pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<LatencyPlan> {
+    let (widths, strict_width) = match &r.widths {
+        None => (vec![DEFAULT_WIDTH], true),
+        Some(Widths::All) => (ALL_WIDTHS.to_vec(), false),
+        Some(Widths::These(w)) => (w.clone(), true),
+    };
+    let timeout = Duration::from_millis(r.timeout_ms);
+    Ok(LatencyPlan {
+        bar: match r.bar {
+            Some(b) => b,
+            None => session.first_memory_bar()?,
+        },
+        offset: r.offset,
+        allow_write: session.may_write(r.allow_write),
+        samples: r.samples,
+        warmup: r.warmup,
+        dma: r.dma.as_ref().map(|d| DmaLatency {
+            dirs: d.dirs.clone(),
+            sizes: d.sizes.clone(),
+            completions: if d.irq { vec![Completion::Poll, Completion::Msi] } else { vec![Completion::Poll] },
+            samples: d.samples,
+            card_addr,
+            timeout,
+        }),
+        load: r.load.as_ref().map(|l| LoadPlan {
+            modes: l.modes.clone(),
+            width: latency::load_width(&widths),
+            size: l.size,
+            cpu: l.cpu,
+            card_addr,
+            timeout,
+        }),
+        widths,
+        strict_width,
+    })
+}
+
+pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Result<Report> {
+    let dma = r.dma.is_some() || r.load.is_some();
+    if dma {
+        // Consent before anything touches the device: routing the interrupt enables MSI.
+        session.check_dma_consent(r.allow_dma)?;
+    }
+    let irq = if r.dma.as_ref().is_some_and(|d| d.irq) { Some(session.interrupt()?) } else { None };
+    let mut rig = None;
+    if dma {
+        let option = if r.dma.is_some() { "--dma" } else { "--load" };
+        rig = Some(session.open_dma_for(option, &r.engine)?);
+    }
+    let plan = plan(session, r, rig.as_ref().map_or(0, |g| g.card_offset))?;
+    let mut m = Measuring::start(session, &r.common)?;
+    let clock = latency_clock(m.context.tsc_invariant);
+    m.context.clock = clock.name();
+    // Bytes read per row, for the progress bar's length (DMA rows are not counted).
+    let rows = plan.widths.len() as u64 * (1 + plan.allow_write as u64)
+        + plan.load.as_ref().map_or(0, |l| l.modes.len() as u64);
+    let engine: Option<(&mut dyn Engine, &dyn DmaAllocator)> = match rig.as_mut() {
+        Some(g) => Some((g.engine.as_mut(), g.alloc.as_ref())),
+        None => None,
+    };
+    let t = LatencyTarget { dev: session.dev.as_ref(), device: &session.device, engine, irq: irq.as_deref() };
+    m.run(clock.as_ref(), "latency", r.samples.saturating_mul(4).saturating_mul(rows), hooks, |s| {
+        latency::run(t, &plan, s)
+    })
+}

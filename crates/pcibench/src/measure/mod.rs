@@ -1,0 +1,179 @@
+//! The one measuring API. A `Request` says what to measure, as plain data; `measure` (or
+//! `Session::measure`, on a device already open) resolves what it leaves open against the device
+//! and its engine (the default BARs, sizes and totals, the engine and its window: one plan per
+//! kind, in `pio`, `dma`, `latency`, `buffers`), places the measuring thread, runs the runner
+//! through the one sampling loop, and returns the report with its context. `run` is a list of
+//! requests (`suite`). The caller hands in the stop flag and a `Progress` (the CLI's progress
+//! bar): the library still never prints.
+
+pub mod buffers;
+pub mod dma;
+pub mod latency;
+pub mod pio;
+pub mod request;
+pub mod suite;
+
+pub use self::request::*;
+pub use self::suite::SuiteReport;
+
+use crate::bench::context::{Context, Placement};
+use crate::bench::result::Report;
+use crate::bench::sample::clock::Clock;
+use crate::bench::sample::sampler::{Progress, Sampling};
+use crate::host::Host;
+use crate::pci::health::{HealthProbe, Snapshot};
+use crate::pci::DeviceInfo;
+use crate::session::Session;
+use crate::Result;
+use std::sync::atomic::AtomicBool;
+
+/// What the caller lends a measurement: the flag that stops it early (SIGINT: the rows measured
+/// so far are kept, engines stopped) and where its progress goes.
+pub struct Hooks<'a> {
+    pub stop: &'a AtomicBool,
+    pub progress: &'a mut dyn Progress,
+}
+
+/// What a request measured.
+// One value per measurement, handed from the library to the exporter, never stored in bulk: the
+// size of the suite's variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Measured {
+    Report(Report),
+    Suite(SuiteReport),
+}
+
+/// A finished measurement: the request, the device it measured (None: host memory only), and
+/// what it measured.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    pub request: Request,
+    pub device: Option<DeviceInfo>,
+    pub measured: Measured,
+}
+
+/// Measure `request`: open its device (if it names one) on its access path, and measure.
+pub fn measure(host: &Host, request: &Request, hooks: &mut Hooks) -> Result<Measurement> {
+    let session = request.device().map(|t| Session::open(host, t, request.via())).transpose()?;
+    let measured = match (&session, request) {
+        (Some(s), _) => s.measure(request, hooks)?,
+        (None, Request::Buffers(r)) => Measured::Report(buffers::measure(host, None, r, hooks)?),
+        // Only buffers may name no device (every other request's device is not optional).
+        (None, _) => return Err(crate::Error::usage("name the device to measure")),
+    };
+    Ok(Measurement { request: request.clone(), device: session.map(|s| s.device.info), measured })
+}
+
+impl Session {
+    /// Measure `request` on this session's device (its `device` and `via` are the session's).
+    pub fn measure(&self, request: &Request, hooks: &mut Hooks) -> Result<Measured> {
+        Ok(match request {
+            Request::Pio(r) => Measured::Report(pio::measure(self, r, hooks)?),
+            Request::Dma(r) => Measured::Report(dma::measure(self, r, hooks)?),
+            Request::Latency(r) => Measured::Report(latency::measure(self, r, hooks)?),
+            Request::Buffers(r) => Measured::Report(buffers::measure(&self.host, Some(self), r, hooks)?),
+            Request::Run(r) => Measured::Suite(suite::measure(self, r, hooks)?),
+        })
+    }
+}
+
+impl Common {
+    /// Where the measuring thread runs (`--cpu`).
+    pub fn placement(&self) -> Placement {
+        self.cpu.map_or(Placement::Default, Placement::Cpu)
+    }
+}
+
+/// What every runner is wrapped in the same way: where the thread runs, the link that bounds the
+/// figures (or why none does), the link-health watch from start to end.
+pub(crate) struct Measuring {
+    pub context: Context,
+    limit_note: Option<String>,
+    health: Option<HealthProbe>,
+    /// The link's health when the measurement began, for the whole run's changes.
+    health_start: Option<Snapshot>,
+}
+
+impl Measuring {
+    /// Place the measuring thread on `session`'s device and start watching its link. Everything
+    /// privileged is open by now: the capabilities go before any measuring thread starts.
+    pub fn start(session: &Session, common: &Common) -> Result<Measuring> {
+        session.drop_privilege();
+        let context = session.place(common.placement(), &common.command_line)?;
+        let health = session.health();
+        let health_start = health.as_ref().map(|h| h.snapshot());
+        Ok(Measuring { context, limit_note: session.device.link.as_ref().err().cloned(), health, health_start })
+    }
+
+    /// Where a measurement of host memory alone ran: no device, no link.
+    pub fn on_host(context: Context) -> Measuring {
+        Measuring { context, limit_note: None, health: None, health_start: None }
+    }
+
+    /// Run `runner` with the sampling loop on `clock`, its progress as `what` over `bytes`, then
+    /// attach the context (with what changed in the link's health since the start) and the
+    /// limit note to its report.
+    pub fn run(
+        &self,
+        clock: &dyn Clock,
+        what: &str,
+        bytes: u64,
+        hooks: &mut Hooks,
+        runner: impl FnOnce(&mut Sampling) -> Result<Report>,
+    ) -> Result<Report> {
+        hooks.progress.begin(what, bytes);
+        let mut sampling = Sampling::new(clock, hooks.stop, &mut *hooks.progress, self.health.as_ref());
+        let mut report = runner(&mut sampling)?;
+        hooks.progress.end();
+        let mut context = self.context.clone();
+        if let (Some(h), Some(start)) = (&self.health, &self.health_start) {
+            context.link_health = Some(crate::pci::health::changes(start, &h.snapshot()));
+        }
+        report.context = Some(context);
+        report.limit_note = self.limit_note.clone();
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::IoMode;
+    use crate::direction::Direction;
+    use crate::mmio::Width;
+
+    /// What the CLI does for `pcibench pio sim --bar 2 --map uc --size 4K --total 64K --save F`:
+    /// one call measures, and the saved run carries the request.
+    #[test]
+    fn measure_opens_the_device_and_the_saved_run_keeps_the_request() {
+        let host = Host::with_root("/nonexistent-root");
+        let request = Request::Pio(PioRequest {
+            device: "sim".parse().unwrap(),
+            via: None,
+            bars: Some(vec![2]),
+            maps: vec![MapMode::Uc],
+            dirs: vec![Direction::H2c, Direction::C2h],
+            widths: Widths::These(vec![Width::B64]),
+            sizes: vec![4096],
+            total: 64 << 10,
+            offset: 0,
+            io: IoMode::Mmap,
+            allow_write: false,
+            common: Common::default(),
+        });
+        let stop = AtomicBool::new(false);
+        let mut moved = 0u64;
+        let mut progress = |n: u64| moved += n;
+        let m = measure(&host, &request, &mut Hooks { stop: &stop, progress: &mut progress }).unwrap();
+        let Measured::Report(r) = &m.measured else { panic!("a report") };
+        assert_eq!(r.results.len(), 2, "a simulated card is written without consent");
+        assert!(r.results.iter().all(|x| x.verify == Some(crate::bench::result::Verify::Ok)));
+        assert!(r.context.is_some() && r.limit_note.as_deref().is_some_and(|n| n.contains("simulated card")));
+        assert!(moved > 0, "progress reached the caller");
+        assert_eq!(m.device.as_ref().map(|d| d.address.as_str()), Some("sim"));
+        let saved = crate::results::saved::SavedRun::of_measurement(&host, &m);
+        assert_eq!(saved.request, Some(request));
+        assert_eq!(saved.command, "pio");
+    }
+}

@@ -1,0 +1,47 @@
+//! `pio`'s plan: the BARs (by default every memory BAR that holds no DMA engine's registers),
+//! mappings, copy routines the access path can do, and consent to write, resolved against the
+//! session's device.
+
+use super::{Hooks, Measuring, PioRequest, Widths};
+use crate::bench::pio::{self, PioPlan};
+use crate::bench::result::Report;
+use crate::bench::sample::clock::MONOTONIC;
+use crate::mmio::Width;
+use crate::session::Session;
+use crate::Result;
+
+/// The plan `r` asks for on `session`'s device, checked before anything runs.
+pub fn plan(session: &Session, r: &PioRequest) -> Result<PioPlan> {
+    let (widths, strict_width) = match &r.widths {
+        Widths::All => (Width::ALL.to_vec(), false),
+        Widths::These(w) => (w.clone(), true),
+    };
+    session.check_io(r.io)?;
+    let widths = pio::widths_for_io(widths, strict_width, r.io)?;
+    let bars = match &r.bars {
+        None => session.pio_bars(&[])?,
+        // The suite found none to measure and says why in its notes.
+        Some(b) if b.is_empty() => Vec::new(),
+        Some(b) => session.pio_bars(b)?,
+    };
+    let all_maps = r.maps.is_empty();
+    Ok(PioPlan {
+        bars,
+        maps: if all_maps { crate::bench::result::MapMode::ALL.to_vec() } else { r.maps.clone() },
+        dirs: r.dirs.clone(),
+        widths,
+        sizes: r.sizes.clone(),
+        total: r.total,
+        offset: r.offset,
+        io: r.io,
+        allow_write: session.may_write(r.allow_write),
+        strict_map: !all_maps,
+        strict_width,
+    })
+}
+
+pub fn measure(session: &Session, r: &PioRequest, hooks: &mut Hooks) -> Result<Report> {
+    let plan = plan(session, r)?;
+    let m = Measuring::start(session, &r.common)?;
+    m.run(&MONOTONIC, "pio", plan.planned_bytes(), hooks, |s| pio::run(session.dev.as_ref(), &session.device, &plan, s))
+}

@@ -1,0 +1,146 @@
+//! `pcibench run`: the suite on one device, as a list of requests. Info, then PIO on every BAR
+//! that holds no engine's registers (reads only without consent to write), then DMA with the
+//! engine found on the card (with consent), each measured as `pio` and `dma` measure it. On a
+//! simulated card everything runs; its figures are host-memory figures.
+
+use super::{DefaultSize, DmaDirs, DmaPattern, DmaRequest, Hooks, Measured, PioRequest, Request};
+use super::{EngineRequest, RunRequest, Widths};
+use crate::access::IoMode;
+use crate::bench::result::Report;
+use crate::direction::Direction;
+use crate::dma::engines::Detected;
+use crate::mmio::{self, Width};
+use crate::pci::DeviceInfo;
+use crate::session::Session;
+use crate::{Error, Result};
+use serde::Serialize;
+
+/// Everything the suite found and measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct SuiteReport {
+    pub info: DeviceInfo,
+    pub engines: Vec<Detected>,
+    pub pio: Option<Report>,
+    pub dma: Option<Report>,
+    /// Why a part did not run, or ran only in part, in words.
+    pub notes: Vec<String>,
+}
+
+impl SuiteReport {
+    pub fn parts(&self) -> impl Iterator<Item = &Report> {
+        self.pio.iter().chain(self.dma.iter())
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.parts().any(|r| r.interrupted)
+    }
+}
+
+/// One part of the suite: what it measures (None: nothing, its notes say why), and the notes
+/// that go with it.
+pub struct Part {
+    pub request: Option<Request>,
+    pub notes: Vec<String>,
+}
+
+/// The widest plain SIMD routine this CPU has, for the suite's PIO rows.
+fn widest() -> Width {
+    [Width::V512, Width::V256, Width::V128].into_iter().find(|w| mmio::available(*w).is_ok()).unwrap_or(Width::B64)
+}
+
+/// The suite on `session`'s device as requests: PIO, then DMA.
+pub fn parts(session: &Session, r: &RunRequest, engines: &[Detected]) -> Result<Vec<Part>> {
+    Ok(vec![pio_part(session, r)?, dma_part(session, r, engines)])
+}
+
+/// PIO on every BAR that holds no engine's registers, reads only without consent to write, the
+/// scalar, widest SIMD and memcpy routines through every mapping.
+fn pio_part(session: &Session, r: &RunRequest) -> Result<Part> {
+    let mut notes = Vec::new();
+    let bars = match session.pio_bars(&[]) {
+        Ok(b) => b,
+        Err(Error::NothingToMeasure(why)) => {
+            notes.push(format!("PIO skipped: {why}"));
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
+    let allow_write = session.may_write(r.allow_write);
+    if !allow_write {
+        notes.push("PIO reads only: add --allow-write to measure and verify host-to-card writes".into());
+    }
+    let simulated = session.device.simulated();
+    let request = PioRequest {
+        device: session.device.target,
+        via: None,
+        bars: Some(bars),
+        maps: Vec::new(),
+        dirs: if allow_write { vec![Direction::H2c, Direction::C2h] } else { vec![Direction::C2h] },
+        widths: Widths::These(vec![Width::B64, widest(), Width::Memcpy]),
+        sizes: Vec::new(),
+        total: r.total.unwrap_or(if simulated { 64 << 20 } else { 4 << 20 }),
+        offset: 0,
+        io: IoMode::Mmap,
+        allow_write: r.allow_write,
+        common: r.common.clone(),
+    };
+    Ok(Part { request: Some(Request::Pio(request)), notes })
+}
+
+/// DMA both ways with the engine found on the card, one row per direction.
+fn dma_part(session: &Session, r: &RunRequest, engines: &[Detected]) -> Part {
+    let device = &session.device;
+    let skipped = |why: String| Part { request: None, notes: vec![why] };
+    let Some(found) = engines.first() else {
+        return skipped(format!(
+            "DMA skipped: no DMA engine pcibench drives was found on {} ({})",
+            device.name(),
+            device.info.ids()
+        ));
+    };
+    if !r.allow_dma && !device.simulated() {
+        return skipped("DMA skipped: add --allow-dma to let the card's engine read and write host memory".into());
+    }
+    let request = DmaRequest {
+        device: device.target,
+        via: None,
+        engine: EngineRequest { engine: Some(found.engine.to_string()), ..EngineRequest::default() },
+        dirs: DmaDirs::Both,
+        queues: Vec::new(),
+        pattern: DmaPattern::Seq,
+        window: None,
+        sizes: Vec::new(),
+        default_size: DefaultSize::Quick,
+        total: r.total.or(device.simulated().then_some(64 << 20)),
+        timeout_ms: 2000,
+        allow_dma: r.allow_dma,
+        common: r.common.clone(),
+    };
+    Part { request: Some(Request::Dma(request)), notes: Vec::new() }
+}
+
+/// Run the suite; the stop flag ends it early (what was measured is kept).
+pub fn measure(session: &Session, r: &RunRequest, hooks: &mut Hooks) -> Result<SuiteReport> {
+    let engines = session.engines();
+    let mut report =
+        SuiteReport { info: session.device.info.clone(), engines, pio: None, dma: None, notes: Vec::new() };
+    let parts = parts(session, r, &report.engines)?;
+    if parts.iter().any(|p| matches!(p.request, Some(Request::Dma(_)))) {
+        // DMA comes after PIO: a no-IOMMU device keeps what opening its buffers needs until then.
+        session.expect_dma();
+    }
+    for part in parts {
+        report.notes.extend(part.notes);
+        let Some(request) = part.request else { continue };
+        let Measured::Report(measured) = session.measure(&request, hooks)? else { continue };
+        let stopped = measured.interrupted;
+        match request {
+            Request::Pio(_) => report.pio = Some(measured),
+            _ => report.dma = Some(measured),
+        }
+        if stopped {
+            break;
+        }
+    }
+    Ok(report)
+}
