@@ -92,7 +92,10 @@ fn an_eqdma_doorbell_outside_the_fmap_is_reported_not_a_timeout() {
     let buf = alloc.alloc(8192).unwrap();
     eng.prepare_batch(&[one(&*buf, H2c, 0, 0, 4096), one(&*buf, H2c, 1, 4096, 4096)]).unwrap();
     let e = eng.run(LONG).unwrap_err().to_string();
-    assert!(e.starts_with("QDMA stopped on an error: h2c queue 1: 0 of 1 descriptors completed"), "{e}");
+    // Queue 0's descriptor may or may not have landed before the error stopped the engine (the
+    // model's workers run at the host's pace): only queue 1's report is certain.
+    assert!(e.starts_with("QDMA stopped on an error: "), "{e}");
+    assert!(e.contains("h2c queue 1: 0 of 1 descriptors completed"), "{e}");
     assert!(
         e.contains(
             "GLBL_TRQ_ERR_STS 0x20: queue id outside this function's FMAP range (a doorbell for a queue the function \
@@ -156,7 +159,10 @@ fn an_eqdma_descriptor_error_names_its_queue_from_log0_and_its_descriptor_from_l
     card.model.set_bus_master(false);
     let e = eng.run(LONG).unwrap_err().to_string();
     card.model.set_bus_master(true);
-    assert!(e.starts_with("QDMA stopped on an error: h2c queue 1: 0 of 1 descriptors completed"), "{e}");
+    // Queue 0's descriptor may or may not have landed before the error stopped the engine (the
+    // model's workers run at the host's pace): only queue 1's report is certain.
+    assert!(e.starts_with("QDMA stopped on an error: "), "{e}");
+    assert!(e.contains("h2c queue 1: 0 of 1 descriptors completed"), "{e}");
     // LOG0: valid 31, select 30, queue [12:0]; LOG1: descriptor [27:12], error type [4:0].
     assert!(
         e.contains(
