@@ -489,9 +489,13 @@ fn refuses_to_take_a_multipath_nvme_whose_namespace_is_mounted() {
          --force takes it anyway"
     );
     assert_untouched(&t, &k);
-    // --sysfs-user would give a user the BARs: refused (a bound driver owns them).
+    // --sysfs-user would give a user the BARs: refused for the use first (the driver's refusal would
+    // offer VFIO, which the use rules out as well).
     let e = setup::sysfs_user(&t.host(), &edu(), "user", &opts(&k)).unwrap_err().to_string();
-    assert!(e.starts_with("refusing to give user the BARs of 0000:00:04.0: it is bound to nvme"), "{e}");
+    assert!(
+        e.starts_with("refusing to give user the BARs of 0000:00:04.0: the running system uses it: it backs /"),
+        "{e}"
+    );
     assert_untouched(&t, &k);
 
     // Swap on the other partition, unmounted LVM: still in use.

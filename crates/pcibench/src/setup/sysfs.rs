@@ -24,6 +24,9 @@ pub fn sysfs_user(host: &Host, addr: &PciAddress, user: &str, opts: &SetupOption
     super::refuse_elevated()?;
     let info = crate::device::describe(host, &Target::Pci(*addr))?;
     let u = User::resolve(host, user)?;
+    // Giving a user the BARs of a device the system uses lets one write corrupt it. Checked before
+    // the driver, whose refusal offers VFIO, which a device in use would be refused as well.
+    let mut ch = super::guard(host, addr, &format!("give {} the BARs of {addr}", u.name), opts)?;
     if let Some(d) = driver_of(host, &addr.to_string()) {
         let instead = if d == "vfio-pci" {
             format!("give it back first (sudo pcibench setup {addr} --release), or use VFIO: sudo pcibench setup {addr} --vfio --user {}", u.name)
@@ -36,8 +39,6 @@ pub fn sysfs_user(host: &Host, addr: &PciAddress, user: &str, opts: &SetupOption
             u.name
         )));
     }
-    // Giving a user the BARs of a device the system uses lets one write corrupt it.
-    let mut ch = super::guard(host, addr, &format!("give {} the BARs of {addr}", u.name), opts)?;
     let dir = device_dir(host, addr);
     let config = dir.join("config");
     let cmd = command(&config)?;
