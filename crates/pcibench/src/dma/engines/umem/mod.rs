@@ -9,7 +9,7 @@
 //! latency timer and its PCI commands (Memory Write and Invalidate only where PCI_COMMAND's MWI
 //! Enable holds), disables its interrupts (pcibench polls) and turns error correction on.
 //! `prepare` writes the transfer's descriptors once, as chains of at most 128 (umem.c's
-//! longest; pieces of up to 1 GiB, which seed 001 proved); each `run` starts each chain in turn
+//! longest; pieces of up to 1 MiB, a semaphore per MiB); each `run` starts each chain in turn
 //! (GO | CHAIN_EN) and polls its last semaphore for DMA_COMPLETE, reading the status register
 //! every millisecond for errors; a semaphore that carries a hard error is an I/O error, as in
 //! umem.c. Every exit path (error, timeout, `stop`, drop) clears GO.
