@@ -136,8 +136,8 @@ pub struct TraceArgs {
 /// `--trace FILE`: checked when the flags are parsed, before anything is measured.
 fn parse_trace(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
-    saved::check_destination("--trace", &p).map_err(|e| e.to_string())?;
     pcibench::trace::check_destination("--trace", &p).map_err(|e| e.to_string())?;
+    saved::check_destination("--trace", &p).map_err(|e| e.to_string())?;
     Ok(p)
 }
 

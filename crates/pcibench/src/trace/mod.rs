@@ -165,7 +165,7 @@ impl Tracer {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while a line was written leaves at worst that line short; the file goes on.
+        // A panic elsewhere while the lock was held leaves at most one line unwritten: go on.
         self.0.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -175,8 +175,9 @@ impl Tracer {
 
     /// Write one event line: `{"ev":EV,"t":NS` + what `body` appends + `}`.
     fn emit(&self, ev: &str, body: impl FnOnce(&mut String)) {
-        let t = self.now();
         let mut s = self.lock();
+        // Read under the lock, so lines from several threads (an engine under load) are in time order.
+        let t = self.now();
         s.flush_repeats(&self.0);
         s.last_read = None;
         s.event(&self.0, ev, t, body);
@@ -188,8 +189,8 @@ impl Tracer {
     }
 
     fn access(&self, access: Access, space: Space, offset: u64, bytes: usize, value: u64) {
-        let t = self.now();
         let mut s = self.lock();
+        let t = self.now();
         let key = (space, offset, bytes, value);
         if access == Access::Read && s.last_read == Some(key) {
             s.repeats += 1;
