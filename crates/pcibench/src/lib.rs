@@ -43,6 +43,7 @@ pub mod results;
 pub mod session;
 pub mod setup;
 pub mod sim;
+pub mod trace;
 pub mod units;
 
 pub use error::{Error, Result};

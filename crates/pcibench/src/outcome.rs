@@ -96,6 +96,19 @@ impl Outcome {
         }
     }
 
+    /// One word for it (a trace's last line says how the run ended with it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "error",
+            Outcome::Usage => "usage",
+            Outcome::Mismatch => "mismatch",
+            Outcome::NothingMeasured => "nothing-measured",
+            Outcome::Slower => "slower",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+
     /// The line for stderr that explains a non-zero outcome of a finished run.
     pub fn explain(self) -> Option<&'static str> {
         match self {

@@ -2,11 +2,13 @@
 //! PIO may use by default, who consented to writes and DMA, and which engine drives the card's
 //! DMA. `measure` resolves requests with it; the CLI holds no device knowledge of its own.
 
+use crate::access::traced::TracedDevice;
 use crate::access::{DeviceAccess, Via};
 use crate::device::{Device, Target};
 use crate::dma::engines::{self, Detected, EngineOptions};
 use crate::dma::{buffers, BufferSource, DmaAllocator, Engine};
 use crate::host::Host;
+use crate::trace::Tracer;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,17 +71,60 @@ impl Session {
         Session { host: host.clone(), device, dev, dma_to_come: AtomicBool::new(false) }
     }
 
+    /// Trace every register and config-space access to the device from now on, every DMA buffer
+    /// made for it and what its engines report (`--trace`; `access::traced`). None: as it was.
+    pub fn traced(mut self, trace: Option<Tracer>) -> Session {
+        if let Some(t) = trace {
+            t.note(
+                "device",
+                &format!("{} ({}) through {}", self.device.name(), self.device.info.ids(), self.dev.via()),
+            );
+            self.dev = Box::new(TracedDevice::new(self.dev, t));
+        }
+        self
+    }
+
+    /// Where this session's device is traced, if it is.
+    pub fn tracer(&self) -> Option<&Tracer> {
+        self.dev.tracer()
+    }
+
     /// The DMA engines on the device, for `info`: found by their identifiers where reading them
-    /// is harmless, on a device pcibench can open (no kernel driver bound, or vfio-pci).
-    pub fn engines_of(host: &Host, device: &Device) -> Vec<Detected> {
+    /// is harmless, on a device pcibench can open (no kernel driver bound, or vfio-pci). With
+    /// `trace`, the registers the probes read are traced.
+    pub fn engines_of(host: &Host, device: &Device, trace: Option<&Tracer>) -> Vec<Detected> {
         // Another driver's device would only be refused, after the in-use inventory (a /proc scan) that
         // explains the refusal: not worth its cost here.
         if device.info.driver.as_deref().is_some_and(|d| d != "vfio-pci") {
+            if let Some(t) = trace {
+                t.note(
+                    "note",
+                    &format!(
+                        "{} is bound to {}: its engines were not looked for",
+                        device.name(),
+                        device.info.driver.as_deref().unwrap_or("")
+                    ),
+                );
+            }
             return Vec::new();
         }
         match device.open(host, None) {
-            Ok(dev) => engines::detect(&device.info, dev.as_ref()).into_iter().flatten().collect(),
-            Err(_) => Vec::new(),
+            Ok(dev) => {
+                let dev: Box<dyn DeviceAccess> = match trace {
+                    Some(t) => {
+                        t.note("device", &format!("{} ({}) through {}", device.name(), device.info.ids(), dev.via()));
+                        Box::new(TracedDevice::new(dev, t.clone()))
+                    }
+                    None => dev,
+                };
+                engines::detect(&device.info, dev.as_ref()).into_iter().flatten().collect()
+            }
+            Err(e) => {
+                if let Some(t) = trace {
+                    t.note("error", &format!("opening {}: {e}", device.name()));
+                }
+                Vec::new()
+            }
         }
     }
 

@@ -47,6 +47,6 @@ fn request(a: &BuffersArgs) -> anyhow::Result<Request> {
 }
 
 pub fn run(host: &Host, a: BuffersArgs) -> anyhow::Result<ExitCode> {
-    let m = super::measure(host, &request(&a)?)?;
+    let m = super::measure(host, &request(&a)?, None)?;
     a.common.deliver(host, &m, report::Options::default())
 }

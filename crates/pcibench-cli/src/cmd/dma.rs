@@ -1,4 +1,4 @@
-use super::{parse_target, MeasureArgs};
+use super::{parse_target, MeasureArgs, TraceArgs};
 use clap::{Args, ValueEnum};
 use pcibench::access::Via;
 use pcibench::device::Target;
@@ -127,6 +127,8 @@ pub struct DmaArgs {
     pub allow_dma: bool,
     #[command(flatten)]
     pub common: MeasureArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }
 
 /// The request the flags ask for.
@@ -176,6 +178,6 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
 }
 
 pub fn run(host: &Host, a: DmaArgs) -> anyhow::Result<ExitCode> {
-    let m = super::measure(host, &request(&a)?)?;
+    let m = super::measure(host, &request(&a)?, Some(&a.trace))?;
     a.common.deliver(host, &m, report::Options::default())
 }

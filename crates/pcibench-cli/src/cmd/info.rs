@@ -1,8 +1,9 @@
-use super::{parse_target, print_json};
+use super::{parse_target, print_json, TraceArgs};
 use clap::Args;
 use pcibench::device::{Device, Target};
 use pcibench::dma::engines::Detected;
 use pcibench::host::Host;
+use pcibench::outcome::Outcome;
 use pcibench::pci::DeviceInfo;
 use pcibench::report::info::{engines_text, info_text};
 use pcibench::session::Session;
@@ -21,6 +22,9 @@ pub struct InfoArgs {
     /// One JSON document on stdout (field names in README "JSON output").
     #[arg(long)]
     json: bool,
+    /// The registers the engine probes read (--trace FILE).
+    #[command(flatten)]
+    trace: TraceArgs,
 }
 
 #[derive(Serialize)]
@@ -32,9 +36,14 @@ struct InfoOut<'a> {
 }
 
 pub fn run(host: &Host, a: InfoArgs) -> anyhow::Result<ExitCode> {
-    let device = Device::describe(host, &a.device)?;
-    let engines = Session::engines_of(host, &device);
-    let info = device.info;
+    let tracer = a.trace.open()?;
+    let described = Device::describe(host, &a.device);
+    let engines = described.as_ref().map(|d| Session::engines_of(host, d, tracer.as_ref())).unwrap_or_default();
+    if let Some(t) = &tracer {
+        let outcome = described.as_ref().map_or_else(Outcome::of_error, |_| Outcome::Ok);
+        TraceArgs::finish(t, outcome, described.as_ref().err().map(|e| e.to_string()).as_deref());
+    }
+    let info = described?.info;
     if a.json {
         print_json(&InfoOut { info: &info, engines })?;
     } else {

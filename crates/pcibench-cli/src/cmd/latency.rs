@@ -1,6 +1,6 @@
 use super::dma::parse_engine;
 use super::pio::ViaArg;
-use super::{parse_target, FormatArg, MeasureArgs};
+use super::{parse_target, FormatArg, MeasureArgs, TraceArgs};
 use clap::{Args, ValueEnum};
 use pcibench::device::Target;
 use pcibench::direction::Direction;
@@ -123,6 +123,8 @@ pub struct LatencyArgs {
     allow_dma: bool,
     #[command(flatten)]
     common: MeasureArgs,
+    #[command(flatten)]
+    trace: TraceArgs,
 }
 
 /// What only applies with an engine is refused without one, in one line.
@@ -222,6 +224,6 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
 
 pub fn run(host: &Host, a: LatencyArgs) -> anyhow::Result<ExitCode> {
     check(&a)?;
-    let m = super::measure(host, &request(&a)?)?;
+    let m = super::measure(host, &request(&a)?, Some(&a.trace))?;
     a.common.deliver(host, &m, report::Options::default())
 }

@@ -18,10 +18,11 @@ use pcibench::measure::{Common, Hooks, Measured, Measurement, Request};
 use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::results::saved::{self, SavedRun};
+use pcibench::trace::Tracer;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -93,12 +94,73 @@ impl MeasureArgs {
     }
 }
 
-/// Measure `request` with the terminal's progress bar and the signal handlers' stop flag: the
-/// one library call of every measuring command.
-pub fn measure(host: &Host, request: &Request) -> anyhow::Result<Measurement> {
+/// Measure `request` with the terminal's progress bar and the signal handlers' stop flag, traced
+/// where `trace` asks for it: the one library call of every measuring command.
+pub fn measure(host: &Host, request: &Request, trace: Option<&TraceArgs>) -> anyhow::Result<Measurement> {
     let stop = interrupt_flag();
+    let tracer = trace.map(TraceArgs::open).transpose()?.flatten();
     let mut progress = Progress::new();
-    Ok(pcibench::measure::measure(host, request, &mut Hooks { stop: &stop, progress: &mut progress })?)
+    let hooks = &mut Hooks { stop: &stop, progress: &mut progress, trace: tracer.as_ref() };
+    let result = pcibench::measure::measure(host, request, hooks);
+    if let Some(t) = tracer {
+        let outcome = match &result {
+            Ok(m) => match &m.measured {
+                Measured::Report(r) => Outcome::of_report(r),
+                Measured::Suite(s) => Outcome::of_suite(s),
+            },
+            Err(e) => Outcome::of_error(e),
+        };
+        // A run the user stopped ended because of the stop, whatever it ran into on the way.
+        let outcome = if stop.load(Ordering::Relaxed) { Outcome::Interrupted } else { outcome };
+        TraceArgs::finish(&t, outcome, result.as_ref().err().map(|e| e.to_string()).as_deref());
+    }
+    Ok(result?)
+}
+
+/// `--trace FILE` and its limit, on the commands that drive a card's registers (`dma`, `latency`,
+/// `run`, `info`).
+#[derive(clap::Args, Clone)]
+pub struct TraceArgs {
+    /// Write every register read and write, DMA buffer, descriptor and writeback to FILE, one JSON
+    /// line each, as it happens: the file to send back when a run on a real card fails
+    /// (docs/trace.md). FILE is a new name or a regular file, which is overwritten.
+    #[arg(long, value_name = "FILE", value_parser = parse_trace)]
+    pub trace: Option<PathBuf>,
+    /// Lines the trace holds at most (default 1000000, about 100 MB): then one line says the limit
+    /// was reached, and the run goes on untraced.
+    #[arg(long, value_name = "LINES", requires = "trace", default_value_t = pcibench::trace::DEFAULT_LIMIT,
+          value_parser = clap::value_parser!(u64).range(1..), hide_default_value = true)]
+    pub trace_limit: u64,
+}
+
+/// `--trace FILE`: checked when the flags are parsed, before anything is measured.
+fn parse_trace(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    pcibench::trace::check_destination("--trace", &p).map_err(|e| e.to_string())?;
+    saved::check_destination("--trace", &p).map_err(|e| e.to_string())?;
+    Ok(p)
+}
+
+impl TraceArgs {
+    /// The trace, created before anything is measured (None without --trace).
+    pub fn open(&self) -> anyhow::Result<Option<Tracer>> {
+        let Some(path) = &self.trace else { return Ok(None) };
+        Ok(Some(Tracer::create(path, self.trace_limit, &std::env::args().collect::<Vec<_>>())?))
+    }
+
+    /// End the trace with how the command ended, and say on stderr where it is.
+    pub fn finish(t: &Tracer, outcome: Outcome, error: Option<&str>) {
+        match t.finish(outcome.name(), error) {
+            Ok(s) => {
+                let dropped = match s.dropped {
+                    0 => String::new(),
+                    n => format!("; {n} later events left out (--trace-limit)"),
+                };
+                eprintln!("pcibench: trace: {} lines in {}{dropped}", s.lines, s.path.display());
+            }
+            Err(e) => eprintln!("pcibench: the trace is incomplete: {e}: write it where there is room"),
+        }
+    }
 }
 
 /// The output formats of measuring commands (`--format`).

@@ -150,6 +150,6 @@ fn request(a: &PioArgs) -> anyhow::Result<Request> {
 }
 
 pub fn run(host: &Host, a: PioArgs) -> anyhow::Result<ExitCode> {
-    let m = super::measure(host, &request(&a)?)?;
+    let m = super::measure(host, &request(&a)?, None)?;
     a.common.deliver(host, &m, report::Options { latency: a.latency })
 }

@@ -1,4 +1,4 @@
-use super::{parse_target, MeasureArgs};
+use super::{parse_target, MeasureArgs, TraceArgs};
 use clap::Args;
 use pcibench::device::Target;
 use pcibench::host::Host;
@@ -27,6 +27,8 @@ pub struct RunArgs {
     total: Option<String>,
     #[command(flatten)]
     common: MeasureArgs,
+    #[command(flatten)]
+    trace: TraceArgs,
 }
 
 /// The request the flags ask for.
@@ -41,6 +43,6 @@ fn request(a: &RunArgs) -> anyhow::Result<Request> {
 }
 
 pub fn run(host: &Host, a: RunArgs) -> anyhow::Result<ExitCode> {
-    let m = super::measure(host, &request(&a)?)?;
+    let m = super::measure(host, &request(&a)?, Some(&a.trace))?;
     a.common.deliver(host, &m, report::Options::default())
 }

@@ -8,6 +8,7 @@ pub mod mapped;
 pub mod regs;
 pub mod sim;
 pub mod sysfs;
+pub mod traced;
 pub mod vfio;
 
 use crate::host::Host;
@@ -89,6 +90,11 @@ pub trait BarRegion: Send + Sync {
     /// Bulk transfer without a mapping (pread/pwrite, one call per `width` access).
     fn read_bulk(&self, offset: u64, buf: &mut [u8], width: Width) -> Result<()>;
     fn write_bulk(&self, offset: u64, buf: &[u8], width: Width) -> Result<()>;
+    /// Where this BAR's accesses are traced (`--trace`; `traced::TracedBar`): engines report their
+    /// descriptors and writebacks to it too. None when nothing is traced.
+    fn tracer(&self) -> Option<&crate::trace::Tracer> {
+        None
+    }
 }
 
 /// An opened device on one access path.
@@ -136,6 +142,11 @@ pub trait DeviceAccess: Send + Sync {
             "DMA is not available through {}: bind the device to vfio-pci (sudo pcibench setup ADDR --vfio) and use --via vfio or vfio-noiommu",
             self.via()
         )))
+    }
+    /// Where this device's accesses are traced (`--trace`; `traced::TracedDevice`). None when
+    /// nothing is traced.
+    fn tracer(&self) -> Option<&crate::trace::Tracer> {
+        None
     }
 }
 

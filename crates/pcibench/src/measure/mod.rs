@@ -24,14 +24,17 @@ use crate::host::Host;
 use crate::pci::health::{HealthProbe, Snapshot};
 use crate::pci::DeviceInfo;
 use crate::session::Session;
+use crate::trace::Tracer;
 use crate::Result;
 use std::sync::atomic::AtomicBool;
 
 /// What the caller lends a measurement: the flag that stops it early (SIGINT: the rows measured
-/// so far are kept, engines stopped) and where its progress goes.
+/// so far are kept, engines stopped), where its progress goes, and where `measure` traces the
+/// device it opens (`--trace`; a session the caller opened is traced with `Session::traced`).
 pub struct Hooks<'a> {
     pub stop: &'a AtomicBool,
     pub progress: &'a mut dyn Progress,
+    pub trace: Option<&'a Tracer>,
 }
 
 /// What a request measured.
@@ -55,7 +58,10 @@ pub struct Measurement {
 
 /// Measure `request`: open its device (if it names one) on its access path, and measure.
 pub fn measure(host: &Host, request: &Request, hooks: &mut Hooks) -> Result<Measurement> {
-    let session = request.device().map(|t| Session::open(host, t, request.via())).transpose()?;
+    let session = request
+        .device()
+        .map(|t| Session::open(host, t, request.via()).map(|s| s.traced(hooks.trace.cloned())))
+        .transpose()?;
     let measured = match (&session, request) {
         (Some(s), _) => s.measure(request, hooks)?,
         (None, Request::Buffers(r)) => Measured::Report(buffers::measure(host, None, r, hooks)?),
@@ -67,14 +73,25 @@ pub fn measure(host: &Host, request: &Request, hooks: &mut Hooks) -> Result<Meas
 
 impl Session {
     /// Measure `request` on this session's device (its `device` and `via` are the session's).
+    /// On a traced session each request is a line of the trace, and its report says it was traced.
     pub fn measure(&self, request: &Request, hooks: &mut Hooks) -> Result<Measured> {
-        Ok(match request {
+        if let Some(t) = self.tracer() {
+            t.measure(request.command(), &serde_json::to_value(request).unwrap_or_default());
+        }
+        let mut measured = match request {
             Request::Pio(r) => Measured::Report(pio::measure(self, r, hooks)?),
             Request::Dma(r) => Measured::Report(dma::measure(self, r, hooks)?),
             Request::Latency(r) => Measured::Report(latency::measure(self, r, hooks)?),
             Request::Buffers(r) => Measured::Report(buffers::measure(&self.host, Some(self), r, hooks)?),
             Request::Run(r) => Measured::Suite(suite::measure(self, r, hooks)?),
-        })
+        };
+        if let (Some(t), Measured::Report(r)) = (self.tracer(), &mut measured) {
+            r.warnings.push(format!(
+                "traced to {}: each register access and descriptor was written there as it happened, and the figures include that cost",
+                t.path().display()
+            ));
+        }
+        Ok(measured)
     }
 }
 
@@ -165,7 +182,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let mut moved = 0u64;
         let mut progress = |n: u64| moved += n;
-        let m = measure(&host, &request, &mut Hooks { stop: &stop, progress: &mut progress }).unwrap();
+        let m = measure(&host, &request, &mut Hooks { stop: &stop, progress: &mut progress, trace: None }).unwrap();
         let Measured::Report(r) = &m.measured else { panic!("a report") };
         assert_eq!(r.results.len(), 2, "a simulated card is written without consent");
         assert!(r.results.iter().all(|x| x.verify == Some(crate::bench::result::Verify::Ok)));

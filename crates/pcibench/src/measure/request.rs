@@ -214,6 +214,17 @@ pub struct RunRequest {
 }
 
 impl Request {
+    /// The command that asks for it: pio, dma, latency, buffers or run.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Request::Pio(_) => "pio",
+            Request::Dma(_) => "dma",
+            Request::Latency(_) => "latency",
+            Request::Buffers(_) => "buffers",
+            Request::Run(_) => "run",
+        }
+    }
+
     /// The device it measures (None: host memory only).
     pub fn device(&self) -> Option<&Target> {
         match self {

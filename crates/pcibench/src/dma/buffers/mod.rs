@@ -6,6 +6,7 @@ pub mod physical;
 pub mod region;
 pub mod reserved;
 pub mod sim;
+pub mod traced;
 pub mod udmabuf;
 pub mod vfio;
 
@@ -28,7 +29,10 @@ pub fn allocator(
     // (drivers/vfio/vfio_iommu_type1.c, vfio_dma_do_map).
     use crate::os::privilege::{caps, keep_only, CAP_IPC_LOCK};
     keep_only(caps(&[CAP_IPC_LOCK]), &format!("opening the DMA buffers ({source})"));
-    Ok(alloc)
+    Ok(match dev.tracer() {
+        Some(t) => Box::new(traced::TracedAllocator::new(alloc, t.clone())),
+        None => alloc,
+    })
 }
 
 fn open_allocator(

@@ -11,6 +11,8 @@ mod progress_tests;
 pub mod qdma;
 #[cfg(test)]
 mod toy;
+#[cfg(test)]
+mod trace_tests;
 pub mod umem;
 pub mod xdma;
 

@@ -47,7 +47,15 @@ impl CardSpec for NvramCard {
 /// The `sim-nvram` card built from `cfg`; the model is returned too, for tests that inject
 /// faults and look at card memory directly.
 pub fn build(cfg: NvramModelConfig) -> Result<(SimCard, Arc<NvramModel>)> {
-    let host = super::super::host_map::HostMap::new();
+    build_on(cfg, super::super::host_map::HostMap::new())
+}
+
+/// The same card seeing the host memory `host` (a fresh card beside one already holding DMA
+/// buffers: a trace's replay).
+pub fn build_on(
+    cfg: NvramModelConfig,
+    host: Arc<super::super::host_map::HostMap>,
+) -> Result<(SimCard, Arc<NvramModel>)> {
     let model = Arc::new(NvramModel::new(cfg, Arc::clone(&host))?);
     let window = SHAPE.bars.iter().find(|b| b.0 == NVRAM_WINDOW_BAR).map_or(0, |b| b.1 as usize);
     let bars = vec![

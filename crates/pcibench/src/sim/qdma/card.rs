@@ -46,7 +46,12 @@ impl CardSpec for QdmaCard {
 /// The `sim-qdma` card with its engine built from `cfg`; the model is returned too, for tests
 /// that look at card memory and contexts directly.
 pub fn build(cfg: QdmaModelConfig) -> Result<(SimCard, Arc<QdmaModel>)> {
-    let host = super::super::host_map::HostMap::new();
+    build_on(cfg, super::super::host_map::HostMap::new())
+}
+
+/// The same card seeing the host memory `host` (a fresh card beside one already holding DMA
+/// buffers: a trace's replay).
+pub fn build_on(cfg: QdmaModelConfig, host: Arc<super::super::host_map::HostMap>) -> Result<(SimCard, Arc<QdmaModel>)> {
     let model = Arc::new(QdmaModel::new(cfg, Arc::clone(&host))?);
     let user = SHAPE.bars.iter().find(|b| b.0 == QDMA_USER_BAR).map_or(0, |b| b.1 as usize);
     let bars = vec![

@@ -43,7 +43,12 @@ impl CardSpec for XdmaCard {
 /// The `sim` card with its DMA engine built from `cfg` (channel counts, card memory, alignment);
 /// the model is returned too, for tests that look at card memory directly.
 pub fn build(cfg: XdmaModelConfig) -> Result<(SimCard, Arc<XdmaModel>)> {
-    let host = super::super::host_map::HostMap::new();
+    build_on(cfg, super::super::host_map::HostMap::new())
+}
+
+/// The same card seeing the host memory `host` (a fresh card beside one already holding DMA
+/// buffers: a trace's replay).
+pub fn build_on(cfg: XdmaModelConfig, host: Arc<super::super::host_map::HostMap>) -> Result<(SimCard, Arc<XdmaModel>)> {
     let model = Arc::new(XdmaModel::new(cfg, Arc::clone(&host))?);
     let size = |i: u8| SHAPE.bars.iter().find(|b| b.0 == i).map_or(0, |b| b.1 as usize);
     let bars = vec![

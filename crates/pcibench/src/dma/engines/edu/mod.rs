@@ -15,6 +15,7 @@
 use crate::access::BarRegion;
 use crate::dma::{Direction, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
+use crate::trace::Tracer;
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,8 @@ pub struct EduEngine {
     bar: Box<dyn BarRegion>,
     dma_bits: u32,
     prepared: Option<Program>,
+    /// Where a stop is reported (`--trace`), taken from the BAR; its registers are traced there.
+    trace: Option<Tracer>,
 }
 
 /// The card offset of `card_addr`: an offset into the 4 KiB buffer (0..4095), or the absolute
@@ -127,7 +130,8 @@ impl EduEngine {
                 "BAR0 +0x00 reads {id:#010x}, not edu's identification 0x010000ed: is this QEMU's edu device (1234:11e8) with memory decoding on?"
             )));
         }
-        Ok(EduEngine { bar: bar0, dma_bits, prepared: None })
+        let trace = bar0.tracer().cloned();
+        Ok(EduEngine { bar: bar0, dma_bits, prepared: None, trace })
     }
 
     fn cmd(&self) -> Result<u64> {
@@ -253,6 +257,9 @@ impl Engine for EduEngine {
     }
 
     fn stop(&mut self) -> Result<String> {
+        if let Some(t) = &self.trace {
+            t.stop(self.name());
+        }
         // edu has no abort: its timer always completes the transfer. Report what it holds.
         let cmd = self.cmd()?;
         let rd = |r| self.bar.read(r, Width::B64);

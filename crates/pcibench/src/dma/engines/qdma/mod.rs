@@ -41,6 +41,7 @@ use self::regs::*;
 use self::ring::{Desc, Ring};
 use crate::access::BarRegion;
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, EngineCounters, Transfer, Work};
+use crate::trace::Tracer;
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 
@@ -128,6 +129,8 @@ pub struct QdmaEngine {
     saved: Saved,
     prepared: Option<Prepared>,
     notes: Vec<String>,
+    /// Where descriptors and status writebacks are reported (`--trace`), taken from the BAR.
+    trace: Option<Tracer>,
     /// Owns the ring memory; declared after `rings` so it is dropped after them.
     _ring_mem: Vec<Box<dyn DmaBuffer>>,
 }
@@ -195,6 +198,7 @@ impl QdmaEngine {
         let dirs: Vec<Direction> = [Direction::H2c, Direction::C2h].into_iter().filter(|d| info.has(*d)).collect();
         let wanted: Vec<(u16, Direction)> = (0..opts.queues).flat_map(|q| dirs.iter().map(move |d| (q, *d))).collect();
         let (ring_mem, rings) = ring::allocate(alloc, &wanted, slots)?;
+        let trace = bar.tracer().cloned();
         Ok(QdmaEngine {
             bar,
             info,
@@ -208,6 +212,7 @@ impl QdmaEngine {
             saved: Saved::default(),
             prepared: None,
             notes: Vec::new(),
+            trace,
             _ring_mem: ring_mem,
         })
     }
@@ -367,7 +372,7 @@ impl QdmaEngine {
                     continue;
                 }
                 // A writeback that makes no sense leaves the count as it was: the context decides.
-                let _ = self.rings[i].reap();
+                let _ = self.rings[i].reap(self.trace.as_ref());
                 let (q, dir, outstanding) = (self.rings[i].queue, self.rings[i].dir, self.rings[i].outstanding);
                 if outstanding == 0 {
                     *done = true;
@@ -490,6 +495,9 @@ impl Engine for QdmaEngine {
     }
 
     fn stop(&mut self) -> Result<String> {
+        if let Some(t) = &self.trace {
+            t.stop(self.name());
+        }
         if self.found_fmap.is_some() {
             return Ok("no queue was started".into());
         }

@@ -7,6 +7,8 @@
 
 use super::regs::{DESC_BYTES, DESC_DV, DESC_EOP, DESC_LEN, DESC_SOP, STATUS_CIDX_SHIFT};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer};
+use crate::mmio::Width;
+use crate::trace::Tracer;
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -68,10 +70,14 @@ impl Ring {
         self.slots - 1 - self.outstanding
     }
 
-    /// Write `d` at the producer index and advance it (the caller checked `space`).
+    /// Write `d` at the producer index and advance it (the caller checked `space`); `trace`
+    /// gets it as written.
     #[inline]
-    pub fn put(&mut self, d: &Desc) {
+    pub fn put(&mut self, d: &Desc, trace: Option<&Tracer>) {
         debug_assert!(self.space() > 0);
+        if let Some(t) = trace {
+            self.trace_desc(t, d);
+        }
         // SAFETY: slot pidx < slots lies inside the ring; the engine reads it only after the
         // doorbell that follows (store_fence orders the stores before the doorbell write).
         unsafe {
@@ -82,11 +88,33 @@ impl Ring {
         self.outstanding += 1;
     }
 
-    /// Take the written-back consumer index: descriptors completed since the last call.
-    pub fn reap(&mut self) -> Result<u32> {
-        let cidx = self.status().load(Ordering::Acquire) >> STATUS_CIDX_SHIFT;
+    fn trace_desc(&self, t: &Tracer, d: &Desc) {
+        let mut bytes = [0u8; DESC_BYTES as usize];
+        for (i, w) in d.iter().enumerate() {
+            bytes[8 * i..8 * i + 8].copy_from_slice(&u64::from_le(*w).to_le_bytes());
+        }
+        let w1 = u64::from_le(d[1]);
+        let fields = [
+            ("queue", self.queue.into()),
+            ("c2h", (self.dir == Direction::C2h).into()),
+            ("src", u64::from_le(d[0])),
+            ("len", w1 & DESC_LEN),
+            ("flags", w1 & !DESC_LEN),
+            ("dst", u64::from_le(d[2])),
+        ];
+        t.descriptor("qdma", self.pidx.into(), self.bus + self.pidx as u64 * DESC_BYTES, &bytes, &fields);
+    }
+
+    /// Take the written-back consumer index: descriptors completed since the last call. A new
+    /// one goes to `trace`.
+    pub fn reap(&mut self, trace: Option<&Tracer>) -> Result<u32> {
+        let status = self.status().load(Ordering::Acquire);
+        let cidx = status >> STATUS_CIDX_SHIFT;
         if cidx == self.cidx {
             return Ok(0);
+        }
+        if let Some(t) = trace {
+            t.writeback("qdma", "status", self.bus + self.slots as u64 * DESC_BYTES, Width::B32, status.into());
         }
         let done = (cidx + self.slots - self.cidx) % self.slots;
         if cidx >= self.slots || done > self.outstanding {

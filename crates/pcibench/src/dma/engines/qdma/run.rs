@@ -83,7 +83,7 @@ impl QdmaEngine {
             let next = &mut prep.next[i];
             let n = (ring.space() as usize).min(descs.len() - *next);
             for (k, d) in descs[*next..*next + n].iter().enumerate() {
-                ring.put(d);
+                ring.put(d, self.trace.as_ref());
                 if (k as u32 + 1) % batch == 0 {
                     doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
                 }
@@ -120,7 +120,7 @@ impl QdmaEngine {
             let mut lost = None;
             let mut completed = 0u64;
             for (i, ring) in self.rings.iter_mut().enumerate() {
-                if let Err(e) = ring.reap() {
+                if let Err(e) = ring.reap(self.trace.as_ref()) {
                     lost = Some(e);
                     break;
                 }

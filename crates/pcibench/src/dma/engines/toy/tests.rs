@@ -50,7 +50,7 @@ fn session() -> Session {
 fn measure(s: &Session, r: Request) -> Measured {
     let stop = AtomicBool::new(false);
     let mut progress = ();
-    s.measure(&r, &mut Hooks { stop: &stop, progress: &mut progress }).unwrap()
+    s.measure(&r, &mut Hooks { stop: &stop, progress: &mut progress, trace: None }).unwrap()
 }
 
 fn report(m: Measured) -> Report {

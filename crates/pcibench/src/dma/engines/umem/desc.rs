@@ -11,6 +11,7 @@
 
 use super::regs::*;
 use crate::dma::{Direction, DmaBuffer, Segment};
+use crate::trace::Tracer;
 use crate::{Error, Result};
 use serde::Serialize;
 use std::sync::atomic::AtomicU32;
@@ -112,6 +113,26 @@ pub fn write_chain(mem: &dyn DmaBuffer, dir: Direction, pieces: Vec<Piece>, pci_
         }
     }
     Ok(Chain { dir, pieces, first: parts[0].first, parts })
+}
+
+/// Every descriptor of `chain`, as written to `mem`, to the trace.
+pub fn trace(t: &Tracer, mem: &dyn DmaBuffer, chain: &Chain) {
+    for i in 0..chain.pieces.len() {
+        let off = i * DESC_BYTES as usize;
+        // SAFETY: `write_chain` wrote descriptor i inside the buffer; the card reads it only
+        // after the next run starts, and nothing writes it now.
+        let d = unsafe { std::slice::from_raw_parts(mem.as_ptr().add(off), DESC_BYTES as usize) };
+        let word = |at: usize, n: usize| d[at..at + n].iter().rev().fold(0u64, |v, b| v << 8 | *b as u64);
+        let fields = [
+            ("pci_addr", word(DESC_PCI_ADDR, 8)),
+            ("local_addr", word(DESC_LOCAL_ADDR, 8)),
+            ("size", word(DESC_TRANSFER_SIZE, 4)),
+            ("next", word(DESC_NEXT, 8)),
+            ("sem_addr", word(DESC_SEM_ADDR, 8)),
+            ("control", word(DESC_CONTROL, 4)),
+        ];
+        t.descriptor("umem", i as u64, mem.bus_range(off as u64, DESC_BYTES).unwrap_or_default(), d, &fields);
+    }
 }
 
 /// The semaphore word of descriptor `i` (inside `mem`, 8-byte aligned, checked by `write_chain`).

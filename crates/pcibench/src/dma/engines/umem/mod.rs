@@ -9,7 +9,7 @@
 //! latency timer and its PCI commands (Memory Write and Invalidate only where PCI_COMMAND's MWI
 //! Enable holds), disables its interrupts (pcibench polls) and turns error correction on.
 //! `prepare` writes the transfer's descriptors once, as chains of at most 128 (umem.c's
-//! longest; pieces of up to 1 GiB, which seed 001 proved); each `run` starts each chain in turn
+//! longest; pieces of up to 1 MiB, a semaphore per MiB); each `run` starts each chain in turn
 //! (GO | CHAIN_EN) and polls its last semaphore for DMA_COMPLETE, reading the status register
 //! every millisecond for errors; a semaphore that carries a hard error is an I/O error, as in
 //! umem.c. Every exit path (error, timeout, `stop`, drop) clears GO.
@@ -30,6 +30,7 @@ use crate::dma::watchdog::{no_progress, Watchdog};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
 use crate::pci::DeviceInfo;
+use crate::trace::Tracer;
 use crate::units::human_size;
 use crate::{Error, Result};
 use std::sync::atomic::{fence, Ordering};
@@ -76,6 +77,8 @@ pub struct UmemEngine {
     /// Errors the card still latched after they were cleared as umem.c clears them: every run
     /// would stop on them, so runs are refused with this (the way to clear them) instead.
     stuck: Option<String>,
+    /// Where descriptors and semaphores are reported (`--trace`), taken from the BAR.
+    trace: Option<Tracer>,
 }
 
 enum Outcome {
@@ -116,6 +119,7 @@ impl UmemEngine {
         }
         let pieces = (card_size.div_ceil(4096) + 1 + card_size / MAX_DESC_LEN).min(MAX_DESCRIPTORS);
         let desc_mem = alloc.alloc((pieces * DESC_BYTES) as usize)?;
+        let trace = bar.tracer().cloned();
         let mut e = UmemEngine {
             bar,
             config,
@@ -128,6 +132,7 @@ impl UmemEngine {
             pci_cmds: 0,
             part: 0,
             stuck: None,
+            trace,
         };
         // A run left by an earlier process (or a crash) must end before anything is set up.
         e.halt()?;
@@ -273,6 +278,7 @@ impl UmemEngine {
             spins = spins.wrapping_add(1);
             if spins % 16 == 0 {
                 while done < n && desc::semaphore(&*self.desc_mem, done).load(Ordering::Acquire) & DMA_COMPLETE != 0 {
+                    self.trace_semaphore(done);
                     done += 1;
                 }
                 if dog.stalled(done as u64) {
@@ -297,7 +303,24 @@ impl UmemEngine {
             }
             std::hint::spin_loop();
         };
+        // The semaphores the card wrote that the loop did not see written.
+        let end = part.start + part.count;
+        for i in done.max(part.start)..end {
+            if desc::semaphore(&*self.desc_mem, i).load(Ordering::Acquire) != 0 {
+                self.trace_semaphore(i);
+            }
+        }
         self.finish(outcome, dir, n, timeout)
+    }
+
+    /// Descriptor `i`'s semaphore, as the driver sees it now, to the trace.
+    fn trace_semaphore(&self, i: usize) {
+        if let Some(t) = &self.trace {
+            let at = i as u64 * DESC_BYTES + SEM_OFFSET;
+            let bus = self.desc_mem.bus_range(at, 4).unwrap_or_default();
+            let v = desc::semaphore(&*self.desc_mem, i).load(Ordering::Acquire);
+            t.writeback("umem", "semaphore", bus, Width::B32, v.into());
+        }
     }
 
     /// A completed chain: done, unless a semaphore carries hard error bits beside DMA_COMPLETE,
@@ -435,7 +458,11 @@ impl Engine for UmemEngine {
                 pieces.len()
             )));
         }
-        self.chain = Some(desc::write_chain(&*self.desc_mem, t.dir, pieces, self.pci_cmds)?);
+        let chain = desc::write_chain(&*self.desc_mem, t.dir, pieces, self.pci_cmds)?;
+        if let Some(tr) = &self.trace {
+            desc::trace(tr, &*self.desc_mem, &chain);
+        }
+        self.chain = Some(chain);
         Ok(())
     }
 
@@ -445,6 +472,9 @@ impl Engine for UmemEngine {
     }
 
     fn stop(&mut self) -> Result<String> {
+        if let Some(t) = &self.trace {
+            t.stop(self.name());
+        }
         let s = self.halt()?;
         Ok(format!("GO cleared; status {}", decode_status(s)))
     }

@@ -23,6 +23,7 @@ use crate::dma::watchdog::{no_progress, Watchdog};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
 use crate::pci::DeviceInfo;
+use crate::trace::Tracer;
 use crate::{Error, Result};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
@@ -80,6 +81,8 @@ pub struct XdmaEngine {
     wb_mem: Box<dyn DmaBuffer>,
     wb_bus: u64,
     chain: Option<Chain>,
+    /// Where descriptors and writebacks are reported (`--trace`), taken from the BAR.
+    trace: Option<Tracer>,
 }
 
 enum Outcome {
@@ -118,7 +121,8 @@ impl XdmaEngine {
             .bus_range(0, 4)
             .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
             .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
-        let engine = XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None };
+        let trace = bar.tracer().cloned();
+        let engine = XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace };
         engine.poll_mode()?;
         Ok(engine)
     }
@@ -261,8 +265,14 @@ impl XdmaEngine {
         let mut progress = 0u32;
         let mut next_status = STATUS_EVERY;
         let mut spins = 0u32;
+        // The writeback as last traced: `submit` zeroed it.
+        let mut seen = 0u32;
         let outcome = loop {
             let w = word.load(Ordering::Acquire);
+            if let Some(t) = self.trace.as_ref().filter(|_| w != seen) {
+                seen = w;
+                t.writeback("xdma", "writeback", self.wb_bus, Width::B32, w.into());
+            }
             if w & WB_ERROR != 0 {
                 break Outcome::Error(w & WB_COUNT);
             }
@@ -426,6 +436,19 @@ impl Engine for XdmaEngine {
         let mem = &*self.desc_mem;
         let chain = desc::link(t.dir, &pieces, |i| mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES))?;
         desc::write_chain(mem, &chain)?;
+        if let Some(tr) = &self.trace {
+            for (i, d) in chain.descriptors.iter().enumerate() {
+                let bus = mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES).unwrap_or_default();
+                let fields = [
+                    ("control", d.word0.into()),
+                    ("len", d.len.into()),
+                    ("src", d.src),
+                    ("dst", d.dst),
+                    ("next", d.next),
+                ];
+                tr.descriptor("xdma", i as u64, bus, &d.to_bytes(), &fields);
+            }
+        }
         self.chain = Some(chain);
         Ok(())
     }
@@ -436,6 +459,9 @@ impl Engine for XdmaEngine {
     }
 
     fn stop(&mut self) -> Result<String> {
+        if let Some(t) = &self.trace {
+            t.stop(self.name());
+        }
         let ch = self.opts.channel;
         let dirs: Vec<Direction> = match &self.chain {
             Some(c) => vec![c.dir],

@@ -1,0 +1,69 @@
+//! Opening the trace file. A trace is written by a process that may run as root, to a path the
+//! user named: it goes only to a regular file with no other name, or to a new one, never through
+//! a symbolic link, and never to a FIFO or a device node (opening one can block, or act: a
+//! watchdog starts when opened). What is there is checked before anything is measured
+//! (`check_destination`), and again on the opened file (`create`), which truncates only then.
+//! Kept in one small function so a general safe writer (`--save`) can take it over.
+
+use crate::{Error, Result};
+use std::fs::{File, Metadata, OpenOptions};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Refuse what `path` names if it is anything but a regular file with one name.
+fn check_existing(flag: &str, path: &Path, m: &Metadata) -> Result<()> {
+    let shown = path.display();
+    let t = m.file_type();
+    let kind = if t.is_symlink() {
+        "a symbolic link (it could point anywhere)"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device node"
+    } else if m.nlink() > 1 {
+        "a file with other hard links (they would change too)"
+    } else {
+        return Ok(());
+    };
+    Err(Error::usage(format!(
+        "{flag} {shown} is {kind}: pcibench writes a trace only to a regular file or a new name; name one"
+    )))
+}
+
+/// Whether `path` may take a trace, checked when the command line is read, before anything is
+/// measured: a new name, or a regular file with no other name.
+pub fn check_destination(flag: &str, path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => check_existing(flag, path, &m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("cannot look at the trace file", path, e)),
+    }
+}
+
+/// Open `path` for a trace from its first byte: created if new (0644), never followed if it is a
+/// symbolic link (O_NOFOLLOW), never waited on (O_NONBLOCK: a FIFO that appeared since the check
+/// fails to open instead of blocking), checked again once open and only then truncated.
+pub fn create(flag: &str, path: &Path) -> Result<File> {
+    check_destination(flag, path)?;
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::usage(format!(
+                "{flag} {} is a symbolic link: pcibench writes a trace only to a regular file or a new name; name one",
+                path.display()
+            )),
+            _ => Error::io("cannot create the trace file", path, e),
+        })?;
+    let m = file.metadata().map_err(|e| Error::io("cannot look at the trace file", path, e))?;
+    check_existing(flag, path, &m)?;
+    file.set_len(0).map_err(|e| Error::io("cannot empty the trace file", path, e))?;
+    Ok(file)
+}
