@@ -30,8 +30,9 @@ use serde::Serialize;
 pub struct HealthReport {
     /// `healthy`, `warning` or `failure`: the worst finding or change.
     pub status: Status,
-    /// When it was read (RFC 3339, UTC).
+    /// When it was read (RFC 3339, UTC), and as seconds since the epoch.
     pub time: String,
+    pub timestamp: u64,
     pub functions: Vec<FunctionHealth>,
     /// Functions with no PCIe link and no AER counters (host bridges, conventional PCI), not
     /// shown unless named.
@@ -252,9 +253,11 @@ pub fn check(host: &Host, named: &[PciAddress], previous: Option<&state::State>)
         .flat_map(|f| f.findings.iter().map(|x| x.level))
         .chain(changes.iter().flatten().map(|c| c.level))
         .max();
+    let timestamp = now_secs();
     Ok(HealthReport {
         status: worst.map_or(Status::Healthy, Status::of),
-        time: crate::bench::context::rfc3339(now_secs()),
+        time: crate::bench::context::rfc3339(timestamp),
+        timestamp,
         functions,
         without_link,
         changes,
@@ -278,10 +281,12 @@ fn function(
     compare: bool,
 ) -> FunctionHealth {
     let mut findings = Vec::new();
+    // A link that reads down has no current speed, whatever Link Status' speed field still holds.
+    let down = st.link_up() == Some(false);
     let link = info.link.as_ref().filter(|_| pcie).map(|l| LinkHealth {
-        current_speed: l.current_speed.clone(),
-        current_gen: l.current_gen,
-        current_width: l.current_width,
+        current_speed: l.current_speed.clone().filter(|_| !down),
+        current_gen: l.current_gen.filter(|_| !down),
+        current_width: l.current_width.filter(|_| !down),
         max_gen: l.max_gen,
         max_width: l.max_width,
         limit_gen: l.limit_gen,
@@ -341,7 +346,7 @@ fn function(
             }
         }
     }
-    findings.sort_by(|a, b| b.level.cmp(&a.level));
+    findings.sort_by_key(|x| std::cmp::Reverse(x.level));
     let bits = |reg: Option<u16>, names: &[(u16, &'static str)]| {
         reg.map(|r| names.iter().filter(|(b, _)| r & b != 0).map(|(_, n)| *n).collect::<Vec<_>>())
     };

@@ -365,7 +365,7 @@ pub fn health_fleet(root: impl Into<PathBuf>, n: usize) -> Fixture {
     for i in 0..n / 2 {
         let (bus, dev) = (i / 32, i % 32);
         let port = format!("0000:{bus:02x}:{dev:02x}.0");
-        let ep = format!("0000:{:02x}:00.0", 0x40 + i);
+        let ep = format!("0000:{:02x}:{:02x}.0", 0x40 + i / 32, i % 32);
         f.device(&port)
             .ids(0x8086, 0xa110, 0x8086, 0)
             .class(0x060400)
