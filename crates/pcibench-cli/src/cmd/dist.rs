@@ -27,9 +27,23 @@ pub struct ManArgs {
     dir: PathBuf,
 }
 
+/// The command without its hidden subcommands (clap_complete offers hidden subcommands too).
+fn visible(cmd: &clap::Command) -> clap::Command {
+    let mut c =
+        clap::Command::new(cmd.get_name().to_string()).version(cmd.get_version().unwrap_or_default().to_string());
+    if let Some(about) = cmd.get_about() {
+        c = c.about(about.clone());
+    }
+    for arg in cmd.get_arguments() {
+        c = c.arg(arg.clone());
+    }
+    c.subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+}
+
 /// The completion script for `a.shell` on stdout.
-pub fn completions(mut cmd: clap::Command, a: CompletionsArgs) -> anyhow::Result<ExitCode> {
+pub fn completions(cmd: clap::Command, a: CompletionsArgs) -> anyhow::Result<ExitCode> {
     use clap_complete::{generate, shells};
+    let mut cmd = visible(&cmd);
     let mut out = Vec::new();
     match a.shell {
         Shell::Bash => generate(shells::Bash, &mut cmd, "pcibench", &mut out),
@@ -52,7 +66,8 @@ pub fn man(mut cmd: clap::Command, a: ManArgs) -> anyhow::Result<ExitCode> {
         Ok(())
     };
     let version = cmd.get_version().unwrap_or_default().to_string();
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+    // clap's own `help` command is not one of pcibench's.
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
         let name = format!("pcibench-{}", sub.get_name());
         write(&name, sub.clone().name(name.clone()).version(version.clone()))?;
     }

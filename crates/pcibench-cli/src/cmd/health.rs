@@ -53,6 +53,7 @@ Exit status (health's own, for scripts and monitoring):
      reads or is gone since the previous run
   3  could not check: bad usage or an error (one line on stderr says what)
   130  --watch ended by Ctrl-C (SIGINT, SIGTERM, SIGHUP)
+
 Without --state, counters are judged only as counts since boot; keep a state file to judge their growth.
 
 Examples:
@@ -81,8 +82,8 @@ pub struct HealthArgs {
     /// first run; replaced atomically, only once the output is written).
     #[arg(long, value_name = "FILE", value_parser = parse_file("--state"))]
     state: Option<PathBuf>,
-    /// Redraw the table every SECONDS on this terminal, the cells that changed since the last
-    /// refresh highlighted and the changes since the start (or since --state's run) listed, until
+    /// Redraw the table every SECONDS on this terminal, the cells that changed since the watch
+    /// started highlighted and the changes since then (or since --state's run) listed, until
     /// Ctrl-C (exit 130). Needs a terminal on stdout; --state is read, not written.
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, conflicts_with_all = ["output", "json", "format"])]
     watch: Option<Duration>,
@@ -132,20 +133,20 @@ fn watch(host: &Host, a: &HealthArgs, previous: Option<state::State>, every: Dur
     let stop = interrupt_flag();
     // The baseline the changes are listed against: the --state run's, else the first refresh.
     let mut baseline = previous;
-    let mut last: Option<HealthReport> = None;
+    let mut first: Option<HealthReport> = None;
     loop {
         let r = health::check(host, &a.devices, baseline.as_ref())?;
         if baseline.is_none() {
             baseline = Some(state::State::next(&r.time, &r.states, None));
         }
         let mut screen = String::from("\x1b[H\x1b[2J");
-        screen.push_str(&report::health::table(&r, last.as_ref(), true));
+        screen.push_str(&report::health::table(&r, first.as_ref(), true));
         screen.push_str(&format!(
-            "\nEvery {}s; reverse video: changed since the last refresh. Ctrl-C ends.\n",
+            "\nEvery {}s; reverse video: changed since the watch started. Ctrl-C ends.\n",
             every.as_secs_f64()
         ));
         emit(&screen);
-        last = Some(r);
+        first.get_or_insert(r);
         let until = Instant::now() + every;
         while Instant::now() < until {
             if stop.load(Ordering::Relaxed) {

@@ -1,7 +1,7 @@
 //! `pcibench health` as a table: one line per function (its link against what both ends
 //! support, the AER totals, the status bits, the verdict), then the findings, the changes since
 //! the previous run and the verdict. `--watch` redraws it with the cells that changed since the
-//! last refresh highlighted.
+//! watch started highlighted.
 
 use crate::health::{gen_width, FunctionHealth, HealthReport, Status};
 
@@ -72,8 +72,8 @@ fn cells(f: &FunctionHealth) -> Vec<String> {
     ]
 }
 
-/// The whole table. `previous` (a `--watch` refresh): cells that differ from it are shown in
-/// reverse video when `color`.
+/// The whole table. `previous` (`--watch`'s first refresh): cells that differ from it are shown
+/// in reverse video when `color`.
 pub fn table(r: &HealthReport, previous: Option<&HealthReport>, color: bool) -> String {
     let rows: Vec<Vec<String>> = r.functions.iter().map(cells).collect();
     let before: Vec<(String, Vec<String>)> =
