@@ -228,11 +228,12 @@ pub fn check(host: &Host, named: &[PciAddress], previous: Option<&state::State>)
     }
     let (changes, previous_time) = match previous {
         Some(prev) => {
-            let in_scope = |a: &str| every || states.iter().any(|s| s.addr == a);
+            let now: std::collections::HashSet<&str> = states.iter().map(|s| s.addr.as_str()).collect();
+            let in_scope = |a: &str| every || now.contains(a);
             let before: Vec<FunctionState> = prev.functions.iter().filter(|f| in_scope(&f.addr)).cloned().collect();
             let mut changes = crate::pci::health::diff(&before, &states);
             if every {
-                for gone in before.iter().filter(|b| !states.iter().any(|s| s.addr == b.addr)) {
+                for gone in before.iter().filter(|b| !now.contains(b.addr.as_str())) {
                     changes.push(Change {
                         address: gone.addr.clone(),
                         level: Level::Failure,
@@ -283,7 +284,15 @@ fn function(
     let mut findings = Vec::new();
     // A link that reads down has no current speed, whatever Link Status' speed field still holds.
     let down = st.link_up() == Some(false);
-    let link = info.link.as_ref().filter(|_| pcie).map(|l| LinkHealth {
+    // Root complex integrated endpoints and event collectors have no link: their Link registers are
+    // reserved (PCIe Base 6.0 §7.5.3), whatever sysfs makes of them. Without the port type (a user's
+    // 64 bytes), a function on a root bus that is no bridge and whose link reads down is one.
+    let port_type = info.link.as_ref().and_then(|l| l.port_type.as_deref());
+    let integrated = match port_type {
+        Some(t) => t.starts_with("Root Complex"),
+        None => down && info.parent.is_none() && !crate::host::state::class_is_bridge(info.class_code),
+    };
+    let link = info.link.as_ref().filter(|_| pcie && !integrated).map(|l| LinkHealth {
         current_speed: l.current_speed.clone().filter(|_| !down),
         current_gen: l.current_gen.filter(|_| !down),
         current_width: l.current_width.filter(|_| !down),

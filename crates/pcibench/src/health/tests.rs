@@ -241,3 +241,26 @@ fn the_state_file_round_trips_and_refuses_what_it_is_not() {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), text, "left as it is");
     }
 }
+
+#[test]
+fn an_integrated_endpoint_has_no_link_to_judge() {
+    let (_t, fx, h) = tree();
+    // QEMU's NVMe on q35's root bus: sysfs link files reading Unknown x0, LnkCap garbage.
+    fx.device("0000:00:08.0").ids(0x1b36, 0x0010, 0x1af4, 0x1100).class(0x010802).driver("nvme").pcie(
+        9,
+        (1, 63),
+        (1, 0),
+        0,
+        0,
+    );
+    let r = run(&h, None);
+    let nvme = f(&r, "0000:00:08.0");
+    assert_eq!(nvme.port_type.as_deref(), Some("Root Complex Integrated Endpoint"));
+    assert!(nvme.link.is_none() && nvme.findings.is_empty(), "{nvme:?}");
+    // A user sees no port type: on the root bus, no bridge, its link reading down: the same.
+    let cfg = crate::pci::fixture::pcie_config(9, (1, 63), (1, 0), 0, 0);
+    fx.at("0000:00:08.0").config(&cfg[..64]);
+    let r = run(&h, None);
+    assert!(f(&r, "0000:00:08.0").link.is_none());
+    assert_eq!(r.status, Status::Healthy);
+}

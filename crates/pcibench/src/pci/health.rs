@@ -198,8 +198,9 @@ pub fn changes(before: &Snapshot, after: &Snapshot) -> Vec<String> {
 /// Status error bits and Link Status LBMS/LABS that became set.
 pub fn diff(before: &[FunctionState], after: &[FunctionState]) -> Vec<Change> {
     let mut out = Vec::new();
+    let by_addr: std::collections::HashMap<&str, &FunctionState> = after.iter().map(|a| (a.addr.as_str(), a)).collect();
     for b in before {
-        let Some(a) = after.iter().find(|a| a.addr == b.addr) else { continue };
+        let Some(a) = by_addr.get(b.addr.as_str()) else { continue };
         let mut push = |level: Level, what: String| out.push(Change { address: a.addr.clone(), level, what });
         aer_changes(b, a, &mut push);
         if (&b.speed, &b.width) != (&a.speed, &a.width) {
@@ -230,13 +231,14 @@ pub fn diff(before: &[FunctionState], after: &[FunctionState]) -> Vec<Change> {
 }
 
 fn aer_changes(b: &FunctionState, a: &FunctionState, push: &mut impl FnMut(Level, String)) {
+    if a.aer == b.aer {
+        return;
+    }
+    let was: std::collections::HashMap<&str, u64> = b.aer.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let now: std::collections::HashMap<&str, u64> = a.aer.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     // Per severity: the increase of the named counters, else of the totals.
     for sev in ["correctable", "nonfatal", "fatal"] {
-        let grew = |key: &str| {
-            let was = b.aer.iter().find(|(k, _)| k == key).map_or(0, |e| e.1);
-            let now = a.aer.iter().find(|(k, _)| k == key).map_or(0, |e| e.1);
-            now.saturating_sub(was)
-        };
+        let grew = |key: &str| now.get(key).copied().unwrap_or(0).saturating_sub(was.get(key).copied().unwrap_or(0));
         let prefix = format!("{sev}:");
         let mut named: Vec<(String, u64)> = a
             .aer

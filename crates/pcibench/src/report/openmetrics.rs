@@ -70,11 +70,19 @@ impl Exposition {
             for (suffix, labels, value) in &f.samples {
                 out.push_str(f.name);
                 out.push_str(suffix);
-                if !labels.is_empty() {
-                    let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
-                    let _ = write!(out, "{{{}}}", l.join(","));
+                for (i, (k, v)) in labels.iter().enumerate() {
+                    out.push(if i == 0 { '{' } else { ',' });
+                    out.push_str(k);
+                    out.push_str("=\"");
+                    push_escaped(&mut out, v);
+                    out.push('"');
                 }
-                let _ = writeln!(out, " {}", number(*value));
+                if !labels.is_empty() {
+                    out.push('}');
+                }
+                out.push(' ');
+                out.push_str(&number(*value));
+                out.push('\n');
             }
         }
         out
@@ -83,7 +91,20 @@ impl Exposition {
 
 /// A label value as the text format writes it: backslash, double quote and line feed escaped.
 pub fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    let mut s = String::with_capacity(v.len());
+    push_escaped(&mut s, v);
+    s
+}
+
+fn push_escaped(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
 }
 
 fn escape_help(v: &str) -> String {
