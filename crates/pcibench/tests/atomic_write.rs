@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 
 const CHILD: &str = "PCIBENCH_ATOMIC_WRITER_TARGET";
 
-#[test]
 #[ignore = "the writer half of killed_mid_write_leaves_the_old_file_whole, run by it"]
+#[test]
 fn writer_that_stops_half_way() {
     let Some(target) = std::env::var_os(CHILD) else { return };
     pcibench::os::atomic::write_atomically(Path::new(&target), |f| {
