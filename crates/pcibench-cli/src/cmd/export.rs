@@ -15,7 +15,7 @@ pub enum ExportFormat {
 
 #[derive(Args)]
 #[command(after_help = "Per configuration: pcibench_throughput_bytes_per_second (stat=median, p5, p95),
-pcibench_transfer_latency_seconds (quantile=0.5 .. 0.999), a latency run's pcibench_latency_seconds summary
+pcibench_transfer_latency_seconds (stat=p50 .. p999), a latency run's pcibench_latency_seconds summary
 (quantile=0.5 .. 0.9999), pcibench_verified; labels command, device, config (the row's configuration in
 words, as plot and compare name it), kind, dir, size_bytes. pcibench_run_info names the host, time, version.
 

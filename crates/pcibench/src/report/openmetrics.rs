@@ -320,17 +320,19 @@ pub fn saved_run(run: &SavedRun) -> String {
                     mbps * 1e6,
                 );
             }
+            // `stat`, not `quantile`: that label belongs to summaries (promtool check metrics), and these
+            // percentiles come with no sum or count of their own.
             for (q, us) in [
-                ("0.5", s.latency.p50_us),
-                ("0.9", s.latency.p90_us),
-                ("0.99", s.latency.p99_us),
-                ("0.999", s.latency.p999_us),
+                ("p50", s.latency.p50_us),
+                ("p90", s.latency.p90_us),
+                ("p99", s.latency.p99_us),
+                ("p999", s.latency.p999_us),
             ] {
                 e.add(
                     "pcibench_transfer_latency_seconds",
                     Gauge,
-                    "Time of one transfer in a throughput configuration, by quantile, seconds.",
-                    with("quantile", q),
+                    "Time of one transfer in a throughput configuration, by percentile (stat: p50, p90, p99, p999), seconds.",
+                    with("stat", q),
                     us / 1e6,
                 );
             }
