@@ -2,7 +2,7 @@
 
 mod cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use pcibench::host::Host;
 use pcibench::outcome::Outcome;
 use pcibench::Error;
@@ -21,13 +21,15 @@ Exit status: 0 everything asked for was measured and verified; 1 an error (the m
 2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing
 to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; a second
 signal exits at once); 141 the reader of stdout went away. doctor: 0 ready, 1 a warning, 2 a failure.
-compare: 5 a row got slower beyond the noise of the two runs.
+compare: 5 a row got slower beyond the noise of the two runs. health: 0 healthy, 1 warnings, 2 failures,
+3 could not check (bad usage or an error).
 
 Examples:
   pcibench run                      the suite on the simulated card
   pcibench list                     every device, like lspci
   pcibench doctor 15:00.0           why a device can't be reached, and the fix
-  pcibench pio sim --save a.json    keep a run (with its context) for plot and compare"
+  pcibench pio sim --save a.json    keep a run (with its context) for plot and compare
+  pcibench health                   every PCIe link, its AER errors and what changed"
 )]
 struct Cli {
     /// Use this directory in place of / for /sys, /proc, /dev and /boot (fixtures, tests; also
@@ -54,7 +56,7 @@ enum Command {
     Peek(cmd::peek::PeekArgs),
     /// Write one register of a BAR (needs --allow-write except on sim).
     Poke(cmd::peek::PokeArgs),
-    /// DMA throughput of a card's engine both ways, verified (edu, xdma, sim).
+    /// DMA throughput of a card's engine both ways, verified (edu, xdma, qdma, umem; the simulated cards).
     Dma(cmd::dma::DmaArgs),
     /// Why a device can't be reached, each check with its evidence and the exact fix.
     Doctor(cmd::doctor::DoctorArgs),
@@ -70,6 +72,16 @@ enum Command {
     Plot(cmd::plot::PlotArgs),
     /// Compare two saved runs: what differs in their context, then B/A per row, changes beyond the noise flagged.
     Compare(cmd::compare::CompareArgs),
+    /// Every PCIe link against what both ends support, AER errors, status bits and what changed since the last run; read-only.
+    Health(cmd::health::HealthArgs),
+    /// Render a saved run (--save) for a metrics collector: throughput and latency per configuration.
+    Export(cmd::export::ExportArgs),
+    /// Print a shell completion script (bash, zsh, fish): a packaging step.
+    #[command(hide = true)]
+    Completions(cmd::dist::CompletionsArgs),
+    /// Write a man page per command into DIR: a packaging step.
+    #[command(hide = true)]
+    Man(cmd::dist::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,7 +108,7 @@ fn main() -> ExitCode {
                 e.exit();
             }
             eprintln!("pcibench: {}", clap_one_line(&e.to_string()));
-            return ExitCode::from(2);
+            return ExitCode::from(if subcommand().as_deref() == Some("health") { UNKNOWN } else { 2 });
         }
     };
     // Before anything reads a file: a process with more privilege than its caller takes no
@@ -107,6 +119,8 @@ fn main() -> ExitCode {
         return ExitCode::from(Outcome::of_error(&e).code());
     }
     let debug = cli.debug;
+    // health's 1 and 2 say what it found: it could not check is 3 (cmd::health's help).
+    let health = matches!(cli.command, Command::Health(_));
     let host = match &cli.sysroot {
         Some(r) if !r.as_os_str().is_empty() => Host::with_root(r),
         _ => Host::from_env(),
@@ -125,6 +139,10 @@ fn main() -> ExitCode {
         Command::Poke(a) => cmd::peek::poke(&host, a),
         Command::Plot(a) => cmd::plot::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Health(a) => cmd::health::run(&host, a),
+        Command::Export(a) => cmd::export::run(a),
+        Command::Completions(a) => cmd::dist::completions(Cli::command(), a),
+        Command::Man(a) => cmd::dist::man(Cli::command(), a),
     };
     if debug {
         for d in pcibench::os::privilege::drops() {
@@ -136,9 +154,27 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("pcibench: {}", one_line(&e));
             let outcome = e.downcast_ref::<Error>().map_or(Outcome::Failed, Outcome::of_error);
-            ExitCode::from(outcome.code())
+            ExitCode::from(if health { UNKNOWN } else { outcome.code() })
         }
     }
+}
+
+/// health's exit status when it could not check (bad usage, an error).
+const UNKNOWN: u8 = pcibench::health::EXIT_UNKNOWN;
+
+/// The subcommand named on the command line, past the global options (`--sysroot DIR`).
+fn subcommand() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--sysroot" => {
+                args.next();
+            }
+            s if s.starts_with('-') => {}
+            s => return Some(s.to_string()),
+        }
+    }
+    None
 }
 
 /// clap's whole message on one line: what is wrong, the argument's name, the allowed values and
@@ -160,8 +196,7 @@ fn clap_one_line(text: &str) -> String {
             _ => parts.push(line),
         }
     }
-    let subcommand = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
-    let help = match subcommand {
+    let help = match subcommand() {
         Some(c) => format!("pcibench {c} --help"),
         None => "pcibench --help".to_string(),
     };

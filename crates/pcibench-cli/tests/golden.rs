@@ -36,6 +36,9 @@ enum Shape {
     /// Output that has no varying figures (list, info, plots and comparisons of fixed files):
     /// compared as is.
     Exact,
+    /// health: as is but for the time it ran (an RFC 3339 time, `*_timestamp_seconds N`,
+    /// `"timestamp": N`).
+    Health,
 }
 
 fn fixture_root(dir: &Path) {
@@ -82,11 +85,16 @@ fn check(name: &str, root: Root, shape: Shape, args: &[&str]) {
         Shape::Json => mask_json(&clean(&o.stdout)),
         Shape::Csv => mask_csv(&clean(&o.stdout)),
         Shape::Exact => clean(&o.stdout),
+        Shape::Health => mask_times(&clean(&o.stdout)),
     };
     // The suite measures the widest SIMD routine this CPU has: named in the goldens as <widest>,
     // so they hold on CPUs with other vector units.
     let stdout = if args.first() == Some(&"run") { widest_as_word(&stdout) } else { stdout };
-    let stderr = if shape == Shape::Exact { clean(&o.stderr) } else { mask_text(&clean(&o.stderr)) };
+    let stderr = match shape {
+        Shape::Exact => clean(&o.stderr),
+        Shape::Health => mask_times(&clean(&o.stderr)),
+        _ => mask_text(&clean(&o.stderr)),
+    };
     let actual = format!(
         "$ pcibench {}\nexit: {}\n--- stdout\n{stdout}--- stderr\n{stderr}",
         args.join(" "),
@@ -344,6 +352,41 @@ fn mask_counts(line: &str, phrase: &str) -> String {
         }
     }
     out.push_str(rest);
+    out
+}
+
+/// RFC 3339 times (`2026-11-26T18:54:25Z`) and a health run's timestamp in seconds become `<time>`.
+fn mask_times(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut l = line.to_string();
+        if let Some(at) = l.find("_timestamp_seconds ").or_else(|| l.find("\"timestamp\": ")) {
+            let head = l[..at].to_string();
+            let rest = &l[at..];
+            let sep = rest.find(' ').unwrap_or(rest.len());
+            let digits = rest[sep + 1..].bytes().take_while(u8::is_ascii_digit).count();
+            l = format!("{head}{}<time>{}", &rest[..=sep], &rest[sep + 1 + digits..]);
+        }
+        let b = l.as_bytes();
+        let mut i = 0;
+        let mut masked = String::new();
+        while i < b.len() {
+            let is_time = b.len() - i >= 20
+                && b[i + 4] == b'-'
+                && b[i + 10] == b'T'
+                && b[i + 19] == b'Z'
+                && b[i..i + 4].iter().all(u8::is_ascii_digit);
+            if is_time {
+                masked.push_str("<time>");
+                i += 20;
+            } else {
+                masked.push(b[i] as char);
+                i += 1;
+            }
+        }
+        out.push_str(&masked);
+        out.push('\n');
+    }
     out
 }
 
@@ -633,4 +676,13 @@ golden! {
     compare_card_json: SavedRuns Exact ["compare", "card.json", "card.json", "--json"];
     compare_card_csv: SavedRuns Exact ["compare", "card.json", "card.json", "--format", "csv"];
     compare_refused: SavedRuns Exact ["compare", "card.json", "latency.json"];
+
+    // Link health on the fixture tree, and saved runs exported for Prometheus.
+    health_fixture: Fixture Health ["health"];
+    health_fixture_json: Fixture Health ["health", "--json"];
+    health_fixture_openmetrics: Fixture Health ["health", "--format", "openmetrics"];
+    health_fixture_named: Fixture Health ["health", "22:00.0"];
+    health_refused: Fixture Health ["health", "--watch", "1"];
+    export_card: SavedRuns Exact ["export", "card.json", "--format", "openmetrics"];
+    export_latency: SavedRuns Exact ["export", "latency.json"];
 }

@@ -32,6 +32,7 @@ pub mod direction;
 pub mod dma;
 pub mod doctor;
 pub mod error;
+pub mod health;
 pub mod host;
 pub mod measure;
 pub mod mmio;

@@ -2,7 +2,8 @@
 //! in `pcibench --help`): 0 everything asked for was measured and verified; 1 an error (the
 //! message says what failed and what to type); 2 bad usage; 3 data did not verify; 4 nothing
 //! could be measured (every configuration skipped, or nothing to measure); 5 `compare`: a row got
-//! significantly slower; 130 interrupted.
+//! significantly slower; 130 interrupted. `health` says what it found instead (`health::Status`:
+//! 0 healthy, 1 warnings, 2 failures; `health::EXIT_UNKNOWN`, 3, when it could not check).
 
 use crate::bench::result::Report;
 use crate::measure::SuiteReport;

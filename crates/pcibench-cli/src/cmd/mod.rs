@@ -1,7 +1,10 @@
 pub mod buffers;
 pub mod compare;
+pub mod dist;
 pub mod dma;
 pub mod doctor;
+pub mod export;
+pub mod health;
 pub mod info;
 pub mod latency;
 pub mod list;

@@ -207,3 +207,177 @@ pub fn seed_tree(root: impl Into<PathBuf>) -> Fixture {
         .iommu_group(16);
     f
 }
+
+/// PCI Express port types (PCIe Base 6.0 §7.5.3.2, Device/Port Type).
+pub const ENDPOINT: u8 = 0;
+pub const ROOT_PORT: u8 = 4;
+
+/// Config space of a PCI Express function for the link-health fixtures: `endpoint_config` with
+/// its port type, Link Capabilities `cap` and Link Status `sta` as (gen, width), Device Status
+/// `devsta` and extra Link Status bits `lnksta` (LBMS 1 << 14, LABS 1 << 15). 256 bytes (what
+/// root reads before the extended space).
+pub fn pcie_config(port_type: u8, cap: (u8, u8), sta: (u8, u8), devsta: u16, lnksta: u16) -> Vec<u8> {
+    let mut c = endpoint_config(0x8086, 0x1234, 0x0006, cap.0, cap.1, 256, 512, 256);
+    c[0x72] = 0x02 | (port_type << 4);
+    if port_type == ROOT_PORT {
+        c[0x0e] = 0x01; // a type 1 (bridge) header
+    }
+    c[0x7a..0x7c].copy_from_slice(&devsta.to_le_bytes());
+    let s = sta.0 as u16 | ((sta.1 as u16) << 4) | lnksta;
+    c[0x82..0x84].copy_from_slice(&s.to_le_bytes());
+    c
+}
+
+/// The sysfs speed name of a generation (`8.0 GT/s PCIe`).
+pub fn speed(gen: u8) -> String {
+    super::link::speed_name(gen).unwrap_or_else(|| "Unknown".into())
+}
+
+impl DeviceBuilder {
+    /// A PCI Express function's link files and config space: LnkCap `cap`, LnkSta `sta` (gen,
+    /// width; width 0 is a link that is down), Device Status `devsta`, extra Link Status bits.
+    pub fn pcie(&self, port_type: u8, cap: (u8, u8), sta: (u8, u8), devsta: u16, lnksta: u16) -> &Self {
+        let cur = if sta.1 == 0 { "Unknown".to_string() } else { speed(sta.0) };
+        self.file("current_link_speed", format!("{cur}\n"))
+            .file("current_link_width", format!("{}\n", sta.1))
+            .file("max_link_speed", format!("{}\n", speed(cap.0)))
+            .file("max_link_width", format!("{}\n", cap.1))
+            .config(&pcie_config(port_type, cap, sta, devsta, lnksta))
+    }
+
+    /// AER counter files, the kernel's long names (6.x: `Header Log Overflow`) or the short ones
+    /// older kernels write (`HeaderOF`), with the correctable BadTLP, non-fatal CmpltAbrt and
+    /// fatal DLP counts given; `rootport` adds the root port's totals.
+    pub fn aer(
+        &self,
+        long_names: bool,
+        cor_badtlp: u64,
+        nonfatal_cmpltabrt: u64,
+        fatal_dlp: u64,
+        rootport: bool,
+    ) -> &Self {
+        let hol = if long_names { "Header Log Overflow" } else { "HeaderOF" };
+        self.file(
+            "aer_dev_correctable",
+            format!("RxErr 0\nBadTLP {cor_badtlp}\nBadDLLP 0\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\n{hol} 0\nTOTAL_ERR_COR {cor_badtlp}\n"),
+        )
+        .file(
+            "aer_dev_nonfatal",
+            format!("Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt {nonfatal_cmpltabrt}\nUnxCmplt 0\nRxOF 0\nMalfTLP 0\nECRC 0\nUnsupReq 0\nACSViol 0\nTOTAL_ERR_NONFATAL {nonfatal_cmpltabrt}\n"),
+        )
+        .file("aer_dev_fatal", format!("Undefined 0\nDLP {fatal_dlp}\nSDES 0\nTLP 0\nTOTAL_ERR_FATAL {fatal_dlp}\n"));
+        if rootport {
+            self.file("aer_rootport_total_err_cor", format!("{cor_badtlp}\n"))
+                .file("aer_rootport_total_err_nonfatal", format!("{nonfatal_cmpltabrt}\n"))
+                .file("aer_rootport_total_err_fatal", format!("{fatal_dlp}\n"));
+        }
+        self
+    }
+}
+
+/// A host for `pcibench health`, every link healthy:
+/// - 0000:00:1c.0 root port (Gen3 x8 capable), AER with the long names and root-port totals, and
+///   below it 0000:03:00.0, a Gen3 x8 endpoint (10ee:7024) trained Gen3 x8, AER with the short names
+/// - 0000:00:1d.0 root port (Gen3 x4: the slot is wired x4), below it 0000:04:00.0 an x8 card at
+///   Gen3 x4: limited by the port, not degraded (lspci would flag the endpoint)
+/// - 0000:00:1e.0 root port with an empty slot (its link is down: no verdict)
+/// - 0000:00:00.0 a host bridge (no PCIe link, no AER: not listed)
+///
+/// `health_degrade`, `health_errors`, `health_retrain` and `health_down` then break one thing each.
+pub fn health_tree(root: impl Into<PathBuf>) -> Fixture {
+    let f = Fixture::new(root);
+    f.device("0000:00:00.0").ids(0x8086, 0x29c0, 0x1af4, 0x1100).class(0x060000);
+    f.device("0000:00:1c.0")
+        .ids(0x8086, 0xa110, 0x8086, 0x0000)
+        .class(0x060400)
+        .driver("pcieport")
+        .pcie(ROOT_PORT, (3, 8), (3, 8), 0, 0)
+        .aer(true, 0, 0, 0, true);
+    f.device_behind("0000:00:1c.0", "0000:03:00.0")
+        .ids(0x10ee, 0x7024, 0x10ee, 0x0007)
+        .class(0x058000)
+        .driver("xdma")
+        .pcie(ENDPOINT, (3, 8), (3, 8), 0, 0)
+        .aer(false, 0, 0, 0, false);
+    f.device("0000:00:1d.0").ids(0x8086, 0xa111, 0x8086, 0x0000).class(0x060400).driver("pcieport").pcie(
+        ROOT_PORT,
+        (3, 4),
+        (3, 4),
+        0,
+        0,
+    );
+    f.device_behind("0000:00:1d.0", "0000:04:00.0")
+        .ids(0x15b3, 0x1017, 0x15b3, 0x0007)
+        .class(0x020000)
+        .driver("mlx5_core")
+        .pcie(ENDPOINT, (3, 8), (3, 4), 0, 0);
+    f.device("0000:00:1e.0").ids(0x8086, 0xa112, 0x8086, 0x0000).class(0x060400).driver("pcieport").pcie(
+        ROOT_PORT,
+        (3, 4),
+        (1, 0),
+        0,
+        0,
+    );
+    f
+}
+
+impl Fixture {
+    /// The existing function `addr`'s builder (to change its files between two runs).
+    pub fn at(&self, addr: &str) -> DeviceBuilder {
+        let link = self.root.join("sys/bus/pci/devices").join(addr);
+        let dir = fs::canonicalize(&link).expect("fixture device exists");
+        DeviceBuilder { dir, root: self.root.clone() }
+    }
+}
+
+/// `health_tree`'s endpoint 0000:03:00.0 trained Gen1 x8 while both ends support Gen3 x8:
+/// degraded, by lspci's rule.
+pub fn health_degrade(f: &Fixture) {
+    f.at("0000:00:1c.0").pcie(ROOT_PORT, (3, 8), (1, 8), 0, 0);
+    f.at("0000:03:00.0").pcie(ENDPOINT, (3, 8), (1, 8), 0, 0);
+}
+
+/// `health_tree`'s AER counters grow: the endpoint (short names) 3 correctable BadTLP; the root
+/// port (long names) 2 non-fatal CmpltAbrt and, when `fatal`, 1 fatal DLP, with its totals.
+pub fn health_errors(f: &Fixture, fatal: bool) {
+    f.at("0000:03:00.0").aer(false, 3, 0, 0, false);
+    f.at("0000:00:1c.0").aer(true, 0, 2, u64::from(fatal), true);
+}
+
+/// `health_tree`'s second port retrains: its link and its endpoint's come back at Gen2 x4 and the
+/// port's Link Status shows LBMS.
+pub fn health_retrain(f: &Fixture) {
+    f.at("0000:00:1d.0").pcie(ROOT_PORT, (3, 4), (2, 4), 0, 1 << 14);
+    f.at("0000:04:00.0").pcie(ENDPOINT, (3, 8), (2, 4), 0, 0);
+}
+
+/// `health_tree`'s first link goes down: the port reads width 0 and an unknown speed, the
+/// endpoint's config space all ones.
+pub fn health_down(f: &Fixture) {
+    f.at("0000:00:1c.0").pcie(ROOT_PORT, (3, 8), (1, 0), 0, 0);
+    f.at("0000:03:00.0").config(&[0xff; 256]);
+}
+
+/// `n` functions for the health benchmark: root ports each with one endpoint below, every
+/// function with a PCI Express link, AER counters and readable status registers.
+pub fn health_fleet(root: impl Into<PathBuf>, n: usize) -> Fixture {
+    let f = Fixture::new(root);
+    for i in 0..n / 2 {
+        let (bus, dev) = (i / 32, i % 32);
+        let port = format!("0000:{bus:02x}:{dev:02x}.0");
+        let ep = format!("0000:{:02x}:{:02x}.0", 0x40 + i / 32, i % 32);
+        f.device(&port)
+            .ids(0x8086, 0xa110, 0x8086, 0)
+            .class(0x060400)
+            .driver("pcieport")
+            .pcie(ROOT_PORT, (4, 16), (4, 16), 0, 0)
+            .aer(true, 0, 0, 0, true);
+        f.device_behind(&port, &ep)
+            .ids(0x10ee, 0x9038, 0x10ee, 7)
+            .class(0x058000)
+            .driver("xdma")
+            .pcie(ENDPOINT, (4, 16), (4, 16), 0, 0)
+            .aer(false, 1, 0, 0, false);
+    }
+    f
+}

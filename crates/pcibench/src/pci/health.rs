@@ -6,6 +6,7 @@
 
 use super::PciAddress;
 use crate::host::Host;
+use serde::{Deserialize, Serialize};
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -17,18 +18,95 @@ use std::path::PathBuf;
 const DEVSTA: u64 = 0x0a;
 const LNKSTA: u64 = 0x12;
 const DEVSTA_ERRORS: u16 = 0x000f;
-const LNKSTA_LBMS: u16 = 1 << 14;
-const LNKSTA_LABS: u16 = 1 << 15;
+pub const LNKSTA_LBMS: u16 = 1 << 14;
+pub const LNKSTA_LABS: u16 = 1 << 15;
+/// Device Status bits 0-3 as lspci -vvv names them, with the level a newly set one has.
+pub const DEVSTA_BITS: [(u16, &str, &str, Level); 4] = [
+    (1 << 0, "CorrErr", "a correctable error", Level::Warning),
+    (1 << 1, "NonFatalErr", "a non-fatal error", Level::Failure),
+    (1 << 2, "FatalErr", "a fatal error", Level::Failure),
+    (1 << 3, "UnsupReq", "an unsupported request", Level::Warning),
+];
+/// Link Status bits 14-15 as lspci -vvv names them.
+pub const LNKSTA_BITS: [(u16, &str); 2] = [(LNKSTA_LBMS, "BWMgmt"), (LNKSTA_LABS, "ABWMgmt")];
 
-/// One function's state at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// How much a change (or a finding of `pcibench health`) matters: a warning (a degraded link,
+/// correctable errors, a retrain) or a failure (non-fatal or fatal errors, a link that went down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Warning,
+    Failure,
+}
+
+impl Level {
+    /// `WARN` or `FAIL`, as doctor marks its checks.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Level::Warning => "WARN",
+            Level::Failure => "FAIL",
+        }
+    }
+}
+
+/// One change between two snapshots, with the function it happened on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub address: String,
+    pub level: Level,
+    /// In words: `2 non-fatal errors (2 CmpltAbrt) on 0000:00:01.0`.
+    pub what: String,
+}
+
+/// One function's state at one moment (also what `pcibench health --state` keeps between runs).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FunctionState {
     pub addr: String,
+    /// `severity:name` and count, as `aer::read_all` reads them.
     pub aer: Vec<(String, u64)>,
+    /// sysfs `current_link_speed` and `current_link_width` as written.
     pub speed: Option<String>,
     pub width: Option<String>,
+    /// Device Status and Link Status; None where config space is not readable that far.
     pub devsta: Option<u16>,
     pub lnksta: Option<u16>,
+}
+
+impl FunctionState {
+    /// The function whose sysfs directory is `dir`, with Device and Link Status taken from
+    /// `config` (the bytes this reader could read; unprivileged readers get 64, too few).
+    pub fn read(addr: &str, dir: &std::path::Path, config: &[u8]) -> FunctionState {
+        let mut ignored = Vec::new();
+        let reg = |off: u64| -> Option<u16> {
+            let at = (pcie_cap(config)? + off) as usize;
+            Some(u16::from_le_bytes(config.get(at..at + 2)?.try_into().ok()?))
+        };
+        FunctionState {
+            addr: addr.to_string(),
+            aer: super::aer::read_all(dir, &mut ignored),
+            speed: read(dir.join("current_link_speed")),
+            width: read(dir.join("current_link_width")),
+            devsta: reg(DEVSTA),
+            lnksta: reg(LNKSTA),
+        }
+    }
+
+    /// Whether the link is up: Some(false) for width 0 or an unknown speed (the kernel writes
+    /// `Unknown` when Link Status reads no valid speed), None when nothing says.
+    pub fn link_up(&self) -> Option<bool> {
+        let width = self.width.as_deref().and_then(|w| w.parse::<u32>().ok());
+        let speed_known = self.speed.as_deref().map(|s| super::link::gen_from_speed(s).is_some());
+        match (width, speed_known) {
+            (None, None) => None,
+            (Some(0), _) | (_, Some(false)) => Some(false),
+            _ => Some(true),
+        }
+    }
+
+    /// `8.0 GT/s PCIe x8`, with `?` for what is unknown.
+    pub fn link_words(&self) -> String {
+        format!("{} x{}", self.speed.as_deref().unwrap_or("?"), self.width.as_deref().unwrap_or("?"))
+    }
 }
 
 /// The device and its ports up to the root, at one moment.
@@ -111,47 +189,56 @@ impl HealthProbe {
 
 /// What changed from `before` to `after`, one sentence per change; empty when nothing did.
 pub fn changes(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    diff(&before.functions, &after.functions).into_iter().map(|c| c.what).collect()
+}
+
+/// What changed from `before` to `after`, per function present in both, with how much it
+/// matters: errors that grew (non-fatal and fatal: failures; correctable: warnings), links that
+/// retrained or came up at another speed or width (warnings) or went down (failures), Device
+/// Status error bits and Link Status LBMS/LABS that became set.
+pub fn diff(before: &[FunctionState], after: &[FunctionState]) -> Vec<Change> {
     let mut out = Vec::new();
-    for b in &before.functions {
-        let Some(a) = after.functions.iter().find(|a| a.addr == b.addr) else { continue };
-        aer_changes(b, a, &mut out);
+    let by_addr: std::collections::HashMap<&str, &FunctionState> = after.iter().map(|a| (a.addr.as_str(), a)).collect();
+    for b in before {
+        let Some(a) = by_addr.get(b.addr.as_str()) else { continue };
+        let mut push = |level: Level, what: String| out.push(Change { address: a.addr.clone(), level, what });
+        aer_changes(b, a, &mut push);
         if (&b.speed, &b.width) != (&a.speed, &a.width) {
-            let show = |s: &Option<String>, w: &Option<String>| {
-                format!("{} x{}", s.as_deref().unwrap_or("?"), w.as_deref().unwrap_or("?"))
-            };
-            out.push(format!(
-                "link of {} retrained from {} to {}",
-                a.addr,
-                show(&b.speed, &b.width),
-                show(&a.speed, &a.width)
-            ));
+            let (was, now) = (b.link_words(), a.link_words());
+            match (b.link_up(), a.link_up()) {
+                (Some(true), Some(false)) => push(Level::Failure, format!("link of {} went down (was {was})", a.addr)),
+                _ => push(Level::Warning, format!("link of {} retrained from {was} to {now}", a.addr)),
+            }
         }
         if let (Some(x), Some(y)) = (b.devsta, a.devsta) {
             let new = y & !x & DEVSTA_ERRORS;
-            let names = ["a correctable error", "a non-fatal error", "a fatal error", "an unsupported request"];
-            for (i, n) in names.iter().enumerate() {
-                if new & (1 << i) != 0 {
-                    out.push(format!("{} reported {n} (Device Status)", a.addr));
+            for (bit, _, words, level) in DEVSTA_BITS {
+                if new & bit != 0 {
+                    push(level, format!("{} reported {words} (Device Status)", a.addr));
                 }
             }
         }
         if let (Some(x), Some(y)) = (b.lnksta, a.lnksta) {
             if y & !x & (LNKSTA_LBMS | LNKSTA_LABS) != 0 {
-                out.push(format!("{} changed its link bandwidth on its own (Link Status LBMS/LABS)", a.addr));
+                push(
+                    Level::Warning,
+                    format!("{} changed its link bandwidth on its own (Link Status LBMS/LABS)", a.addr),
+                );
             }
         }
     }
     out
 }
 
-fn aer_changes(b: &FunctionState, a: &FunctionState, out: &mut Vec<String>) {
+fn aer_changes(b: &FunctionState, a: &FunctionState, push: &mut impl FnMut(Level, String)) {
+    if a.aer == b.aer {
+        return;
+    }
+    let was: std::collections::HashMap<&str, u64> = b.aer.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let now: std::collections::HashMap<&str, u64> = a.aer.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     // Per severity: the increase of the named counters, else of the totals.
     for sev in ["correctable", "nonfatal", "fatal"] {
-        let grew = |key: &str| {
-            let was = b.aer.iter().find(|(k, _)| k == key).map_or(0, |e| e.1);
-            let now = a.aer.iter().find(|(k, _)| k == key).map_or(0, |e| e.1);
-            now.saturating_sub(was)
-        };
+        let grew = |key: &str| now.get(key).copied().unwrap_or(0).saturating_sub(was.get(key).copied().unwrap_or(0));
         let prefix = format!("{sev}:");
         let mut named: Vec<(String, u64)> = a
             .aer
@@ -166,21 +253,28 @@ fn aer_changes(b: &FunctionState, a: &FunctionState, out: &mut Vec<String>) {
             "nonfatal" => "non-fatal",
             other => other,
         };
+        let level = if sev == "correctable" { Level::Warning } else { Level::Failure };
         if total > 0 {
             named.sort();
             let list: Vec<String> = named.iter().map(|(n, d)| format!("{d} {n}")).collect();
-            out.push(format!(
-                "{total} {kind} error{} ({}) on {}",
-                if total == 1 { "" } else { "s" },
-                list.join(", "),
-                a.addr
-            ));
+            push(
+                level,
+                format!(
+                    "{total} {kind} error{} ({}) on {}",
+                    if total == 1 { "" } else { "s" },
+                    list.join(", "),
+                    a.addr
+                ),
+            );
         } else if rootport > 0 {
-            out.push(format!(
-                "{rootport} {kind} error{} reported to root port {}",
-                if rootport == 1 { "" } else { "s" },
-                a.addr
-            ));
+            push(
+                level,
+                format!(
+                    "{rootport} {kind} error{} reported to root port {}",
+                    if rootport == 1 { "" } else { "s" },
+                    a.addr
+                ),
+            );
         }
     }
 }

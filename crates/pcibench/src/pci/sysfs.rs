@@ -80,6 +80,10 @@ pub enum Detail {
     Summary,
     /// Everything `info` shows: the whole config space, capabilities, link and its partner, AER.
     Full,
+    /// What `health` judges: the link and its partner from the first 256 bytes of config space
+    /// (the PCI Express capability, with Device and Link Status, lives there); no BARs, no
+    /// extended space (AER counters come from sysfs, not from the AER capability).
+    Link,
 }
 
 /// Read one device in full. Fails only when the device directory does not exist.
@@ -89,6 +93,12 @@ pub fn read_device(host: &Host, addr: &PciAddress) -> Result<DeviceInfo> {
 
 /// Read one device at `detail`. Fails only when the device directory does not exist.
 pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<DeviceInfo> {
+    read_device_with_config(host, addr, detail).map(|(info, _)| info)
+}
+
+/// `read_device_at`, with the config space bytes it read (as much as this reader may see: 64
+/// bytes unprivileged).
+pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -> Result<(DeviceInfo, Vec<u8>)> {
     let dir = device_dir(host, addr);
     if !dir.is_dir() {
         return Err(Error::NoDevice(addr.to_string()));
@@ -111,7 +121,7 @@ pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<
         config_size_warning(host, addr, &cfg_bytes, cfg.pcie.is_some(), &mut w);
     }
     let bars = if full { read_bars(&dir, &mut w) } else { Vec::new() };
-    let link = if full { read_link(&dir, ids.class_code, cfg.pcie.as_ref()) } else { None };
+    let link = if detail != Detail::Summary { read_link(&dir, ids.class_code, cfg.pcie.as_ref()) } else { None };
     let parent = fs::canonicalize(&dir).ok().and_then(|p| {
         let up = p.parent()?.file_name()?.to_str()?;
         up.parse::<PciAddress>().ok().map(|a| a.to_string())
@@ -146,7 +156,7 @@ pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<
         warnings: w,
     };
     info.fill_model();
-    Ok(info)
+    Ok((info, cfg_bytes))
 }
 
 /// Config space as `detail` needs it: the 64-byte header for a summary; else the 256 bytes every
@@ -156,7 +166,7 @@ pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<
 fn read_config(path: &Path, detail: Detail) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut f = crate::host::state::open_regular(path)?;
-    let first = if detail == Detail::Full { 256 } else { 64 };
+    let first = if detail == Detail::Summary { 64 } else { 256 };
     let mut buf = Vec::with_capacity(4096);
     (&mut f).take(first).read_to_end(&mut buf)?;
     if detail == Detail::Full && buf.len() == 256 && config::parse(&buf).pcie.is_some() {

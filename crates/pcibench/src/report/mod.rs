@@ -2,16 +2,19 @@
 //! touches a device. Measurement reports go through `Exporter`, one implementation per format
 //! (`table`, `seed`, `json`, `csv`); a new format is one file and one arm in `exporter`. `doctor`
 //! and `setup` render those commands' findings and changes; `plot` draws saved runs as SVG and
-//! `compare` renders a comparison of two.
+//! `compare` renders a comparison of two; `health` renders a link-health check as a table and
+//! `openmetrics` a check or a saved run in the Prometheus text format.
 
 pub mod buffers;
 pub mod compare;
 pub mod csv;
 pub mod doctor;
+pub mod health;
 pub mod info;
 pub mod json;
 pub mod latency;
 pub mod notes;
+pub mod openmetrics;
 pub mod plot;
 pub mod queues;
 pub mod seed;

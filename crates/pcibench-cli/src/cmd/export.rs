@@ -1,0 +1,48 @@
+use super::emit;
+use super::health::parse_file;
+use clap::{Args, ValueEnum};
+use pcibench::results::saved;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum ExportFormat {
+    /// The Prometheus text exposition format (also `prometheus`).
+    #[value(alias = "prometheus")]
+    Openmetrics,
+}
+
+#[derive(Args)]
+#[command(after_help = "Per configuration: pcibench_throughput_bytes_per_second (stat=median, p5, p95),
+pcibench_transfer_latency_seconds (stat=p50 .. p999), a latency run's pcibench_latency_seconds summary
+(quantile=0.5 .. 0.9999), pcibench_verified; labels command, device, config (the row's configuration in
+words, as plot and compare name it), kind, dir, size_bytes. pcibench_run_info names the host, time, version.
+
+Examples:
+  pcibench dma sim --save dma.json && pcibench export dma.json --format openmetrics
+  pcibench export run.json -o /var/lib/node_exporter/textfile_collector/pcibench_run.prom")]
+pub struct ExportArgs {
+    /// A saved run (written by --save FILE.json).
+    #[arg(value_name = "FILE.json")]
+    file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "openmetrics")]
+    format: ExportFormat,
+    /// Write to FILE instead of stdout, replacing it atomically (as health -o does).
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = parse_file("-o"))]
+    output: Option<PathBuf>,
+}
+
+pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
+    let run = saved::read(&a.file)?;
+    let text = match a.format {
+        ExportFormat::Openmetrics => pcibench::report::openmetrics::saved_run(&run),
+    };
+    match &a.output {
+        Some(path) => pcibench::os::atomic::write_atomically(path, |f| f.write_all(text.as_bytes()))
+            .map_err(|e| pcibench::Error::io("cannot write the export to", path, e))?,
+        None => emit(&text),
+    }
+    Ok(ExitCode::SUCCESS)
+}
