@@ -160,12 +160,16 @@ fn clap_one_line(text: &str) -> String {
             _ => parts.push(line),
         }
     }
-    let subcommand = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    // Only a subcommand that exists has its own help (`pcibench bogus --help` would fail too).
+    let subcommand = std::env::args()
+        .nth(1)
+        .filter(|a| !a.starts_with('-'))
+        .filter(|a| <Cli as clap::CommandFactory>::command().find_subcommand(a).is_some());
     let help = match subcommand {
         Some(c) => format!("pcibench {c} --help"),
         None => "pcibench --help".to_string(),
     };
-    format!("{} (see {help})", parts.join("; "))
+    pcibench::text::one_line(&format!("{} (see {help})", parts.join("; ")))
 }
 
 /// Errors are one line: the library's message, plus anyhow context joined with ": ".
@@ -177,5 +181,6 @@ fn one_line(e: &anyhow::Error) -> String {
             parts.push(s);
         }
     }
-    parts.join(": ").replace('\n', " ")
+    // Echoed values are clipped and control characters escaped (`text::one_line`).
+    pcibench::text::one_line(&parts.join(": "))
 }

@@ -32,6 +32,7 @@ pub mod direction;
 pub mod dma;
 pub mod doctor;
 pub mod error;
+pub mod file;
 pub mod host;
 pub mod measure;
 pub mod mmio;
@@ -43,6 +44,7 @@ pub mod results;
 pub mod session;
 pub mod setup;
 pub mod sim;
+pub mod text;
 pub mod units;
 
 pub use error::{Error, Result};

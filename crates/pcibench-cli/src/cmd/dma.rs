@@ -171,7 +171,7 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
         total: a.total.as_deref().map(parse_size).transpose()?,
         timeout_ms: a.timeout_ms,
         allow_dma: a.allow_dma,
-        common: a.common.common(),
+        common: a.common.common()?,
     }))
 }
 

@@ -216,7 +216,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
         },
         timeout_ms: a.timeout_ms,
         allow_dma: a.allow_dma,
-        common: a.common.common(),
+        common: a.common.common()?,
     }))
 }
 

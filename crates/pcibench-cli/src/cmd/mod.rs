@@ -13,13 +13,13 @@ pub mod setup;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pcibench::device::Target;
+use pcibench::file::Output;
 use pcibench::host::Host;
 use pcibench::measure::{Common, Hooks, Measured, Measurement, Request};
 use pcibench::outcome::Outcome;
 use pcibench::report;
 use pcibench::results::saved::{self, SavedRun};
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -36,11 +36,9 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--save FILE`: checked when the flags are parsed, before anything is measured.
-fn parse_save(s: &str) -> Result<PathBuf, String> {
-    let p = PathBuf::from(s);
-    saved::check_destination("--save", &p).map_err(|e| e.to_string())?;
-    Ok(p)
+/// `--save FILE` (or `-`: stdout): checked when the flags are parsed, before anything is measured.
+fn parse_save(s: &str) -> Result<Output, String> {
+    Output::check("--save", "run.json", s.as_ref()).map_err(|e| e.to_string())
 }
 
 /// Options every measuring command takes (`pio`, `dma`, `latency`, `buffers`, `run`), and the one
@@ -57,9 +55,10 @@ pub struct MeasureArgs {
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
     /// Also save the whole result with its context (device, link, IOMMU mode, host) to FILE.json,
-    /// for `pcibench plot` and `pcibench compare`.
+    /// for `pcibench plot` and `pcibench compare` (a new file, or a regular file replaced whole;
+    /// `-` prints it on stdout instead of the output, for a pipe or a device).
     #[arg(long, value_name = "FILE.json", value_parser = parse_save)]
-    pub save: Option<PathBuf>,
+    pub save: Option<Output>,
 }
 
 impl MeasureArgs {
@@ -67,9 +66,14 @@ impl MeasureArgs {
         self.format.unwrap_or(FormatArg::Table).resolve(self.json)
     }
 
-    /// What every request carries from these flags.
-    pub fn common(&self) -> Common {
-        Common { cpu: self.cpu, command_line: std::env::args().collect() }
+    /// What every request carries from these flags, checked before anything is measured.
+    pub fn common(&self) -> anyhow::Result<Common> {
+        if self.save == Some(Output::Stdout) && (self.format.is_some() || self.json) {
+            anyhow::bail!(pcibench::Error::usage(
+                "--save - prints the saved run (JSON) on stdout in place of the output: drop --format/--json, or save to a file"
+            ));
+        }
+        Ok(Common { cpu: self.cpu, command_line: std::env::args().collect() })
     }
 
     /// Save the run (--save) with the device's context, print it in the chosen format, and
@@ -86,9 +90,15 @@ impl MeasureArgs {
                 (exporter.suite(s)?, Outcome::of_suite(s))
             }
         };
-        let saving = self.save.as_ref().map(|path| saved::write(path, &SavedRun::of_measurement(host, m)));
-        emit(&text);
-        saving.transpose()?;
+        match &self.save {
+            None => emit(&text),
+            Some(Output::Stdout) => emit(&saved::to_json(&SavedRun::of_measurement(host, m))?),
+            Some(Output::File(dest)) => {
+                let saving = saved::write(dest, &SavedRun::of_measurement(host, m));
+                emit(&text);
+                saving?;
+            }
+        }
         Ok(finish(outcome))
     }
 }

@@ -155,7 +155,7 @@ pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<
 /// hypervisor), so 4 KiB of a host bridge without one costs tens of milliseconds for nothing.
 fn read_config(path: &Path, detail: Detail) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut f = crate::host::state::open_regular(path)?;
+    let mut f = crate::file::open_regular(path)?;
     let first = if detail == Detail::Full { 256 } else { 64 };
     let mut buf = Vec::with_capacity(4096);
     (&mut f).take(first).read_to_end(&mut buf)?;
