@@ -19,8 +19,8 @@ Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between; 64,4K a list. MB 
 
 Exit status: 0 everything asked for was measured and verified; 1 an error (the message says what to do);
 2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing
-to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; a second
-signal exits at once); 141 the reader of stdout went away. doctor: 0 ready, 1 a warning, 2 a failure.
+to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; another
+signal, or the same one a second later, exits at once); 141 the reader of stdout went away. doctor: 0 ready, 1 a warning, 2 a failure.
 compare: 5 a row got slower beyond the noise of the two runs.
 
 Examples:
@@ -105,6 +105,13 @@ fn main() -> ExitCode {
     if let Err(e) = pcibench::os::privilege::refuse_steering(privilege, cli.sysroot.is_some(), std::env::vars_os()) {
         eprintln!("pcibench: {e}");
         return ExitCode::from(Outcome::of_error(&e).code());
+    }
+    if matches!(
+        cli.command,
+        Command::Pio(_) | Command::Dma(_) | Command::Latency(_) | Command::Buffers(_) | Command::Run(_)
+    ) {
+        // A measuring command stops on a signal with what it has measured, from the start.
+        cmd::interrupt_flag();
     }
     let debug = cli.debug;
     let host = match &cli.sysroot {

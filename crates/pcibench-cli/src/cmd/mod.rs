@@ -3,6 +3,7 @@ pub mod compare;
 pub mod dma;
 pub mod doctor;
 pub mod info;
+mod interrupt;
 pub mod latency;
 pub mod list;
 pub mod peek;
@@ -22,7 +23,7 @@ use pcibench::results::saved::{self, SavedRun};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Parse a DEVICE argument (`DDDD:BB:DD.F`, `BB:DD.F`, or a simulated card such as `sim`).
@@ -140,20 +141,10 @@ impl FormatArg {
 }
 
 /// SIGINT, SIGTERM and SIGHUP set this: runners stop at the next sample, stop engines, restore
-/// Bus Master and report what they have (exit 130). A second signal while the first is being
-/// handled ends the process at once with 130.
+/// Bus Master and report what they have (exit 130). A second signal from a person (another one,
+/// or the same a second later) ends the process at once with 130 (`interrupt`).
 pub fn interrupt_flag() -> Arc<AtomicBool> {
-    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-            // Registered first, so it sees the flag as it was before this signal set it.
-            let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag));
-            let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
-        }
-        flag
-    })
-    .clone()
+    interrupt::flag()
 }
 
 /// Write to stdout. When the reader has gone (`| head -1`), leave quietly as coreutils do when
