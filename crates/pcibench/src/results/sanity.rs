@@ -4,8 +4,7 @@
 //! subnormal such as 5e-324, non-finite, or beyond any device: a throughput above 10^12 MB/s)
 //! refuses the file in one line naming the report, the row and the field.
 
-use super::saved::SavedRun;
-use crate::bench::result::Row;
+use crate::bench::result::{Report, Row};
 use crate::{Error, Result};
 
 /// What a figure of each unit may be: 0, or within [lo, hi].
@@ -29,9 +28,9 @@ fn ok(v: f64, r: Range) -> bool {
     v == 0.0 || (v >= r.lo && v <= r.hi)
 }
 
-/// Refuse `run` (read from `name`) when a figure is not one a measurement gives.
-pub fn check(name: &str, run: &SavedRun) -> Result<()> {
-    for (i, report) in run.reports.iter().enumerate() {
+/// Refuse the reports of a saved run (read from `name`) when a figure is not one a measurement gives.
+pub fn check(name: &str, reports: &[Report]) -> Result<()> {
+    for (i, report) in reports.iter().enumerate() {
         for (j, row) in report.results.iter().enumerate() {
             if let Err((field, v, r)) = row_figures(row) {
                 let range = match r.unit {
@@ -116,6 +115,7 @@ fn row_figures(x: &Row) -> std::result::Result<(), Bad> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::saved::SavedRun;
 
     fn card() -> SavedRun {
         let text = include_str!("../../tests/fixtures/results/card.json");
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn figures_no_measurement_gives_are_refused_by_name() {
-        assert!(check("card.json", &card()).is_ok());
+        assert!(check("card.json", &card().reports).is_ok());
         for (set, field) in [
             (
                 Box::new(|r: &mut Row| r.stats.as_mut().unwrap().median_mbps = 5e-324) as Box<dyn Fn(&mut Row)>,
@@ -138,7 +138,7 @@ mod tests {
         ] {
             let mut run = card();
             set(&mut run.reports[1].results[2]);
-            let e = check("card.json", &run).unwrap_err().to_string();
+            let e = check("card.json", &run.reports).unwrap_err().to_string();
             assert!(e.contains("report 2, row 3") && e.contains(field), "{e}");
         }
     }
@@ -147,10 +147,10 @@ mod tests {
     fn cdf_points_are_checked() {
         let text = include_str!("../../tests/fixtures/results/latency.json");
         let mut run: SavedRun = serde_json::from_str(text).unwrap();
-        assert!(check("latency.json", &run).is_ok());
+        assert!(check("latency.json", &run.reports).is_ok());
         run.reports[0].results[0].latency.as_mut().unwrap().cdf[2] = [5e-324, 0.5];
-        assert!(check("l", &run).unwrap_err().to_string().contains("a CDF latency is 5e-324"));
+        assert!(check("l", &run.reports).unwrap_err().to_string().contains("a CDF latency is 5e-324"));
         run.reports[0].results[0].latency.as_mut().unwrap().cdf[2] = [1000.0, 1.5];
-        assert!(check("l", &run).unwrap_err().to_string().contains("a CDF fraction is 1.5e0"));
+        assert!(check("l", &run.reports).unwrap_err().to_string().contains("a CDF fraction is 1.5e0"));
     }
 }
