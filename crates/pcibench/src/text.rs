@@ -52,47 +52,50 @@ pub fn one_line(s: &str) -> String {
     s.split(' ').map(|w| clip(w, MAX_WORD)).collect::<Vec<_>>().join(" ")
 }
 
-/// Rewrite JSON text so that no string in it decodes to a control character: each escape that
-/// would (`\u001b`, `\u0000`, `\n`, `\t`, ...) becomes the visible text of that escape (`\\u001b`).
-/// Raw control characters cannot occur inside a JSON string (the parser refuses them), so after
-/// this no string read from the file carries one, whichever output prints it. One pass, no parse.
-pub fn defang_json(bytes: &[u8]) -> Cow<'_, [u8]> {
-    let is_control_escape = |rest: &[u8]| -> bool {
-        match rest.first() {
-            Some(b'b' | b'f' | b'n' | b'r' | b't') => true,
-            Some(b'u') if rest.len() >= 5 => std::str::from_utf8(&rest[1..5])
-                .ok()
-                .and_then(|h| u32::from_str_radix(h, 16).ok())
-                .and_then(char::from_u32)
-                .is_some_and(char::is_control),
-            _ => false,
-        }
-    };
-    let mut out: Option<Vec<u8>> = None;
-    // bytes[..copied] are in `out` already.
-    let mut copied = 0;
+/// Rewrite JSON text in place so that no string in it decodes to a control character. A `\uXXXX`
+/// escape of one becomes the escape of its Unicode control picture (`\u001b` → `\u241b`, shown
+/// as ␛; a C1 control becomes U+FFFD), a short escape (`\n`, `\t`, `\r`, `\b`, `\f`) two
+/// spaces: the same length, so the file is rewritten where it lies. Raw C0 controls cannot occur
+/// inside a JSON string (the parser refuses them); raw DEL and C1 controls can (JSON only
+/// requires escaping C0): DEL becomes `?`, a C1 control (UTF-8 `C2 80`..`C2 9F`) `¤` (`C2 A4`).
+/// After this no string read from the file carries a control character, whichever output prints
+/// it. No parse, no allocation.
+pub fn defang_json(bytes: &mut [u8]) {
     let mut i = 0;
-    while let Some(off) = bytes[i..].iter().position(|b| *b == b'\\') {
+    while let Some(off) = bytes[i..].iter().position(|b| matches!(*b, b'\\' | 0x7f | 0xc2)) {
         let at = i + off;
-        if at + 1 >= bytes.len() {
-            break;
+        i = at + 1;
+        match bytes[at] {
+            0x7f => bytes[at] = b'?',
+            // In valid UTF-8, C2 is always the first byte of a two-byte character.
+            0xc2 => {
+                if let Some(b) = bytes.get_mut(at + 1).filter(|b| (0x80..=0x9f).contains(&**b)) {
+                    *b = 0xa4;
+                }
+            }
+            _ => {
+                match bytes.get(at + 1) {
+                    Some(b'b' | b'f' | b'n' | b'r' | b't') => bytes[at..at + 2].copy_from_slice(b"  "),
+                    Some(b'u') if at + 6 <= bytes.len() => {
+                        let code = std::str::from_utf8(&bytes[at + 2..at + 6])
+                            .ok()
+                            .and_then(|h| u32::from_str_radix(h, 16).ok());
+                        let picture = match code {
+                            Some(c @ 0..=0x1f) => Some(0x2400 + c),
+                            Some(0x7f) => Some(0x2421),
+                            Some(0x80..=0x9f) => Some(0xfffd),
+                            _ => None,
+                        };
+                        if let Some(p) = picture {
+                            bytes[at + 2..at + 6].copy_from_slice(format!("{p:04x}").as_bytes());
+                        }
+                    }
+                    _ => {}
+                }
+                // Past the escaped character: an escaped backslash is not the start of another escape.
+                i = (at + 2).min(bytes.len());
+            }
         }
-        if is_control_escape(&bytes[at + 1..]) {
-            let o = out.get_or_insert_with(|| Vec::with_capacity(bytes.len() + 16));
-            o.extend_from_slice(&bytes[copied..at]);
-            // A second backslash: the escape now reads as its own text.
-            o.extend_from_slice(b"\\\\");
-            copied = at + 1;
-        }
-        // Past the escaped character: an escaped backslash is not the start of another escape.
-        i = at + 2;
-    }
-    match out {
-        Some(mut o) => {
-            o.extend_from_slice(&bytes[copied..]);
-            Cow::Owned(o)
-        }
-        None => Cow::Borrowed(bytes),
     }
 }
 
@@ -112,11 +115,21 @@ mod tests {
 
     #[test]
     fn json_strings_never_decode_to_a_control() {
-        let text = br#"{"a": "x\u001b[31my\u0000", "b": "tab\there \\u001b kept", "c": "\u00e9\n"}"#;
-        let v: serde_json::Value = serde_json::from_slice(&defang_json(text)).unwrap();
-        assert_eq!(v["a"], "x\\u001b[31my\\u0000");
-        assert_eq!(v["b"], "tab\\there \\u001b kept", "an escaped backslash stays text");
-        assert_eq!(v["c"], "é\\n");
-        assert!(matches!(defang_json(br#"{"a": "\u00e9 \\ \""}"#), Cow::Borrowed(_)));
+        let mut text =
+            br#"{"a": "x\u001b[31my\u0000", "b": "tab\there \\u001b kept", "c": "\u00e9\n\u009b\u007f"}"#.to_vec();
+        let len = text.len();
+        defang_json(&mut text);
+        assert_eq!(text.len(), len);
+        let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(v["a"], "x\u{241b}[31my\u{2400}");
+        assert_eq!(v["b"], "tab  here \\u001b kept", "an escaped backslash stays text");
+        assert_eq!(v["c"], "é  \u{fffd}\u{2421}");
+        let mut raw = "{\"a\": \"c1 \u{9b}31m del \u{7f} é\"}".as_bytes().to_vec();
+        defang_json(&mut raw);
+        assert_eq!(String::from_utf8(raw).unwrap(), "{\"a\": \"c1 ¤31m del ? é\"}");
+        let mut plain = br#"{"a": "\u00e9 \\ \""}"#.to_vec();
+        let before = plain.clone();
+        defang_json(&mut plain);
+        assert_eq!(plain, before);
     }
 }

@@ -242,9 +242,10 @@ impl SavedRun {
     }
 }
 
-/// The largest saved run read (a run of 10^6 rows is about 200 MB): a larger file is refused
-/// before it is read, so a sparse or endless file (`/dev/zero`) cannot exhaust memory.
-pub const MAX_BYTES: u64 = 256 << 20;
+/// The largest saved run read: a larger file is refused before it is read, so a sparse or endless
+/// file (`/dev/zero`) cannot exhaust memory. pcibench writes at most 65,536 rows a report (about
+/// 70 MB); a run of 10^6 rows written compactly (no optional fields) is about 300 MB and is read.
+pub const MAX_BYTES: u64 = 512 << 20;
 
 /// The saved run as the JSON document `write` puts in the file.
 pub fn to_json(run: &SavedRun) -> Result<String> {
@@ -279,7 +280,7 @@ pub fn read(path: &Path) -> Result<SavedRun> {
         }
         _ => Error::io("cannot read the saved run", path, e),
     })?;
-    parse(&name, &text)
+    parse_owned(&name, text)
 }
 
 /// The top of a document, read without keeping the rest: what it is, before it is read as a
@@ -309,12 +310,17 @@ struct Listed {
 /// made safe to print (`text::defang_json`: no control character survives), and its figures are
 /// checked (`sanity`).
 pub fn parse(name: &str, bytes: &[u8]) -> Result<SavedRun> {
+    parse_owned(name, bytes.to_vec())
+}
+
+/// `parse`, rewriting the bytes in place (a file's whole text: no second copy of it).
+fn parse_owned(name: &str, mut bytes: Vec<u8>) -> Result<SavedRun> {
     let bad = |why: String| Error::usage(format!("{name} {why}"));
     let hint = "plot and compare read files written by --save FILE.json";
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(bad(format!("is empty: {hint}")));
     }
-    let bytes = crate::text::defang_json(bytes);
+    crate::text::defang_json(&mut bytes);
     let syntax = |e: serde_json::Error| {
         use serde_json::error::Category;
         match e.classify() {
