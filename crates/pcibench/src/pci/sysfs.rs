@@ -132,7 +132,7 @@ pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<
         class_name: names::class(ids.class_code),
         revision: revision.unwrap_or(0),
         driver: link_name(&dir.join("driver")),
-        iommu_group: link_name(&dir.join("iommu_group")).and_then(|g| g.parse().ok()),
+        iommu_group: iommu_group(&dir, &mut w),
         numa_node,
         parent,
         command: cfg.command.map(Command::from_raw),
@@ -147,6 +147,20 @@ pub fn read_device_at(host: &Host, addr: &PciAddress, detail: Detail) -> Result<
     };
     info.fill_model();
     Ok(info)
+}
+
+/// The IOMMU group the `iommu_group` link names; a link to something that is not a group number
+/// is a warning (a broken tree), not "no IOMMU".
+fn iommu_group(dir: &Path, w: &mut Vec<String>) -> Option<u32> {
+    let name = link_name(&dir.join("iommu_group"))?;
+    let n = name.parse().ok();
+    if n.is_none() {
+        w.push(format!(
+            "the iommu_group link points to {:?}, not an IOMMU group number: sysfs is inconsistent; the group is unknown",
+            crate::text::clip(&name, 64)
+        ));
+    }
+    n
 }
 
 /// Config space as `detail` needs it: the 64-byte header for a summary; else the 256 bytes every
