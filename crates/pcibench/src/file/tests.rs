@@ -124,6 +124,8 @@ fn names_are_checked_before_anything_is_written() {
     let e = check(t.path()).unwrap_err().to_string();
     assert!(e.contains("is a directory"), "{e}");
     let e = check(Path::new(&format!("{}/", t.path().display()))).unwrap_err().to_string();
+    assert!(e.contains("is a directory"), "{e}");
+    let e = check(Path::new(&format!("{}/new/", t.path().display()))).unwrap_err().to_string();
     assert!(e.contains("names a directory"), "{e}");
     // 255 bytes (NAME_MAX on ext4 and tmpfs): the temporary name is shorter, so it writes.
     let long = t.path().join(format!("{}.json", "a".repeat(250)));
