@@ -114,6 +114,16 @@ fn save_never_replaces_a_device_node_fifo_socket_or_link() {
     refused(&pio_save(d, "link.json"), 2, &["is a symbolic link", "write to the link's target path instead"]);
     assert!(kind("link.json").is_symlink());
     assert_eq!(fs::read_to_string(d.join("victim")).unwrap(), "precious\n");
+    // The temporary names of an earlier pcibench (.NAME.PID.tmp) planted as links to the victim
+    // for the next 200 process ids (issue 29): the save creates its own file, follows none.
+    let pid = std::process::id();
+    for p in pid..pid + 200 {
+        std::os::unix::fs::symlink(d.join("victim"), d.join(format!(".run.json.{p}.tmp"))).unwrap();
+    }
+    let o = pio_save(d, "run.json");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(kind("run.json").is_file());
+    assert_eq!(fs::read_to_string(d.join("victim")).unwrap(), "precious\n");
     // plot -o takes the same writer.
     let card = fixtures().join("card.json");
     let o = run(d, &["plot", card.to_str().unwrap(), "-o", "link.json"]);
