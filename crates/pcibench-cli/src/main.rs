@@ -19,10 +19,10 @@ Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between; 64,4K a list. MB 
 
 Exit status: 0 everything asked for was measured and verified; 1 an error (the message says what to do);
 2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing
-to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; a second
-signal exits at once); 141 the reader of stdout went away. doctor: 0 ready, 1 a warning, 2 a failure.
-compare: 5 a row got slower beyond the noise of the two runs. health: 0 healthy, 1 warnings, 2 failures,
-3 could not check (bad usage or an error).
+to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; another
+signal, or the same one a second later, exits at once); 141 the reader of stdout went away. doctor: 0 ready,
+1 a warning, 2 a failure. compare: 5 a row got slower beyond the noise of the two runs. health: 0 healthy,
+1 warnings, 2 failures, 3 could not check (bad usage or an error).
 
 Examples:
   pcibench run                      the suite on the simulated card
@@ -118,6 +118,13 @@ fn main() -> ExitCode {
         eprintln!("pcibench: {e}");
         return ExitCode::from(Outcome::of_error(&e).code());
     }
+    if matches!(
+        cli.command,
+        Command::Pio(_) | Command::Dma(_) | Command::Latency(_) | Command::Buffers(_) | Command::Run(_)
+    ) {
+        // A measuring command stops on a signal with what it has measured, from the start.
+        cmd::interrupt_flag();
+    }
     let debug = cli.debug;
     // health's 1 and 2 say what it found: it could not check is 3 (cmd::health's help).
     let health = matches!(cli.command, Command::Health(_));
@@ -196,11 +203,12 @@ fn clap_one_line(text: &str) -> String {
             _ => parts.push(line),
         }
     }
-    let help = match subcommand() {
+    // Only a subcommand that exists has its own help (`pcibench bogus --help` would fail too).
+    let help = match subcommand().filter(|a| <Cli as clap::CommandFactory>::command().find_subcommand(a).is_some()) {
         Some(c) => format!("pcibench {c} --help"),
         None => "pcibench --help".to_string(),
     };
-    format!("{} (see {help})", parts.join("; "))
+    pcibench::text::one_line(&format!("{} (see {help})", parts.join("; ")))
 }
 
 /// Errors are one line: the library's message, plus anyhow context joined with ": ".
@@ -212,5 +220,6 @@ fn one_line(e: &anyhow::Error) -> String {
             parts.push(s);
         }
     }
-    parts.join(": ").replace('\n', " ")
+    // Echoed values are clipped and control characters escaped (`text::one_line`).
+    pcibench::text::one_line(&parts.join(": "))
 }

@@ -217,7 +217,7 @@ fn output_targets_that_are_not_regular_files_are_refused() {
     health_tree(t.path());
     let o = pcibench(t.path(), &["health", "-o", "/dev/null"]);
     assert_eq!(code(&o), 3);
-    assert!(err(&o).contains("device node"), "{}", err(&o));
+    assert!(err(&o).contains("is a character device"), "{}", err(&o));
     let fifo = t.path().join("fifo.prom");
     rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
     let o = pcibench(t.path(), &["health", "--format", "openmetrics", "-o", fifo.to_str().unwrap()]);

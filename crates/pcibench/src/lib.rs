@@ -32,6 +32,7 @@ pub mod direction;
 pub mod dma;
 pub mod doctor;
 pub mod error;
+pub mod file;
 pub mod health;
 pub mod host;
 pub mod measure;
@@ -44,6 +45,7 @@ pub mod results;
 pub mod session;
 pub mod setup;
 pub mod sim;
+pub mod text;
 pub mod trace;
 pub mod units;
 

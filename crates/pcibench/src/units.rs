@@ -28,12 +28,22 @@ pub fn parse_size(s: &str) -> Result<u64> {
     n.checked_mul(mult).ok_or_else(bad)
 }
 
+/// The most sizes one option takes (each is a configuration, measured in turn).
+pub const MAX_LIST: usize = 1024;
+
+fn too_many(n: usize) -> Error {
+    Error::usage(format!("{n} sizes in one option: pcibench takes at most {MAX_LIST}; measure fewer at once"))
+}
+
 /// Parse a list of sizes: comma-separated items, each a single size or `A..B` meaning every
-/// power of two from A to B (`64,4K`, `8..1M`, `64..256,1M`).
+/// power of two from A to B (`64,4K`, `8..1M`, `64..256,1M`); at most `MAX_LIST` of them.
 pub fn parse_size_list(s: &str) -> Result<Vec<u64>> {
     let mut v = Vec::new();
     for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         v.extend(parse_size_item(item)?);
+        if v.len() > MAX_LIST {
+            return Err(too_many(s.split(',').count().max(v.len())));
+        }
     }
     if v.is_empty() {
         // Nothing but commas or blanks: the same refusal as any other malformed size.
@@ -47,6 +57,9 @@ pub fn parse_sizes<S: AsRef<str>>(args: &[S]) -> Result<Vec<u64>> {
     let mut v = Vec::new();
     for a in args {
         v.extend(parse_size_list(a.as_ref())?);
+        if v.len() > MAX_LIST {
+            return Err(too_many(v.len()));
+        }
     }
     Ok(v)
 }

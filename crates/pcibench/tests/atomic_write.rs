@@ -1,4 +1,4 @@
-//! `os::atomic::write_atomically` killed in the middle of a write: this test binary runs itself as
+//! `file::Destination::write_with` (the one writer of output files) killed in the middle of a write: this test binary runs itself as
 //! the writer (the ignored test below), which writes half of the new content, says so and waits;
 //! the test kills it there (SIGKILL: no cleanup runs) and finds the old file whole under the name,
 //! the half-written temporary beside it, and a later write replacing both cleanly.
@@ -13,7 +13,8 @@ const CHILD: &str = "PCIBENCH_ATOMIC_WRITER_TARGET";
 #[test]
 fn writer_that_stops_half_way() {
     let Some(target) = std::env::var_os(CHILD) else { return };
-    pcibench::os::atomic::write_atomically(Path::new(&target), |f| {
+    let dest = pcibench::file::Destination::check("-o", "pcibench.prom", Path::new(&target)).unwrap();
+    dest.write_with(|f| {
         f.write_all(b"new first half\n")?;
         f.flush()?;
         println!("HALF WRITTEN");
@@ -55,9 +56,10 @@ fn killed_mid_write_leaves_the_old_file_whole() {
         .filter(|n| n != "pcibench.prom")
         .collect();
     assert_eq!(temps.len(), 1, "{temps:?}");
-    assert!(temps[0].starts_with(".pcibench.prom.") && temps[0].ends_with(".tmp"), "{temps:?}: not *.prom");
+    assert!(temps[0].starts_with(".pcibench-") && temps[0].ends_with(".tmp"), "{temps:?}: not *.prom");
     assert_eq!(std::fs::read_to_string(t.path().join(&temps[0])).unwrap(), "new first half\n");
 
-    pcibench::os::atomic::write_atomically(&target, |f| f.write_all(b"new 2\n")).unwrap();
+    let dest = pcibench::file::Destination::check("-o", "pcibench.prom", &target).unwrap();
+    dest.write(b"new 2\n").unwrap();
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "new 2\n");
 }

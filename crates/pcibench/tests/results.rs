@@ -299,16 +299,17 @@ fn a_saved_run_survives_a_write_and_a_read() {
     let card = load("card.json");
     let t = tempfile::tempdir().unwrap();
     let p = t.path().join("again.json");
-    saved::write(&p, &card).unwrap();
+    let dest = |p: &std::path::Path| pcibench::file::Destination::check("--save", "run.json", p);
+    saved::write(&dest(&p).unwrap(), &card).unwrap();
     let back = saved::read(&p).unwrap();
     assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&card).unwrap());
     assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1, "no temporary file left beside it");
     // Where it cannot be written, it says so before anything runs.
-    let m = saved::check_destination("--save", &t.path().join("no/such/dir/a.json")).unwrap_err().to_string();
+    let m = dest(&t.path().join("no/such/dir/a.json")).unwrap_err().to_string();
     assert!(m.contains("there is no directory") && m.contains("mkdir -p"), "{m}");
-    let m = saved::check_destination("--save", t.path()).unwrap_err().to_string();
+    let m = dest(t.path()).unwrap_err().to_string();
     assert!(m.contains("is a directory"), "{m}");
-    saved::check_destination("--save", &p).unwrap();
+    dest(&p).unwrap();
     // Labels: --label first, then the file names, paths where names collide.
     let files = [PathBuf::from("a/run.json"), PathBuf::from("b/run.json"), PathBuf::from("c.json")];
     assert_eq!(saved::labels(&files, &["base".into()]).unwrap(), ["base", "b/run.json", "c"]);

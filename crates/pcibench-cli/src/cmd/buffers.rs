@@ -42,7 +42,7 @@ fn request(a: &BuffersArgs) -> anyhow::Result<Request> {
         size: a.size.as_deref().map(parse_size).transpose()?,
         total: a.total.as_deref().map(parse_size).transpose()?,
         widths: a.widths.iter().map(|w| w.parse::<Width>()).collect::<Result<_, _>>()?,
-        common: a.common.common(),
+        common: a.common.common()?,
     }))
 }
 

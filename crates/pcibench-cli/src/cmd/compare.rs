@@ -66,5 +66,12 @@ pub fn run(a: CompareArgs) -> anyhow::Result<ExitCode> {
         CompareFormat::Json => render::json(&c)?,
         CompareFormat::Csv => render::csv(&c),
     });
-    Ok(finish(Outcome::of_comparison(&c)))
+    let outcome = Outcome::of_comparison(&c);
+    match c.why_nothing_compared() {
+        Some(why) => {
+            eprintln!("pcibench: {why}");
+            Ok(ExitCode::from(outcome.code()))
+        }
+        None => Ok(finish(outcome)),
+    }
 }

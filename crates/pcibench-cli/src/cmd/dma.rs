@@ -99,7 +99,7 @@ pub struct DmaArgs {
     /// Host window for --pattern random (default 1G, less where memory is short).
     #[arg(long)]
     pub window: Option<String>,
-    /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range 64..1M (default: the engine's whole card memory, as fpga_sio's DMA test moves).
+    /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range 64..1M (default: the engine's card memory, as fpga_sio's DMA test moves, at most 16M).
     #[arg(long = "size", value_name = "BYTES")]
     pub sizes: Vec<String>,
     /// Bytes per direction and size (default 64M; edu: 4 transfers, it takes ~100 ms each).
@@ -173,7 +173,7 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
         total: a.total.as_deref().map(parse_size).transpose()?,
         timeout_ms: a.timeout_ms,
         allow_dma: a.allow_dma,
-        common: a.common.common(),
+        common: a.common.common()?,
     }))
 }
 

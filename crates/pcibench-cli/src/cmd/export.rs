@@ -1,8 +1,8 @@
 use super::emit;
-use super::health::parse_file;
+use super::health::parse_output;
 use clap::{Args, ValueEnum};
+use pcibench::file::Output;
 use pcibench::results::saved;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,9 +29,9 @@ pub struct ExportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "openmetrics")]
     format: ExportFormat,
-    /// Write to FILE instead of stdout, replacing it atomically (as health -o does).
-    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = parse_file("-o"))]
-    output: Option<PathBuf>,
+    /// Write to FILE instead of stdout, replacing it atomically (as health -o does); - is stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = parse_output("run.prom"))]
+    output: Option<Output>,
 }
 
 pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -40,9 +40,8 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         ExportFormat::Openmetrics => pcibench::report::openmetrics::saved_run(&run),
     };
     match &a.output {
-        Some(path) => pcibench::os::atomic::write_atomically(path, |f| f.write_all(text.as_bytes()))
-            .map_err(|e| pcibench::Error::io("cannot write the export to", path, e))?,
-        None => emit(&text),
+        Some(Output::File(dest)) => dest.write(text.as_bytes())?,
+        Some(Output::Stdout) | None => emit(&text),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,13 @@
 use super::{emit, interrupt_flag};
 use clap::{Args, ValueEnum};
+use pcibench::file::{Destination, Output};
 use pcibench::health::{self, state, HealthReport};
 use pcibench::host::Host;
 use pcibench::pci::PciAddress;
 use pcibench::report;
-use pcibench::results::saved;
-use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::io::IsTerminal;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -23,12 +24,13 @@ pub enum HealthFormat {
 }
 
 /// `-o FILE`, `--state FILE`: checked before anything is read.
-pub fn parse_file(flag: &'static str) -> impl Fn(&str) -> Result<PathBuf, String> + Clone {
-    move |s: &str| {
-        let p = PathBuf::from(s);
-        saved::check_destination(flag, &p).map_err(|e| e.to_string())?;
-        Ok(p)
-    }
+pub fn parse_file(flag: &'static str, example: &'static str) -> impl Fn(&str) -> Result<Destination, String> + Clone {
+    move |s: &str| Destination::check(flag, example, Path::new(s)).map_err(|e| e.to_string())
+}
+
+/// `-o FILE`, or `-o -` for stdout: checked before anything is read.
+pub fn parse_output(example: &'static str) -> impl Fn(&str) -> Result<Output, String> + Clone {
+    move |s: &str| Output::check("-o", example, OsStr::new(s)).map_err(|e| e.to_string())
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -74,14 +76,14 @@ pub struct HealthArgs {
     #[arg(long, conflicts_with = "format")]
     json: bool,
     /// Write the output to FILE instead of stdout, replacing it atomically (a temporary file beside
-    /// it, flushed, then renamed: a reader such as node_exporter sees the old file or the new one).
-    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = parse_file("-o"))]
-    output: Option<PathBuf>,
+    /// it, flushed, then renamed: a reader such as node_exporter sees the old file or the new one); - is stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = parse_output("pcibench.prom"))]
+    output: Option<Output>,
     /// Compare with the state the previous run kept in FILE (counters that grew, links that
     /// retrained or went down, functions gone), then keep this run's state there (created on the
     /// first run; replaced atomically, only once the output is written).
-    #[arg(long, value_name = "FILE", value_parser = parse_file("--state"))]
-    state: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = parse_file("--state", "health-state.json"))]
+    state: Option<Destination>,
     /// Redraw the table every SECONDS on this terminal, the cells that changed since the watch
     /// started highlighted and the changes since then (or since --state's run) listed, until
     /// Ctrl-C (exit 130). Needs a terminal on stdout; --state is read, not written.
@@ -91,7 +93,7 @@ pub struct HealthArgs {
 
 pub fn run(host: &Host, a: HealthArgs) -> anyhow::Result<ExitCode> {
     let previous = match &a.state {
-        Some(p) => state::read(p)?,
+        Some(p) => state::read(p.path())?,
         None => None,
     };
     if let Some(every) = a.watch {
@@ -108,15 +110,17 @@ pub fn run(host: &Host, a: HealthArgs) -> anyhow::Result<ExitCode> {
         HealthFormat::Openmetrics => report::openmetrics::health(&r),
     };
     match &a.output {
-        Some(path) => pcibench::os::atomic::write_atomically(path, |f| f.write_all(text.as_bytes()))
-            .map_err(|e| pcibench::Error::io("cannot write the health output to", path, e))?,
-        None => emit(&text),
+        Some(Output::File(dest)) => dest.write(text.as_bytes())?,
+        Some(Output::Stdout) | None => emit(&text),
     }
-    if let Some(path) = &a.state {
+    if let Some(dest) = &a.state {
         if previous.is_none() {
-            eprintln!("pcibench: no previous run in {}: this run's state is kept there for the next", path.display());
+            eprintln!(
+                "pcibench: no previous run in {}: this run's state is kept there for the next",
+                dest.path().display()
+            );
         }
-        state::write(path, &state::State::next(&r.time, &r.states, previous.as_ref()))?;
+        state::write(dest.path(), &state::State::next(&r.time, &r.states, previous.as_ref()))?;
     }
     Ok(ExitCode::from(r.status.code()))
 }

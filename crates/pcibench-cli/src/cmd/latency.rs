@@ -153,9 +153,6 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
             anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to --load")));
         }
     }
-    if a.samples == 0 {
-        anyhow::bail!(pcibench::Error::usage("--samples 0: give at least one sample"));
-    }
     if a.common.format == Some(FormatArg::Seed) && !dma && a.load.is_none() {
         anyhow::bail!(pcibench::Error::usage(
             "--format seed prints the QDMA benchmark's latency tables, which need --load (the AXI-Lite table) or --dma (DMA latency): add one, or use --format table"
@@ -218,7 +215,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
         },
         timeout_ms: a.timeout_ms,
         allow_dma: a.allow_dma,
-        common: a.common.common(),
+        common: a.common.common()?,
     }))
 }
 

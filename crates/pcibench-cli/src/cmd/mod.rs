@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod export;
 pub mod health;
 pub mod info;
+mod interrupt;
 pub mod latency;
 pub mod list;
 pub mod peek;
@@ -16,6 +17,7 @@ pub mod setup;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pcibench::device::Target;
+use pcibench::file::Output;
 use pcibench::host::Host;
 use pcibench::measure::{Common, Hooks, Measured, Measurement, Request};
 use pcibench::outcome::Outcome;
@@ -26,7 +28,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Parse a DEVICE argument (`DDDD:BB:DD.F`, `BB:DD.F`, or a simulated card such as `sim`).
@@ -40,11 +42,9 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--save FILE`: checked when the flags are parsed, before anything is measured.
-fn parse_save(s: &str) -> Result<PathBuf, String> {
-    let p = PathBuf::from(s);
-    saved::check_destination("--save", &p).map_err(|e| e.to_string())?;
-    Ok(p)
+/// `--save FILE` (or `-`: stdout): checked when the flags are parsed, before anything is measured.
+fn parse_save(s: &str) -> Result<Output, String> {
+    Output::check("--save", "run.json", s.as_ref()).map_err(|e| e.to_string())
 }
 
 /// Options every measuring command takes (`pio`, `dma`, `latency`, `buffers`, `run`), and the one
@@ -61,9 +61,10 @@ pub struct MeasureArgs {
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
     /// Also save the whole result with its context (device, link, IOMMU mode, host) to FILE.json,
-    /// for `pcibench plot` and `pcibench compare`.
+    /// for `pcibench plot` and `pcibench compare` (a new file, or a regular file replaced whole;
+    /// `-` prints it on stdout instead of the output, for a pipe or a device).
     #[arg(long, value_name = "FILE.json", value_parser = parse_save)]
-    pub save: Option<PathBuf>,
+    pub save: Option<Output>,
 }
 
 impl MeasureArgs {
@@ -71,9 +72,14 @@ impl MeasureArgs {
         self.format.unwrap_or(FormatArg::Table).resolve(self.json)
     }
 
-    /// What every request carries from these flags.
-    pub fn common(&self) -> Common {
-        Common { cpu: self.cpu, command_line: std::env::args().collect() }
+    /// What every request carries from these flags, checked before anything is measured.
+    pub fn common(&self) -> anyhow::Result<Common> {
+        if self.save == Some(Output::Stdout) && (self.format.is_some() || self.json) {
+            anyhow::bail!(pcibench::Error::usage(
+                "--save - prints the saved run (JSON) on stdout in place of the output: drop --format/--json, or save to a file"
+            ));
+        }
+        Ok(Common { cpu: self.cpu, command_line: std::env::args().collect() })
     }
 
     /// Save the run (--save) with the device's context, print it in the chosen format, and
@@ -90,9 +96,15 @@ impl MeasureArgs {
                 (exporter.suite(s)?, Outcome::of_suite(s))
             }
         };
-        let saving = self.save.as_ref().map(|path| saved::write(path, &SavedRun::of_measurement(host, m)));
-        emit(&text);
-        saving.transpose()?;
+        match &self.save {
+            None => emit(&text),
+            Some(Output::Stdout) => emit(&saved::to_json(&SavedRun::of_measurement(host, m))?),
+            Some(Output::File(dest)) => {
+                let saving = saved::write(dest, &SavedRun::of_measurement(host, m));
+                emit(&text);
+                saving?;
+            }
+        }
         Ok(finish(outcome))
     }
 }
@@ -140,7 +152,6 @@ pub struct TraceArgs {
 fn parse_trace(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     pcibench::trace::check_destination("--trace", &p).map_err(|e| e.to_string())?;
-    saved::check_destination("--trace", &p).map_err(|e| e.to_string())?;
     Ok(p)
 }
 
@@ -195,20 +206,10 @@ impl FormatArg {
 }
 
 /// SIGINT, SIGTERM and SIGHUP set this: runners stop at the next sample, stop engines, restore
-/// Bus Master and report what they have (exit 130). A second signal while the first is being
-/// handled ends the process at once with 130.
+/// Bus Master and report what they have (exit 130). A second signal from a person (another one,
+/// or the same a second later) ends the process at once with 130 (`interrupt`).
 pub fn interrupt_flag() -> Arc<AtomicBool> {
-    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-            // Registered first, so it sees the flag as it was before this signal set it.
-            let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag));
-            let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
-        }
-        flag
-    })
-    .clone()
+    interrupt::flag()
 }
 
 /// Write to stdout. When the reader has gone (`| head -1`), leave quietly as coreutils do when

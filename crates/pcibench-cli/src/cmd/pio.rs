@@ -145,7 +145,7 @@ fn request(a: &PioArgs) -> anyhow::Result<Request> {
             IoArg::Syscall => IoMode::Syscall,
         },
         allow_write: a.allow_write,
-        common: a.common.common(),
+        common: a.common.common()?,
     }))
 }
 

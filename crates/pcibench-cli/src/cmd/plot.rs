@@ -1,17 +1,14 @@
 use super::emit;
 use clap::Args;
+use pcibench::file::Output;
 use pcibench::report::plot::{self, Input};
 use pcibench::results::saved;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// `-o OUT.svg` (or `-` for stdout): checked before any file is read.
-fn parse_output(s: &str) -> Result<PathBuf, String> {
-    let p = PathBuf::from(s);
-    if s != "-" {
-        saved::check_destination("-o", &p).map_err(|e| e.to_string())?;
-    }
-    Ok(p)
+fn parse_output(s: &str) -> Result<Output, String> {
+    Output::check("-o", "out.svg", s.as_ref()).map_err(|e| e.to_string())
 }
 
 #[derive(Args)]
@@ -25,7 +22,7 @@ pub struct PlotArgs {
     files: Vec<PathBuf>,
     /// The SVG to write (- for stdout).
     #[arg(short = 'o', long = "output", value_name = "OUT.svg", value_parser = parse_output)]
-    output: PathBuf,
+    output: Output,
     /// A file's name in the legend, one per file in order (default: the file's name without .json).
     #[arg(long = "label", value_name = "LABEL")]
     labels: Vec<String>,
@@ -39,10 +36,9 @@ pub fn run(a: PlotArgs) -> anyhow::Result<ExitCode> {
     let runs = a.files.iter().map(|f| saved::read(f)).collect::<Result<Vec<_>, _>>()?;
     let inputs: Vec<Input> = labels.into_iter().zip(&runs).map(|(label, run)| Input { label, run }).collect();
     let svg = plot::svg(&inputs, a.title.as_deref())?;
-    if a.output.as_os_str() == "-" {
-        emit(&svg);
-    } else {
-        std::fs::write(&a.output, svg).map_err(|e| pcibench::Error::io("cannot write the plot to", &a.output, e))?;
+    match &a.output {
+        Output::Stdout => emit(&svg),
+        Output::File(dest) => dest.write(svg.as_bytes())?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -38,7 +38,7 @@ fn request(a: &RunArgs) -> anyhow::Result<Request> {
         allow_write: a.allow_write,
         allow_dma: a.allow_dma,
         total: a.total.as_deref().map(parse_size).transpose()?,
-        common: a.common.common(),
+        common: a.common.common()?,
     }))
 }
 

@@ -103,7 +103,9 @@ impl SysfsDevice {
 
     fn open_file(&self, name: &str, write: bool) -> Result<File> {
         let path = self.dir.join(name);
-        OpenOptions::new().read(true).write(write).open(&path).map_err(|e| {
+        // A resource file is a regular file in sysfs; anything else standing there (a FIFO) is refused
+        // without blocking.
+        crate::file::open_regular_with(&path, OpenOptions::new().read(true).write(write)).map_err(|e| {
             let hint = self.explain(&e);
             Error::io_hint("cannot open", &path, e, hint)
         })

@@ -5,7 +5,6 @@
 use crate::host::Host;
 use crate::os::cpu;
 use serde::{Deserialize, Serialize};
-use std::fs;
 
 /// How the measuring thread is placed (`--cpu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,7 +45,7 @@ pub struct Context {
 }
 
 fn read(host: &Host, p: &str) -> Option<String> {
-    fs::read_to_string(host.path(p)).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+    crate::file::read_trim(&host.path(p)).filter(|s| !s.is_empty())
 }
 
 /// From /proc/cpuinfo: the model name and whether the TSC is invariant (constant_tsc and
@@ -137,6 +136,7 @@ pub fn place(host: &Host, placement: Placement, device_node: Option<i32>, args: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn dates() {

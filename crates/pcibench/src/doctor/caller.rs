@@ -33,7 +33,8 @@ pub struct Caller {
 impl Caller {
     /// The process running pcibench.
     pub fn current() -> Caller {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let status = crate::file::read_string(std::path::Path::new("/proc/self/status"), crate::file::read::KERNEL_MAX)
+            .unwrap_or_default();
         let cap_eff = parse_cap_eff(&status).unwrap_or(0);
         let uid = rustix::process::geteuid().as_raw();
         let gid = rustix::process::getegid().as_raw();
@@ -79,7 +80,7 @@ pub fn parse_cap_eff(status: &str) -> Option<u64> {
 
 /// The name of `uid` in the real /etc/passwd.
 fn user_name(uid: u32) -> Option<String> {
-    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    let text = crate::file::read_string(std::path::Path::new("/etc/passwd"), crate::host::state::PASSWD_MAX).ok()?;
     crate::host::state::passwd_lookup(&text, |_, u, _| u == uid).map(|(name, _, _)| name)
 }
 

@@ -1,6 +1,6 @@
 //! `pcibench health --state FILE`: what one run read (per function: AER counters, link speed and
 //! width, Device and Link Status), kept for the next run to compare. Versioned JSON, replaced
-//! atomically (`os::atomic`), so a run killed half-way leaves the previous state.
+//! whole or not at all (`file::Destination`), so a run killed half-way leaves the previous state.
 
 use crate::pci::health::FunctionState;
 use crate::{Error, Result};
@@ -72,9 +72,8 @@ pub fn read(path: &Path) -> Result<Option<State>> {
 pub fn write(path: &Path, state: &State) -> Result<()> {
     let text = serde_json::to_string_pretty(state)
         .map_err(|e| Error::Device(format!("cannot encode the health state as JSON: {e}")))?;
-    crate::os::atomic::write_atomically(path, |f| {
+    crate::file::Destination::check("--state", "health-state.json", path)?.write_with(|f| {
         f.write_all(text.as_bytes())?;
         f.write_all(b"\n")
     })
-    .map_err(|e| Error::io("cannot write the health state to", path, e))
 }

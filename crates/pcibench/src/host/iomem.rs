@@ -47,7 +47,8 @@ pub fn parse(text: &str) -> Vec<Resource> {
 /// /proc/iomem of `host`.
 pub fn read(host: &Host) -> Result<Vec<Resource>> {
     let p = host.path("/proc/iomem");
-    let text = std::fs::read_to_string(&p).map_err(|e| Error::io("cannot read", &p, e))?;
+    let text =
+        crate::file::read_string(&p, crate::file::read::KERNEL_MAX).map_err(|e| Error::io("cannot read", &p, e))?;
     Ok(parse(&text))
 }
 

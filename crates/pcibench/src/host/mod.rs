@@ -68,12 +68,22 @@ impl Host {
     /// resolve inside the root (no link out of it), its last component must not be a link, and a
     /// real character or block device there is refused. Otherwise a fixture's forged /proc/iomem
     /// or phys_addr would choose the addresses a real device DMAs to.
+    ///
+    /// A FIFO or socket standing where a node should be is refused before it is opened (opening a
+    /// FIFO waits for its other end); on the real host the node must be a character device.
     pub fn open_node(&self, path: &Path, opts: &std::fs::OpenOptions) -> std::io::Result<std::fs::File> {
         use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
         if self.is_real() {
+            let kind = std::fs::metadata(path)?.file_type();
+            if !kind.is_char_device() {
+                return Err(refuse(format!(
+                    "it is {}, not the character device it should be",
+                    crate::file::kind_words(kind)
+                )));
+            }
             return opts.open(path);
         }
-        let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
         let root = std::fs::canonicalize(&self.root)?;
         let resolved = std::fs::canonicalize(path)?;
         if !resolved.starts_with(&root) {
@@ -82,6 +92,10 @@ impl Host {
                 root.display(),
                 resolved.display()
             )));
+        }
+        let kind = std::fs::symlink_metadata(path)?.file_type();
+        if kind.is_fifo() || kind.is_socket() {
+            return Err(crate::file::read::not_regular(kind));
         }
         let file = opts.clone().custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32).open(path)?;
         let kind = file.metadata()?.file_type();

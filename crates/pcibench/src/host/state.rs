@@ -8,31 +8,8 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub fn read_trim(p: &Path) -> Option<String> {
-    String::from_utf8(read_regular(p, 1 << 20).ok()?).ok().map(|s| s.trim().to_string())
-}
-
-/// Up to `max` bytes of a regular file. Anything else (a FIFO, a device node standing where a
-/// sysfs attribute should be) is refused rather than read: reading it could block forever.
-pub fn read_regular(p: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    open_regular(p)?.take(max).read_to_end(&mut buf)?;
-    Ok(buf)
-}
-
-/// A regular file opened for reading; anything else is refused (see `read_regular`).
-pub fn open_regular(p: &Path) -> std::io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer before the check.
-    let f = fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(p)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file (sysfs attributes are): not read", p.display()),
-        ));
-    }
-    Ok(f)
-}
+/// A kernel attribute's text, trimmed (`file::read_trim`: regular files only, bounded).
+pub use crate::file::read_trim;
 
 /// The last component of a symlink's target (`driver` → `e1000e`, `iommu_group` → `5`).
 pub fn link_name(p: &Path) -> Option<String> {
@@ -192,18 +169,25 @@ impl KernelConfig {
     }
 }
 
-/// /boot/config-$(uname -r), else /proc/config.gz (CONFIG_IKCONFIG_PROC), else None.
+/// The most of /etc/passwd read (a directory-backed host may list many users).
+pub const PASSWD_MAX: u64 = 16 << 20;
+
+/// The most of a kernel configuration read (a distribution's is ~300 KB).
+const CONFIG_MAX: u64 = 16 << 20;
+
+/// /boot/config-$(uname -r), else /proc/config.gz (CONFIG_IKCONFIG_PROC), else None. Both are
+/// bounded, the decompressed text too.
 pub fn kernel_config(host: &Host) -> Option<KernelConfig> {
     if let Some(rel) = kernel_release(host) {
         let p = host.path(format!("/boot/config-{rel}"));
-        if let Ok(text) = fs::read_to_string(&p) {
+        if let Ok(text) = crate::file::read_string(&p, CONFIG_MAX) {
             return Some(KernelConfig { source: format!("/boot/config-{rel}"), text });
         }
     }
-    let gz = fs::File::open(host.path("/proc/config.gz")).ok()?;
+    let gz = crate::file::open_regular(&host.path("/proc/config.gz")).ok()?;
     let mut text = String::new();
-    flate2::read::GzDecoder::new(gz).read_to_string(&mut text).ok()?;
-    Some(KernelConfig { source: "/proc/config.gz".into(), text })
+    let n = flate2::read::GzDecoder::new(gz).take(CONFIG_MAX + 1).read_to_string(&mut text).ok()?;
+    (n as u64 <= CONFIG_MAX).then_some(KernelConfig { source: "/proc/config.gz".into(), text })
 }
 
 /// Kernel lockdown mode from the bracketed word of /sys/kernel/security/lockdown
@@ -227,7 +211,7 @@ pub fn lockdown_active(host: &Host) -> Option<String> {
 
 /// `/proc/meminfo` value in kB (or a plain count for HugePages_*).
 pub fn meminfo(host: &Host, key: &str) -> Option<u64> {
-    let text = fs::read_to_string(host.path("/proc/meminfo")).ok()?;
+    let text = crate::file::read_string(&host.path("/proc/meminfo"), crate::file::read::KERNEL_MAX).ok()?;
     let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
     line.split(':').nth(1)?.split_whitespace().next()?.parse().ok()
 }

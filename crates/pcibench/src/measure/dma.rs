@@ -56,7 +56,21 @@ pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
     }
 }
 
+/// The most rows one DMA request plans (directions × sizes × queue counts), as for PIO.
+pub const MAX_ROWS: usize = super::pio::MAX_ROWS;
+
 pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<Report> {
+    let dirs = match r.dirs {
+        DmaDirs::H2c | DmaDirs::C2h | DmaDirs::Bidir => 1,
+        DmaDirs::Both => 2,
+        DmaDirs::All => 4,
+    };
+    let rows = dirs * r.sizes.len().max(1) * r.queues.len().max(1);
+    if rows > MAX_ROWS {
+        return Err(Error::usage(format!(
+            "that is {rows} configurations (directions × sizes × queue counts): pcibench measures at most {MAX_ROWS} at once; name fewer"
+        )));
+    }
     session.check_dma_consent(r.allow_dma)?;
     // Everything the engine does not decide is checked before it is opened.
     if r.window.is_some() && r.pattern != DmaPattern::Random {

@@ -10,7 +10,7 @@ use crate::bench::latency::{self, LatencyPlan, LatencyTarget, ALL_WIDTHS, DEFAUL
 use crate::bench::result::{Completion, Report};
 use crate::dma::{DmaAllocator, Engine};
 use crate::session::Session;
-use crate::Result;
+use crate::{Error, Result};
 use std::time::Duration;
 
 /// The plan `r` asks for; `card_addr` is where the engine's window starts (0 without one).
@@ -51,7 +51,35 @@ pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<Lat
     })
 }
 
+/// The most samples of one MMIO row (and warm-up accesses): some 10 s at 10 ns an access, hours
+/// on a slow device; beyond it a run would not end in any useful time.
+pub const MAX_SAMPLES: u64 = 1_000_000_000;
+/// The most samples of one DMA latency row (each a whole transfer, microseconds apiece).
+pub const MAX_DMA_SAMPLES: u64 = 10_000_000;
+
+/// Every count the request gives, against its cap, before anything is opened.
+pub fn check_counts(r: &LatencyRequest) -> Result<()> {
+    let over = |flag: &str, n: u64, max: u64| {
+        Err(Error::usage(format!("{flag} {n} is more than pcibench takes ({max}): give at most {max}")))
+    };
+    if r.samples == 0 {
+        return Err(Error::usage("--samples 0: give at least one sample"));
+    }
+    if r.samples > MAX_SAMPLES {
+        return over("--samples", r.samples, MAX_SAMPLES);
+    }
+    if let Some(w) = r.warmup.filter(|w| *w > MAX_SAMPLES) {
+        return over("--warmup", w, MAX_SAMPLES);
+    }
+    match r.dma.as_ref().and_then(|d| d.samples) {
+        Some(0) => Err(Error::usage("--dma-samples 0: give at least one sample")),
+        Some(n) if n > MAX_DMA_SAMPLES => over("--dma-samples", n, MAX_DMA_SAMPLES),
+        _ => Ok(()),
+    }
+}
+
 pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Result<Report> {
+    check_counts(r)?;
     let dma = r.dma.is_some() || r.load.is_some();
     if dma {
         // Consent before anything touches the device: routing the interrupt enables MSI.

@@ -16,6 +16,9 @@ pub fn plan(session: &Session, r: &PioRequest) -> Result<PioPlan> {
         Widths::All => (Width::ALL.to_vec(), false),
         Widths::These(w) => (w.clone(), true),
     };
+    if r.sizes.contains(&0) {
+        return Err(crate::Error::usage("--size 0: a transfer moves at least one byte; give a size such as 4K"));
+    }
     session.check_io(r.io)?;
     let widths = pio::widths_for_io(widths, strict_width, r.io)?;
     let bars = match &r.bars {
@@ -40,8 +43,18 @@ pub fn plan(session: &Session, r: &PioRequest) -> Result<PioPlan> {
     })
 }
 
+/// The most configurations (rows) one PIO request plans: BARs × mappings × directions × widths ×
+/// sizes. Repeating `--bar`, `--map` or `--width` cannot make it more.
+pub const MAX_ROWS: usize = 65_536;
+
 pub fn measure(session: &Session, r: &PioRequest, hooks: &mut Hooks) -> Result<Report> {
     let plan = plan(session, r)?;
+    let rows = plan.bars.len() * plan.maps.len() * plan.dirs.len() * plan.widths.len() * plan.sizes.len().max(1);
+    if rows > MAX_ROWS {
+        return Err(crate::Error::usage(format!(
+            "that is {rows} configurations (BARs × mappings × directions × widths × sizes): pcibench measures at most {MAX_ROWS} at once; name fewer"
+        )));
+    }
     let m = Measuring::start(session, &r.common)?;
     m.run(&MONOTONIC, "pio", plan.planned_bytes(), hooks, |s| pio::run(session.dev.as_ref(), &session.device, &plan, s))
 }

@@ -98,12 +98,12 @@ pub enum DmaPattern {
 }
 
 /// The transfer size when a DMA request names none. Both start from the one default
-/// (`measure::dma::default_size`: the engine's card window from the card offset, up to its largest
+/// (`measure::dma::default_size`: the engine's card window from the card offset, at most 16 MiB, up to its largest
 /// transfer).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DefaultSize {
-    /// The default itself, as fpga_sio's DMA test moves its whole card memory.
+    /// The default itself: the card memory, as fpga_sio's DMA test moves it, up to 16 MiB.
     #[default]
     Window,
     /// The suite's quick look, one row per direction: engines that keep many transfers in

@@ -30,7 +30,7 @@ pub fn node_cpus(host: &Host, node: i32) -> Option<Vec<u32>> {
     if node < 0 {
         return None;
     }
-    parse_cpu_list(&fs::read_to_string(host.path(format!("/sys/devices/system/node/node{node}/cpulist"))).ok()?)
+    parse_cpu_list(&crate::file::read_trim(&host.path(format!("/sys/devices/system/node/node{node}/cpulist")))?)
 }
 
 /// The NUMA node of `cpu` (the `nodeN` link in its sysfs directory); None on a machine without

@@ -13,7 +13,8 @@ pub fn limit() -> Option<u64> {
 
 /// From /proc/self/status: (bytes already locked (VmLck), whether CAP_IPC_LOCK is effective).
 pub fn status(host: &Host) -> (u64, bool) {
-    let text = std::fs::read_to_string(host.path("/proc/self/status")).unwrap_or_default();
+    let text =
+        crate::file::read_string(&host.path("/proc/self/status"), crate::file::read::KERNEL_MAX).unwrap_or_default();
     parse_status(&text)
 }
 

@@ -4,7 +4,6 @@
 //! replacing a file atomically.
 //! Everything above (access paths, DMA buffers, the sim card) builds on these.
 
-pub mod atomic;
 pub mod cpu;
 pub mod memlock;
 pub mod mmap;

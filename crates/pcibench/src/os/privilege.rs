@@ -203,7 +203,8 @@ pub fn keep_only(keep: u64, after: &str) {
             inheritable: CapabilitySet::empty(),
         },
     );
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let status = crate::file::read_string(std::path::Path::new("/proc/self/status"), crate::file::read::KERNEL_MAX)
+        .unwrap_or_default();
     let lines: Vec<String> = status
         .lines()
         .filter(|l| ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:", "NoNewPrivs:"].iter().any(|k| l.starts_with(k)))

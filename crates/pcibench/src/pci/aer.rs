@@ -52,14 +52,14 @@ pub fn total(entries: &[(String, u64)]) -> Option<u64> {
 pub fn read_all(dir: &Path, warnings: &mut Vec<String>) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     for (file, sev) in DEV_FILES {
-        let Ok(text) = std::fs::read_to_string(dir.join(file)) else { continue };
+        let Ok(text) = crate::file::read_string(&dir.join(file), crate::file::read::KERNEL_MAX) else { continue };
         match parse(&text) {
             Ok(entries) => out.extend(entries.into_iter().map(|(n, v)| (format!("{sev}:{n}"), v))),
             Err(e) => warnings.push(format!("{file}: {e}")),
         }
     }
     for (file, sev) in ROOTPORT_FILES {
-        let Ok(text) = std::fs::read_to_string(dir.join(file)) else { continue };
+        let Ok(text) = crate::file::read_string(&dir.join(file), crate::file::read::KERNEL_MAX) else { continue };
         match text.trim().parse::<u64>() {
             Ok(v) => out.push((format!("rootport:{sev}"), v)),
             Err(_) => warnings.push(format!("{file}: {:?} is not a count", text.trim())),

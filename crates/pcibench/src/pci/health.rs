@@ -123,7 +123,7 @@ pub struct HealthProbe {
 }
 
 fn read(p: PathBuf) -> Option<String> {
-    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    crate::file::read_trim(&p)
 }
 
 /// The offset of the PCI Express capability (id 0x10) in `config`, walking the list with a bound.
@@ -153,7 +153,7 @@ impl HealthProbe {
             if name.parse::<PciAddress>().is_err() {
                 break;
             }
-            let cap = fs::read(d.join("config")).ok().and_then(|c| pcie_cap(&c));
+            let cap = crate::file::read(&d.join("config"), 4096).ok().and_then(|c| pcie_cap(&c));
             chain.push((name.to_string(), d.to_path_buf(), cap));
         }
         HealthProbe { chain }
@@ -169,7 +169,7 @@ impl HealthProbe {
         for (addr, dir, cap) in &self.chain {
             let mut ignored = Vec::new();
             let reg = |off: u64| -> Option<u16> {
-                let f = fs::File::open(dir.join("config")).ok()?;
+                let f = crate::file::open_regular(&dir.join("config")).ok()?;
                 let mut b = [0u8; 2];
                 // Short reads (an unprivileged reader sees 64 bytes) mean "not readable".
                 (f.read_at(&mut b, (*cap)? + off).ok()? == 2).then(|| u16::from_le_bytes(b))

@@ -142,7 +142,7 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
         class_name: names::class(ids.class_code),
         revision: revision.unwrap_or(0),
         driver: link_name(&dir.join("driver")),
-        iommu_group: link_name(&dir.join("iommu_group")).and_then(|g| g.parse().ok()),
+        iommu_group: iommu_group(&dir, &mut w),
         numa_node,
         parent,
         command: cfg.command.map(Command::from_raw),
@@ -159,13 +159,27 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
     Ok((info, cfg_bytes))
 }
 
+/// The IOMMU group the `iommu_group` link names; a link to something that is not a group number
+/// is a warning (a broken tree), not "no IOMMU".
+fn iommu_group(dir: &Path, w: &mut Vec<String>) -> Option<u32> {
+    let name = link_name(&dir.join("iommu_group"))?;
+    let n = name.parse().ok();
+    if n.is_none() {
+        w.push(format!(
+            "the iommu_group link points to {:?}, not an IOMMU group number: sysfs is inconsistent; the group is unknown",
+            crate::text::clip(&name, 64)
+        ));
+    }
+    n
+}
+
 /// Config space as `detail` needs it: the 64-byte header for a summary; else the 256 bytes every
 /// function has, and the extended space (to 4 KiB) only where a PCI Express capability says it
 /// exists, as lspci does: each dword is a config cycle the kernel makes (often trapped by a
 /// hypervisor), so 4 KiB of a host bridge without one costs tens of milliseconds for nothing.
 fn read_config(path: &Path, detail: Detail) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut f = crate::host::state::open_regular(path)?;
+    let mut f = crate::file::open_regular(path)?;
     let first = if detail == Detail::Summary { 64 } else { 256 };
     let mut buf = Vec::with_capacity(4096);
     (&mut f).take(first).read_to_end(&mut buf)?;

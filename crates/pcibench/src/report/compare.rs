@@ -51,6 +51,9 @@ fn f3(v: f64) -> String {
     }
 }
 
+/// The most configurations an "only in A" (B, not compared) line names.
+const LISTED: usize = 20;
+
 /// The readable comparison.
 pub fn table(c: &Comparison) -> String {
     let mut s = format!("pcibench compare: B = {} against A = {}\n", c.b.file, c.a.file);
@@ -96,8 +99,14 @@ pub fn table(c: &Comparison) -> String {
         ("only in B", &c.only_b),
         ("not compared (skipped, or no throughput figures, in A or B)", &c.unmeasured),
     ] {
+        // Named up to a screenful; the JSON output lists them all.
         if !list.is_empty() {
-            let _ = writeln!(s, "{what}: {}", list.join(", "));
+            let shown: Vec<&str> = list.iter().take(LISTED).map(String::as_str).collect();
+            let more = match list.len().saturating_sub(LISTED) {
+                0 => String::new(),
+                n => format!(" (and {n} more: --format json lists them all)"),
+            };
+            let _ = writeln!(s, "{what}: {}{more}", shown.join(", "));
         }
     }
     let _ = writeln!(

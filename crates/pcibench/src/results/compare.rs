@@ -128,15 +128,34 @@ impl Comparison {
     pub fn questionable(&self) -> bool {
         self.context.iter().any(|d| d.questionable)
     }
+
+    /// Why no row was compared, in one line (None when some were): not "nothing was measured",
+    /// which would blame the runs, but what the two runs do not have in common.
+    pub fn why_nothing_compared(&self) -> Option<String> {
+        if !self.rows.is_empty() {
+            return None;
+        }
+        let unmeasured = match self.unmeasured.len() {
+            0 => String::new(),
+            n => format!(", {n} in both without throughput figures on both sides (skipped, or latency rows)"),
+        };
+        Some(format!(
+            "nothing to compare: no configuration was measured in both runs ({} only in A, {} only in B{unmeasured}): compare two runs of the same measurement",
+            self.only_a.len(),
+            self.only_b.len()
+        ))
+    }
 }
 
 fn side(file: &str, run: &SavedRun) -> Side {
+    // What a file says is clipped: the header is a line whatever the file holds.
+    let clip = |s: &str| crate::text::clip(s, 200).into_owned();
     Side {
         file: file.to_string(),
-        command: run.command.clone(),
-        device: run.device.as_ref().map(|d| d.address.clone()),
-        time: run.context.as_ref().map(|c| c.time.clone()),
-        pcibench_version: run.context.as_ref().map(|c| c.pcibench_version.clone()),
+        command: clip(&run.command),
+        device: run.device.as_ref().map(|d| clip(&d.address)),
+        time: run.context.as_ref().map(|c| clip(&c.time)),
+        pcibench_version: run.context.as_ref().map(|c| clip(&c.pcibench_version)),
     }
 }
 
@@ -218,7 +237,7 @@ pub fn compare(a: (&str, &SavedRun), b: (&str, &SavedRun), threshold_pct: f64) -
         unmeasured: Vec::new(),
     };
     for (key, ra) in &rows_a {
-        let label = key.0.label();
+        let label = crate::text::clip(&key.0.label(), 200).into_owned();
         let Some(rb) = index_b.get(key) else {
             out.only_a.push(label);
             continue;
@@ -243,6 +262,10 @@ pub fn compare(a: (&str, &SavedRun), b: (&str, &SavedRun), threshold_pct: f64) -
         });
     }
     let in_a: std::collections::HashSet<&(Config, usize)> = rows_a.iter().map(|(k, _)| k).collect();
-    out.only_b = rows_b.iter().filter(|(k, _)| !in_a.contains(k)).map(|(k, _)| k.0.label()).collect();
+    out.only_b = rows_b
+        .iter()
+        .filter(|(k, _)| !in_a.contains(k))
+        .map(|(k, _)| crate::text::clip(&k.0.label(), 200).into_owned())
+        .collect();
     Ok(out)
 }

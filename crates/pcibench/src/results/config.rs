@@ -55,9 +55,11 @@ pub struct Config {
 
 impl Config {
     pub fn of(report: &Report, row: &Row) -> Config {
+        // Names from a file are clipped: a label is a line, whatever the file holds.
+        let clip = |s: &Option<String>| s.as_deref().map(|s| crate::text::clip(s, 100).into_owned());
         Config {
             kind: report.kind,
-            engine: report.engine.clone(),
+            engine: clip(&report.engine),
             bar: row.bar,
             map: row.map,
             io: row.io,
@@ -67,7 +69,7 @@ impl Config {
             queues: row.queues,
             window: row.window,
             concurrent: row.concurrent,
-            buffer: row.buffer.clone(),
+            buffer: clip(&row.buffer),
             access: row.access,
             sync: row.sync,
             latency: row.latency.is_some(),

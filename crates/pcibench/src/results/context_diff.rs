@@ -58,15 +58,20 @@ fn buffer(r: &SavedRun) -> Option<String> {
     r.reports.iter().find_map(|x| x.buffer.clone())
 }
 
+/// The most characters of a context value shown.
+const CLIP: usize = 200;
+
 /// Every difference, the questionable first (in the order listed here).
 pub fn diffs(a: &SavedRun, b: &SavedRun) -> Vec<ContextDiff> {
     let mut out = Vec::new();
     let mut add = |what: &str, va: String, vb: String, why: Option<&str>| {
         if va != vb {
+            // What a file says is shown clipped: a line of the table, whatever the file holds.
+            let clip = |s: String| crate::text::clip(&s, CLIP).into_owned();
             out.push(ContextDiff {
                 what: what.into(),
-                a: va,
-                b: vb,
+                a: clip(va),
+                b: clip(vb),
                 questionable: why.is_some(),
                 why: why.map(String::from),
             });

@@ -5,4 +5,5 @@
 pub mod compare;
 pub mod config;
 pub mod context_diff;
+pub mod sanity;
 pub mod saved;

@@ -10,6 +10,7 @@ use crate::access::Via;
 use crate::bench::context::Context;
 use crate::bench::result::{Report, Row};
 use crate::dma::Addressing;
+use crate::file::Destination;
 use crate::host::state::IommuState;
 use crate::host::Host;
 use crate::pci::DeviceInfo;
@@ -241,87 +242,119 @@ impl SavedRun {
     }
 }
 
-/// Write `run` to `path` whole or not at all: into a temporary file beside it, then renamed over
-/// it, so an interrupted save never leaves a truncated file under the name.
-pub fn write(path: &Path, run: &SavedRun) -> Result<()> {
+/// The largest saved run read: a larger file is refused before it is read, so a sparse or endless
+/// file (`/dev/zero`) cannot exhaust memory. pcibench writes at most 65,536 rows a report (about
+/// 70 MB); a run of 10^6 rows written compactly (no optional fields) is about 300 MB and is read.
+pub const MAX_BYTES: u64 = 512 << 20;
+
+/// The saved run as the JSON document `write` puts in the file.
+pub fn to_json(run: &SavedRun) -> Result<String> {
     let mut text =
         serde_json::to_string_pretty(run).map_err(|e| Error::Device(format!("cannot encode the run as JSON: {e}")))?;
     text.push('\n');
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io("cannot save the run to", path, e)
-    })
+    Ok(text)
 }
 
-/// Whether the file `flag PATH` names (`--save`, `-o`) can be written, checked before anything
-/// is measured or read: a long run should not end in "cannot write".
-pub fn check_destination(flag: &str, path: &Path) -> Result<()> {
-    let shown = path.display();
-    if path.is_dir() {
-        return Err(Error::usage(format!("{flag} {shown} is a directory: name a file in it, e.g. {shown}/run.json")));
-    }
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        return Err(Error::usage(format!(
-            "{flag} {shown}: there is no directory {}: create it first (mkdir -p {})",
-            parent.display(),
-            parent.display()
-        )));
-    }
-    if rustix::fs::access(parent, rustix::fs::Access::WRITE_OK).is_err() {
-        return Err(Error::usage(format!(
-            "{flag} {shown}: cannot write in {} (permission denied): write somewhere you can",
-            parent.display()
-        )));
-    }
-    Ok(())
+/// Write `run` to `dest` whole or not at all (`file::Destination::write`: a temporary file beside
+/// it, synced, renamed over the name), so an interrupted or failed save never leaves a truncated
+/// file under the name.
+pub fn write(dest: &Destination, run: &SavedRun) -> Result<()> {
+    dest.write(to_json(run)?.as_bytes())
 }
 
-/// Read a saved run. `name` is how errors name the file.
+/// Read a saved run: a regular file of at most `MAX_BYTES`, opened without blocking (a FIFO or a
+/// device node is refused unread), then `parse`d.
 pub fn read(path: &Path) -> Result<SavedRun> {
-    let text = std::fs::read(path).map_err(|e| match e.kind() {
+    let name = crate::text::one_line(&path.display().to_string());
+    let text = crate::file::read(path, MAX_BYTES).map_err(|e| match e.kind() {
         // A name mistyped on the command line is bad usage, like any other bad argument.
         std::io::ErrorKind::NotFound => {
-            Error::usage(format!("{}: no such file: name a file written by --save FILE.json", path.display()))
+            Error::usage(format!("{name}: no such file: name a file written by --save FILE.json"))
+        }
+        std::io::ErrorKind::FileTooLarge => Error::usage(format!(
+            "{name} is larger than {} MiB, the most pcibench reads as a saved run: not read (name a file written by --save FILE.json)",
+            MAX_BYTES >> 20
+        )),
+        std::io::ErrorKind::InvalidInput => {
+            Error::usage(format!("{name}: {e}; plot and compare read files written by --save FILE.json"))
         }
         _ => Error::io("cannot read the saved run", path, e),
     })?;
-    parse(&path.display().to_string(), &text)
+    parse_owned(&name, text)
 }
 
-/// Parse a saved run from bytes; every refusal is one line naming the file.
+/// The top of a document, read without keeping the rest: what it is, before it is read as a
+/// saved run (a `serde_json::Value` of a large file would cost many times its size).
+#[derive(Deserialize)]
+struct Head {
+    format: Option<serde_json::Value>,
+    version: Option<serde_json::Value>,
+    kind: Option<serde_json::Value>,
+    results: Option<serde::de::IgnoredAny>,
+    info: Option<serde::de::IgnoredAny>,
+    pio: Option<serde::de::IgnoredAny>,
+    dma: Option<serde::de::IgnoredAny>,
+    checks: Option<serde::de::IgnoredAny>,
+    recommended: Option<serde::de::IgnoredAny>,
+    vendor_id: Option<serde::de::IgnoredAny>,
+    bars: Option<serde::de::IgnoredAny>,
+}
+
+/// An element of `pcibench list --json`.
+#[derive(Deserialize)]
+struct Listed {
+    vendor_id: Option<serde::de::IgnoredAny>,
+}
+
+/// Parse a saved run from bytes; every refusal is one line naming the file. Strings in it are
+/// made safe to print (`text::defang_json`: no control character survives), and its figures are
+/// checked (`sanity`).
 pub fn parse(name: &str, bytes: &[u8]) -> Result<SavedRun> {
+    parse_owned(name, bytes.to_vec())
+}
+
+/// `parse`, rewriting the bytes in place (a file's whole text: no second copy of it).
+fn parse_owned(name: &str, mut bytes: Vec<u8>) -> Result<SavedRun> {
     let bad = |why: String| Error::usage(format!("{name} {why}"));
     let hint = "plot and compare read files written by --save FILE.json";
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(bad(format!("is empty: {hint}")));
     }
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+    crate::text::defang_json(&mut bytes);
+    let syntax = |e: serde_json::Error| {
         use serde_json::error::Category;
         match e.classify() {
-            Category::Eof => bad(format!(
+            Category::Eof => Some(bad(format!(
                 "is truncated: the JSON ends at line {}, column {} before the document is complete (was the run cut short? save it again)",
                 e.line(),
                 e.column()
-            )),
-            _ => bad(format!("is not JSON (line {}, column {}): {hint}", e.line(), e.column())),
+            ))),
+            Category::Syntax | Category::Io => {
+                Some(bad(format!("is not JSON (line {}, column {}): {hint}", e.line(), e.column())))
+            }
+            Category::Data => None,
         }
-    })?;
-    let format = value.get("format").and_then(|f| f.as_str());
+    };
+    let head = match serde_json::from_slice::<Head>(&bytes) {
+        Ok(h) => Some(h),
+        Err(e) => match syntax(e) {
+            Some(refusal) => return Err(refusal),
+            None => None,
+        },
+    };
+    let format = head.as_ref().and_then(|h| h.format.as_ref()).and_then(|f| f.as_str());
     if format != Some(FORMAT) {
-        return Err(bad(match what_is(&value) {
+        let listed = head.is_none()
+            && serde_json::from_slice::<Vec<Listed>>(&bytes)
+                .is_ok_and(|v| v.first().is_some_and(|d| d.vendor_id.is_some()));
+        return Err(bad(match head.as_ref().and_then(what_is).or(listed.then(|| LIST.to_string())) {
             Some(what) => format!(
                 "is {what}, not a saved run: it lacks the device, link and IOMMU context; measure with --save FILE.json"
             ),
             None => format!("is JSON but not a pcibench saved run (no \"format\": \"{FORMAT}\"): {hint}"),
         }));
     }
-    let version = value.get("version").and_then(|v| v.as_u64());
+    let version = head.as_ref().and_then(|h| h.version.as_ref()).and_then(|v| v.as_u64());
     match version {
         Some(v) if v > u64::from(VERSION) => {
             return Err(bad(format!(
@@ -332,11 +365,12 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<SavedRun> {
         Some(v) if v >= 1 => {}
         _ => return Err(bad("has no valid format version (\"version\": 1, 2, ...): it is damaged".into())),
     }
-    let run: SavedRun = serde_json::from_value(value)
+    let run: SavedRun = serde_json::from_slice(&bytes)
         .map_err(|e| bad(format!("is a damaged saved run (version {}): {e}", version.unwrap_or(0))))?;
     if run.reports.is_empty() {
         return Err(bad("holds no results (its \"reports\" list is empty)".into()));
     }
+    super::sanity::check(name, &run.reports)?;
     Ok(run)
 }
 
@@ -365,24 +399,22 @@ pub fn labels(paths: &[std::path::PathBuf], given: &[String]) -> Result<Vec<Stri
         .collect())
 }
 
+const LIST: &str = "`pcibench list --json` output (no measurement)";
+
 /// Which pcibench output a JSON document is, when it is one.
-fn what_is(v: &serde_json::Value) -> Option<String> {
-    let has = |k: &str| v.get(k).is_some();
-    if has("kind") && has("results") {
-        let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("pio");
+fn what_is(h: &Head) -> Option<String> {
+    if h.kind.is_some() && h.results.is_some() {
+        let kind = crate::text::clip(h.kind.as_ref().and_then(|k| k.as_str()).unwrap_or("pio"), 16).into_owned();
         return Some(format!("`pcibench {kind} --json` output"));
     }
-    if has("info") && (has("pio") || has("dma")) {
+    if h.info.is_some() && (h.pio.is_some() || h.dma.is_some()) {
         return Some("`pcibench run --json` output".into());
     }
-    if has("checks") && has("recommended") {
+    if h.checks.is_some() && h.recommended.is_some() {
         return Some("`pcibench doctor --json` output (no measurement)".into());
     }
-    if has("vendor_id") && has("bars") {
+    if h.vendor_id.is_some() && h.bars.is_some() {
         return Some("`pcibench info --json` output (no measurement)".into());
-    }
-    if v.as_array().and_then(|a| a.first()).is_some_and(|d| d.get("vendor_id").is_some()) {
-        return Some("`pcibench list --json` output (no measurement)".into());
     }
     None
 }

@@ -78,7 +78,8 @@ impl User {
     /// `NAME` (looked up in the host's /etc/passwd), `UID` or `UID:GID`.
     pub fn resolve(host: &Host, spec: &str) -> Result<User> {
         let spec = spec.trim();
-        let passwd = fs::read_to_string(host.path("/etc/passwd")).unwrap_or_default();
+        let passwd =
+            crate::file::read_string(&host.path("/etc/passwd"), crate::host::state::PASSWD_MAX).unwrap_or_default();
         if let Some((name, uid, gid)) = crate::host::state::passwd_lookup(&passwd, |n, _, _| n == spec) {
             return Ok(User { name, uid, gid });
         }

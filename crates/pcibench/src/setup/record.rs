@@ -8,12 +8,10 @@
 //! following links, and every name in them is checked again before use: the driver must be one
 //! in /sys/bus/pci/drivers, a file one that setup changes for that device.
 
-use crate::host::state::read_regular;
 use crate::host::Host;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -136,7 +134,12 @@ pub fn load(host: &Host, addr: &PciAddress) -> Result<Record> {
     }
     check_dir(&d)?;
     let p = path(host, addr);
-    let f = match fs::OpenOptions::new().read(true).custom_flags(nofollow()).open(&p) {
+    // Not through a link, and without waiting on a FIFO: the read below refuses anything but a file.
+    let f = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nofollow() | rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&p)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Record::default()),
         Err(e) => {
@@ -144,7 +147,7 @@ pub fn load(host: &Host, addr: &PciAddress) -> Result<Record> {
         }
     };
     drop(f);
-    let bytes = read_regular(&p, 64 << 10).map_err(|e| Error::io("cannot read", &p, e))?;
+    let bytes = crate::file::read(&p, 64 << 10).map_err(|e| Error::io("cannot read", &p, e))?;
     let r = Record::parse(&String::from_utf8_lossy(&bytes), &p)?;
     if let Some(Some(d)) = &r.driver {
         check_driver(host, d, &p)?;
@@ -219,19 +222,9 @@ pub fn save(host: &Host, addr: &PciAddress, r: &Record) -> Result<PathBuf> {
         fs::DirBuilder::new().mode(0o700).create(&d).map_err(|e| Error::io("cannot create", &d, e))?;
     }
     check_dir(&d)?;
-    let tmp = d.join(format!(".{addr}.new"));
-    // A leftover from an interrupted run is ours (the directory is private): replace it.
-    let _ = fs::remove_file(&tmp);
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nofollow())
-        .open(&tmp)
-        .map_err(|e| Error::io("cannot create", &tmp, e))?;
-    f.write_all(r.text().as_bytes()).map_err(|e| Error::io("cannot write", &tmp, e))?;
-    drop(f);
-    fs::rename(&tmp, &p).map_err(|e| Error::io("cannot write", &p, e))?;
+    // A new file (O_EXCL|O_NOFOLLOW, random name) renamed over the record: the output writer's core.
+    crate::file::replace(&d, std::ffi::OsStr::new(&addr.to_string()), r.text().as_bytes(), 0o600, true)
+        .map_err(|e| Error::io("cannot write", &p, e))?;
     Ok(p)
 }
 

@@ -14,7 +14,6 @@ use crate::host::Host;
 use crate::pci::config::{CMD_BUS_MASTER, CMD_MEMORY, COMMAND};
 use crate::pci::PciAddress;
 use crate::{Error, Result};
-use std::fs;
 use std::path::Path;
 
 /// chown the BAR files to `user` (a name, uid or uid:gid), make them read+write for their
@@ -89,7 +88,7 @@ pub fn sysfs_user(host: &Host, addr: &PciAddress, user: &str, opts: &SetupOption
 
 /// The 16-bit command register from the device's `config` file.
 fn command(config: &Path) -> Result<u16> {
-    let bytes = fs::read(config).map_err(|e| Error::io("cannot read", config, e))?;
+    let bytes = crate::file::read(config, 4096).map_err(|e| Error::io("cannot read", config, e))?;
     let Some(raw) = bytes.get(COMMAND..COMMAND + 2) else {
         return Err(Error::Device(format!("{} is shorter than the PCI header", config.display())));
     };

@@ -3,7 +3,9 @@
 //! a symbolic link, and never to a FIFO or a device node (opening one can block, or act: a
 //! watchdog starts when opened). What is there is checked before anything is measured
 //! (`check_destination`), and again on the opened file (`create`), which truncates only then.
-//! Kept in one small function so a general safe writer (`--save`) can take it over.
+//! A trace is streamed (a run that hangs the machine must leave what it wrote), so it is not
+//! written through a temporary file as `file::Destination` writes; its name is checked by the
+//! same rules (`Destination::check`) besides its own.
 
 use crate::{Error, Result};
 use std::fs::{File, Metadata, OpenOptions};
@@ -38,10 +40,13 @@ fn check_existing(flag: &str, path: &Path, m: &Metadata) -> Result<()> {
 /// measured: a new name, or a regular file with no other name.
 pub fn check_destination(flag: &str, path: &Path) -> Result<()> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) => check_existing(flag, path, &m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("cannot look at the trace file", path, e)),
+        Ok(m) => check_existing(flag, path, &m)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("cannot look at the trace file", path, e)),
     }
+    // The rules every output file shares: a name that fits, a directory that exists and takes a
+    // new file, a file this process may replace.
+    crate::file::Destination::check(flag, "trace.jsonl", path).map(drop)
 }
 
 /// Open `path` for a trace from its first byte: created if new (0644), never followed if it is a

@@ -31,6 +31,15 @@ pub struct Group {
 
 /// The device's group number and kind, from its iommu_group link and which /dev/vfio node exists.
 pub fn locate(host: &Host, addr: &PciAddress) -> Result<(u32, GroupKind, PathBuf)> {
+    let link = state::link_name(&state::device_dir(host, addr).join("iommu_group"));
+    if let Some(name) = link.as_deref().filter(|l| l.parse::<u32>().is_err()) {
+        // A link that is there but names no group is a broken tree, not a host without an IOMMU.
+        return Err(Error::Sysfs(format!(
+            "{addr}'s iommu_group link points to {:?}, which is not an IOMMU group number: sysfs is inconsistent here (ls -l {}); nothing was opened",
+            crate::text::clip(name, 64),
+            state::device_dir(host, addr).join("iommu_group").display()
+        )));
+    }
     let n: u32 = state::iommu_group_of(host, addr).ok_or_else(|| {
         Error::Unsupported(format!(
             "{addr} has no IOMMU group: this host has no IOMMU (or it is off) and the device is not bound to vfio-pci in no-IOMMU mode: enable the IOMMU (intel_iommu=on / amd_iommu=on), or bind it with no-IOMMU mode on: sudo pcibench setup {addr} --vfio"

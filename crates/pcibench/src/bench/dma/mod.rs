@@ -88,11 +88,17 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
+/// The largest transfer made when none is asked for. A card's whole memory (1 GiB of NVRAM, GiBs of
+/// DDR behind an XDMA core) would need a host buffer as large and the pattern and its check beside
+/// it (about 5 times the size in all: 5.2 GB for `dma sim-nvram`); 16 MiB keeps a default run near
+/// 100 MB and is long enough for any link to reach its speed. `--size` asks for more.
+pub const DEFAULT_MAX: u64 = 16 << 20;
+
 /// The transfer size when none is asked for, the one rule every command uses: the engine's card
 /// window from `card_offset`, up to the largest transfer it takes (fpga_sio's DMA test moves its
-/// whole card memory).
+/// whole card memory) and at most `DEFAULT_MAX`.
 pub fn default_size(engine: &dyn Engine, card_offset: u64) -> u64 {
-    engine.card_size().saturating_sub(card_offset).min(engine.max_transfer())
+    engine.card_size().saturating_sub(card_offset).min(engine.max_transfer()).min(DEFAULT_MAX)
 }
 
 /// Every size must fit the engine's card window from `card_addr` and one transfer.
@@ -100,7 +106,10 @@ fn sizes(engine: &dyn Engine, plan: &DmaPlan) -> Result<Vec<u64>> {
     let card_room = card_room(engine, plan)?;
     let sizes = if plan.sizes.is_empty() { vec![default_size(engine, plan.card_addr)] } else { plan.sizes.clone() };
     for &size in &sizes {
-        if size == 0 || size > card_room {
+        if size == 0 {
+            return Err(Error::usage("--size 0: a transfer moves at least one byte; give a size such as 4K"));
+        }
+        if size > card_room {
             let more = if engine.card_size_settable() { " or set --card-size" } else { "" };
             return Err(Error::usage(format!(
                 "transfer size {size:#x} does not fit the {} engine's card memory from offset {:#x} ({card_room:#x} bytes): use a smaller --size{more}",

@@ -56,7 +56,7 @@ pub struct PhysicalAllocator {
 
 impl PhysicalAllocator {
     pub fn new(host: &Host, dma_bits: u32, hugepages: bool) -> Self {
-        let pagemap = File::open(host.path("/proc/self/pagemap"));
+        let pagemap = crate::file::open_regular(&host.path("/proc/self/pagemap"));
         PhysicalAllocator { host: host.clone(), dma_bits, hugepages, pagemap }
     }
 }

@@ -46,7 +46,8 @@ impl UDmaBufAllocator {
         }
         let attr = |a: &str| -> Result<u64> {
             let p = class.join(a);
-            let text = std::fs::read_to_string(&p).map_err(|e| Error::io("cannot read", &p, e))?;
+            let text = crate::file::read_string(&p, crate::file::read::KERNEL_MAX)
+                .map_err(|e| Error::io("cannot read", &p, e))?;
             parse_number(&text)
                 .ok_or_else(|| Error::Device(format!("{} holds {:?}, not a number", p.display(), text.trim())))
         };

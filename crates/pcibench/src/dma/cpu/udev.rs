@@ -14,7 +14,7 @@ use crate::units::human_size;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// O_SYNC (include/uapi/asm-generic/fcntl.h; the same on x86-64, arm64 and riscv64).
 const O_SYNC: i32 = 0o4010000;
@@ -53,7 +53,7 @@ impl UDmaBuf {
                 class.display()
             )));
         }
-        let read = |a: &str| std::fs::read_to_string(class.join(a)).ok().map(|s| s.trim().to_string());
+        let read = |a: &str| crate::file::read_trim(&class.join(a));
         let size = read("size").and_then(|s| parse_number(&s)).filter(|s| *s > 0).ok_or_else(|| {
             Error::Device(format!("u-dma-buf {name}: {}/size is missing or not a size", class.display()))
         })?;
@@ -96,7 +96,12 @@ impl UDmaBuf {
 
     fn set(&self, attr: &str, value: &str) -> Result<()> {
         let p = self.class.join(attr);
-        std::fs::write(&p, value).map_err(|e| {
+        let write = |p: &Path| -> std::io::Result<()> {
+            use std::io::Write;
+            crate::file::open_regular_with(p, OpenOptions::new().write(true).truncate(true))?
+                .write_all(value.as_bytes())
+        };
+        write(&p).map_err(|e| {
             Error::io_hint(
                 "cannot write",
                 &p,
@@ -107,7 +112,7 @@ impl UDmaBuf {
     }
 
     fn get(&self, attr: &str) -> Option<u64> {
-        std::fs::read_to_string(self.class.join(attr)).ok().and_then(|s| parse_number(&s))
+        crate::file::read_trim(&self.class.join(attr)).and_then(|s| parse_number(&s))
     }
 
     /// Name the region to sync and check the driver took it: a region that reads back other than

@@ -200,6 +200,16 @@ pub fn resolve(
     }
 }
 
+/// `--card-addr` + the transfer's card offset, and its end, without wrapping past 2^64.
+pub(crate) fn card_address(base: u64, t: &crate::dma::Transfer) -> Result<u64> {
+    base.checked_add(t.card_addr).filter(|a| a.checked_add(t.len).is_some()).ok_or_else(|| {
+        Error::usage(format!(
+            "card address {base:#x} + {:#x} + {} bytes passes the end of the 64-bit address space: give a smaller --card-addr or --size",
+            t.card_addr, t.len
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     /// The drivers own their default windows; the simulated cards are built with as much card

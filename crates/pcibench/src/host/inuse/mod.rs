@@ -201,7 +201,7 @@ pub(crate) fn inventory_in(host: &Host, addr: &str, scan: &procs::ProcScan, srio
         return Err(Error::NoDevice(addr.to_string()));
     };
     let scope = Scope { host, addr: addr.to_string(), dir };
-    let read = |p: &str| std::fs::read_to_string(host.path(p)).unwrap_or_default();
+    let read = |p: &str| crate::file::read_string(&host.path(p), procs::PROC_TABLE_MAX).unwrap_or_default();
     let mounts = block::parse_mountinfo(&read("/proc/self/mountinfo"));
     let blks = block::devices(&scope, &mounts)?;
     let mut holders = block::holders(&scope, &blks, &mounts, &read("/proc/swaps"));

@@ -128,7 +128,7 @@ pub(super) fn holders(scope: &Scope) -> Result<Vec<Holder>, Error> {
     if ifaces.is_empty() {
         return Ok(Vec::new());
     }
-    let read = |p: &str| std::fs::read_to_string(host.path(p)).unwrap_or_default();
+    let read = |p: &str| crate::file::read_string(&host.path(p), super::procs::PROC_TABLE_MAX).unwrap_or_default();
     let mut all = ipv4_addresses(&read("/proc/net/fib_trie"), &read("/proc/net/route"));
     all.extend(ipv6_addresses(&read("/proc/net/if_inet6")));
     for (ifname, a) in all {

@@ -81,6 +81,8 @@ pub(crate) const LIMITS: Limits = Limits { entries: 1 << 21, map_bytes: 64 << 20
 const PF_KTHREAD: u64 = 0x0020_0000;
 /// The kernel follows at most 40 symlinks in one lookup (MAXSYMLINKS, include/linux/namei.h).
 const MAX_SYMLINKS: usize = 40;
+/// The most of a /proc table read (mountinfo, swaps, the network's): thousands of mounts fit.
+pub(crate) const PROC_TABLE_MAX: u64 = 16 << 20;
 pub(super) const NO_PERMISSION: &str = "no permission to read their open files: run it as root";
 
 /// The scan of this host as the running user sees it.
@@ -277,7 +279,7 @@ fn maps(
     out: &mut Vec<Open>,
 ) -> Result<(), Stop> {
     let mut text = String::new();
-    let read = openat(pid_dir, "maps", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+    let read = openat(pid_dir, "maps", OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
         .map_err(io::Error::from)
         .and_then(|fd| fs::File::from(fd).take(limits.map_bytes + 1).read_to_string(&mut text));
     match read {
@@ -460,7 +462,7 @@ fn is_kernel_thread(dir: &Path) -> bool {
 /// /proc's hidepid= option (fs/proc/root.c) when it hides anything: `1`/`noaccess`, `2`/`invisible`,
 /// `4`/`ptraceable`, from the super options of /proc's line in our mountinfo.
 fn hidepid(host: &Host) -> Option<String> {
-    let text = fs::read_to_string(host.path("/proc/self/mountinfo")).ok()?;
+    let text = crate::file::read_string(&host.path("/proc/self/mountinfo"), PROC_TABLE_MAX).ok()?;
     text.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         let sep = f.iter().position(|w| *w == "-")?;

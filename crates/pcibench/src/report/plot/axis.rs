@@ -49,6 +49,10 @@ pub struct Axis {
     pub step: f64,
 }
 
+/// The most ticks an axis has (log2 over 64 octaves is filtered to 12; log10 over 21 decades
+/// has 22).
+const MAX_TICKS: usize = 200;
+
 /// A tick label for a plain number: no trailing zeros, at most three decimals.
 pub fn number(v: f64) -> String {
     let s = format!("{v:.3}");
@@ -99,15 +103,30 @@ impl Axis {
         Axis { scale: Scale::Tail, min: 0.0, max: hi, px0, px1, step: 0.0 }
     }
 
-    /// Ticks as (value, label).
+    /// Ticks as (value, label). However the range came about, there are at most `MAX_TICKS` (a
+    /// range from a subnormal to 10^300 must not become 2^31 ticks).
     pub fn ticks(&self) -> Vec<(f64, String)> {
+        let mut t = self.all_ticks();
+        t.truncate(MAX_TICKS);
+        t
+    }
+
+    fn all_ticks(&self) -> Vec<(f64, String)> {
+        let span = |a: f64, b: f64| a.is_finite() && b.is_finite() && b - a <= MAX_TICKS as f64;
         match self.scale {
             Scale::Linear => {
-                let n = ((self.max - self.min) / self.step).round() as i64;
-                (0..=n).map(|i| self.min + i as f64 * self.step).map(|v| (v, number(v))).collect()
+                let n = ((self.max - self.min) / self.step).round();
+                if !(n.is_finite() && (0.0..=MAX_TICKS as f64).contains(&n)) {
+                    return Vec::new();
+                }
+                (0..=n as i64).map(|i| self.min + i as f64 * self.step).map(|v| (v, number(v))).collect()
             }
             Scale::Log2 => {
-                let (a, b) = (self.min.log2().ceil() as i32, self.max.log2().floor() as i32);
+                let (a, b) = (self.min.log2().ceil(), self.max.log2().floor());
+                if !span(a, b) {
+                    return Vec::new();
+                }
+                let (a, b) = (a as i32, b as i32);
                 let every = ((b - a + 1) as f64 / 12.0).ceil().max(1.0) as i32;
                 (a..=b)
                     .filter(|e| (b - e) % every == 0)
@@ -116,7 +135,11 @@ impl Axis {
                     .collect()
             }
             Scale::Log10 => {
-                let (a, b) = (self.min.log10().round() as i32, self.max.log10().round() as i32);
+                let (a, b) = (self.min.log10().round(), self.max.log10().round());
+                if !span(a, b) {
+                    return Vec::new();
+                }
+                let (a, b) = (a as i32, b as i32);
                 let mults: &[f64] = if b - a <= 2 { &[1.0, 2.0, 5.0] } else { &[1.0] };
                 let mut t = Vec::new();
                 for e in a..=b {
@@ -130,7 +153,8 @@ impl Axis {
                 t
             }
             Scale::Tail => {
-                let top = self.scale.t(self.max).round() as i32;
+                // t() is at most 12 (1 - F floored at 1e-12).
+                let top = self.scale.t(self.max).round().clamp(0.0, 12.0) as i32;
                 let mut t = vec![(0.0, "0%".to_string()), (0.5, "50%".to_string())];
                 for k in 1..=top {
                     let f = 1.0 - 10f64.powi(-k);
@@ -199,6 +223,23 @@ pub fn draw(out: &mut String, x: &Axis, y: &Axis, x_title: &str, y_title: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ranges no saved run should give (the reader refuses them) still make a few ticks, never
+    /// billions or a panic.
+    #[test]
+    fn absurd_ranges_make_few_ticks() {
+        for a in [
+            Axis::log10(5e-324, 1e300, 500.0, 100.0),
+            Axis::log10(0.0, 1.0, 500.0, 100.0),
+            Axis::linear(0.0, 5e-324, 500.0, 100.0),
+            Axis::linear(0.0, f64::MAX, 500.0, 100.0),
+            Axis::log2(5e-324, 1e300, 100.0, 900.0),
+            Axis::tail(f64::NAN, 500.0, 100.0),
+        ] {
+            assert!(a.ticks().len() <= MAX_TICKS, "{a:?}");
+            let _ = a.px(1.0);
+        }
+    }
 
     #[test]
     fn scales_and_ticks() {

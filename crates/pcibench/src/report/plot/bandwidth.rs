@@ -43,15 +43,23 @@ fn good(v: f64) -> bool {
     v.is_finite() && v > 0.0
 }
 
+/// The most curves a panel draws (a colour each, a legend line each); the others are counted in
+/// a note, so a run of a million configurations cannot make a plot of a million curves.
+pub const MAX_CURVES: usize = 64;
+/// A curve of more points than this is thinned to at most two per pixel column (`thin`).
+pub const MAX_POINTS: usize = 2000;
+
 /// The curves of every file: measured throughput rows (with a size), in the order their
-/// configurations first appear; points sorted by size.
-pub fn curves(inputs: &[Input]) -> Vec<Curve> {
+/// configurations first appear, at most `MAX_CURVES` (the second value counts those left out);
+/// points sorted by size.
+pub fn curves(inputs: &[Input]) -> (Vec<Curve>, usize) {
     let mut out: Vec<Curve> = Vec::new();
+    let mut left_out: std::collections::HashSet<(usize, Config)> = std::collections::HashSet::new();
     for (file, input) in inputs.iter().enumerate() {
-        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut index: std::collections::HashMap<Config, usize> = std::collections::HashMap::new();
         for (r, x) in input.run.rows() {
             let Some(st) = x.stats.as_ref().filter(|s| x.size > 0 && good(s.median_mbps)) else { continue };
-            let key = Config::of(r, x).series().label();
+            let series = Config::of(r, x).series();
             let point = Point {
                 size: x.size,
                 median: st.median_mbps,
@@ -59,10 +67,14 @@ pub fn curves(inputs: &[Input]) -> Vec<Curve> {
                 p95: st.p95_mbps,
                 limit: x.limit_mbps.filter(|l| good(*l)),
             };
-            match index.get(&key) {
+            match index.get(&series) {
                 Some(i) => out[*i].points.push(point),
+                None if out.len() >= MAX_CURVES => {
+                    left_out.insert((file, series));
+                }
                 None => {
-                    index.insert(key.clone(), out.len());
+                    let key = crate::text::clip(&series.label(), 200).into_owned();
+                    index.insert(series, out.len());
                     out.push(Curve { file, key, dir: x.dir, points: vec![point] });
                 }
             }
@@ -70,6 +82,37 @@ pub fn curves(inputs: &[Input]) -> Vec<Curve> {
     }
     for c in &mut out {
         c.points.sort_by_key(|p| p.size);
+    }
+    (out, left_out.len())
+}
+
+/// At most two points per pixel column of `x` (the lowest and the highest median there, in size
+/// order) with the column's whole band (its lowest p5, its highest p95) and ceiling: what a
+/// screen can show of a curve of any length, its envelope kept. Short curves are left alone.
+pub fn thin(points: &[Point], x: &Axis) -> Vec<Point> {
+    if points.len() <= MAX_POINTS {
+        return points.to_vec();
+    }
+    let mut out = Vec::with_capacity(2 * (RIGHT - LEFT) as usize + 2);
+    let mut start = 0;
+    while start < points.len() {
+        let column = x.px(points[start].size as f64).round();
+        let end = start + points[start..].iter().take_while(|p| x.px(p.size as f64).round() == column).count().max(1);
+        let group = &points[start..end];
+        let (p5, p95) = group.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.p5), b.max(p.p95)));
+        let limits = group.iter().filter_map(|p| p.limit);
+        let (llo, lhi) = limits.fold((None, None), |(a, b): (Option<f64>, Option<f64>), l| {
+            (Some(a.map_or(l, |a| a.min(l))), Some(b.map_or(l, |b| b.max(l))))
+        });
+        let lo = group.iter().enumerate().min_by(|a, b| a.1.median.total_cmp(&b.1.median)).map_or(0, |m| m.0);
+        let hi = group.iter().enumerate().max_by(|a, b| a.1.median.total_cmp(&b.1.median)).map_or(0, |m| m.0);
+        let mut keep = vec![(lo, llo), (hi, lhi)];
+        keep.sort_by_key(|k| k.0);
+        keep.dedup_by_key(|k| k.0);
+        for (i, limit) in keep {
+            out.push(Point { size: group[i].size, median: group[i].median, p5, p95, limit: limit.or(group[i].limit) });
+        }
+        start = end;
     }
     out
 }
@@ -108,7 +151,8 @@ fn y_axis(curves: &[Curve], ceilings: &[Ceiling], bottom: f64, top: f64) -> Axis
 
 fn draw_curve(out: &mut String, c: &Curve, label: &str, color: &str, x: &Axis, y: &Axis) {
     let dash = Styles::dash(c.file);
-    let clamp = |v: f64| v.clamp(y.min, y.max);
+    // max/min, not clamp: an axis is never inverted or NaN, but a plot must not panic if one were.
+    let clamp = |v: f64| v.max(y.min).min(y.max);
     let _ = writeln!(
         out,
         r#"<g class="series" data-file="{}" data-dir="{}" data-label="{}">"#,
@@ -192,14 +236,24 @@ fn ceiling_range(c: &Ceiling) -> String {
     }
 }
 
-/// Draw the panel from `top`; returns the y below it (after its legend).
-pub fn draw(out: &mut String, inputs: &[Input], curves: &[Curve], styles: &mut Styles, top: f64) -> f64 {
-    let ceilings = ceilings(curves);
+/// Draw the panel from `top`; returns the y below it (after its legend). `left_out` counts the
+/// configurations not drawn (past `MAX_CURVES`).
+pub fn draw(
+    out: &mut String,
+    inputs: &[Input],
+    curves: &[Curve],
+    left_out: usize,
+    styles: &mut Styles,
+    top: f64,
+) -> f64 {
     let plot_top = top + 22.0;
     let bottom = plot_top + PANEL;
     let lo = curves.iter().flat_map(|c| c.points.iter().map(|p| p.size)).min().unwrap_or(1) as f64;
     let hi = curves.iter().flat_map(|c| c.points.iter().map(|p| p.size)).max().unwrap_or(1) as f64;
     let x = Axis::log2(lo, hi, LEFT, RIGHT);
+    let thinned: Vec<Curve> = curves.iter().map(|c| Curve { points: thin(&c.points, &x), ..c.clone() }).collect();
+    let curves = &thinned[..];
+    let ceilings = ceilings(curves);
     let y = y_axis(curves, &ceilings, bottom, plot_top);
     axis::panel(
         out,
@@ -233,6 +287,13 @@ pub fn draw(out: &mut String, inputs: &[Input], curves: &[Curve], styles: &mut S
         let why = inputs.iter().find_map(|i| i.run.reports.iter().find_map(|r| r.limit_note.clone()));
         let note = why.unwrap_or_else(|| "no link model ceiling: the rows carry no link limit".into());
         svg::text(out, "no-ceiling", RIGHT - 6.0, plot_top + 16.0, "end", r##" font-size="10" fill="#555555""##, &note);
+    }
+    if left_out > 0 {
+        let note = format!(
+            "{left_out} more configuration{} not drawn: a plot shows at most {MAX_CURVES}; plot fewer runs or rows at once",
+            if left_out == 1 { "" } else { "s" }
+        );
+        svg::text(out, "left-out", RIGHT - 6.0, plot_top + 30.0, "end", r##" font-size="10" fill="#555555""##, &note);
     }
     let end = legend::draw(out, &entries, bottom + 60.0);
     out.push_str("</g>\n");

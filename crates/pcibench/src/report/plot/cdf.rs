@@ -3,6 +3,7 @@
 //! 99% and 99.9% are equally spaced and the tail is visible.
 
 use super::axis::{self, Axis};
+use super::bandwidth::{MAX_CURVES, MAX_POINTS};
 use super::legend::{self, Entry};
 use super::svg::{self, points, values};
 use super::{Input, Styles, LEFT, PANEL, RIGHT};
@@ -18,12 +19,18 @@ pub struct LatencyCurve {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Rows with a latency CDF, in order.
-pub fn curves(inputs: &[Input]) -> Vec<LatencyCurve> {
+/// Rows with a latency CDF, in order, at most `bandwidth::MAX_CURVES` (the second value counts
+/// the rows left out).
+pub fn curves(inputs: &[Input]) -> (Vec<LatencyCurve>, usize) {
     let mut out = Vec::new();
+    let mut left_out = 0;
     for (file, input) in inputs.iter().enumerate() {
         for (r, x) in input.run.rows() {
             let Some(l) = &x.latency else { continue };
+            if out.len() >= MAX_CURVES {
+                left_out += 1;
+                continue;
+            }
             let pts: Vec<(f64, f64)> = l
                 .cdf
                 .iter()
@@ -31,15 +38,43 @@ pub fn curves(inputs: &[Input]) -> Vec<LatencyCurve> {
                 .filter(|(ns, f)| ns.is_finite() && *ns > 0.0 && f.is_finite())
                 .collect();
             if !pts.is_empty() {
-                out.push(LatencyCurve { file, key: Config::of(r, x).label(), points: pts });
+                let key = crate::text::clip(&Config::of(r, x).label(), 200).into_owned();
+                out.push(LatencyCurve { file, key, points: pts });
             }
         }
+    }
+    (out, left_out)
+}
+
+/// At most two points per pixel column of `x` (the first and last there: a CDF only rises, so
+/// they are the column's lowest and highest fraction). Short curves are left alone.
+pub fn thin(points: &[(f64, f64)], x: &Axis) -> Vec<(f64, f64)> {
+    if points.len() <= MAX_POINTS {
+        return points.to_vec();
+    }
+    let mut out: Vec<(f64, f64)> = Vec::with_capacity(2 * (RIGHT - LEFT) as usize + 2);
+    let mut last_column = f64::NAN;
+    for (i, p) in points.iter().enumerate() {
+        let column = x.px(p.0).round();
+        let next_same = points.get(i + 1).is_some_and(|n| x.px(n.0).round() == column);
+        if column != last_column || !next_same {
+            out.push(*p);
+        }
+        last_column = column;
     }
     out
 }
 
-/// Draw the panel from `top`; returns the y below it (after its legend).
-pub fn draw(out: &mut String, inputs: &[Input], curves: &[LatencyCurve], styles: &mut Styles, top: f64) -> f64 {
+/// Draw the panel from `top`; returns the y below it (after its legend). `left_out` counts the
+/// rows not drawn (past `MAX_CURVES`).
+pub fn draw(
+    out: &mut String,
+    inputs: &[Input],
+    curves: &[LatencyCurve],
+    left_out: usize,
+    styles: &mut Styles,
+    top: f64,
+) -> f64 {
     let plot_top = top + 22.0;
     let bottom = plot_top + PANEL;
     let all = curves.iter().flat_map(|c| c.points.iter());
@@ -63,16 +98,22 @@ pub fn draw(out: &mut String, inputs: &[Input], curves: &[LatencyCurve], styles:
         let color = styles.color(&c.key);
         let dash = Styles::dash(c.file);
         let _ = writeln!(out, r#"<g class="cdf" data-file="{}" data-label="{}">"#, c.file, svg::esc(&label));
-        let mut s = String::with_capacity(16 * c.points.len());
-        points(&mut s, c.points.iter().map(|(ns, f)| (x.px(*ns), y.px(f.min(y.max)))));
+        let pts = thin(&c.points, &x);
+        let mut s = String::with_capacity(16 * pts.len());
+        points(&mut s, pts.iter().map(|(ns, f)| (x.px(*ns), y.px(f.min(y.max)))));
         let _ = writeln!(
             out,
             r#"<polyline class="cdf" fill="none" stroke="{color}" stroke-width="1.8"{dash} points="{s}" data-ns="{}" data-fraction="{}"/>"#,
-            values(c.points.iter().map(|p| p.0)),
-            values(c.points.iter().map(|p| p.1))
+            values(pts.iter().map(|p| p.0)),
+            values(pts.iter().map(|p| p.1))
         );
         out.push_str("</g>\n");
         entries.push(Entry { color: color.into(), dash, width: 1.8, label });
+    }
+    if left_out > 0 {
+        let note =
+            format!("{left_out} more latency rows not drawn: a plot shows at most {MAX_CURVES}; plot fewer at once");
+        svg::text(out, "left-out", RIGHT - 6.0, plot_top + 16.0, "end", r##" font-size="10" fill="#555555""##, &note);
     }
     let end = legend::draw(out, &entries, bottom + 60.0);
     out.push_str("</g>\n");

@@ -79,7 +79,8 @@ fn subtitles(inputs: &[Input]) -> Vec<String> {
         };
         let iommu = r.iommu.as_ref().map(|_| format!("; IOMMU {}", r.iommu_words())).unwrap_or_default();
         let line = format!("{}: pcibench {} on {dev}; via {}{iommu}", i.label, r.command, r.path_words());
-        out.extend(wrap(&line, 140));
+        // What a file says is clipped: a subtitle is a line or two, whatever the file holds.
+        out.extend(wrap(&crate::text::clip(&line, 400), 140));
     }
     out
 }
@@ -105,11 +106,15 @@ fn wrap(s: &str, width: usize) -> Vec<String> {
 /// when every file has the same one (generation, width, MPS, MRRS).
 fn default_title(inputs: &[Input]) -> String {
     let mut t = match inputs {
-        [one] => format!(
-            "pcibench {} {}",
-            one.run.command,
-            one.run.device.as_ref().map_or("(no device)", |d| d.address.as_str())
-        ),
+        [one] => crate::text::clip(
+            &format!(
+                "pcibench {} {}",
+                one.run.command,
+                one.run.device.as_ref().map_or("(no device)", |d| d.address.as_str())
+            ),
+            200,
+        )
+        .into_owned(),
         _ => format!("pcibench: {} runs", inputs.len()),
     };
     let links: Vec<Option<String>> = inputs
@@ -126,8 +131,8 @@ fn default_title(inputs: &[Input]) -> String {
 
 /// The SVG document for `inputs`; `title` replaces the default title line.
 pub fn svg(inputs: &[Input], title: Option<&str>) -> Result<String> {
-    let curves = bandwidth::curves(inputs);
-    let lat = cdf::curves(inputs);
+    let (curves, curves_left_out) = bandwidth::curves(inputs);
+    let (lat, lat_left_out) = cdf::curves(inputs);
     if curves.is_empty() && lat.is_empty() {
         let names: Vec<&str> = inputs.iter().map(|i| i.label.as_str()).collect();
         return Err(Error::NothingToMeasure(format!(
@@ -146,10 +151,10 @@ pub fn svg(inputs: &[Input], title: Option<&str>) -> Result<String> {
     }
     let mut styles = Styles::new();
     if !curves.is_empty() {
-        y = bandwidth::draw(&mut body, inputs, &curves, &mut styles, y + 16.0);
+        y = bandwidth::draw(&mut body, inputs, &curves, curves_left_out, &mut styles, y + 16.0);
     }
     if !lat.is_empty() {
-        y = cdf::draw(&mut body, inputs, &lat, &mut styles, y + 16.0);
+        y = cdf::draw(&mut body, inputs, &lat, lat_left_out, &mut styles, y + 16.0);
     }
     Ok(svg::document(WIDTH, y + 12.0, &body))
 }

@@ -85,18 +85,19 @@ pub fn program(t: &Transfer, host_bus: Option<u64>, dma_bits: u32) -> Result<Pro
     if t.len == 0 {
         return Err(Error::usage("an edu transfer needs at least 1 byte"));
     }
-    if off + t.len > EDU_MAX_TRANSFER {
+    // Checked: the length is the user's (a size near 2^64 must be refused, not wrap).
+    if off.checked_add(t.len).is_none_or(|end| end > EDU_MAX_TRANSFER) {
         return Err(Error::Refused(format!(
             "edu transfer of {} bytes at card offset {off:#x} would end at {:#x}: edu's buffer allows transfers ending by 0xfff (QEMU 7.2 aborts the VM on a full 4096): use --size 4095 or less",
             t.len,
-            off + t.len
+            off.saturating_add(t.len)
         )));
     }
     let bus = host_bus.ok_or_else(|| {
         Error::Refused(format!(
             "the host buffer is not bus-contiguous over [{:#x}, {:#x}): edu needs one contiguous range per transfer: use --buffer hugepage or u-dma-buf:NAME",
             t.buf_offset,
-            t.buf_offset + t.len
+            t.buf_offset.saturating_add(t.len)
         ))
     })?;
     let last = bus.checked_add(t.len - 1).ok_or_else(|| Error::usage("bus address overflows"))?;
@@ -351,6 +352,18 @@ mod tests {
         assert_eq!(p, Program { src: 0x1000, dst: 0x40000, count: 4095, cmd: 1 });
         let p = program(&t(Direction::C2h, 0x40010, 16), Some(0x2000), 32).unwrap();
         assert_eq!(p, Program { src: 0x40010, dst: 0x2000, count: 16, cmd: 3 });
+    }
+
+    /// Sizes and addresses near 2^64 are refused, never wrapped (overflow checks on or off).
+    #[test]
+    fn huge_lengths_and_addresses_are_refused_not_wrapped() {
+        for (card, len) in [(2, u64::MAX - 1), (0, u64::MAX), (0xfff, u64::MAX - 0xffe)] {
+            let e = program(&t(Direction::H2c, card, len), Some(0x1000), 64).unwrap_err().to_string();
+            assert!(e.contains("use --size 4095 or less"), "{e}");
+        }
+        let e = program(&t(Direction::C2h, 0, 16), Some(u64::MAX - 8), 64).unwrap_err().to_string();
+        assert!(e.contains("overflows"), "{e}");
+        assert!(program(&t(Direction::C2h, u64::MAX, 16), Some(0x1000), 64).is_err());
     }
 
     #[test]

@@ -38,7 +38,9 @@ impl QdmaEngine {
                 t.len, t.card_addr, self.opts.card_size, self.opts.card_addr
             )));
         }
+        let base = crate::dma::engines::card_address(self.opts.card_addr, t)?;
         let segs = w.buf.segments();
+        // buf_offset + len was checked against the buffer above.
         let (mut at, end, max) = (t.buf_offset, t.buf_offset + t.len, self.max_desc());
         let mut i = segs.partition_point(|s| s.offset + s.len <= at);
         let out = &mut per_ring[r];
@@ -50,7 +52,7 @@ impl QdmaEngine {
             })?;
             let n = (s.offset + s.len).min(end).min(at + max) - at;
             let host = s.bus + (at - s.offset);
-            let card = self.opts.card_addr + t.card_addr + (at - t.buf_offset);
+            let card = base + (at - t.buf_offset);
             let (src, dst) = if t.dir == Direction::H2c { (host, card) } else { (card, host) };
             out.push(super::ring::mm_desc(src, dst, n, at == t.buf_offset, at + n == end));
             at += n;

@@ -271,6 +271,11 @@ fn bad_input_is_refused_with_one_line_and_nothing_started() {
     assert!(e.contains("no MM c2h engine"), "{e}");
     let e = eng.prepare_batch(&t(H2c, 2)).unwrap_err().to_string();
     assert!(e.contains("queue 2 is not one of the 2 queues opened"), "{e}");
+    // Lengths and offsets near 2^64 are refused, never wrapped.
+    for (len, card_addr, buf_offset) in [(u64::MAX - 1, 2, 0), (8, u64::MAX - 7, 0), (8, 0, u64::MAX - 7)] {
+        let huge = [Work { buf: &*buf, t: Transfer { dir: H2c, buf_offset, card_addr, len }, queue: 0 }];
+        assert!(eng.prepare_batch(&huge).is_err(), "{len:#x} {card_addr:#x} {buf_offset:#x}");
+    }
     assert!(eng.run(LONG).is_err(), "nothing prepared after a refused prepare");
 }
 

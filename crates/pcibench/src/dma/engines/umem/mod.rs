@@ -435,7 +435,7 @@ impl Engine for UmemEngine {
         self.card_size
     }
 
-    /// 16 transfers, as seed 001 (16 × 1 GiB), and at least fpga_sio's 64 MiB.
+    /// 16 transfers, as seed 001 (16 × 1 GiB, asked for with `--size 1G`), and at least fpga_sio's 64 MiB.
     fn default_total(&self, size: u64) -> u64 {
         size.saturating_mul(16).max(64 << 20)
     }
@@ -443,7 +443,8 @@ impl Engine for UmemEngine {
     fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
         self.chain = None;
         self.check_transfer(buf, t)?;
-        let pieces = desc::split(buf.segments(), t.buf_offset, t.len, self.card_addr + t.card_addr, MAX_DESC_LEN)?;
+        let card = crate::dma::engines::card_address(self.card_addr, t)?;
+        let pieces = desc::split(buf.segments(), t.buf_offset, t.len, card, MAX_DESC_LEN)?;
         if let Some(p) = pieces.iter().find(|p| p.host % ALIGN != 0) {
             return Err(Error::Unsupported(format!(
                 "host bus address {:#x} is not 8-byte aligned: the card moves whole 64-bit words",

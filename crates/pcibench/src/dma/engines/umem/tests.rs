@@ -432,6 +432,11 @@ fn open_refuses_a_wrong_magic_and_prepare_what_the_card_cannot_do() {
     assert!(err.contains("multiple of 8"), "{err}");
     let err = e.prepare(&*buf, &t(Direction::H2c, 4096, (1 << 30) - 8)).unwrap_err().to_string();
     assert!(err.contains("does not fit the 1 GiB card window"), "{err}");
+    // Lengths and offsets near 2^64 are refused, never wrapped.
+    for (len, card, at) in [(u64::MAX - 7, 8, 0), (8, u64::MAX - 7, 0), (8, 0, u64::MAX - 7)] {
+        let huge = Transfer { dir: Direction::H2c, buf_offset: at, card_addr: card, len };
+        assert!(e.prepare(&*buf, &huge).is_err(), "{huge:?}");
+    }
     let o = UmemOptions { card_addr: 0, card_size: Some(2 << 30) };
     assert!(c.try_engine(&a, o).err().unwrap().to_string().contains("not inside"));
 }

@@ -405,7 +405,7 @@ impl Engine for XdmaEngine {
     fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
         self.chain = None;
         let c = self.check_transfer(buf, t)?.clone();
-        let card = self.opts.card_addr + t.card_addr;
+        let card = super::card_address(self.opts.card_addr, t)?;
         let pieces = desc::split(buf.segments(), t.buf_offset, t.len, card)?;
         let (align, gran) = (c.addr_align.max(1) as u64, c.len_granularity.max(1) as u64);
         // `probe` already put the vendor's defaults in for a register reading 0.

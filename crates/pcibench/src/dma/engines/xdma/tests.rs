@@ -505,6 +505,11 @@ fn prepare_refuses_what_the_engine_cannot_do() {
     assert!(eng
         .prepare(&*buf, &Transfer { dir: Direction::C2h, buf_offset: 0x20_0000 - 4, card_addr: 0, len: 8 })
         .is_err());
+    // Lengths and offsets near 2^64 are refused, never wrapped.
+    for (len, card, at) in [(u64::MAX - 1, 2, 0), (8, u64::MAX - 7, 0), (8, 0, u64::MAX - 7)] {
+        let huge = Transfer { dir: Direction::H2c, buf_offset: at, card_addr: card, len };
+        assert!(eng.prepare(&*buf, &huge).is_err(), "{huge:?}");
+    }
     assert!(eng.run(LONG).is_err(), "nothing prepared after a refused prepare");
     let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
     let e = XdmaEngine::new(bar, &alloc, XdmaOptions { channel: 1, ..Default::default() }).err().unwrap();
