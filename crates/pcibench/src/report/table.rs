@@ -109,6 +109,9 @@ fn pio(r: &Report) -> String {
         r.timer_overhead_ns
     );
     context_lines(&mut s, r);
+    if let Some(line) = memory_line(r) {
+        let _ = writeln!(s, "  {line}");
+    }
     let _ = writeln!(
         s,
         "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6}  verify",
@@ -151,6 +154,37 @@ fn pio(r: &Report) -> String {
         )
     });
     s
+}
+
+/// Where the memory behind the mappings is not what `--map` names (the sim card's BARs are
+/// write-back host memory), one line saying so and which loads the reads used; each row carries
+/// its memory type in JSON and CSV (`mem`). On a real BAR the map column says it all.
+fn memory_line(r: &Report) -> Option<String> {
+    let mut other: Vec<crate::mmio::MemType> = Vec::new();
+    for x in &r.results {
+        if let (Some(map), Some(mem)) = (x.map, x.mem) {
+            if map.mapping().mem_type() != mem && !other.contains(&mem) {
+                other.push(mem);
+            }
+        }
+    }
+    let words = |m: &crate::mmio::MemType| match m {
+        crate::mmio::MemType::Wb => "write-back (host memory)",
+        crate::mmio::MemType::Wc => "write-combining",
+        crate::mmio::MemType::Uc => "uncached",
+    };
+    match &other[..] {
+        [] => None,
+        [m] => Some(format!(
+            "memory: {} behind every mapping, whatever --map names; vector reads use {}",
+            words(m),
+            m.vector_loads()
+        )),
+        ms => Some(format!(
+            "memory: {} behind the mappings (each row's mem in --json/--csv)",
+            ms.iter().map(words).collect::<Vec<_>>().join(", ")
+        )),
+    }
 }
 
 fn dma(r: &Report) -> String {
