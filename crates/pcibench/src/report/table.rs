@@ -1,7 +1,7 @@
 //! The default readable table: a header naming the device and path, one row per configuration,
 //! notes under their row, then warnings. PIO and DMA reports have their own columns.
 
-use super::notes::{flags, lines, verify_text, where_it_ran};
+use super::notes::{flags, grouped, verify_text, where_it_ran};
 use super::{simulated_label, Exporter};
 use crate::bench::result::{Kind, Report, Row};
 use crate::dma::Addressing;
@@ -90,14 +90,47 @@ fn context_lines(s: &mut String, r: &Report) {
     }
 }
 
-fn notes_and_warnings(s: &mut String, rows: &[Row], r: &Report, each: impl Fn(&Row) -> String) {
+/// The rows, then each kind of note once with the rows it applies to (`label` names a row
+/// there), then the warnings.
+fn notes_and_warnings(
+    s: &mut String,
+    rows: &[Row],
+    r: &Report,
+    each: impl Fn(&Row) -> String,
+    label: impl Fn(&Row) -> String,
+) {
     for x in rows {
         let _ = writeln!(s, "{}", each(x));
-        for n in lines(x) {
-            let _ = writeln!(s, "      note: {n}");
-        }
+    }
+    for n in grouped(rows, label) {
+        let _ = writeln!(s, "note: {n}");
     }
     super::notes::tail(s, r);
+}
+
+/// A PIO row as the notes name it: "BAR0 uc h2c 64 1 MiB".
+fn pio_label(x: &Row) -> String {
+    let io = if x.io == Some(crate::access::IoMode::Syscall) { "-sys" } else { "" };
+    format!(
+        "BAR{} {}{io} {} {} {}",
+        x.bar.map_or("-".into(), |b| b.to_string()),
+        x.map.map_or("-", |m| m.name()),
+        x.dir,
+        x.width.map_or("-".into(), |w| w.to_string()),
+        if x.size == 0 { "-".into() } else { human_size(x.size) }
+    )
+}
+
+/// A DMA row as the notes name it: "h2c 64 KiB" (with its queues and pattern where it has them).
+fn dma_label(x: &Row) -> String {
+    let mut l = format!("{}{} {}", x.dir, if x.concurrent { " (bidir)" } else { "" }, human_size(x.size));
+    if let Some(q) = x.queues {
+        let _ = write!(l, " q{q}");
+    }
+    if let Some(w) = x.window {
+        let _ = write!(l, " random in {}", human_size(w));
+    }
+    l
 }
 
 fn pio(r: &Report) -> String {
@@ -129,30 +162,36 @@ fn pio(r: &Report) -> String {
         "limit MB/s",
         "eff"
     );
-    notes_and_warnings(&mut s, &r.results, r, |x| {
-        let io = if x.io == Some(crate::access::IoMode::Syscall) { "-sys" } else { "" };
-        let map = format!("{}{io}", x.map.map_or("-", |m| m.name()));
-        let [xfers, min, mean, med, max] = throughput(x);
-        let size = if x.size == 0 { "-".into() } else { human_size(x.size) };
-        format!(
-            "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6}  {}{}",
-            x.bar.map_or("-".into(), |b| b.to_string()),
-            map,
-            x.dir,
-            x.width.map_or("-".into(), |w| w.to_string()),
-            size,
-            xfers,
-            min,
-            mean,
-            med,
-            max,
-            cv(x),
-            limit(x),
-            eff(x),
-            verify_text(&x.verify),
-            flags(x)
-        )
-    });
+    notes_and_warnings(
+        &mut s,
+        &r.results,
+        r,
+        |x| {
+            let io = if x.io == Some(crate::access::IoMode::Syscall) { "-sys" } else { "" };
+            let map = format!("{}{io}", x.map.map_or("-", |m| m.name()));
+            let [xfers, min, mean, med, max] = throughput(x);
+            let size = if x.size == 0 { "-".into() } else { human_size(x.size) };
+            format!(
+                "{:>3} {:<8} {:<3} {:<9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6}  {}{}",
+                x.bar.map_or("-".into(), |b| b.to_string()),
+                map,
+                x.dir,
+                x.width.map_or("-".into(), |w| w.to_string()),
+                size,
+                xfers,
+                min,
+                mean,
+                med,
+                max,
+                cv(x),
+                limit(x),
+                eff(x),
+                verify_text(&x.verify),
+                flags(x)
+            )
+        },
+        pio_label,
+    );
     s
 }
 
@@ -206,7 +245,7 @@ fn dma(r: &Report) -> String {
     context_lines(&mut s, r);
     if super::queues::queued(r) {
         let _ = writeln!(s, "{}", super::queues::HEADER);
-        notes_and_warnings(&mut s, &r.results, r, super::queues::row_line);
+        notes_and_warnings(&mut s, &r.results, r, super::queues::row_line, dma_label);
         s.push_str(&super::queues::summary(r));
         return s;
     }
@@ -226,27 +265,33 @@ fn dma(r: &Report) -> String {
         "p50 µs",
         "p99 µs"
     );
-    notes_and_warnings(&mut s, &r.results, r, |x| {
-        let [xfers, min, mean, med, max] = throughput(x);
-        let st = x.stats.as_ref();
-        format!(
-            "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  {}{}",
-            x.dir.to_string(),
-            human_size(x.size),
-            xfers,
-            min,
-            mean,
-            med,
-            max,
-            cv(x),
-            limit(x),
-            eff(x),
-            f2(st.map(|s| s.latency.p50_us)),
-            f2(st.map(|s| s.latency.p99_us)),
-            verify_text(&x.verify),
-            flags(x)
-        )
-    });
+    notes_and_warnings(
+        &mut s,
+        &r.results,
+        r,
+        |x| {
+            let [xfers, min, mean, med, max] = throughput(x);
+            let st = x.stats.as_ref();
+            format!(
+                "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  {}{}",
+                x.dir.to_string(),
+                human_size(x.size),
+                xfers,
+                min,
+                mean,
+                med,
+                max,
+                cv(x),
+                limit(x),
+                eff(x),
+                f2(st.map(|s| s.latency.p50_us)),
+                f2(st.map(|s| s.latency.p99_us)),
+                verify_text(&x.verify),
+                flags(x)
+            )
+        },
+        dma_label,
+    );
     s
 }
 

@@ -1,6 +1,8 @@
 //! The one sampling loop every throughput runner uses (PIO copies, DMA engine runs, buffer
 //! access): one untimed warm-up, a batch size calibrated on growing runs until a sample lasts
-//! at least 100 timer overheads, then timed samples until `total` bytes have moved. Beside it,
+//! at least 100 timer overheads and the clock's floor (100 µs of real time, `SAMPLE_FLOOR_NS`:
+//! long enough that a timer interrupt cannot double a sample), then timed samples until
+//! `total` bytes have moved. Beside it,
 //! `single` for latency: the same clock, stop flag, progress and link-health watch, but every
 //! sample one access, never batched, with the timing shell's own cost subtracted. The clock is a
 //! trait so runners can be tested with exact figures.
@@ -167,7 +169,7 @@ impl<'a> Sampling<'a> {
         };
         // Warm up (caches, TLB, an engine's first descriptor fetch), then grow the batch.
         timed(1, &mut op)?;
-        let want = self.overhead.min_sample_ns();
+        let want = self.overhead.min_sample_ns().max(self.clock.sample_floor_ns());
         let mut calibration = 1;
         let mut n = 1u64;
         let batch = loop {
@@ -308,7 +310,7 @@ impl<'a> Sampling<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::sample::clock::FakeClock;
+    use crate::bench::sample::clock::{FakeClock, MonotonicClock};
 
     fn sampling<'a>(clock: &'a FakeClock, stop: &'a AtomicBool, moved: &'a mut dyn Progress) -> Sampling<'a> {
         Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: moved, health: None }
@@ -339,6 +341,21 @@ mod tests {
         assert_eq!(bytes, 1000 * 64);
         // Each sample: 25 transfers (2500 ns) plus one clock reading (20 ns) between the reads.
         assert!(s.samples.secs.iter().all(|t| (t - 2520e-9).abs() < 1e-15), "{:?}", &s.samples.secs[..2]);
+    }
+
+    #[test]
+    fn a_real_clocks_floor_batches_past_a_hundred_overheads() {
+        // A reading costs 20 ns (100 overheads: 2 µs) and a transfer 1 µs, but the clock's floor
+        // is 100 µs: a timer interrupt must not be able to double a sample. Calibration aims past
+        // the floor from one transfer's 1020 ns (with its reading): ceil(1.5 x 100000 / 1020).
+        let clock = FakeClock::new(20, 1000, u64::MAX).with_floor(100_000);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let s = sampling(&clock, &stop, &mut moved).run(64, 64 * 10_000, |_| Ok(())).unwrap();
+        assert_eq!(s.samples.batch, 148);
+        assert!(s.samples.secs.iter().all(|t| *t >= 100e-6), "every sample lasts the floor");
+        assert_eq!(s.samples.secs.len(), 10_000 / 148);
+        assert_eq!(MonotonicClock.sample_floor_ns(), crate::bench::sample::clock::SAMPLE_FLOOR_NS);
     }
 
     #[test]
