@@ -13,6 +13,7 @@
 //!   measuring CPU took during the rows (/proc/interrupts LOC) against the slow samples;
 //! - how much slower they are (time over the median, µs): a fixed cost (an interrupt) or a
 //!   share of the sample (the copy itself slower).
+//!
 //! Self-timed; figures depend on the host: run it on an idle one, pinned.
 
 use pcibench::bench::pio::{self, PioPlan};
@@ -177,7 +178,6 @@ fn main() {
         let loc0 = local_timer_interrupts(here);
         let mut s = Sampling::new(&clock, &stop, &mut marks, None);
         let report = pio::run(session.dev.as_ref(), &session.device, &plan, &mut s).expect("pio run");
-        drop(s);
         let loc1 = local_timer_interrupts(here);
         flagged += report.results.iter().filter(|r| r.notes.iter().any(|n| n.is_flag())).count();
         let log = log.into_inner().unwrap();
@@ -187,9 +187,8 @@ fn main() {
             rows_seen += 1;
             samples_total += row.len() as u64;
             row_ns_total += row.last().unwrap().t1 - row[0].t0;
-            let mut d: Vec<f64> = row.iter().map(|c| (c.t1 - c.t0) as f64).collect();
+            let d: Vec<f64> = row.iter().map(|c| (c.t1 - c.t0) as f64).collect();
             let m = median(&mut d.clone());
-            d = row.iter().map(|c| (c.t1 - c.t0) as f64).collect();
             let mut any = false;
             for (i, (c, t)) in row.iter().zip(&d).enumerate() {
                 let e = by_index.entry(i.min(8)).or_default();
