@@ -1,10 +1,11 @@
-//! `cargo bench --bench copy [-- WIDTH... SIZE... wb|wc|uc]`: MB/s (10^6 bytes/s) of every copy
+//! `cargo bench --bench copy [-- WIDTH... SIZE... wb|wc|uc +SKEW]`: MB/s (10^6 bytes/s) of every copy
 //! routine this CPU has beside glibc memcpy, host memory to host memory (what the sim card's
 //! BARs, DMA buffers and `buffers --buffer heap` are), both directions, at 4 KiB .. 16 MiB, with
 //! the best routine and its ratio to memcpy (above 1: faster than memcpy). The routines run as
 //! on write-back memory (`mmio::MemType::Wb`, the default), or as they would on a WC or UC
 //! mapping (`wc`: x86-64 reads with streaming loads; `uc`) to show what that choice costs on
-//! write-back memory.
+//! write-back memory. `+16` puts the host buffer 16 bytes past a page boundary, where glibc's
+//! malloc puts large blocks (what the PIO runner's host buffer was before `mmio::HostBuf`).
 //!
 //! Self-timed, no criterion: for each direction and size the routines take turns, one sample
 //! each per round, until the time budget is spent, so a burst of load from another process
@@ -29,26 +30,29 @@ const MAX_ROUNDS: usize = 3000;
 /// Page-aligned heap memory: the BAR side must be aligned to the widest granule, and a page
 /// boundary keeps both sides' alignment identical from run to run.
 struct Page {
+    /// `skew` bytes past the allocation's page-aligned start.
     ptr: *mut u8,
+    base: *mut u8,
     layout: Layout,
 }
 
 impl Page {
-    fn new(len: usize, fill: u8) -> Page {
-        let layout = Layout::from_size_align(len, 4096).expect("valid layout");
+    fn new(len: usize, fill: u8, skew: usize) -> Page {
+        let layout = Layout::from_size_align(len + skew, 4096).expect("valid layout");
         // SAFETY: len > 0 (every size in SIZES).
-        let ptr = unsafe { alloc(layout) };
-        assert!(!ptr.is_null(), "out of memory allocating {len} bytes");
-        // SAFETY: ptr is valid for len bytes; touching every page also faults them in.
-        unsafe { ptr.write_bytes(fill, len) };
-        Page { ptr, layout }
+        let base = unsafe { alloc(layout) };
+        assert!(!base.is_null(), "out of memory allocating {len} bytes");
+        // SAFETY: base is valid for len + skew bytes; touching every page also faults them in.
+        unsafe { base.write_bytes(fill, len + skew) };
+        // SAFETY: skew is inside the allocation.
+        Page { ptr: unsafe { base.add(skew) }, base, layout }
     }
 }
 
 impl Drop for Page {
     fn drop(&mut self) {
         // SAFETY: allocated in Page::new with this layout.
-        unsafe { dealloc(self.ptr, self.layout) };
+        unsafe { dealloc(self.base, self.layout) };
     }
 }
 
@@ -81,9 +85,9 @@ struct Stats {
 }
 
 /// Per-copy times (seconds) of every routine in `widths` at one size, sampled round-robin.
-fn measure(widths: &[Width], mem: MemType, dir: Dir, len: usize) -> Vec<Stats> {
-    let bar = Page::new(len, 0x5a);
-    let host = Page::new(len, 0xc3);
+fn measure(widths: &[Width], mem: MemType, skew: usize, dir: Dir, len: usize) -> Vec<Stats> {
+    let bar = Page::new(len, 0x5a, 0);
+    let host = Page::new(len, 0xc3, skew);
     // Warm up (caches, TLB, CPU frequency) and calibrate the batch size of each routine.
     let batches: Vec<usize> = widths
         .iter()
@@ -135,11 +139,14 @@ fn main() {
     let mut only_widths = Vec::new();
     let mut sizes = Vec::new();
     let mut mem = MemType::Wb;
+    let mut skew = 0;
     for arg in std::env::args().skip(1).filter(|a| !a.starts_with("--")) {
         if let Ok(w) = arg.parse::<Width>() {
             only_widths.push(w);
         } else if let Some(m) = [MemType::Wb, MemType::Wc, MemType::Uc].into_iter().find(|m| m.name() == arg) {
             mem = m;
+        } else if let Some(n) = arg.strip_prefix('+').and_then(|n| n.parse().ok()) {
+            skew = n;
         } else if let Ok(n) = pcibench::units::parse_size(&arg) {
             // Whole 64-byte granules, at least one, so every width can run.
             sizes.push((n as usize / 64).max(1) * 64);
@@ -166,15 +173,16 @@ fn main() {
 
     for dir in [Dir::Write, Dir::Read] {
         let ws: Vec<Width> = widths.iter().copied().filter(|w| dir == Dir::Write || w.reads()).collect();
-        let results: Vec<Vec<Stats>> = sizes.iter().map(|&len| measure(&ws, mem, dir, len)).collect();
+        let results: Vec<Vec<Stats>> = sizes.iter().map(|&len| measure(&ws, mem, skew, dir, len)).collect();
         let title = match dir {
             Dir::Write => "writes: host buffer -> mapping (copy_to_io)",
             Dir::Read => "reads: mapping -> host buffer (copy_from_io)",
         };
         for (label, pick) in [("median", 0), ("best", 1)] {
             println!(
-                "\n{title}, MB/s, {label} of the samples; RAM-backed mapping, routines as on {mem} memory ({} for vector reads), page-aligned buffers",
-                mem.vector_loads()
+                "\n{title}, MB/s, {label} of the samples; RAM-backed mapping, routines as on {mem} memory ({} for vector reads), {}",
+                mem.vector_loads(),
+                if skew == 0 { "page-aligned buffers".to_string() } else { format!("host buffer {skew} bytes past a page") }
             );
             print!("{:>8}", "size");
             for w in &ws {

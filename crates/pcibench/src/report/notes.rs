@@ -192,6 +192,9 @@ fn flag_of(n: &Note) -> Option<&'static str> {
     }
 }
 
+/// Rows a note names one by one at most; past that, the rows it leaves out, or how many.
+const MAX_NAMED: usize = 8;
+
 /// The notes of a table's rows, each kind once (in the order the kinds first appear), with the
 /// rows it applies to: every row, those its flag marks, or each by `label` (what sets the row
 /// apart in the table: "BAR0 uc h2c 64 1 MiB"). A table of one row needs no row named. Figures
@@ -226,10 +229,16 @@ pub fn grouped(rows: &[Row], label: impl Fn(&Row) -> String) -> Vec<String> {
             return " [every row]".into();
         }
         let count = format!("{} row{}", idx.len(), if idx.len() == 1 { "" } else { "s" });
+        let named = |v: &[usize]| v.iter().map(|&i| label(&rows[i])).collect::<Vec<_>>().join("; ");
+        let others: Vec<usize> = (0..rows.len()).filter(|i| !idx.contains(i)).collect();
         match marked {
             Some(m) if m.starts_with('!') => format!(" [{count}, marked {m}]"),
+            // A skipped row is a row of dashes, and the reason names what is missing.
+            Some("skipped") => format!(" [{count}, skipped]"),
             Some(m) if idx == all_marked => format!(" [{count}, {m}]"),
-            _ => format!(" [{}]", idx.iter().map(|&i| label(&rows[i])).collect::<Vec<_>>().join("; ")),
+            _ if idx.len() <= MAX_NAMED => format!(" [{}]", named(idx)),
+            _ if others.len() <= MAX_NAMED => format!(" [every row but {}]", named(&others)),
+            _ => format!(" [{count} of {}]", rows.len()),
         }
     };
     let mut out: Vec<String> = groups
@@ -393,6 +402,11 @@ mod tests {
         let batched = report.results.iter().filter(|r| lines(r).iter().any(|l| l.starts_with("batched"))).count();
         assert!(batched > 1, "{table}");
         let note = notes.iter().find(|l| l.starts_with("note: batched ")).unwrap();
-        assert_eq!(note.matches("BAR").count(), batched, "{note}");
+        let total = report.results.len();
+        if batched <= MAX_NAMED {
+            assert_eq!(note.matches("BAR").count(), batched, "the rows named: {note}");
+        } else if total - batched > MAX_NAMED {
+            assert!(note.ends_with(&format!("[{batched} rows of {total}]")), "too many to name: {note}");
+        }
     }
 }
