@@ -8,7 +8,9 @@ use std::fmt::Write;
 pub fn text(n: &Note) -> String {
     match n {
         Note::Skipped { reason } => format!("skipped: {reason}"),
-        Note::Batched { transfers, timer_overhead_ns } => batched(&transfers.to_string(), *timer_overhead_ns),
+        Note::Batched { transfers, timer_overhead_ns } => {
+            batched(&transfers.to_string(), &format!("{timer_overhead_ns:.0}"))
+        }
         Note::AllOnes => "the BAR reads all-ones end to end: the device may be gone, or Memory Space is disabled \
              (check `pcibench info`: Control Mem-)"
             .into(),
@@ -29,9 +31,9 @@ pub fn text(n: &Note) -> String {
     }
 }
 
-fn batched(transfers: &str, overhead_ns: f64) -> String {
+fn batched(transfers: &str, overhead_ns: &str) -> String {
     format!(
-        "batched {transfers} transfers per sample: one transfer is too short to time alone (timer overhead {overhead_ns:.0} ns)"
+        "batched {transfers} transfers per sample: one transfer is too short to time alone (timer overhead {overhead_ns} ns)"
     )
 }
 
@@ -107,11 +109,11 @@ fn group_text(k: &Kind, notes: &[&Note]) -> String {
                 Note::Batched { transfers, .. } => Some(*transfers as f64),
                 _ => None,
             });
-            let ns = match notes.first() {
-                Some(Note::Batched { timer_overhead_ns, .. }) => *timer_overhead_ns,
-                _ => 0.0,
-            };
-            batched(&range(t.into_iter(), int), ns)
+            let ns = figures(|n| match n {
+                Note::Batched { timer_overhead_ns, .. } => Some(*timer_overhead_ns),
+                _ => None,
+            });
+            batched(&range(t.into_iter(), int), &range(ns.into_iter(), int))
         }
         Kind::FewSamples => {
             let v = figures(|n| match n {

@@ -15,21 +15,29 @@ pub struct Table {
     pub latency: bool,
 }
 
-impl Exporter for Table {
-    fn report(&self, r: &Report) -> Result<String> {
+impl Table {
+    /// One report; `notes`: its notes follow its rows (a suite prints them once for all parts).
+    fn part(&self, r: &Report, notes: bool) -> String {
         let mut s = match r.kind {
-            Kind::Pio => pio(r),
-            Kind::Dma => dma(r),
+            Kind::Pio => pio(r, notes),
+            Kind::Dma => dma(r, notes),
             Kind::Buffers => super::buffers::table(r),
             Kind::Latency => super::latency::table(r),
         };
         if self.latency && r.kind == Kind::Pio {
             s.push_str(&latency(r));
         }
-        Ok(s)
+        s
+    }
+}
+
+impl Exporter for Table {
+    fn report(&self, r: &Report) -> Result<String> {
+        Ok(self.part(r, true))
     }
 
-    /// `== info`, `== PIO`, `== DMA` sections.
+    /// `== info`, `== PIO`, `== DMA` sections, then `== notes`: each kind of note of both parts
+    /// once, with the rows it applies to.
     fn suite(&self, x: &SuiteReport) -> Result<String> {
         let mut s = String::from("== info\n");
         s.push_str(&super::info::info_text(&x.info));
@@ -39,14 +47,28 @@ impl Exporter for Table {
             let _ = writeln!(s, "({n})");
         }
         if let Some(p) = &x.pio {
-            s.push_str(&self.report(p)?);
+            s.push_str(&self.part(p, false));
         }
         s.push_str("\n== DMA\n");
         for n in x.notes.iter().filter(|n| n.starts_with("DMA")) {
             let _ = writeln!(s, "{n}");
         }
         if let Some(d) = &x.dma {
-            s.push_str(&self.report(d)?);
+            s.push_str(&self.part(d, false));
+        }
+        let rows: Vec<Row> = x.parts().flat_map(|r| r.results.iter().cloned()).collect();
+        let notes = grouped(&rows, |r| {
+            if r.bar.is_some() {
+                format!("PIO {}", pio_label(r))
+            } else {
+                format!("DMA {}", dma_label(r))
+            }
+        });
+        if !notes.is_empty() {
+            s.push_str("\n== notes\n");
+            for n in notes {
+                let _ = writeln!(s, "note: {n}");
+            }
         }
         Ok(s)
     }
@@ -97,12 +119,12 @@ fn notes_and_warnings(
     rows: &[Row],
     r: &Report,
     each: impl Fn(&Row) -> String,
-    label: impl Fn(&Row) -> String,
+    label: Option<fn(&Row) -> String>,
 ) {
     for x in rows {
         let _ = writeln!(s, "{}", each(x));
     }
-    for n in grouped(rows, label) {
+    for n in label.map(|l| grouped(rows, l)).unwrap_or_default() {
         let _ = writeln!(s, "note: {n}");
     }
     super::notes::tail(s, r);
@@ -121,9 +143,9 @@ fn pio_label(x: &Row) -> String {
     )
 }
 
-/// A DMA row as the notes name it: "h2c 64 KiB" (with its queues and pattern where it has them).
+/// A DMA row as the notes name it: "64 KiB h2c" (with its queues and pattern where it has them).
 fn dma_label(x: &Row) -> String {
-    let mut l = format!("{}{} {}", x.dir, if x.concurrent { " (bidir)" } else { "" }, human_size(x.size));
+    let mut l = format!("{} {}{}", human_size(x.size), x.dir, if x.concurrent { " (bidir)" } else { "" });
     if let Some(q) = x.queues {
         let _ = write!(l, " q{q}");
     }
@@ -133,7 +155,7 @@ fn dma_label(x: &Row) -> String {
     l
 }
 
-fn pio(r: &Report) -> String {
+fn pio(r: &Report, notes: bool) -> String {
     let mut s = format!(
         "pcibench pio {} via {}{}; timer overhead {:.0} ns; MB = 10^6 bytes\n",
         r.device,
@@ -190,7 +212,7 @@ fn pio(r: &Report) -> String {
                 flags(x)
             )
         },
-        pio_label,
+        notes.then_some(pio_label as fn(&Row) -> String),
     );
     s
 }
@@ -226,7 +248,7 @@ fn memory_line(r: &Report) -> Option<String> {
     }
 }
 
-fn dma(r: &Report) -> String {
+fn dma(r: &Report, notes: bool) -> String {
     let addressing = match r.addressing {
         Some(Addressing::Iova) => "IOVA (IOMMU-mapped)",
         Some(Addressing::Physical) => "physical",
@@ -245,7 +267,13 @@ fn dma(r: &Report) -> String {
     context_lines(&mut s, r);
     if super::queues::queued(r) {
         let _ = writeln!(s, "{}", super::queues::HEADER);
-        notes_and_warnings(&mut s, &r.results, r, super::queues::row_line, dma_label);
+        notes_and_warnings(
+            &mut s,
+            &r.results,
+            r,
+            super::queues::row_line,
+            notes.then_some(dma_label as fn(&Row) -> String),
+        );
         s.push_str(&super::queues::summary(r));
         return s;
     }
@@ -290,7 +318,7 @@ fn dma(r: &Report) -> String {
                 flags(x)
             )
         },
-        dma_label,
+        notes.then_some(dma_label as fn(&Row) -> String),
     );
     s
 }
