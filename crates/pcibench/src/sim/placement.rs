@@ -11,48 +11,84 @@
 //! run stacked and the other not (c2h at 64 KiB five times slower than h2c on a 2-core EPYC).
 //! A real card's engine never takes the CPU's time: its model should not either.
 //!
-//! So each worker, when it starts and whenever it is woken from parking, moves itself to the
-//! CPUs the process had before any pinning (`os::cpu::process_cpus`) less the waker's current
-//! CPU; with no other CPU (a one-CPU process), it stays and shares.
+//! So each worker, when it starts and whenever it is woken from parking, looks at where its
+//! driver is. A driver pinned to one CPU (`--cpu N`) keeps the worker off that CPU for good: the
+//! worker may use every CPU the process had before any pinning (`os::cpu::process_cpus`) but
+//! that one. A driver that floats only has the worker moved away once, if it sits on the
+//! driver's CPU: pinned off it, then let free again, where the scheduler leaves it until it has
+//! a reason to move it (a lasting pin to one CPU would starve the worker on a busy host, where a
+//! free worker runs wherever there is room). With no other CPU (a one-CPU process), the worker
+//! stays and shares.
 
 use crate::os::cpu;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-const NONE: u32 = u32::MAX;
+/// Where the driver was: its CPU, and whether it is pinned there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Driver {
+    cpu: u32,
+    pinned: bool,
+}
 
-/// The CPU of the thread that last woke a worker, for the worker to keep off.
+impl Driver {
+    /// The calling thread, as the driver of a worker it starts or wakes.
+    pub fn here() -> Option<Driver> {
+        let cpu = cpu::current_cpu()?;
+        Some(Driver { cpu, pinned: cpu::allowed_cpus() == [cpu] })
+    }
+
+    fn pack(d: Option<Driver>) -> u64 {
+        d.map_or(u64::MAX, |d| u64::from(d.cpu) << 1 | u64::from(d.pinned))
+    }
+
+    fn unpack(v: u64) -> Option<Driver> {
+        (v != u64::MAX).then_some(Driver { cpu: (v >> 1) as u32, pinned: v & 1 == 1 })
+    }
+}
+
+/// Where the thread that last woke a worker was, for the worker to keep off.
 #[derive(Debug)]
-pub(crate) struct Waker(AtomicU32);
+pub(crate) struct Waker(AtomicU64);
 
 impl Default for Waker {
     fn default() -> Self {
-        Waker(AtomicU32::new(NONE))
+        Waker(AtomicU64::new(u64::MAX))
     }
 }
 
 impl Waker {
     /// Called by the waking thread (the driver), just before it wakes a parked worker.
     pub fn record(&self) {
-        self.0.store(cpu::current_cpu().unwrap_or(NONE), Ordering::Relaxed);
+        self.0.store(Driver::pack(Driver::here()), Ordering::Relaxed);
     }
 
     /// Called by the worker once woken: keep off the waker's CPU.
     pub fn keep_off(&self) {
-        let c = self.0.load(Ordering::Relaxed);
-        keep_off((c != NONE).then_some(c));
+        keep_off(Driver::unpack(self.0.load(Ordering::Relaxed)));
     }
 }
 
-/// Move the calling thread to every CPU the process may use except `driver`, unless it is there
-/// already or there is no other. A failure leaves the thread where it was: only speed is at
-/// stake, and the scheduler may still place it well.
-pub(crate) fn keep_off(driver: Option<u32>) {
+/// Place the calling (worker) thread off `driver`'s CPU, as the module says. A failure leaves
+/// the thread where it was: only speed is at stake.
+pub(crate) fn keep_off(driver: Option<Driver>) {
     let Some(d) = driver else { return };
-    let others: Vec<u32> = cpu::process_cpus().into_iter().filter(|c| *c != d).collect();
-    if others.is_empty() || cpu::allowed_cpus() == others {
+    let all = cpu::process_cpus();
+    let others: Vec<u32> = all.iter().copied().filter(|c| *c != d.cpu).collect();
+    if others.is_empty() {
         return;
     }
-    let _ = cpu::set_current_thread_cpus(&others);
+    if d.pinned {
+        if cpu::allowed_cpus() != others {
+            let _ = cpu::set_current_thread_cpus(&others);
+        }
+    } else if cpu::current_cpu() == Some(d.cpu) {
+        // Moved off now (the kernel migrates a thread whose mask excludes its CPU at once),
+        // then free again.
+        let mine = cpu::allowed_cpus();
+        if cpu::set_current_thread_cpus(&others).is_ok() {
+            let _ = cpu::set_current_thread_cpus(if mine.is_empty() { &all } else { &mine });
+        }
+    }
 }
 
 /// Start a worker thread named `name` running `f`, placed off the calling (driver) thread's CPU.
@@ -60,7 +96,7 @@ pub(crate) fn spawn<T: Send + 'static>(
     name: String,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<T>> {
-    let driver = cpu::current_cpu();
+    let driver = Driver::here();
     std::thread::Builder::new().name(name).spawn(move || {
         keep_off(driver);
         f()
@@ -74,8 +110,8 @@ mod tests {
     #[test]
     fn a_worker_started_by_a_pinned_thread_keeps_off_its_cpu() {
         let all = cpu::process_cpus();
-        // Run the "driver" on a thread of its own, pinned to the first CPU, so the test's own
-        // thread keeps its affinity.
+        // The "driver" is a thread of its own, pinned to the first CPU, so the test's thread
+        // keeps its affinity.
         let (first, worker_cpus) = std::thread::spawn(move || {
             let first = all[0];
             cpu::pin_current_thread(first).unwrap();
@@ -90,5 +126,17 @@ mod tests {
         } else {
             assert_eq!(worker_cpus, expected, "every CPU but the driver's");
         }
+    }
+
+    #[test]
+    fn a_worker_of_a_floating_driver_stays_free() {
+        let all = cpu::process_cpus();
+        let here = Driver::here().unwrap();
+        assert_eq!(here.pinned, all.len() == 1);
+        // Whether or not it had to be moved off the driver's CPU, it may run anywhere after.
+        let h = spawn("sim-test-worker".into(), cpu::allowed_cpus).unwrap();
+        assert_eq!(h.join().unwrap(), all);
+        assert_eq!(Driver::unpack(Driver::pack(Some(here))), Some(here));
+        assert_eq!(Driver::unpack(Driver::pack(None)), None);
     }
 }
