@@ -187,8 +187,10 @@ impl<'a> Sampling<'a> {
         let batch = batch.min(planned).max(planned.div_ceil(MAX_SAMPLES));
         // Samples are whole batches, so `planned % batch` transfers would go unmeasured: a batch up
         // to half again as large that divides the plan measures them all (64 transfers of 1 MiB
-        // in batches of 4, not 63 in batches of 3, as fpga_sio's "64 transfers" reads).
-        let batch = (batch..=batch + batch / 2).find(|b| planned % b == 0).unwrap_or(batch);
+        // in batches of 4, not 63 in batches of 3, as fpga_sio's "64 transfers" reads), unless
+        // that leaves too few samples to show the spread.
+        let enough = (planned / batch).min(super::stats::MIN_SAMPLES as u64);
+        let batch = (batch..=batch + batch / 2).find(|b| planned % b == 0 && planned / b >= enough).unwrap_or(batch);
         let count = planned / batch;
         let mut samples = Samples::new(size, batch);
         // At most MAX_SAMPLES (8 MiB of times); fallible all the same, like every large buffer.
