@@ -14,10 +14,11 @@
 //! passed with every copy: on write-combining memory x86-64 vector reads are streaming loads
 //! (MOVNTDQA), which is what they exist for there; on write-back memory (the sim card's BARs,
 //! DMA buffers, the heap) and uncached memory they are plain loads. On write-back memory a
-//! streaming load buys nothing and costs on some CPUs (AMD Zen: up to half of memcpy's read
-//! rate from L2/L3, issue #26), and on UC memory the CPU ignores the hint anyway ("the memory
-//! type of the region being read can override the non-temporal hint", Intel SDM vol. 2B,
-//! MOVNTDQA). Reports carry the memory type beside the mapping.
+//! streaming load buys nothing (the same rate as a plain load on Intel: `cargo bench --bench
+//! copy -- wc`) and is the likely cause of reads at 0.57x memcpy with every vector width on a
+//! 2-core AMD EPYC (issue #26; not re-measured on AMD), and on UC memory the CPU ignores the
+//! hint anyway ("the memory type of the region being read can override the non-temporal hint",
+//! Intel SDM vol. 2B, MOVNTDQA). Reports carry the memory type beside the mapping.
 //!
 //! Before calling `copy_to_io`/`copy_from_io` with a width, check it with `available` (and,
 //! for reads, `Width::reads`): a vector width the CPU lacks would fault with SIGILL. Widths

@@ -294,7 +294,8 @@ pub(super) unsafe fn copy_to_io(w: Width, mem: MemType, dst: *mut u8, src: *cons
 /// 256-bit, AVX-512F for 512-bit; Intel SDM vol. 2B): the first fetches the whole line into a
 /// streaming-load buffer and the next ones hit it. From write-back and uncached memory (and
 /// without SSE4.1), plain aligned loads (MOVDQA/VMOVDQA*): on WB a streaming load is at best a
-/// plain one and slower on some CPUs, on UC the CPU ignores its hint. Host stores are unaligned,
+/// plain one (and the likely cause of slow reads on AMD Zen, `mmio`'s words), on UC the CPU
+/// ignores its hint. Host stores are unaligned,
 /// or non-temporal for `Nt*` when the host buffer is aligned to the vector size.
 ///
 /// # Safety
