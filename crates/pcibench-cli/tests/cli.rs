@@ -317,3 +317,34 @@ fn doctor_exit_code_reflects_the_worst_finding() {
     let o = pcibench(std::path::Path::new("/nonexistent"), &["doctor", "sim"]);
     assert_eq!(o.status.code(), Some(0));
 }
+
+/// Issue #26: `run` prints each kind of note once, after every part, with the rows it applies to,
+/// whatever the host's noise makes of the figures (which notes appear varies; each at most once).
+#[test]
+fn run_prints_each_kind_of_note_once() {
+    let t = tempfile::tempdir().unwrap();
+    seed_tree(t.path());
+    for card in ["sim", "sim-qdma"] {
+        let o = pcibench(t.path(), &["run", card, "--total", "4M"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        let notes: Vec<&str> = out.lines().filter(|l| l.contains("note:")).collect();
+        assert!(notes.iter().all(|l| l.starts_with("note: ")), "no note under a row:\n{out}");
+        // Notes only after the parts, in their own section (none at all on a quiet enough host).
+        let parts = out.split_once("\n== notes\n").map_or(out.as_str(), |(p, _)| p);
+        assert!(!parts.contains("note: "), "notes only after the parts:\n{out}");
+        // A kind is its words up to the first figure or colon: "noisy", "batched", "engine counters, ...".
+        let kind = |l: &str| {
+            l["note: ".len()..]
+                .split([':', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'])
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        let mut kinds: Vec<String> = notes.iter().map(|l| kind(l)).collect();
+        let n = kinds.len();
+        kinds.sort();
+        kinds.dedup();
+        assert_eq!(kinds.len(), n, "{card}: a kind of note twice:\n{out}");
+    }
+}

@@ -290,7 +290,7 @@ fn mask_line(line: &str) -> Option<String> {
         let n = l[from..].bytes().take_while(u8::is_ascii_hexdigit).count();
         l.replace_range(from..from + n, "#");
     }
-    if l.contains("engine counters") || l.contains("streamed") {
+    if l.contains("engine counters") || l.contains("data beats") || l.contains("streamed") {
         l = l
             .split(' ')
             .map(|t| if is_int(t.trim_end_matches([',', ')', ':'])) { "#" } else { t })

@@ -81,7 +81,7 @@ pub struct PioArgs {
     /// Direction: h2c (the CPU writes, needs --allow-write on a real device), c2h (reads), or both.
     #[arg(long, value_enum, default_value = "both")]
     dir: DirArg,
-    /// Copy routine: 8 16 32 64 128 256 512 nt128 nt256 nt512 movdir64b memcpy, or all (repeatable).
+    /// Copy routine: 8 16 32 64 128 256 512 nt128 nt256 nt512 movdir64b movsb memcpy, or all (repeatable).
     #[arg(long = "width", value_name = "WIDTH", default_value = "64")]
     widths: Vec<String>,
     /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range such as 8..1M (default: the whole BAR).

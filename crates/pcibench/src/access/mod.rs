@@ -12,7 +12,7 @@ pub mod traced;
 pub mod vfio;
 
 use crate::host::Host;
-use crate::mmio::Width;
+use crate::mmio::{MemType, Width};
 use crate::pci::{DeviceInfo, PciAddress};
 use crate::sim::host_map::HostMap;
 use crate::{Error, Result};
@@ -52,6 +52,18 @@ pub enum Mapping {
     Wc,
 }
 
+impl Mapping {
+    /// The memory type a BAR mapped this way gets: sysfs `resourceN` and every VFIO mmap are
+    /// uncached (pgprot_device / pgprot_noncached), `resourceN_wc` write-combining
+    /// (pgprot_writecombine; drivers/pci/mmap.c, drivers/vfio/pci/vfio_pci_core.c).
+    pub fn mem_type(&self) -> MemType {
+        match self {
+            Mapping::Uc => MemType::Uc,
+            Mapping::Wc => MemType::Wc,
+        }
+    }
+}
+
 impl fmt::Display for Mapping {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -81,6 +93,11 @@ pub trait BarRegion: Send + Sync {
         self.len() == 0
     }
     fn mapping(&self) -> Mapping;
+    /// The memory type behind the mapping, which picks the copy routines' loads: the mapping's
+    /// own on a real BAR, write-back where host memory stands in for one (the sim card).
+    fn mem_type(&self) -> MemType {
+        self.mapping().mem_type()
+    }
     fn via(&self) -> Via;
     /// Base of the CPU mapping, if this region is mapped.
     fn ptr(&self) -> Option<*mut u8>;

@@ -4,7 +4,7 @@
 //! figures ("simulated card").
 
 use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, IoMode, Mapping, Via};
-use crate::mmio::Width;
+use crate::mmio::{MemType, Width};
 use crate::pci::config::CMD_BUS_MASTER;
 use crate::sim::config_space::ConfigSpace;
 use crate::sim::mem::Pages;
@@ -215,6 +215,10 @@ impl BarRegion for SimMemBar {
         // Host memory either way; reported as asked so reports label the run as requested.
         self.mapping
     }
+    /// Host memory: write-back, whatever mapping was asked for.
+    fn mem_type(&self) -> MemType {
+        MemType::Wb
+    }
     fn via(&self) -> Via {
         Via::Sim
     }
@@ -258,6 +262,9 @@ impl BarRegion for SimRegBar {
     }
     fn mapping(&self) -> Mapping {
         self.mapping
+    }
+    fn mem_type(&self) -> MemType {
+        MemType::Wb
     }
     fn via(&self) -> Via {
         Via::Sim

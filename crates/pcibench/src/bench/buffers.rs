@@ -4,14 +4,14 @@
 //! fresh pattern, then reads it back the same way; each is timed in parts (sync for CPU, the copy,
 //! sync for device, total) through the one sampling loop, and the read-back is compared.
 
-use super::pattern::{host_bytes, verify, Pattern};
+use super::pattern::{verify, Pattern};
 use super::result::{BufferFacts, Kind, Note, Parts, Report, Row, Verify};
 use super::sample::clock::Clock;
 use super::sample::sampler::{check_total, Sampling};
 use crate::access::Via;
 use crate::direction::Direction;
 use crate::dma::cpu::{Access, CpuBuffer, CpuView, Sync};
-use crate::mmio::{self, Width};
+use crate::mmio::{self, HostBuf, MemType, Width};
 use crate::{Error, Result};
 
 /// What to measure on each buffer.
@@ -61,11 +61,11 @@ fn parts_of(samples: &[PartNs]) -> Parts {
 fn access(
     clock: &dyn Clock,
     view: &mut dyn CpuView,
-    how: (Access, Sync, Width),
+    how: (Access, Sync, Width, MemType),
     dir: Direction,
     host: &mut [u8],
 ) -> Result<PartNs> {
-    let (acc, sync, w) = how;
+    let (acc, sync, w, mem) = how;
     let len = host.len() as u64;
     let t0 = clock.now_ns();
     if sync == Sync::Explicit {
@@ -78,8 +78,10 @@ fn access(
         // SAFETY: the view maps at least `len` bytes (the runner sizes host buffers from the
         // buffer's length), page-aligned so every width's alignment holds; `available(w)` was
         // checked; `host` is a distinct live buffer.
-        (Access::Mmap, Direction::H2c) => unsafe { mmio::copy_to_io(w, view.ptr(), host.as_ptr(), host.len()) },
-        (Access::Mmap, Direction::C2h) => unsafe { mmio::copy_from_io(w, host.as_mut_ptr(), view.ptr(), host.len()) },
+        (Access::Mmap, Direction::H2c) => unsafe { mmio::copy_to_io(w, mem, view.ptr(), host.as_ptr(), host.len()) },
+        (Access::Mmap, Direction::C2h) => unsafe {
+            mmio::copy_from_io(w, mem, host.as_mut_ptr(), view.ptr(), host.len())
+        },
     }
     let t2 = clock.now_ns();
     if sync == Sync::Explicit {
@@ -125,12 +127,14 @@ pub fn run(
         }
         report.buffers.push(BufferFacts { name: buf.name(), facts: buf.facts(), skipped: None });
         for (acc, sync, w) in configs(buf.as_ref(), plan) {
+            let mem = buf.mem_type(sync);
             let row = |dir| {
                 let mut r = Row::new(dir, size);
                 r.buffer = Some(buf.name());
                 r.access = Some(acc);
                 r.sync = Some(sync);
                 r.memory = Some(buf.memory_type(sync));
+                r.mem = (acc == Access::Mmap).then_some(mem);
                 r.width = (acc == Access::Mmap).then_some(w);
                 r
             };
@@ -151,12 +155,14 @@ pub fn run(
             let expected = pattern.try_generate(size as usize)?;
             let mut view = buf.open(sync)?;
             for (dir, r) in [(Direction::H2c, &mut wr), (Direction::C2h, &mut rd)] {
-                let mut host = if dir == Direction::H2c { expected.clone() } else { host_bytes(size as usize)? };
+                // Page-aligned host side, as in the PIO runner (mmio::HostBuf says why).
+                let mut host =
+                    if dir == Direction::H2c { HostBuf::copy_of(&expected)? } else { HostBuf::zeroed(size as usize)? };
                 let mut parts = Vec::new();
                 let clock = s.clock;
                 let sampled = s.run(size, plan.total, |k| {
                     for _ in 0..k {
-                        parts.push(access(clock, view.as_mut(), (acc, sync, w), dir, &mut host)?);
+                        parts.push(access(clock, view.as_mut(), (acc, sync, w, mem), dir, &mut host)?);
                     }
                     Ok(())
                 })?;

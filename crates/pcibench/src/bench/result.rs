@@ -8,7 +8,7 @@ use super::sample::stats::Stats;
 use crate::access::{IoMode, Mapping, Via};
 use crate::direction::Direction;
 use crate::dma::Addressing;
-use crate::mmio::Width;
+use crate::mmio::{MemType, Width};
 use serde::{Deserialize, Serialize};
 
 /// The measuring command a report or row comes from.
@@ -137,6 +137,10 @@ pub struct Row {
     pub bar_size: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<MapMode>,
+    /// The memory type behind the mapping or buffer the copy routine ran on (what picked its
+    /// loads, `mmio::MemType`): the mapping's own on a real BAR, write-back on the sim card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem: Option<MemType>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<IoMode>,
     pub dir: Direction,
@@ -199,6 +203,7 @@ impl Row {
             bar: None,
             bar_size: None,
             map: None,
+            mem: None,
             io: None,
             dir,
             width: None,

@@ -193,4 +193,64 @@ mod tests {
         assert_eq!(saved.request, Some(request));
         assert_eq!(saved.command, "pio");
     }
+
+    fn read_request(device: &str, maps: Vec<MapMode>, w: Width) -> Request {
+        Request::Pio(PioRequest {
+            device: device.parse().unwrap(),
+            via: None,
+            bars: Some(vec![2]),
+            maps,
+            dirs: vec![Direction::C2h],
+            widths: Widths::These(vec![w]),
+            sizes: vec![4096],
+            total: 16 << 10,
+            offset: 0,
+            io: IoMode::Mmap,
+            allow_write: false,
+            common: Common::default(),
+        })
+    }
+
+    /// Issue #26: the loads a read uses follow the memory type of the mapping it runs on, fixed
+    /// when the mapping is made and carried in the row: a BAR reached through sysfs
+    /// `resource2_wc` is write-combining (streaming loads on x86-64), `resource2` uncached
+    /// (plain loads), and the sim card's BARs write-back host memory whatever `--map` says
+    /// (plain loads).
+    #[test]
+    fn the_read_routine_follows_the_mappings_memory_type() {
+        use crate::mmio::{self, MemType};
+        let t = tempfile::tempdir().unwrap();
+        crate::pci::fixture::seed_tree(t.path());
+        let dev = t.path().join("sys/bus/pci/devices/0000:15:00.0");
+        for f in ["resource2", "resource2_wc"] {
+            std::fs::write(dev.join(f), vec![0x5au8; 128 << 10]).unwrap();
+        }
+        let host = Host::with_root(t.path());
+        let w = [Width::V512, Width::V256, Width::V128, Width::B64]
+            .into_iter()
+            .find(|w| mmio::available(*w).is_ok())
+            .unwrap();
+        let rows = |device: &str| {
+            let stop = AtomicBool::new(false);
+            let mut progress = |_: u64| {};
+            let request = read_request(device, vec![MapMode::Uc, MapMode::Wc], w);
+            let m = measure(&host, &request, &mut Hooks { stop: &stop, progress: &mut progress, trace: None }).unwrap();
+            let Measured::Report(r) = m.measured else { panic!("a report") };
+            r.results.iter().map(|x| (x.map.unwrap(), x.mem, x.stats.is_some())).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            rows("15:00.0"),
+            [(MapMode::Uc, Some(MemType::Uc), true), (MapMode::Wc, Some(MemType::Wc), true)],
+            "sysfs resource2 and resource2_wc"
+        );
+        assert_eq!(
+            rows("sim"),
+            [(MapMode::Uc, Some(MemType::Wb), true), (MapMode::Wc, Some(MemType::Wb), true)],
+            "the sim card's BARs are host memory"
+        );
+        let vector = !w.is_scalar();
+        assert_eq!(mmio::streaming_loads(w, MemType::Wc), vector && cfg!(target_arch = "x86_64"));
+        assert!(!mmio::streaming_loads(w, MemType::Wb) && !mmio::streaming_loads(w, MemType::Uc));
+        assert_eq!(MemType::Wb.vector_loads(), "plain loads");
+    }
 }

@@ -15,7 +15,7 @@
 //! semantics (STNP is only a hint and has no SFENCE pairing), and MOVDIR64B. Those widths are
 //! refused with a one-line reason naming what to use instead.
 
-use super::Width;
+use super::{MemType, Width};
 use crate::{Error, Result};
 use std::arch::asm;
 
@@ -52,11 +52,12 @@ pub(super) fn available(w: Width) -> Result<()> {
     check(w, detect())
 }
 
-/// Host → BAR: LDR Q from the host, STR Q to the BAR.
+/// Host → BAR: LDR Q from the host, STR Q to the BAR. The memory type changes nothing here:
+/// aarch64 has one load and one store form for every memory type.
 ///
 /// # Safety
 /// `mmio::copy_to_io`'s contract.
-pub(super) unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
+pub(super) unsafe fn copy_to_io(w: Width, _: MemType, dst: *mut u8, src: *const u8, len: usize) {
     assert!(w == Width::V128, "copy_to_io({w}) on aarch64: check mmio::available first");
     // SAFETY: the caller's contract; `dst` is the 16-byte aligned side.
     unsafe { copy_q(dst, src, len) }
@@ -66,7 +67,7 @@ pub(super) unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usi
 ///
 /// # Safety
 /// `mmio::copy_from_io`'s contract.
-pub(super) unsafe fn copy_from_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
+pub(super) unsafe fn copy_from_io(w: Width, _: MemType, dst: *mut u8, src: *const u8, len: usize) {
     assert!(w == Width::V128, "copy_from_io({w}) on aarch64: check mmio::available first");
     // SAFETY: the caller's contract; `src` is the 16-byte aligned side.
     unsafe { copy_q(dst, src, len) }
@@ -156,7 +157,7 @@ mod tests {
 
     #[test]
     fn x86_only_widths_say_so() {
-        for w in [Width::Nt128, Width::Nt256, Width::Nt512, Width::Movdir64b] {
+        for w in [Width::Nt128, Width::Nt256, Width::Nt512, Width::Movdir64b, Width::Movsb] {
             let msg = check(w, Features { asimd: true }).unwrap_err().to_string();
             assert!(msg.starts_with(&format!("{w} is x86-64 only (")), "{msg}");
             assert!(msg.contains("unavailable on aarch64") && msg.ends_with("try --width 128"), "{msg}");

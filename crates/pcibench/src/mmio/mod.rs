@@ -1,5 +1,5 @@
 //! Copy routines by access width for BAR mappings (volatile scalar, SIMD, non-temporal,
-//! movdir64b, memcpy), and the fences that order them, per architecture.
+//! movdir64b, rep movsb, memcpy), and the fences that order them, per architecture.
 //!
 //! On real MMIO the width and order of each access is what is being measured (and what a
 //! device may decode), so every routine but `Memcpy` makes exactly one access of `w.bytes()`
@@ -9,10 +9,25 @@
 //! non-temporal, MOVDIR64B; `aarch64.rs`: 128-bit NEON). `riscv64.rs` has scalars only (its
 //! file says why). The host side of a copy is ordinary memory and may be unaligned.
 //!
+//! Which instructions a width uses also depends on the memory type behind the mapping
+//! (`MemType`), decided once when the mapping is made (`access::BarRegion::mem_type`) and
+//! passed with every copy: on write-combining memory x86-64 vector reads are streaming loads
+//! (MOVNTDQA), which is what they exist for there; on write-back memory (the sim card's BARs,
+//! DMA buffers, the heap) and uncached memory they are plain loads. On write-back memory a
+//! streaming load buys nothing (the same rate as a plain load on Intel: `cargo bench --bench
+//! copy -- wc`) and is the likely cause of reads at 0.57x memcpy with every vector width on a
+//! 2-core AMD EPYC (issue #26; not re-measured on AMD), and on UC memory the CPU ignores the
+//! hint anyway ("the memory type of the region being read can override the non-temporal hint",
+//! Intel SDM vol. 2B, MOVNTDQA). Reports carry the memory type beside the mapping.
+//!
 //! Before calling `copy_to_io`/`copy_from_io` with a width, check it with `available` (and,
 //! for reads, `Width::reads`): a vector width the CPU lacks would fault with SIGILL. Widths
 //! an architecture has no routine for are refused there with the same one-line shape as a
 //! missing CPU feature on x86-64: what is missing, and which `--width` to use instead.
+
+mod host_buf;
+
+pub use self::host_buf::HostBuf;
 
 use crate::{Error, Result};
 use serde::{Serialize, Serializer};
@@ -38,7 +53,7 @@ use x86_64 as arch;
 /// sequentially consistent fence (what the language guarantees everywhere).
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 mod arch {
-    use super::Width;
+    use super::{MemType, Width};
     use crate::{Error, Result};
 
     pub(super) fn available(w: Width) -> Result<()> {
@@ -51,10 +66,10 @@ mod arch {
             _ => Err(super::x86_only(w, std::env::consts::ARCH, Width::B64)),
         }
     }
-    pub(super) unsafe fn copy_to_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
+    pub(super) unsafe fn copy_to_io(w: Width, _: MemType, _: *mut u8, _: *const u8, _: usize) {
         unreachable!("copy_to_io({w}) on a target without vector routines: check mmio::available first")
     }
-    pub(super) unsafe fn copy_from_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
+    pub(super) unsafe fn copy_from_io(w: Width, _: MemType, _: *mut u8, _: *const u8, _: usize) {
         unreachable!("copy_from_io({w}) on a target without vector routines: check mmio::available first")
     }
     pub(super) fn store_fence() {
@@ -68,6 +83,7 @@ mod arch {
 fn x86_only(w: Width, arch: &str, instead: Width) -> Error {
     let what = match w {
         Width::Movdir64b => "MOVDIR64B 64-byte direct stores",
+        Width::Movsb => "REP MOVSB fast strings",
         Width::Nt128 | Width::Nt256 | Width::Nt512 => "MOVNTDQ non-temporal stores, then SFENCE",
         _ => "SSE/AVX",
     };
@@ -98,15 +114,19 @@ pub enum Width {
     Nt512,
     /// 64-byte direct stores (MOVDIR64B), then SFENCE. Store-only.
     Movdir64b,
+    /// REP MOVSB (x86-64, where CPUID advertises ERMS or FSRM): what glibc's memcpy runs from
+    /// about 2 KiB up on both vendors. The CPU picks the access size: whole lines on WB and WC
+    /// memory, one byte per access on UC, where fast-string operation does not apply.
+    Movsb,
     /// glibc memcpy: may use any width, order and instruction.
     Memcpy,
 }
 
-const NAMES: &str = "8, 16, 32, 64, 128, 256, 512, nt128, nt256, nt512, movdir64b, memcpy";
+const NAMES: &str = "8, 16, 32, 64, 128, 256, 512, nt128, nt256, nt512, movdir64b, movsb, memcpy";
 
 impl Width {
     /// Every routine, narrow to wide, then the special ones (the order `--width all` runs them).
-    pub const ALL: [Width; 12] = [
+    pub const ALL: [Width; 13] = [
         Width::B8,
         Width::B16,
         Width::B32,
@@ -118,13 +138,14 @@ impl Width {
         Width::Nt256,
         Width::Nt512,
         Width::Movdir64b,
+        Width::Movsb,
         Width::Memcpy,
     ];
 
     /// The size of one access in bytes: offsets and lengths must be multiples of it.
     pub fn bytes(&self) -> usize {
         match self {
-            Width::B8 | Width::Memcpy => 1,
+            Width::B8 | Width::Movsb | Width::Memcpy => 1,
             Width::B16 => 2,
             Width::B32 => 4,
             Width::B64 => 8,
@@ -169,6 +190,7 @@ impl Width {
             Width::Nt256 => "nt256",
             Width::Nt512 => "nt512",
             Width::Movdir64b => "movdir64b",
+            Width::Movsb => "movsb",
             Width::Memcpy => "memcpy",
         }
     }
@@ -206,6 +228,63 @@ impl FromStr for Width {
     }
 }
 
+/// The memory type behind a mapping: what decides which loads a copy routine uses. It is a
+/// property of the mapping, fixed when it is made (`access::BarRegion::mem_type`): sysfs
+/// `resourceN_wc` is WC, sysfs `resourceN` and every VFIO mmap are UC (x86-64 PAT UC-; what
+/// `--map uc`/`wc` are elsewhere, `mapping_note`), and the sim card's BARs, DMA buffers and
+/// the heap are WB whatever `--map` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemType {
+    /// Write-back (cached) host memory.
+    Wb,
+    /// Write-combining.
+    Wc,
+    /// Uncached (x86-64 UC-; Device memory on aarch64).
+    Uc,
+}
+
+impl MemType {
+    pub fn name(&self) -> &'static str {
+        match self {
+            MemType::Wb => "wb",
+            MemType::Wc => "wc",
+            MemType::Uc => "uc",
+        }
+    }
+
+    /// What a vector read (`copy_from_io` at 128/256/512 bits) loads with on this memory type,
+    /// in words, for reports.
+    pub fn vector_loads(&self) -> &'static str {
+        if streaming_loads(Width::V256, *self) {
+            "streaming loads (MOVNTDQA)"
+        } else {
+            "plain loads"
+        }
+    }
+}
+
+/// Whether `copy_from_io(w, mem, ..)` reads with streaming loads (MOVNTDQA): x86-64 vector
+/// widths (plain and non-temporal) on write-combining memory, where the CPU has SSE4.1. The one
+/// place the choice is made; the x86-64 routines follow it.
+pub fn streaming_loads(w: Width, mem: MemType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    let vector = matches!(w, Width::V128 | Width::V256 | Width::V512 | Width::Nt128 | Width::Nt256 | Width::Nt512)
+        && is_x86_feature_detected!("sse4.1");
+    #[cfg(not(target_arch = "x86_64"))]
+    let vector = {
+        let _ = w;
+        false
+    };
+    vector && mem == MemType::Wc
+}
+
+impl fmt::Display for MemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Whether this CPU can run the routine for `w` (run-time detection; scalar widths and memcpy
 /// always can). The error names the missing CPU feature and the widest width that works.
 pub fn available(w: Width) -> Result<()> {
@@ -215,21 +294,22 @@ pub fn available(w: Width) -> Result<()> {
     arch::available(w)
 }
 
-/// Copy `len` bytes from host memory at `src` to a BAR mapping at `dst` (host → card).
+/// Copy `len` bytes from host memory at `src` to a mapping at `dst` of memory type `mem` (host
+/// → card).
 ///
 /// Each access to `dst` is one store of `w.bytes()` bytes, in ascending address order, never
-/// merged, split, widened or elided by the compiler (except `Memcpy`, which may use any
-/// width). `Nt*` and `Movdir64b` end with SFENCE, so their weakly-ordered stores are ordered
-/// before any later store (a doorbell, say); the others may leave stores in WC buffers: call
-/// `store_fence` when that matters. On a write-back mapping (the sim card) the 128/256/512-bit
-/// routines also issue PREFETCHW for the destination; on UC/WC mappings the CPU ignores it.
+/// merged, split, widened or elided by the compiler (except `Memcpy` and `Movsb`, where the
+/// library or the CPU picks the accesses). `Nt*` and `Movdir64b` end with SFENCE, so their
+/// weakly-ordered stores are ordered before any later store (a doorbell, say); the others may
+/// leave stores in WC buffers: call `store_fence` when that matters. On write-back memory the
+/// 128/256/512-bit routines also issue PREFETCHW for the destination (x86-64).
 ///
 /// # Safety
 /// - `available(w)` returned `Ok` (otherwise the CPU may fault on an unknown instruction).
 /// - `dst` is aligned to `w.bytes()` and `len` is a multiple of `w.bytes()`.
 /// - `dst..dst+len` is writable (mapped BAR or memory) and `src..src+len` is readable host
 ///   memory of any alignment; the two ranges do not overlap.
-pub unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
+pub unsafe fn copy_to_io(w: Width, mem: MemType, dst: *mut u8, src: *const u8, len: usize) {
     debug_assert!(dst as usize % w.bytes() == 0, "BAR side misaligned for {w}");
     debug_assert!(len % w.bytes() == 0, "length not a multiple of {w}");
     // SAFETY (all arms): the caller's contract above, per routine.
@@ -239,25 +319,28 @@ pub unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
         Width::B32 => scalar_to_io::<u32>(dst, src, len),
         Width::B64 => scalar_to_io::<u64>(dst, src, len),
         Width::Memcpy => ptr::copy_nonoverlapping(src, dst, len),
-        _ => arch::copy_to_io(w, dst, src, len),
+        _ => arch::copy_to_io(w, mem, dst, src, len),
     }
 }
 
-/// Copy `len` bytes from a BAR mapping at `src` to host memory at `dst` (card → host).
+/// Copy `len` bytes from a mapping of memory type `mem` at `src` to host memory at `dst` (card
+/// → host).
 ///
 /// Each access to `src` is one load of `w.bytes()` bytes, in ascending address order, never
-/// merged, split, widened or elided by the compiler (except `Memcpy`). 128/256/512-bit loads
-/// are streaming loads (MOVNTDQA) where the CPU has them: on WC memory one fetches a whole
-/// line, on WB memory it is a plain load. `Nt*` additionally writes the host buffer with
-/// non-temporal stores when `dst` is aligned to `w.bytes()` (as memcpy does for large copies),
-/// then SFENCE. `Movdir64b` has no load form (see `Width::reads`); it reads like `Memcpy`.
+/// merged, split, widened or elided by the compiler (except `Memcpy` and `Movsb`). On x86-64,
+/// 128/256/512-bit loads from WC memory are streaming loads (MOVNTDQA, where the CPU has
+/// SSE4.1): the first fetches the whole line into a streaming-load buffer and the next ones
+/// hit it; from WB and UC memory they are plain aligned loads (see the module's words on why).
+/// `Nt*` additionally writes the host buffer with non-temporal stores when `dst` is aligned to
+/// `w.bytes()` (as memcpy does for large copies), then SFENCE. `Movdir64b` has no load form
+/// (see `Width::reads`); it reads like `Memcpy`.
 ///
 /// # Safety
 /// - `available(w)` returned `Ok`.
 /// - `src` is aligned to `w.bytes()` and `len` is a multiple of `w.bytes()`.
 /// - `src..src+len` is readable (mapped BAR or memory) and `dst..dst+len` is writable host
 ///   memory of any alignment; the two ranges do not overlap.
-pub unsafe fn copy_from_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
+pub unsafe fn copy_from_io(w: Width, mem: MemType, dst: *mut u8, src: *const u8, len: usize) {
     debug_assert!(src as usize % w.bytes() == 0, "BAR side misaligned for {w}");
     debug_assert!(len % w.bytes() == 0, "length not a multiple of {w}");
     // SAFETY (all arms): the caller's contract above, per routine.
@@ -267,7 +350,7 @@ pub unsafe fn copy_from_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
         Width::B32 => scalar_from_io::<u32>(dst, src, len),
         Width::B64 => scalar_from_io::<u64>(dst, src, len),
         Width::Memcpy | Width::Movdir64b => ptr::copy_nonoverlapping(src, dst, len),
-        _ => arch::copy_from_io(w, dst, src, len),
+        _ => arch::copy_from_io(w, mem, dst, src, len),
     }
 }
 

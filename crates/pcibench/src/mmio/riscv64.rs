@@ -7,7 +7,7 @@
 //! would measure nothing `--width 64` does not. Non-temporal stores and MOVDIR64B are x86-64
 //! instructions. All of those are refused with a one-line reason naming what to use instead.
 
-use super::Width;
+use super::{MemType, Width};
 use crate::{Error, Result};
 use std::arch::asm;
 
@@ -23,11 +23,11 @@ pub(super) fn available(w: Width) -> Result<()> {
     }
 }
 
-pub(super) unsafe fn copy_to_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
+pub(super) unsafe fn copy_to_io(w: Width, _: MemType, _: *mut u8, _: *const u8, _: usize) {
     unreachable!("copy_to_io({w}) on riscv64: check mmio::available first")
 }
 
-pub(super) unsafe fn copy_from_io(w: Width, _: *mut u8, _: *const u8, _: usize) {
+pub(super) unsafe fn copy_from_io(w: Width, _: MemType, _: *mut u8, _: *const u8, _: usize) {
     unreachable!("copy_from_io({w}) on riscv64: check mmio::available first")
 }
 
@@ -66,7 +66,7 @@ mod tests {
 
     #[test]
     fn x86_only_widths_say_so() {
-        for w in [Width::Nt128, Width::Nt256, Width::Nt512, Width::Movdir64b] {
+        for w in [Width::Nt128, Width::Nt256, Width::Nt512, Width::Movdir64b, Width::Movsb] {
             let msg = available(w).unwrap_err().to_string();
             assert!(msg.starts_with(&format!("{w} is x86-64 only (")), "{msg}");
             assert!(msg.contains("unavailable on riscv64") && msg.ends_with("try --width 64"), "{msg}");

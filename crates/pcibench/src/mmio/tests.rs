@@ -51,18 +51,22 @@ fn lengths(w: Width) -> Vec<usize> {
 
 const HOST_SKEWS: [usize; 6] = [0, 1, 3, 8, 17, 63];
 
+/// Every memory type: the routines differ by it (x86-64 reads: streaming loads on WC), and all
+/// of them work on the test's write-back memory.
+const MEMS: [MemType; 3] = [MemType::Wb, MemType::Wc, MemType::Uc];
+
 #[test]
 fn every_available_width_copies_to_io_exactly() {
     for w in available_widths() {
         for len in lengths(w) {
-            for skew in HOST_SKEWS {
+            for (skew, mem) in HOST_SKEWS.into_iter().flat_map(|k| MEMS.map(|m| (k, m))) {
                 let mut host = Buf::new(len, skew);
                 host.fill(len as u32 ^ skew as u32);
                 let mut bar = Buf::new(len, 0);
                 // SAFETY: available(w) is Ok, bar is 64-byte aligned, len a multiple of w.bytes().
-                unsafe { copy_to_io(w, bar.ptr(), host.ptr(), len) };
-                assert!(bar.bytes() == host.bytes(), "{w} h2c len {len} host skew {skew}: data differs");
-                assert!(bar.guards_intact(), "{w} h2c len {len} host skew {skew}: wrote outside the range");
+                unsafe { copy_to_io(w, mem, bar.ptr(), host.ptr(), len) };
+                assert!(bar.bytes() == host.bytes(), "{w} {mem} h2c len {len} host skew {skew}: data differs");
+                assert!(bar.guards_intact(), "{w} {mem} h2c len {len} host skew {skew}: wrote outside the range");
             }
         }
     }
@@ -72,14 +76,14 @@ fn every_available_width_copies_to_io_exactly() {
 fn every_available_width_copies_from_io_exactly() {
     for w in available_widths() {
         for len in lengths(w) {
-            for skew in HOST_SKEWS {
+            for (skew, mem) in HOST_SKEWS.into_iter().flat_map(|k| MEMS.map(|m| (k, m))) {
                 let mut bar = Buf::new(len, 0);
                 bar.fill(!(len as u32) ^ skew as u32);
                 let mut host = Buf::new(len, skew);
                 // SAFETY: as above, with the BAR side the source.
-                unsafe { copy_from_io(w, host.ptr(), bar.ptr(), len) };
-                assert!(host.bytes() == bar.bytes(), "{w} c2h len {len} host skew {skew}: data differs");
-                assert!(host.guards_intact(), "{w} c2h len {len} host skew {skew}: wrote outside the range");
+                unsafe { copy_from_io(w, mem, host.ptr(), bar.ptr(), len) };
+                assert!(host.bytes() == bar.bytes(), "{w} {mem} c2h len {len} host skew {skew}: data differs");
+                assert!(host.guards_intact(), "{w} {mem} c2h len {len} host skew {skew}: wrote outside the range");
             }
         }
     }
@@ -97,8 +101,8 @@ fn widest_vector_round_trip_is_byte_exact() {
     let mut back = Buf::new(len, 9);
     // SAFETY: available(w) is Ok, the BAR side is aligned, len is a multiple of w.bytes().
     unsafe {
-        copy_to_io(w, bar.ptr(), src.ptr(), len);
-        copy_from_io(w, back.ptr(), bar.ptr(), len);
+        copy_to_io(w, MemType::Wb, bar.ptr(), src.ptr(), len);
+        copy_from_io(w, MemType::Wb, back.ptr(), bar.ptr(), len);
     }
     let first_bad = src.bytes().iter().zip(back.bytes()).position(|(a, b)| a != b);
     assert_eq!(first_bad, None, "{w}: round trip differs");
@@ -122,7 +126,7 @@ fn unknown_width_is_a_usage_error_listing_the_names() {
         match bad.parse::<Width>() {
             Err(Error::Usage(msg)) => {
                 assert!(!msg.contains('\n'), "{msg}");
-                assert!(msg.contains("8, 16, 32, 64, 128, 256, 512, nt128, nt256, nt512, movdir64b, memcpy"));
+                assert!(msg.contains("8, 16, 32, 64, 128, 256, 512, nt128, nt256, nt512, movdir64b, movsb, memcpy"));
                 assert!(msg.contains(&format!("'{bad}'")), "{msg}");
             }
             other => panic!("{bad:?} parsed as {other:?}"),
@@ -134,7 +138,7 @@ fn unknown_width_is_a_usage_error_listing_the_names() {
 fn width_properties() {
     let mut names: Vec<String> = Width::ALL.iter().map(|w| w.to_string()).collect();
     names.dedup();
-    assert_eq!(names.len(), 12);
+    assert_eq!(names.len(), 13);
     for w in Width::ALL {
         assert!(w.bytes().is_power_of_two());
         assert_eq!(w.is_scalar(), Width::scalar(w.bytes() as u32 * 8) == Some(w));
@@ -142,7 +146,8 @@ fn width_properties() {
     assert_eq!(Width::Nt512.bytes(), 64);
     assert_eq!(Width::Nt128.bytes(), 16);
     assert_eq!(Width::Movdir64b.bytes(), 64);
-    assert!(!Width::Movdir64b.reads() && Width::Nt256.reads());
+    assert!(!Width::Movdir64b.reads() && Width::Nt256.reads() && Width::Movsb.reads());
+    assert_eq!(Width::Movsb.bytes(), 1, "REP MOVSB takes any alignment and length");
     assert!(available(Width::B8).is_ok() && available(Width::Memcpy).is_ok());
 }
 
@@ -164,11 +169,13 @@ fn available_agrees_with_cpu_detection() {
         let msg = e.to_string();
         assert!(msg.starts_with("this CPU has no AVX-512F: 512-bit copies are unavailable; try --width"), "{msg}");
     }
-    // std cannot detect MOVDIR64B; the kernel's view of CPUID is /proc/cpuinfo's flags.
+    // std cannot detect MOVDIR64B, ERMS or FSRM; the kernel's view of CPUID is /proc/cpuinfo's
+    // flags.
     if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") {
         if let Some(flags) = info.lines().find(|l| l.starts_with("flags")) {
-            let has = flags.split_whitespace().any(|f| f == "movdir64b");
-            assert_eq!(available(Width::Movdir64b).is_ok(), has);
+            let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+            assert_eq!(available(Width::Movdir64b).is_ok(), has("movdir64b"));
+            assert_eq!(available(Width::Movsb).is_ok(), has("erms") || has("fsrm"));
         }
     }
 }

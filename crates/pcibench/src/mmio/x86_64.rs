@@ -1,5 +1,5 @@
 //! x86-64 vector copy loops: SSE2/AVX2/AVX-512F moves, non-temporal stores, streaming loads,
-//! MOVDIR64B, and SFENCE.
+//! MOVDIR64B, REP MOVSB, and SFENCE.
 //!
 //! Why inline assembly rather than intrinsics: an intrinsic store is an ordinary LLVM store,
 //! which the optimiser may merge with its neighbours, split, reorder or drop, and Rust has no
@@ -15,7 +15,7 @@
 //! The 256/512-bit loops end with VZEROUPPER so later legacy-SSE code pays no transition
 //! penalty (Intel SDM vol. 1, 14.1.3 / Optimization Manual, "Mixing AVX and SSE code").
 
-use super::Width;
+use super::{MemType, Width};
 use crate::{Error, Result};
 use std::arch::asm;
 use std::sync::OnceLock;
@@ -27,6 +27,10 @@ struct Cpuid {
     movdir64b: bool,
     /// PREFETCHW: CPUID.80000001H:ECX bit 8 (PRFCHW, "3dnowprefetch" in /proc/cpuinfo).
     prfchw: bool,
+    /// Enhanced REP MOVSB/STOSB: CPUID.(EAX=07H,ECX=0):EBX bit 9 ("erms").
+    erms: bool,
+    /// Fast Short REP MOV: CPUID.(EAX=07H,ECX=0):EDX bit 4 ("fsrm").
+    fsrm: bool,
 }
 
 fn cpuid() -> &'static Cpuid {
@@ -37,9 +41,13 @@ fn cpuid() -> &'static Cpuid {
         // 80000000H) says it exists. (`allow`: these are safe fns in later Rust versions.)
         #[allow(unused_unsafe)]
         unsafe {
+            let leaf7 = (__get_cpuid_max(0).0 >= 7).then(|| __cpuid_count(7, 0));
+            let bit = |r: Option<u32>, b: u32| r.is_some_and(|r| (r >> b) & 1 == 1);
             Cpuid {
-                movdir64b: __get_cpuid_max(0).0 >= 7 && (__cpuid_count(7, 0).ecx >> 28) & 1 == 1,
+                movdir64b: bit(leaf7.map(|l| l.ecx), 28),
                 prfchw: __get_cpuid_max(0x8000_0000).0 >= 0x8000_0001 && (__cpuid(0x8000_0001).ecx >> 8) & 1 == 1,
+                erms: bit(leaf7.map(|l| l.ebx), 9),
+                fsrm: bit(leaf7.map(|l| l.edx), 4),
             }
         }
     })
@@ -47,10 +55,6 @@ fn cpuid() -> &'static Cpuid {
 
 fn has_movdir64b() -> bool {
     cpuid().movdir64b
-}
-
-fn sse41() -> bool {
-    is_x86_feature_detected!("sse4.1")
 }
 
 /// The widest routine of the same kind (plain or non-temporal) this CPU has, to suggest.
@@ -84,6 +88,11 @@ pub(super) fn available(w: Width) -> Result<()> {
         Width::V512 if !is_x86_feature_detected!("avx512f") => Err(missing("AVX-512F", "512-bit", false)),
         Width::Nt512 if !is_x86_feature_detected!("avx512f") => Err(missing("AVX-512F", "512-bit non-temporal", true)),
         Width::Movdir64b if !has_movdir64b() => Err(missing("MOVDIR64B (CPUID leaf 7 ECX bit 28)", "movdir64b", true)),
+        // REP MOVSB runs everywhere, but only with ERMS/FSRM is it the fast-string copy glibc
+        // picks; without them it would measure a slow path no library uses.
+        Width::Movsb if !(cpuid().erms || cpuid().fsrm) => {
+            Err(missing("ERMS or FSRM (CPUID leaf 7 EBX bit 9, EDX bit 4)", "movsb", false))
+        }
         _ => Ok(()),
     }
 }
@@ -192,10 +201,11 @@ macro_rules! tail {
 /// later iteration (512 bytes on). On write-back memory (the sim card's BARs, the host buffer
 /// of a read) this starts the read-for-ownership of the destination early, which is what lets
 /// a plain-store loop keep up with glibc's REP MOVSB in L2 (about 8% faster at 64 KiB-1 MiB on
-/// a Sapphire Rapids guest, `benches/copy.rs`). On a UC or WC BAR it does nothing:
-/// "prefetches from non-writeback memory are ignored" (Intel SDM vol. 2B, PREFETCHW), so the
-/// BAR sees only the stores. A prefetch never faults, including past the end. The choice is
-/// made once, not per iteration: a per-iteration branch cost 15% on the 128-bit loop in L1.
+/// a Sapphire Rapids guest, `benches/copy.rs`). The callers ask for it only where the
+/// destination is write-back (a UC or WC BAR would ignore it: "prefetches from non-writeback
+/// memory are ignored", Intel SDM vol. 2B, PREFETCHW). A prefetch never faults, including past
+/// the end. The choice is made once, not per iteration: a per-iteration branch cost 15% on the
+/// 128-bit loop in L1.
 macro_rules! copy_loop {
     (nt $dst:expr, $src:expr, $len:expr, $ld:literal, $st:literal, $r:tt) => {{
         let n: usize = $len / vector_bytes!($r);
@@ -251,15 +261,16 @@ macro_rules! copy_loop {
 
 /// Host → BAR. Loads from the host are unaligned (MOVDQU/VMOVDQU*), stores to the BAR aligned
 /// (MOVDQA/VMOVDQA*: a misaligned BAR pointer faults instead of splitting an access) or
-/// non-temporal (MOVNTDQ/VMOVNTDQ, which require alignment).
+/// non-temporal (MOVNTDQ/VMOVNTDQ, which require alignment). PREFETCHW of the destination only
+/// on write-back memory: elsewhere the CPU ignores it and it would only take load slots.
 ///
 /// # Safety
 /// `mmio::copy_to_io`'s contract.
-pub(super) unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
+pub(super) unsafe fn copy_to_io(w: Width, mem: MemType, dst: *mut u8, src: *const u8, len: usize) {
     // SAFETY (all arms): the caller checked `available(w)`, `dst` is aligned to the vector
     // size, `len` is a multiple of it and both ranges are valid; the loop touches exactly
     // `len` bytes on each side.
-    let pf = cpuid().prfchw && len >= PREFETCH_MIN;
+    let pf = mem == MemType::Wb && cpuid().prfchw && len >= PREFETCH_MIN;
     unsafe {
         match w {
             Width::V128 => copy_loop!(dst, src, len, pf, "movdqu", "movdqa", "xmm"),
@@ -273,48 +284,85 @@ pub(super) unsafe fn copy_to_io(w: Width, dst: *mut u8, src: *const u8, len: usi
                 copy_loop!(nt dst, src, len, "vmovdqu64", "vmovntdq", "zmm")
             }
             Width::Movdir64b => movdir64b(dst, src, len),
+            Width::Movsb => rep_movsb(dst, src, len),
             _ => unreachable!("{w} is handled in mmio/mod.rs"),
         }
     }
 }
 
-/// BAR → host. Loads from the BAR are streaming loads (MOVNTDQA: SSE4.1, AVX2 for 256-bit,
-/// AVX-512F for 512-bit; Intel SDM vol. 2B): on WC memory the first one fetches the whole
-/// line into a streaming-load buffer and the next ones hit it, on WB memory they behave as
-/// plain loads. Without SSE4.1, 128-bit reads use MOVDQA. Host stores are unaligned, or
-/// non-temporal for `Nt*` when the host buffer is aligned to the vector size.
+/// BAR → host. From write-combining memory, streaming loads (MOVNTDQA: SSE4.1, AVX2 for
+/// 256-bit, AVX-512F for 512-bit; Intel SDM vol. 2B): the first fetches the whole line into a
+/// streaming-load buffer and the next ones hit it. From write-back and uncached memory (and
+/// without SSE4.1), plain aligned loads (MOVDQA/VMOVDQA*): on WB a streaming load is at best a
+/// plain one (and the likely cause of slow reads on AMD Zen, `mmio`'s words), on UC the CPU
+/// ignores its hint. Host stores are unaligned,
+/// or non-temporal for `Nt*` when the host buffer is aligned to the vector size.
 ///
 /// # Safety
 /// `mmio::copy_from_io`'s contract.
-pub(super) unsafe fn copy_from_io(w: Width, dst: *mut u8, src: *const u8, len: usize) {
+pub(super) unsafe fn copy_from_io(w: Width, mem: MemType, dst: *mut u8, src: *const u8, len: usize) {
     let host_aligned = dst as usize % w.bytes() == 0;
+    let stream = super::streaming_loads(w, mem);
     // SAFETY (all arms): as in copy_to_io with `src` the aligned BAR side; the NT-store arms
-    // run only when `dst` is aligned, as MOVNTDQ requires.
+    // run only when `dst` is aligned, as MOVNTDQ requires. The destination is host memory
+    // (write-back), where PREFETCHW helps.
     let pf = cpuid().prfchw && len >= PREFETCH_MIN;
     unsafe {
-        match w {
-            Width::V128 if sse41() => copy_loop!(dst, src, len, pf, "movntdqa", "movdqu", "xmm"),
-            Width::V128 => copy_loop!(dst, src, len, pf, "movdqa", "movdqu", "xmm"),
-            Width::V256 => copy_loop!(dst, src, len, pf, "vmovntdqa", "vmovdqu", "ymm"),
-            Width::V512 => copy_loop!(dst, src, len, pf, "vmovntdqa", "vmovdqu64", "zmm"),
-            Width::Nt128 if !sse41() => {
-                copy_loop!(nt dst, src, len, "movdqa", "movntdq", "xmm")
-            }
-            Width::Nt128 if host_aligned => {
+        match (w, stream) {
+            (Width::V128, true) => copy_loop!(dst, src, len, pf, "movntdqa", "movdqu", "xmm"),
+            (Width::V128, false) => copy_loop!(dst, src, len, pf, "movdqa", "movdqu", "xmm"),
+            (Width::V256, true) => copy_loop!(dst, src, len, pf, "vmovntdqa", "vmovdqu", "ymm"),
+            (Width::V256, false) => copy_loop!(dst, src, len, pf, "vmovdqa", "vmovdqu", "ymm"),
+            (Width::V512, true) => copy_loop!(dst, src, len, pf, "vmovntdqa", "vmovdqu64", "zmm"),
+            (Width::V512, false) => copy_loop!(dst, src, len, pf, "vmovdqa64", "vmovdqu64", "zmm"),
+            (Width::Nt128, true) if host_aligned => {
                 copy_loop!(nt dst, src, len, "movntdqa", "movntdq", "xmm")
             }
-            Width::Nt256 if host_aligned => {
+            (Width::Nt128, false) if host_aligned => {
+                copy_loop!(nt dst, src, len, "movdqa", "movntdq", "xmm")
+            }
+            (Width::Nt256, true) if host_aligned => {
                 copy_loop!(nt dst, src, len, "vmovntdqa", "vmovntdq", "ymm")
             }
-            Width::Nt512 if host_aligned => {
+            (Width::Nt256, false) if host_aligned => {
+                copy_loop!(nt dst, src, len, "vmovdqa", "vmovntdq", "ymm")
+            }
+            (Width::Nt512, true) if host_aligned => {
                 copy_loop!(nt dst, src, len, "vmovntdqa", "vmovntdq", "zmm")
             }
+            (Width::Nt512, false) if host_aligned => {
+                copy_loop!(nt dst, src, len, "vmovdqa64", "vmovntdq", "zmm")
+            }
             // A misaligned host buffer cannot take non-temporal stores: plain ones, same loads.
-            Width::Nt128 => copy_loop!(dst, src, len, pf, "movntdqa", "movdqu", "xmm"),
-            Width::Nt256 => copy_loop!(dst, src, len, pf, "vmovntdqa", "vmovdqu", "ymm"),
-            Width::Nt512 => copy_loop!(dst, src, len, pf, "vmovntdqa", "vmovdqu64", "zmm"),
+            (Width::Nt128, true) => copy_loop!(dst, src, len, pf, "movntdqa", "movdqu", "xmm"),
+            (Width::Nt128, false) => copy_loop!(dst, src, len, pf, "movdqa", "movdqu", "xmm"),
+            (Width::Nt256, true) => copy_loop!(dst, src, len, pf, "vmovntdqa", "vmovdqu", "ymm"),
+            (Width::Nt256, false) => copy_loop!(dst, src, len, pf, "vmovdqa", "vmovdqu", "ymm"),
+            (Width::Nt512, true) => copy_loop!(dst, src, len, pf, "vmovntdqa", "vmovdqu64", "zmm"),
+            (Width::Nt512, false) => copy_loop!(dst, src, len, pf, "vmovdqa64", "vmovdqu64", "zmm"),
+            (Width::Movsb, _) => rep_movsb(dst, src, len),
             _ => unreachable!("{w} is handled in mmio/mod.rs"),
         }
+    }
+}
+
+/// REP MOVSB: `len` bytes, forward (the ABI keeps the direction flag clear). With ERMS/FSRM the
+/// microcode moves whole lines where the memory type allows fast-string operation (WB, and WC
+/// destinations) and single bytes on UC (Intel SDM vol. 1, 7.3.9.3 "Fast-String Operation";
+/// AMD APM vol. 3, REP MOVS).
+///
+/// # Safety
+/// Both ranges are valid for `len` bytes and do not overlap.
+unsafe fn rep_movsb(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: the caller's contract; REP MOVSB touches exactly `len` bytes on each side.
+    unsafe {
+        asm!(
+            "rep movsb",
+            inout("rcx") len => _,
+            inout("rdi") dst => _,
+            inout("rsi") src => _,
+            options(nostack, preserves_flags),
+        );
     }
 }
 

@@ -74,6 +74,17 @@ pub fn pin_current_thread(cpu: u32) -> Result<()> {
     })
 }
 
+/// Let the calling thread run on `cpus` only (each below CPU_SETSIZE).
+pub fn set_current_thread_cpus(cpus: &[u32]) -> Result<()> {
+    let mut set = CpuSet::new();
+    for &c in cpus.iter().filter(|c| (**c as usize) < CpuSet::MAX_CPU) {
+        set.set(c as usize);
+    }
+    sched_setaffinity(None, &set).map_err(|e| {
+        Error::Unsupported(format!("cannot move a thread to CPUs {}: {}", cpu_list(cpus), std::io::Error::from(e)))
+    })
+}
+
 /// The CPU the calling thread runs on now.
 pub fn current_cpu() -> Option<u32> {
     u32::try_from(sched_getcpu()).ok()

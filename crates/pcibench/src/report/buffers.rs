@@ -1,7 +1,7 @@
 //! `pcibench buffers` in words: the table (per buffer, its facts then one row per access) and
 //! seed 003's lines (`mmap write test : sync=0 time=... sec (... sec)  ... MB/sec`, `compare = ok`).
 
-use super::notes::{flags, lines, verify_text};
+use super::notes::{flags, grouped, verify_text};
 use crate::bench::result::{Report, Row, Verify};
 use crate::dma::cpu::Sync;
 use crate::units::human_size;
@@ -21,6 +21,18 @@ fn op(r: &Row) -> &'static str {
         crate::direction::Direction::H2c => "write",
         crate::direction::Direction::C2h => "read",
     }
+}
+
+/// A row as the notes name it: "heap mmap coherent 64 write".
+fn label(x: &Row) -> String {
+    format!(
+        "{} {} {} {} {}",
+        x.buffer.as_deref().unwrap_or("-"),
+        x.access.map_or("-", |a| a.name()),
+        sync_name(x.sync),
+        x.width.map_or("-".to_string(), |w| w.to_string()),
+        op(x)
+    )
 }
 
 pub fn table(r: &Report) -> String {
@@ -86,10 +98,11 @@ pub fn table(r: &Report) -> String {
                 verify_text(&x.verify),
                 flags(x)
             );
-            for n in lines(x) {
-                let _ = writeln!(s, "        note: {n}");
-            }
         }
+    }
+    // Each kind of note once, after every buffer's rows, naming the rows it applies to.
+    for n in grouped(&r.results, label) {
+        let _ = writeln!(s, "note: {n}");
     }
     super::notes::tail(&mut s, r);
     s

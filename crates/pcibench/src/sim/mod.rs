@@ -11,6 +11,7 @@ pub mod config_space;
 pub mod host_map;
 pub mod mem;
 pub mod nvram;
+mod placement;
 pub mod qdma;
 mod spin;
 pub mod xdma;

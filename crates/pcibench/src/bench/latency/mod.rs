@@ -91,6 +91,8 @@ struct Access<'a> {
     at: Option<*mut u8>,
     off: u64,
     w: Width,
+    /// The region's memory type: a 64-byte read from WC is a streaming load.
+    mem: mmio::MemType,
 }
 
 impl<'a> Access<'a> {
@@ -110,7 +112,7 @@ impl<'a> Access<'a> {
                 region.index()
             )));
         }
-        Ok(Access { region, at, off, w })
+        Ok(Access { region, at, off, w, mem: region.mem_type() })
     }
 
     /// One read; 64-byte reads return their first 8 bytes (and the whole line in `line`).
@@ -126,7 +128,7 @@ impl<'a> Access<'a> {
                 Width::B32 => ptr::read_volatile(p.cast::<u32>()) as u64,
                 Width::B64 => ptr::read_volatile(p.cast::<u64>()),
                 _ => {
-                    mmio::copy_from_io(Width::V512, line.as_mut_ptr().cast(), p, 64);
+                    mmio::copy_from_io(Width::V512, self.mem, line.as_mut_ptr().cast(), p, 64);
                     line[0]
                 }
             })
@@ -144,7 +146,7 @@ impl<'a> Access<'a> {
                 Width::B16 => ptr::write_volatile(p.cast::<u16>(), v as u16),
                 Width::B32 => ptr::write_volatile(p.cast::<u32>(), v as u32),
                 Width::B64 => ptr::write_volatile(p.cast::<u64>(), v),
-                _ => mmio::copy_to_io(Width::V512, p, line.as_ptr().cast(), 64),
+                _ => mmio::copy_to_io(Width::V512, self.mem, p, line.as_ptr().cast(), 64),
             }
         }
         Ok(())

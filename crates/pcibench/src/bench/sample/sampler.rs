@@ -1,6 +1,8 @@
 //! The one sampling loop every throughput runner uses (PIO copies, DMA engine runs, buffer
 //! access): one untimed warm-up, a batch size calibrated on growing runs until a sample lasts
-//! at least 100 timer overheads, then timed samples until `total` bytes have moved. Beside it,
+//! at least 100 timer overheads and the clock's floor (100 µs of real time, `SAMPLE_FLOOR_NS`:
+//! long enough that a timer interrupt cannot double a sample), then timed samples until
+//! `total` bytes have moved. Beside it,
 //! `single` for latency: the same clock, stop flag, progress and link-health watch, but every
 //! sample one access, never batched, with the timing shell's own cost subtracted. The clock is a
 //! trait so runners can be tested with exact figures.
@@ -167,7 +169,7 @@ impl<'a> Sampling<'a> {
         };
         // Warm up (caches, TLB, an engine's first descriptor fetch), then grow the batch.
         timed(1, &mut op)?;
-        let want = self.overhead.min_sample_ns();
+        let want = self.overhead.min_sample_ns().max(self.clock.sample_floor_ns());
         let mut calibration = 1;
         let mut n = 1u64;
         let batch = loop {
@@ -183,6 +185,12 @@ impl<'a> Sampling<'a> {
         // Fewer planned transfers than one batch: one sample of them all (flagged as short by
         // the statistics). More samples than we keep: batch more per sample.
         let batch = batch.min(planned).max(planned.div_ceil(MAX_SAMPLES));
+        // Samples are whole batches, so `planned % batch` transfers would go unmeasured: a batch up
+        // to half again as large that divides the plan measures them all (64 transfers of 1 MiB
+        // in batches of 4, not 63 in batches of 3, as fpga_sio's "64 transfers" reads), unless
+        // that leaves too few samples to show the spread.
+        let enough = (planned / batch).min(super::stats::MIN_SAMPLES as u64);
+        let batch = (batch..=batch + batch / 2).find(|b| planned % b == 0 && planned / b >= enough).unwrap_or(batch);
         let count = planned / batch;
         let mut samples = Samples::new(size, batch);
         // At most MAX_SAMPLES (8 MiB of times); fallible all the same, like every large buffer.
@@ -308,7 +316,7 @@ impl<'a> Sampling<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::sample::clock::FakeClock;
+    use crate::bench::sample::clock::{FakeClock, MonotonicClock};
 
     fn sampling<'a>(clock: &'a FakeClock, stop: &'a AtomicBool, moved: &'a mut dyn Progress) -> Sampling<'a> {
         Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: moved, health: None }
@@ -339,6 +347,27 @@ mod tests {
         assert_eq!(bytes, 1000 * 64);
         // Each sample: 25 transfers (2500 ns) plus one clock reading (20 ns) between the reads.
         assert!(s.samples.secs.iter().all(|t| (t - 2520e-9).abs() < 1e-15), "{:?}", &s.samples.secs[..2]);
+    }
+
+    #[test]
+    fn a_real_clocks_floor_batches_past_a_hundred_overheads() {
+        // A reading costs 20 ns (100 overheads: 2 µs) and a transfer 1 µs, but the clock's floor
+        // is 100 µs: a timer interrupt must not be able to double a sample. Calibration aims past
+        // the floor from one transfer's 1020 ns (with its reading): ceil(1.5 x 100000 / 1020) =
+        // 148; 10,000 planned transfers in batches of 148 would leave 84 out, so the batch is the
+        // first divisor of 10,000 up to half again as large: 200.
+        let clock = FakeClock::new(20, 1000, u64::MAX).with_floor(100_000);
+        let stop = AtomicBool::new(false);
+        let mut moved = |_| {};
+        let s = sampling(&clock, &stop, &mut moved).run(64, 64 * 10_000, |_| Ok(())).unwrap();
+        assert_eq!(s.samples.batch, 200);
+        assert!(s.samples.secs.iter().all(|t| *t >= 100e-6), "every sample lasts the floor");
+        assert_eq!((s.samples.secs.len(), s.measured()), (50, 10_000), "every planned transfer measured");
+        // 10,007 is prime: no divisor near 148, so the last 91 go unmeasured (whole samples only).
+        let clock = FakeClock::new(20, 1000, u64::MAX).with_floor(100_000);
+        let s = sampling(&clock, &stop, &mut moved).run(64, 64 * 10_007, |_| Ok(())).unwrap();
+        assert_eq!((s.samples.batch, s.measured()), (148, 10_007 / 148 * 148));
+        assert_eq!(MonotonicClock.sample_floor_ns(), crate::bench::sample::clock::SAMPLE_FLOOR_NS);
     }
 
     #[test]

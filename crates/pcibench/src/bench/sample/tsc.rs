@@ -86,6 +86,10 @@ impl Clock for TscClock {
     fn name(&self) -> String {
         format!("rdtsc (invariant TSC, {:.1} MHz measured against CLOCK_MONOTONIC)", self.mhz)
     }
+
+    fn sample_floor_ns(&self) -> u64 {
+        super::clock::SAMPLE_FLOOR_NS
+    }
 }
 
 #[cfg(test)]

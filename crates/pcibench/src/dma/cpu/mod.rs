@@ -14,6 +14,7 @@ pub mod udev;
 
 use crate::direction::Direction;
 use crate::host::Host;
+use crate::mmio::MemType;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -104,6 +105,12 @@ pub trait CpuBuffer {
     }
     /// The memory type a CPU access in `sync` mode gets, in words.
     fn memory_type(&self, sync: Sync) -> String;
+    /// The same as the copy routines take it (what picks their loads): host memory is
+    /// write-back unless the buffer's interface maps it otherwise.
+    fn mem_type(&self, sync: Sync) -> MemType {
+        let _ = sync;
+        MemType::Wb
+    }
     /// Open a view for one access in `sync` mode.
     fn open(&self, sync: Sync) -> Result<Box<dyn CpuView + '_>>;
 }

@@ -9,6 +9,7 @@ use super::{Access, CpuBuffer, CpuView, Sync};
 use crate::direction::Direction;
 use crate::dma::buffers::udmabuf::parse_number;
 use crate::host::Host;
+use crate::mmio::MemType;
 use crate::os::mmap::Mmap;
 use crate::units::human_size;
 use crate::{Error, Result};
@@ -44,6 +45,19 @@ pub struct UDmaBuf {
 }
 
 impl UDmaBuf {
+    /// The mapping u-dma-buf gives in `sync` mode, in the README's words, and the sync mode.
+    fn kind(&self, sync: Sync) -> (&'static str, u64) {
+        let mode = self.sync_mode.unwrap_or(1);
+        let applies = sync == Sync::OSync || mode >= 4;
+        let kind = match (applies, mode % 4) {
+            (false, _) | (true, 0) => "cached",
+            (true, 1) => "uncached",
+            (true, 2) => "write-combining",
+            _ => "DMA-coherent",
+        };
+        (kind, mode)
+    }
+
     /// The u-dma-buf `name`; `want` bytes of it when given (refused when larger than the buffer).
     pub fn open(host: &Host, name: &str, want: Option<u64>) -> Result<UDmaBuf> {
         let class = host.path(format!("/sys/class/u-dma-buf/{name}"));
@@ -193,18 +207,22 @@ impl CpuBuffer for UDmaBuf {
     /// 3 (7) DMA-coherent; without O_SYNC the mapping is cached unless sync_mode is 5-7. On x86 it
     /// cannot make a mapping uncached: it stays cached whatever O_SYNC says.
     fn memory_type(&self, sync: Sync) -> String {
-        let mode = self.sync_mode.unwrap_or(1);
-        let applies = sync == Sync::OSync || mode >= 4;
-        let kind = match (applies, mode % 4) {
-            (false, _) | (true, 0) => "cached",
-            (true, 1) => "uncached",
-            (true, 2) => "write-combining",
-            _ => "DMA-coherent",
-        };
+        let (kind, mode) = self.kind(sync);
         if cfg!(target_arch = "x86_64") && kind != "cached" {
             return format!("cached (sync_mode {mode} asks {kind}, which u-dma-buf cannot give on x86)");
         }
         format!("{kind} (sync_mode {mode})")
+    }
+
+    /// DMA-coherent is Normal non-cacheable where the device is not coherent (arm64's
+    /// pgprot_dmacoherent), which the copy routines treat as write-combining.
+    fn mem_type(&self, sync: Sync) -> MemType {
+        match self.kind(sync).0 {
+            _ if cfg!(target_arch = "x86_64") => MemType::Wb,
+            "uncached" => MemType::Uc,
+            "write-combining" | "DMA-coherent" => MemType::Wc,
+            _ => MemType::Wb,
+        }
     }
 
     fn open(&self, sync: Sync) -> Result<Box<dyn CpuView + '_>> {

@@ -141,6 +141,7 @@ fn stalled_part_way(r: &mut Rig, stall: impl FnOnce() + Send) -> String {
     let map = Arc::clone(r.dev.host_map());
     let (res, _) = paced_run(r, ONE_BY_ONE, |done| stall_part_way(done, || map.paced_accesses() >= 24, stall));
     let e = res.unwrap_err().to_string();
+    // In the watchdog's own words: a scaled timeout of whole seconds (qemu-user) reads "3 s".
     assert!(e.contains(&crate::dma::watchdog::no_progress(scaled(TIMEOUT))), "{e}");
     let (k, n) = progress_in(&e);
     assert!((4..PAGES as u64).contains(&k) && n == PAGES as u64, "{e}");

@@ -48,19 +48,26 @@ pub(crate) fn worker(shared: Arc<Shared>) {
     let mut served = 0u64;
     loop {
         spin_for_start(&shared, served);
-        let start = {
+        let (start, slept) = {
             let mut run = shared.run();
+            let mut slept = false;
             loop {
                 if shared.shutdown.load(Ordering::Acquire) {
                     return;
                 }
                 if run.gen != served {
                     served = run.gen;
-                    break run.start;
+                    break (run.start, slept);
                 }
+                run.parked = true;
                 run = shared.wake.wait(run).unwrap_or_else(|e| e.into_inner());
+                run.parked = false;
+                slept = true;
             }
         };
+        if slept {
+            shared.waker.keep_off();
+        }
         let end = if start.control & CHAIN_EN != 0 {
             chain(&shared, served, start.desc)
         } else {

@@ -65,6 +65,7 @@ impl NvramModel {
             run: Mutex::new(RunState::default()),
             gen_hint: AtomicU64::new(0),
             wake: Condvar::new(),
+            waker: Default::default(),
             faults: Mutex::new(Faults::default()),
             last_fault: Mutex::new(None),
             shutdown: AtomicBool::new(false),
@@ -156,6 +157,9 @@ impl NvramModel {
             run.gen += 1;
             s.gen_hint.store(run.gen, Ordering::Release);
             s.scr.store(control | status, Ordering::Release);
+            if run.parked {
+                s.waker.record();
+            }
             s.wake.notify_all();
             drop(run);
             return self.ensure_worker();
@@ -172,9 +176,7 @@ impl NvramModel {
             return Ok(());
         }
         let shared = Arc::clone(&self.shared);
-        let handle = std::thread::Builder::new()
-            .name("sim-nvram-dma".into())
-            .spawn(move || super::engine::worker(shared))
+        let handle = super::super::placement::spawn("sim-nvram-dma".into(), move || super::engine::worker(shared))
             .map_err(|e| Error::Unsupported(format!("could not start the sim NVRAM card's DMA engine thread: {e}")))?;
         *w = Some(handle);
         Ok(())

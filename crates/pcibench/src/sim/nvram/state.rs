@@ -149,6 +149,8 @@ pub(crate) struct RunState {
     /// GO rising edges so far; the worker serves each one once.
     pub gen: u64,
     pub start: Start,
+    /// The worker waits on `wake` (a GO edge records its CPU for the worker to keep off).
+    pub parked: bool,
 }
 
 pub(crate) struct Shared {
@@ -176,6 +178,8 @@ pub(crate) struct Shared {
     /// `run.gen` for lock-free checks: the worker spins on it briefly before sleeping.
     pub gen_hint: AtomicU64,
     pub wake: Condvar,
+    /// The CPU of the thread that last woke the parked worker, which the worker keeps off.
+    pub waker: super::super::placement::Waker,
     pub faults: Mutex<Faults>,
     pub last_fault: Mutex<Option<String>>,
     pub shutdown: AtomicBool,

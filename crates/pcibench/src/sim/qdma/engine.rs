@@ -74,6 +74,7 @@ fn wait_for_kick(shared: &Shared, mm: &Mm, seen: u64) -> bool {
     let mut parked = mm.parked.lock().unwrap_or_else(|e| e.into_inner());
     // Announce the sleep before the last look at the counter (see `Mm::wake_worker`).
     mm.sleeping.store(true, Ordering::SeqCst);
+    let mut slept = false;
     let woken = loop {
         if mm.kick.load(Ordering::SeqCst) != seen {
             break true;
@@ -91,8 +92,13 @@ fn wait_for_kick(shared: &Shared, mm: &Mm, seen: u64) -> bool {
         *parked = true;
         parked = mm.wake.wait(parked).unwrap_or_else(|e| e.into_inner());
         *parked = false;
+        slept = true;
     };
     mm.sleeping.store(false, Ordering::SeqCst);
+    drop(parked);
+    if slept {
+        mm.waker.keep_off();
+    }
     woken
 }
 

@@ -274,13 +274,12 @@ impl QdmaModel {
             return Ok(());
         }
         let shared = Arc::clone(&self.shared);
-        let handle = std::thread::Builder::new()
-            .name(format!("sim-qdma-{dir}"))
-            .spawn(move || super::engine::worker(shared, dir))
-            .map_err(|e| {
-                mm.worker_started.store(false, Ordering::Release);
-                Error::Unsupported(format!("could not start the sim card's QDMA engine thread: {e}"))
-            })?;
+        let handle =
+            super::super::placement::spawn(format!("sim-qdma-{dir}"), move || super::engine::worker(shared, dir))
+                .map_err(|e| {
+                    mm.worker_started.store(false, Ordering::Release);
+                    Error::Unsupported(format!("could not start the sim card's QDMA engine thread: {e}"))
+                })?;
         self.workers.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
         Ok(())
     }

@@ -191,6 +191,8 @@ pub(crate) struct Mm {
     pub parked: Mutex<bool>,
     pub sleeping: CacheLine<AtomicBool>,
     pub wake: Condvar,
+    /// The CPU of the thread that last woke the parked worker, which the worker keeps off.
+    pub waker: super::super::placement::Waker,
     /// Test hook: the engine accepts doorbells but moves nothing (a hung engine).
     pub stalled: AtomicBool,
     pub last_fault: Mutex<Option<String>>,
@@ -216,6 +218,7 @@ impl Mm {
             parked: Mutex::new(false),
             sleeping: CacheLine(AtomicBool::new(false)),
             wake: Condvar::new(),
+            waker: Default::default(),
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
@@ -255,6 +258,7 @@ impl Mm {
         self.kick.fetch_add(1, Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
             let _parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+            self.waker.record();
             self.wake.notify_one();
         }
     }

@@ -58,17 +58,24 @@ fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u6
         ch.gen_hint.load(Ordering::Acquire) != *served || shared.shutdown.load(Ordering::Acquire)
     });
     let mut st = ch.lock();
+    let mut slept = false;
     loop {
         if shared.shutdown.load(Ordering::Acquire) {
             return None;
         }
         if st.gen != *served {
             *served = st.gen;
-            return Some((st.gen, st.start));
+            let start = (st.gen, st.start);
+            drop(st);
+            if slept {
+                ch.waker.keep_off();
+            }
+            return Some(start);
         }
         st.parked = true;
         st = ch.wake.wait(st).unwrap_or_else(|e| e.into_inner());
         st.parked = false;
+        slept = true;
     }
 }
 

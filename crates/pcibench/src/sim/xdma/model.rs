@@ -223,6 +223,7 @@ impl XdmaModel {
             };
             c.gen_hint.store(st.gen, Ordering::Release);
             if st.parked {
+                c.waker.record();
                 c.wake.notify_one();
             }
             drop(st);
@@ -237,13 +238,13 @@ impl XdmaModel {
         }
         let shared = Arc::clone(&self.shared);
         let (dir, index) = (c.dir, c.index as usize);
-        let handle = std::thread::Builder::new()
-            .name(format!("sim-xdma-{dir}{index}"))
-            .spawn(move || super::engine::worker(shared, dir, index))
-            .map_err(|e| {
-                c.worker_started.store(false, Ordering::Release);
-                Error::Unsupported(format!("could not start the sim card's DMA engine thread: {e}"))
-            })?;
+        let handle = super::super::placement::spawn(format!("sim-xdma-{dir}{index}"), move || {
+            super::engine::worker(shared, dir, index)
+        })
+        .map_err(|e| {
+            c.worker_started.store(false, Ordering::Release);
+            Error::Unsupported(format!("could not start the sim card's DMA engine thread: {e}"))
+        })?;
         self.workers.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
         Ok(())
     }

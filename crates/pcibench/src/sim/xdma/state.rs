@@ -120,6 +120,8 @@ pub(crate) struct Channel {
     pub sg_credits: AtomicU32,
     pub run: Mutex<RunState>,
     pub wake: Condvar,
+    /// The CPU of the thread that last woke the parked worker, which the worker keeps off.
+    pub waker: super::super::placement::Waker,
     /// Mirror of `run.gen` for lock-free checks by the worker. On its own cache line: the
     /// idle worker spins on it, and sharing a line with registers the CPU writes would make
     /// every register write a cross-core cache miss.
@@ -147,6 +149,7 @@ impl Channel {
             sg_credits: AtomicU32::new(0),
             run: Mutex::new(RunState::default()),
             wake: Condvar::new(),
+            waker: Default::default(),
             gen_hint: CacheLine(AtomicU64::new(0)),
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),
