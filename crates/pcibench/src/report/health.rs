@@ -105,8 +105,11 @@ pub fn table(r: &HealthReport, previous: Option<&HealthReport>, color: bool) -> 
         }
         s.trim_end().to_string() + "\n"
     };
-    let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
-    out.push_str(&line(&header, &|_| false));
+    // No header over no rows (a host whose devices are all conventional PCI, as in many VMs).
+    if !rows.is_empty() {
+        let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
+        out.push_str(&line(&header, &|_| false));
+    }
     for row in &rows {
         let old = before.iter().find(|(a, _)| *a == row[0]).map(|(_, c)| c);
         let changed = |i: usize| previous.is_some() && old.is_none_or(|o| o[i] != row[i]);
