@@ -48,7 +48,7 @@ pub(crate) fn worker(shared: Arc<Shared>) {
     let mut served = 0u64;
     loop {
         spin_for_start(&shared, served);
-        let (start, slept) = {
+        let (start, prev, slept) = {
             let mut run = shared.run();
             let mut slept = false;
             loop {
@@ -56,8 +56,8 @@ pub(crate) fn worker(shared: Arc<Shared>) {
                     return;
                 }
                 if run.gen != served {
-                    served = run.gen;
-                    break (run.start, slept);
+                    let prev = std::mem::replace(&mut served, run.gen);
+                    break (run.start, prev, slept);
                 }
                 run.parked = true;
                 run = shared.wake.wait(run).unwrap_or_else(|e| e.into_inner());
@@ -65,9 +65,7 @@ pub(crate) fn worker(shared: Arc<Shared>) {
                 slept = true;
             }
         };
-        if slept {
-            shared.waker.keep_off();
-        }
+        shared.waker.at_start(prev, served, slept);
         let end = if start.control & CHAIN_EN != 0 {
             chain(&shared, served, start.desc)
         } else {

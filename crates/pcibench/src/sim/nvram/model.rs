@@ -157,9 +157,7 @@ impl NvramModel {
             run.gen += 1;
             s.gen_hint.store(run.gen, Ordering::Release);
             s.scr.store(control | status, Ordering::Release);
-            if run.parked {
-                s.waker.record();
-            }
+            s.waker.at_doorbell(run.gen, run.parked);
             s.wake.notify_all();
             drop(run);
             return self.ensure_worker();

@@ -96,9 +96,7 @@ fn wait_for_kick(shared: &Shared, mm: &Mm, seen: u64) -> bool {
     };
     mm.sleeping.store(false, Ordering::SeqCst);
     drop(parked);
-    if slept {
-        mm.waker.keep_off();
-    }
+    mm.waker.at_start(seen, mm.kick.load(Ordering::Acquire), slept);
     woken
 }
 

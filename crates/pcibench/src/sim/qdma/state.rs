@@ -255,11 +255,13 @@ impl Mm {
     /// this sees it asleep and wakes it (through the lock, so the wake cannot fall between the
     /// worker's last look and its wait).
     pub fn wake_worker(&self) {
-        self.kick.fetch_add(1, Ordering::SeqCst);
+        let n = self.kick.fetch_add(1, Ordering::SeqCst) + 1;
         if self.sleeping.load(Ordering::SeqCst) {
             let _parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-            self.waker.record();
+            self.waker.at_doorbell(n, true);
             self.wake.notify_one();
+        } else {
+            self.waker.at_doorbell(n, false);
         }
     }
 }

@@ -64,12 +64,10 @@ fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u6
             return None;
         }
         if st.gen != *served {
-            *served = st.gen;
+            let prev = std::mem::replace(served, st.gen);
             let start = (st.gen, st.start);
             drop(st);
-            if slept {
-                ch.waker.keep_off();
-            }
+            ch.waker.at_start(prev, *served, slept);
             return Some(start);
         }
         st.parked = true;

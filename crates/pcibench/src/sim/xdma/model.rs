@@ -222,8 +222,8 @@ impl XdmaModel {
                 adj: c.sg_adj.load(Ordering::Relaxed),
             };
             c.gen_hint.store(st.gen, Ordering::Release);
+            c.waker.at_doorbell(st.gen, st.parked);
             if st.parked {
-                c.waker.record();
                 c.wake.notify_one();
             }
             drop(st);
