@@ -130,3 +130,21 @@ emit() {
 	printf '%s\n' "$out"
 	echo "@@ENDOUT $label"
 }
+
+# use_tools: on q35-inuse, mount the tools disk (the NVMe namespace with serial "tools": virtio modules, lspci and
+# the in-use scenarios' helpers) read-only on /tools, then source /tools/inuse.sh (lab/guest/inuse.sh).
+use_tools() {
+	if [ ! -f /tools/inuse.sh ]; then
+		i=0
+		while [ -z "$(tools_disk)" ] && [ $((i += 1)) -lt 100 ]; do sleep 0.1; done
+		[ -n "$(tools_disk)" ] || fail "no NVMe namespace with serial 'tools' (is this q35-inuse?)"
+		mkdir -p /tools && mount -o ro "/dev/$(tools_disk | head -n 1)" /tools
+	fi
+	. /tools/inuse.sh
+}
+tools_disk() {
+	for t in /sys/class/nvme/nvme*; do
+		[ -f "$t/serial" ] && [ "$(tr -d " " <"$t/serial")" = tools ] && ls "$t" | grep -E '^nvme[0-9]+n[0-9]+$'
+	done
+	return 0
+}

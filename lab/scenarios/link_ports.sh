@@ -5,14 +5,7 @@
 # machines: q35-inuse
 # timeout: 90
 . /lab/lib.sh
-# The tools disk (NVMe, serial "tools"): virtio modules, lspci and these scenarios' helpers (lab/guest/inuse.sh).
-tools_disk() { for t in /sys/class/nvme/nvme*; do [ "$(tr -d " " <"$t/serial")" = tools ] && ls "$t" | grep -E '^nvme[0-9]+n[0-9]+$'; done; }
-if [ ! -f /tools/inuse.sh ]; then
-	i=0
-	while [ -z "$(tools_disk)" ] && [ $((i += 1)) -lt 100 ]; do sleep 0.1; done
-	mkdir -p /tools && mount -o ro "/dev/$(tools_disk | head -n 1)" /tools
-fi
-. /tools/inuse.sh
+use_tools
 inuse_modules
 
 # port (addr=0x10.. in host/inuse.sh) and the LnkCap its x-speed/x-width set.
