@@ -296,6 +296,28 @@ fn bad_files_are_refused_in_one_line_each() {
 }
 
 #[test]
+fn a_saved_run_cut_anywhere_is_truncated_never_not_json() {
+    // A cut inside a literal or a number ("tru", "0.", "1e") is a syntax error to serde_json;
+    // the lab met one (`head -c 3000 a.json` ending in "1.") as "is not JSON".
+    for name in ["card.json", "latency.json"] {
+        let text = std::fs::read(fixture(name)).unwrap();
+        let end = text.iter().rposition(|b| !b.is_ascii_whitespace()).unwrap();
+        for cut in 1..=end {
+            let m = refusal(&text[..cut]);
+            let whitespace = text[..cut].iter().all(u8::is_ascii_whitespace);
+            assert!(
+                m.starts_with("x.json is truncated: the JSON ends at line ") || whitespace,
+                "{name} cut at {cut} ({:?}): {m}",
+                String::from_utf8_lossy(&text[cut.saturating_sub(12)..cut])
+            );
+        }
+    }
+    // What follows a syntax error is not a cut: still "not JSON".
+    assert!(refusal(b"{\"format\": tru }").starts_with("x.json is not JSON"));
+    assert!(refusal(b"{\"a\": 1.,\n \"b\": 2}\n").starts_with("x.json is not JSON (line 1, "));
+}
+
+#[test]
 fn a_saved_run_survives_a_write_and_a_read() {
     let card = load("card.json");
     let t = tempfile::tempdir().unwrap();

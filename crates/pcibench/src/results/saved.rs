@@ -306,6 +306,19 @@ struct Listed {
     vendor_id: Option<serde::de::IgnoredAny>,
 }
 
+/// Whether only whitespace follows serde_json's error position (1-based line, and column: the
+/// bytes of that line read when it failed).
+fn nothing_after(bytes: &[u8], line: usize, column: usize) -> bool {
+    let start = match line {
+        0 | 1 => 0,
+        n => match bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(n - 2) {
+            Some((i, _)) => i + 1,
+            None => return false,
+        },
+    };
+    bytes.get(start.saturating_add(column)..).is_none_or(|rest| rest.iter().all(u8::is_ascii_whitespace))
+}
+
 /// Parse a saved run from bytes; every refusal is one line naming the file. Strings in it are
 /// made safe to print (`text::defang_json`: no control character survives), and its figures are
 /// checked (`sanity`).
@@ -323,13 +336,17 @@ fn parse_owned(name: &str, mut bytes: Vec<u8>) -> Result<SavedRun> {
     crate::text::defang_json(&mut bytes);
     let syntax = |e: serde_json::Error| {
         use serde_json::error::Category;
+        // A file cut inside a literal or a number ("tru", "1.", "1e") is a syntax error to
+        // serde_json, not an end of input: it is still a cut file when nothing follows the error.
+        let cut = e.classify() == Category::Eof
+            || (e.classify() == Category::Syntax && nothing_after(&bytes, e.line(), e.column()));
         match e.classify() {
-            Category::Eof => Some(bad(format!(
+            _ if cut => Some(bad(format!(
                 "is truncated: the JSON ends at line {}, column {} before the document is complete (was the run cut short? save it again)",
                 e.line(),
                 e.column()
             ))),
-            Category::Syntax | Category::Io => {
+            Category::Eof | Category::Syntax | Category::Io => {
                 Some(bad(format!("is not JSON (line {}, column {}): {hint}", e.line(), e.column())))
             }
             Category::Data => None,
