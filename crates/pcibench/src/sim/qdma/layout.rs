@@ -219,6 +219,12 @@ impl Ip {
         }
     }
 
+    /// Whether the MM errors' leaf status is MM_STATUS (`eqdma_err_info[]` and
+    /// `eqdma_cpm5_err_info[]`); CPM4's `qdma_cpm4_err_info[]` has no MM leaf, soft 3.x no MM log.
+    pub fn mm_leaf_in_status(self) -> bool {
+        matches!(self, Ip::Eqdma | Ip::Cpm5)
+    }
+
     /// MM engine ERR_CODE_ENABLE_MASK bits the header defines; none on soft 3.x.
     pub fn mm_enable_defined(self, dir: Direction) -> u32 {
         match (self, dir) {

@@ -96,7 +96,7 @@ impl QdmaModel {
         }
         match reg {
             0x04 | 0x08 | 0x0c => mm.control.load(Ordering::Acquire),
-            0x40 => mm.control.load(Ordering::Acquire) & 1,
+            0x40 => mm.control.load(Ordering::Acquire) & 1 | mm.leaf.load(Ordering::Acquire),
             0x48 => mm.completed.load(Ordering::Acquire),
             0x54 => mm.err_enable.load(Ordering::Acquire),
             0x58 => mm.err_code.load(Ordering::Acquire),
@@ -129,7 +129,8 @@ impl QdmaModel {
         let db = s.ip.doorbells();
         match off {
             R_RNG_SZ..=0x240 | 0x244 | 0x250 => s.glbl(off).store(value, Ordering::Release),
-            R_GLBL_ERR_STAT | R_TRQ_ERR_STS => {
+            R_GLBL_ERR_STAT => s.clear_global(value),
+            R_TRQ_ERR_STS => {
                 w1c(s.glbl(off), value);
             }
             R_DSC_ERR_STS => self.clear_dsc_errors(value),
@@ -195,7 +196,16 @@ impl QdmaModel {
                 }
                 mm.err_enable.store(value & defined, Ordering::Release)
             }
-            0x58 | 0x5c => {
+            // MM_STATUS written back clears the leaf (1s clear; RUN is read-only), and its log
+            // with it, as the descriptor engine's logs go with its last status bit.
+            0x40 if value & MM_STATUS_LEAF != 0 && mm.leaf.fetch_and(!value, Ordering::AcqRel) != 0 => {
+                mm.err_code.store(0, Ordering::Release);
+                mm.err_info.store(0, Ordering::Release);
+            }
+            // CPM4 has no MM leaf (`qdma_cpm4_err_info[]`) and no vendor code that clears its log:
+            // the model takes a write back of the log as clearing it. EQDMA and CPM5 logs are
+            // read-only: they go with the leaf.
+            0x58 | 0x5c if !self.shared.ip.mm_leaf_in_status() => {
                 mm.err_code.store(0, Ordering::Release);
                 mm.err_info.store(0, Ordering::Release);
             }

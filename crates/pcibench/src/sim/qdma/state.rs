@@ -42,6 +42,11 @@ pub(crate) const R_TRQ_ERR_LOG: u32 = 0x26c;
 /// MM engine blocks: C2H at 0x1000, H2C at 0x1200 (channel 0).
 pub(crate) const R_MM_C2H: u32 = 0x1000;
 pub(crate) const R_MM_H2C: u32 = 0x1200;
+/// MM_STATUS (0x40 in an MM engine's block): `eqdma_soft_reg.h` names only RUN [0] and leaves
+/// [31:1] reserved, yet `eqdma_err_info[]` gives it as the MM errors' leaf status register, which
+/// `eqdma_hw_error_process` reads and writes back before GLBL_ERR_STAT. The model shows its
+/// latched MM error at bit 1 of the reserved field.
+pub(crate) const MM_STATUS_LEAF: u32 = 1 << 1;
 
 // GLBL_ERR_STAT bits every variant has.
 pub(crate) const GE_DSC: u32 = 1 << 2;
@@ -177,6 +182,10 @@ pub(crate) struct Mm {
     pub err_enable: AtomicU32,
     pub err_code: AtomicU32,
     pub err_info: AtomicU32,
+    /// The MM leaf's error status (EQDMA, CPM5): set with the error log, cleared only by a
+    /// write back to MM_STATUS, as the vendor's `eqdma_hw_error_process` clears it; while set,
+    /// the engine's GLBL_ERR_STAT bit cannot be cleared.
+    pub leaf: AtomicU32,
     pub perf_ctl: AtomicU32,
     /// Cycles counted before the current counting period, and when it started (1 ns = 1 cycle).
     pub perf: Mutex<(u64, Option<Instant>)>,
@@ -210,6 +219,7 @@ impl Mm {
             err_enable: AtomicU32::new(0),
             err_code: AtomicU32::new(0),
             err_info: AtomicU32::new(0),
+            leaf: AtomicU32::new(0),
             perf_ctl: AtomicU32::new(0),
             perf: Mutex::new((0, None)),
             perf_beats: AtomicU64::new(0),
@@ -421,6 +431,9 @@ impl Shared {
             mm.err_code.store(err_code, Ordering::Release);
             mm.err_info.store(info, Ordering::Release);
         }
+        if self.ip.mm_leaf_in_status() {
+            mm.leaf.store(MM_STATUS_LEAF, Ordering::Release);
+        }
         self.global_error(self.ip.glbl_mm(dir));
     }
 
@@ -433,5 +446,16 @@ impl Shared {
     pub fn global_error(&self, bit: u32) {
         let enabled = bit & self.glbl(R_GLBL_ERR_MASK).load(Ordering::Acquire);
         self.glbl(R_GLBL_ERR_STAT).fetch_or(enabled, Ordering::AcqRel);
+    }
+
+    /// GLBL_ERR_STAT written 1-to-clear: a bit whose leaf still holds an error comes straight
+    /// back (the global register aggregates its leaves; an MM leaf is cleared through MM_STATUS).
+    pub fn clear_global(&self, value: u32) {
+        self.glbl(R_GLBL_ERR_STAT).fetch_and(!value, Ordering::AcqRel);
+        for dir in [Direction::H2c, Direction::C2h] {
+            if self.mm(dir).leaf.load(Ordering::Acquire) != 0 {
+                self.global_error(self.ip.glbl_mm(dir));
+            }
+        }
     }
 }

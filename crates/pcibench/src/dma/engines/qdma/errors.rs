@@ -144,6 +144,9 @@ pub struct ErrorRegs {
     /// MM engine error code and info, H2C then C2H; not read on soft 3.x, whose header defines
     /// none of their fields (the vendor's 3.x code never reads them but in register dumps).
     pub mm: [(u32, u32); 2],
+    /// MM_STATUS, H2C then C2H, on EQDMA and CPM5: the MM errors' leaf status register in the
+    /// vendor's `eqdma_err_info[]` (its header names only RUN [0]); not read elsewhere.
+    pub mm_status: [u32; 2],
 }
 
 const DIRS: [Direction; 2] = [Direction::H2c, Direction::C2h];
@@ -160,11 +163,15 @@ impl ErrorRegs {
             trq: rd(bar, R_TRQ_ERR_STS)?,
             trq_log: rd(bar, R_TRQ_ERR_LOG)?,
             mm: [(0, 0); 2],
+            mm_status: [0; 2],
         };
         if layout != ErrLayout::Soft3 {
             for (i, dir) in DIRS.into_iter().enumerate() {
                 if mm_present[i] {
                     e.mm[i] = (rd(bar, mm(dir, MM_ERR_CODE))?, rd(bar, mm(dir, MM_ERR_INFO))?);
+                    if layout == ErrLayout::Eqdma {
+                        e.mm_status[i] = rd(bar, mm(dir, MM_STATUS))?;
+                    }
                 }
             }
         }
@@ -187,19 +194,33 @@ impl ErrorRegs {
         self.glbl != 0 || self.dsc != 0 || self.trq != 0 || (0..2).any(|i| self.mm_valid(i))
     }
 
-    /// Clear what was read: the status registers are write-1-to-clear. The MM error log is
-    /// written back as read; no vendor source says how it clears (the vendor's EQDMA code
-    /// writes back MM_STATUS), so a log left set is reported only while its valid bit is.
+    /// Clear what was read, leaves before the global status, as the vendor's
+    /// `*_hw_error_process` does (each leaf's status register written back as read, then
+    /// GLBL_ERR_STAT): a global bit aggregates its leaf, and may stay set while the leaf is.
+    /// The MM leaf of EQDMA and CPM5 is MM_STATUS (`eqdma_err_info[]`,
+    /// `eqdma_cpm5_err_info[]`), written back as read when not zero; the vendor never writes
+    /// the MM error log itself. CPM4's vendor code has no MM leaf and no way to clear its log:
+    /// its ERR_CODE is written back as read, and a log is reported only while its valid bit is.
     pub fn clear(&self, bar: &dyn BarRegion, mm_present: [bool; 2]) -> Result<()> {
-        for (reg, v) in [(R_DSC_ERR_STS, self.dsc), (R_TRQ_ERR_STS, self.trq), (R_GLBL_ERR_STAT, self.glbl)] {
+        for (reg, v) in [(R_DSC_ERR_STS, self.dsc), (R_TRQ_ERR_STS, self.trq)] {
             if v != 0 {
                 wr(bar, reg, v)?;
             }
         }
         for (i, dir) in DIRS.into_iter().enumerate() {
-            if mm_present[i] && self.mm_valid(i) {
-                wr(bar, mm(dir, MM_ERR_CODE), self.mm[i].0)?;
+            if !mm_present[i] {
+                continue;
             }
+            match self.layout {
+                ErrLayout::Eqdma if self.mm_status[i] != 0 && (self.glbl != 0 || self.mm_valid(i)) => {
+                    wr(bar, mm(dir, MM_STATUS), self.mm_status[i])?
+                }
+                ErrLayout::Cpm4 if self.mm_valid(i) => wr(bar, mm(dir, MM_ERR_CODE), self.mm[i].0)?,
+                _ => {}
+            }
+        }
+        if self.glbl != 0 {
+            wr(bar, R_GLBL_ERR_STAT, self.glbl)?;
         }
         Ok(())
     }
@@ -352,7 +373,17 @@ mod tests {
     use super::*;
 
     fn regs(layout: ErrLayout) -> ErrorRegs {
-        ErrorRegs { layout, glbl: 0, dsc: 0, dsc_log0: 0, dsc_log1: 0, trq: 0, trq_log: 0, mm: [(0, 0); 2] }
+        ErrorRegs {
+            layout,
+            glbl: 0,
+            dsc: 0,
+            dsc_log0: 0,
+            dsc_log1: 0,
+            trq: 0,
+            trq_log: 0,
+            mm: [(0, 0); 2],
+            mm_status: [0; 2],
+        }
     }
 
     #[test]

@@ -21,6 +21,8 @@ mod conformance_tests;
 pub(super) mod ctx;
 pub mod driver;
 pub(super) mod errors;
+#[cfg(test)]
+mod finding_tests;
 pub(super) mod ip;
 #[cfg(test)]
 mod model_tests;

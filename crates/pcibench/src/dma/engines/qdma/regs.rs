@@ -257,6 +257,7 @@ pub(crate) const MM_C2H_BASE: u64 = 0x1000;
 pub(crate) const MM_H2C_BASE: u64 = 0x1200;
 pub(crate) const MM_CONTROL: u64 = 0x04;
 pub(crate) const MM_RUN: u32 = 1 << 0;
+pub(crate) const MM_STATUS: u64 = 0x40;
 pub(crate) const MM_COMPLETED: u64 = 0x48;
 pub(crate) const MM_ERR_ENABLE: u64 = 0x54;
 pub(crate) const MM_ERR_CODE: u64 = 0x58;

@@ -1,0 +1,37 @@
+//! The review findings of issue 37 against the sim card's model, one test per finding (named
+//! after it): each failed against the driver (or model) before its fix.
+
+use super::regs::*;
+use super::testkit::*;
+use super::{QdmaEngine, QdmaOptions};
+use crate::dma::{Direction, DmaAllocator, Engine, Transfer};
+use crate::sim::qdma::model::{QdmaModelConfig, CARD_MEMORY_SIZE};
+use Direction::H2c;
+
+fn engine(card: &Card, alloc: &dyn DmaAllocator, opts: QdmaOptions) -> crate::Result<QdmaEngine> {
+    QdmaEngine::new(card.bar(), alloc, opts)
+}
+
+#[test]
+fn c1_an_eqdma_mm_error_is_cleared_leaf_first_so_the_next_run_is_clean() {
+    for misc_cap in [EQDMA, CPM5] {
+        let card = Card::new(QdmaModelConfig { misc_cap, ..Default::default() });
+        let alloc = card.alloc();
+        // The window's last 4 KiB: an 8 KiB transfer runs off the card's memory (AXI decode error).
+        let opts = QdmaOptions { card_addr: CARD_MEMORY_SIZE - 4096, card_size: 8192, ..Default::default() };
+        let mut eng = engine(&card, &alloc, opts).unwrap();
+        let buf = alloc.alloc(8192).unwrap();
+        eng.prepare(&*buf, &Transfer { dir: H2c, buf_offset: 0, card_addr: 0, len: 8192 }).unwrap();
+        let e = eng.run(LONG).unwrap_err().to_string();
+        assert!(e.contains("card write: AXI decode error"), "{e}");
+        // The failure cleared the MM leaf (MM_STATUS written back), then the global bit: nothing
+        // is left to fail the next run.
+        let bar = card.bar();
+        assert_eq!(r(&*bar, R_GLBL_ERR_STAT), 0, "{misc_cap:#x}: the global MM bit follows an uncleared leaf");
+        assert_eq!(r(&*bar, mm(H2c, MM_STATUS)) & !MM_RUN, 0);
+        assert!(card.model.violations().is_empty(), "{:?}", card.model.violations());
+        eng.prepare(&*buf, &Transfer { dir: H2c, buf_offset: 0, card_addr: 0, len: 4096 }).unwrap();
+        eng.run(LONG).unwrap();
+        assert_eq!(r(&*bar, R_GLBL_ERR_STAT), 0);
+    }
+}
