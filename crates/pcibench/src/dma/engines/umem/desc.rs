@@ -68,15 +68,18 @@ pub fn split(segments: &[Segment], offset: u64, len: u64, card: u64, max: u64) -
     Ok(pieces)
 }
 
-/// The control bits of a descriptor, as umem.c add_bio and mm_start_io set them: GO, the
-/// semaphore, error and parity interrupt enables on every one, the PCI commands `pci_cmds`,
-/// TRANSFER_READ for host to card; CHAIN_EN on all but a chain's last, which gets CHAIN_COMP_EN.
-/// (The interrupts they enable never reach the host: the driver sets PCI_COMMAND's Interrupt
-/// Disable, as it polls.)
+/// The control bits of a descriptor, as umem.c add_bio and mm_start_io set them less the
+/// interrupt enables: GO, the semaphore, the PCI commands `pci_cmds`, TRANSFER_READ for host to
+/// card, CHAIN_EN on all but a chain's last. umem.c also sets ERR_INT_EN and PARITY_INT_EN on
+/// every descriptor and CHAIN_COMP_EN on the last, for its interrupt handler; pcibench polls
+/// and services no interrupt, so it leaves them off as fpga_sio does
+/// (`initialise_nvram_transfer_context`): PCI_COMMAND's Interrupt Disable would mask them only
+/// on a PCI 2.3 INTx-maskable function, and an unserviced INTx on a shared line makes the
+/// kernel disable that line ("nobody cared").
 pub fn control(dir: Direction, last_in_chain: bool, pci_cmds: u32) -> u32 {
-    let chain = if last_in_chain { CHAIN_COMP_EN } else { CHAIN_EN };
+    let chain = if last_in_chain { 0 } else { CHAIN_EN };
     let read = if dir == Direction::H2c { TRANSFER_READ } else { 0 };
-    GO | ERR_INT_EN | PARITY_INT_EN | SEM_EN | chain | read | pci_cmds
+    GO | SEM_EN | chain | read | pci_cmds
 }
 
 /// Lay the descriptors for `pieces` into `mem` (descriptor i at byte 64 i), as chains of at most

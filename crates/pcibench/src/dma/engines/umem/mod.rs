@@ -250,10 +250,32 @@ impl UmemEngine {
         loop {
             self.wait_part(timeout)?;
             if self.part + 1 >= self.prepared()?.parts.len() {
-                return Ok(());
+                return self.settle();
             }
             self.part += 1;
             self.start_part()?;
+        }
+    }
+
+    /// After a run's last chain: wait (bounded) for the card to drop GO, which it does after the
+    /// last semaphore lands, then clear the completion bits it latched, as umem.c's interrupt
+    /// handler does (`mm_interrupt`), so no CHAIN_COMPLETE is left latched between runs.
+    fn settle(&mut self) -> Result<()> {
+        let t = Instant::now();
+        loop {
+            let s = self.rd32(DMA_STATUS_CTRL)?;
+            if s & GO == 0 {
+                return if s & COMPLETION_BITS != 0 { self.wr32(DMA_STATUS_CTRL, COMPLETION_BITS) } else { Ok(()) };
+            }
+            if t.elapsed() >= IDLE_WAIT {
+                return Err(Error::Device(format!(
+                    "the {} DMA engine wrote its last semaphore but still reports GO {IDLE_WAIT:?} later (status {}): \
+                     the engine is hung; power-cycle the host (a warm reboot does not reset the card) and try again",
+                    self.info.model,
+                    decode_status(s)
+                )));
+            }
+            std::thread::yield_now();
         }
     }
 

@@ -66,9 +66,11 @@ pub(crate) const GO: u32 = 0x1;
 pub(crate) const TRANSFER_READ: u32 = 0x2;
 pub(crate) const CHAIN_EN: u32 = 0x4;
 pub(crate) const SEM_EN: u32 = 0x10;
-/// Raise the card's interrupt at chain completion: umem.c sets it on a chain's last descriptor.
+/// Raise the card's interrupt at chain completion: umem.c sets it on a chain's last descriptor;
+/// pcibench, which services no interrupt, never does (as fpga_sio), and names it when found.
 pub(crate) const CHAIN_COMP_EN: u32 = 0x40;
-/// Raise the card's interrupt on errors and on parity errors: umem.c sets both on every descriptor.
+/// Raise the card's interrupt on errors and on parity errors: umem.c sets both on every
+/// descriptor; pcibench never does, and names them when found.
 pub(crate) const ERR_INT_EN: u32 = 0x80;
 pub(crate) const PARITY_INT_EN: u32 = 0x100;
 pub(crate) const ANY_ERR: u32 = 0x800;
@@ -152,6 +154,11 @@ const STATUS_WORDS: &[(u32, &str)] = &[
     (MASTER_ABT, "master abort (nothing answered a host address)"),
     (DMA_COMPLETE, "DMA complete"),
     (CHAIN_COMPLETE, "chain complete"),
+    // The word also holds the control bits of the descriptor the card ran last: an interrupt
+    // enable there was set by another driver (umem.c), never by pcibench.
+    (CHAIN_COMP_EN, "chain-complete interrupt enabled"),
+    (ERR_INT_EN, "error interrupt enabled"),
+    (PARITY_INT_EN, "parity interrupt enabled"),
 ];
 
 /// The DMA status/control word in words: "0x30000 (target abort, master abort ...)".
