@@ -47,6 +47,23 @@ fn alias_base(target: u32, reg: u32) -> u32 {
     }
 }
 
+/// Busy from the `set_linger` test hook: run cleared, reads left (one spent per read).
+fn lingering(c: &Channel) -> u32 {
+    if c.control.load(Ordering::Acquire) & CTRL_RUN != 0 {
+        return 0;
+    }
+    let left = c.linger.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match n {
+        0 => None,
+        u32::MAX => Some(u32::MAX),
+        n => Some(n - 1),
+    });
+    if left.is_ok() {
+        ST_BUSY
+    } else {
+        0
+    }
+}
+
 impl XdmaModel {
     pub fn new(cfg: XdmaModelConfig, host: Arc<HostMap>) -> Result<XdmaModel> {
         if cfg.h2c_channels > 4 || cfg.c2h_channels > 4 {
@@ -103,9 +120,9 @@ impl XdmaModel {
             T_H2C | T_C2H => self.target_channel(target, ch).map_or(0, |c| match reg {
                 0x00 => self.identifier(target, ch),
                 0x04 | 0x08 | 0x0c => c.control.load(Ordering::Relaxed),
-                0x40 => c.status.load(Ordering::Acquire),
+                0x40 => c.status.load(Ordering::Acquire) | lingering(c),
                 // Read-to-clear: everything but busy, which only the engine changes.
-                0x44 => c.status.fetch_and(ST_BUSY, Ordering::AcqRel),
+                0x44 => c.status.fetch_and(ST_BUSY, Ordering::AcqRel) | lingering(c),
                 0x48 => c.completed.load(Ordering::Acquire),
                 0x4c => (s.cfg.addr_align as u32) << 16 | (s.cfg.len_granularity as u32) << 8 | s.cfg.addr_bits as u32,
                 0x88 => c.wb_lo.load(Ordering::Relaxed),
@@ -267,6 +284,20 @@ impl XdmaModel {
         self.shared
             .channel(dir, ch as usize)
             .ok_or_else(|| Error::usage(format!("the sim card has no {dir} channel {ch}")))
+    }
+
+    /// Test hook: once run is cleared, the channel stays busy for `reads` more status reads (a
+    /// descriptor in flight finishing; `u32::MAX`: it never finishes).
+    pub fn set_linger(&self, dir: Direction, ch: u8, reads: u32) -> Result<()> {
+        self.chan(dir, ch)?.linger.store(reads, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether the channel reads busy now (without spending a `set_linger` read).
+    pub fn busy(&self, dir: Direction, ch: u8) -> Result<bool> {
+        let c = self.chan(dir, ch)?;
+        let lingers = c.control.load(Ordering::Acquire) & CTRL_RUN == 0 && c.linger.load(Ordering::Acquire) > 0;
+        Ok(lingers || c.status.load(Ordering::Acquire) & ST_BUSY != 0)
     }
 
     /// Test hook: a stalled channel accepts runs but moves nothing (a hung engine).

@@ -128,6 +128,9 @@ pub(crate) struct Channel {
     pub gen_hint: CacheLine<AtomicU64>,
     /// Test hook: the engine accepts a run but moves nothing until released.
     pub stalled: AtomicBool,
+    /// Test hook: after run is cleared the channel reads busy for this many more status reads
+    /// (a long descriptor in flight finishing, PG195 control bit 0); `u32::MAX` never ends.
+    pub linger: AtomicU32,
     pub last_fault: Mutex<Option<String>>,
     pub worker_started: AtomicBool,
 }
@@ -152,6 +155,7 @@ impl Channel {
             waker: Default::default(),
             gen_hint: CacheLine(AtomicU64::new(0)),
             stalled: AtomicBool::new(false),
+            linger: AtomicU32::new(0),
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
         }

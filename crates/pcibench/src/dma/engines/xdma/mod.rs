@@ -249,6 +249,38 @@ impl XdmaEngine {
         }
     }
 
+    /// After run is cleared: wait for the channel to finish its descriptor in flight (PG195
+    /// control bit 0: the engine completes the current descriptor, up to 256 MiB, before it
+    /// stops), so no DMA lands in a buffer the caller is about to release. Bounded by progress:
+    /// each descriptor gets the larger of `IDLE_WAIT` and the prepared chain's largest
+    /// descriptor at `FLOOR_MBPS`, and the wait goes on while the completed count moves.
+    /// Returns the status (read to clear once idle) and whether the channel went idle.
+    fn settle(&self, dir: Direction) -> Result<(u32, bool)> {
+        let largest =
+            self.chain.as_ref().map_or(0, |c| c.descriptors.iter().map(|d| u64::from(d.len)).max().unwrap_or(0));
+        let mut dog = Watchdog::new(IDLE_WAIT.max(Duration::from_micros(largest / FLOOR_MBPS)));
+        loop {
+            let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
+            if status & ST_BUSY == 0 {
+                return Ok((self.rd(self.ch_reg(dir, CH_STATUS_RC))? | status, true));
+            }
+            if dog.stalled(u64::from(self.rd(self.ch_reg(dir, CH_COMPLETED))?)) {
+                return Ok((status, false));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Words for a channel that `settle` could not see go idle.
+    fn still_busy(&self, dir: Direction) -> String {
+        format!(
+            "XDMA {dir} channel {} is still busy after run was cleared and its completed count stopped moving for \
+             {IDLE_WAIT:?} or more: its descriptor in flight may still write host memory; reset the card (e.g. reload \
+             its FPGA image) before trusting its buffers",
+            self.opts.channel
+        )
+    }
+
     /// Poll the writeback word until the submitted chain completes, fails or times out; then
     /// clear run.
     pub fn wait(&mut self, timeout: Duration) -> Result<()> {
@@ -317,10 +349,15 @@ impl XdmaEngine {
             }
             Outcome::Timeout(done) => {
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
-                let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
+                let (status, idle) = self.settle(dir)?;
+                let stopped = if idle {
+                    "cleared run and waited for the channel to go idle".to_string()
+                } else {
+                    format!("cleared run; {}", self.still_busy(dir))
+                };
                 Err(Error::Device(format!(
-                    "XDMA {dir} channel {ch}: {} ({done} of {n} descriptors completed); \
-                     cleared run to stop it; status {}. Is the engine clocked and out of reset, and does --card-addr point at card memory?",
+                    "XDMA {dir} channel {ch}: {} ({done} of {n} descriptors completed); {stopped}; status {}. \
+                     Is the engine clocked and out of reset, and does --card-addr point at card memory?",
                     no_progress(timeout),
                     decode_status(dir, status)
                 )))
@@ -472,8 +509,11 @@ impl Engine for XdmaEngine {
         let mut out = Vec::new();
         for dir in dirs {
             self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
-            let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
-            out.push(format!("{dir} channel {ch}: {}", decode_status(dir, status)));
+            // Wait for the descriptor in flight, as the error path does: the caller releases
+            // the buffers next.
+            let (status, idle) = self.settle(dir)?;
+            let busy = if idle { String::new() } else { format!(" ({})", self.still_busy(dir)) };
+            out.push(format!("{dir} channel {ch}: {}{busy}", decode_status(dir, status)));
         }
         Ok(out.join("; "))
     }

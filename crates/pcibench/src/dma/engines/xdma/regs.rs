@@ -63,10 +63,13 @@ pub(crate) const IE_DESC_STOPPED: u32 = 1 << 1;
 pub(crate) const IE_DESC_COMPLETED: u32 = 1 << 2;
 pub(crate) const IE_ALIGN_MISMATCH: u32 = 1 << 3;
 pub(crate) const IE_MAGIC_STOPPED: u32 = 1 << 4;
-/// PG195 ie_invalid_length: libxdma.h has no macro for it and the vendor never sets it.
+/// PG195 ie_invalid_length: neither libxdma.h nor Linux's xdma-regs.h has a macro for it, and
+/// neither driver sets it.
 pub(crate) const IE_INVALID_LENGTH: u32 = 1 << 5;
 pub(crate) const IE_READ_ERROR: u32 = 0x1f << 9;
-/// PG195 ie_write_error: libxdma.h has no macro for it and the vendor never sets it.
+/// PG195 ie_write_error: libxdma.h has no macro for it and libxdma never sets it; AMD's in-kernel
+/// driver does (xdma-regs.h `CHAN_CTRL_IE_WRITE_ERROR` in `CHAN_CTRL_START`, on every channel),
+/// though PG195 marks C2H control bits 18:14 reserved.
 pub(crate) const IE_WRITE_ERROR: u32 = 0x1f << 14;
 pub(crate) const IE_DESC_ERROR: u32 = 0x1f << 19;
 pub(crate) const POLL_WB: u32 = 1 << 26;
@@ -89,6 +92,9 @@ pub(crate) const IE_MASK_POLL: u32 = IE_VENDOR_ERRORS;
 // Channel status bits (libxdma.h XDMA_STAT_*).
 pub(crate) const ST_BUSY: u32 = 1 << 0;
 /// Every error a status register logs: align, magic, invalid length, read, write, descriptor.
+/// libxdma.h's masks (`XDMA_STAT_COMMON_ERR_MASK`, `_DESC_ERR_MASK`, `_H2C_ERR_MASK`,
+/// `_C2H_ERR_MASK`) give 0x00F8FE38; bits 16-18 (H2C write errors, PG195) are in Linux
+/// xdma-regs.h `XDMA_CHAN_ERROR_MASK` (`CHAN_CTRL_IE_WRITE_ERROR`, 18:14).
 pub(crate) const ST_ERRORS: u32 = 0x00ff_fe38;
 
 // Poll-mode writeback word: [31] error, [23:0] completed descriptors since run was set.

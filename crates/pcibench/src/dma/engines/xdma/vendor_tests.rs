@@ -124,3 +124,35 @@ fn xdma_is_looked_for_only_on_xilinx_devices() {
     info.vendor_id = 0x1234;
     assert!(xdma::XdmaDriver.detect(&info, &*card).unwrap().is_none(), "another vendor's registers are not read");
 }
+
+#[test]
+fn c3_a_timeout_and_stop_wait_for_the_descriptor_in_flight_and_say_when_it_never_ends() {
+    let (dev, _bar) = dev();
+    let m = dev.xdma_model();
+    let alloc = SimAllocator::new(dev.host_map().clone());
+    let mut eng = engine(&dev, &alloc, XdmaOptions::default());
+    let buf = alloc.alloc(4096).unwrap();
+    eng.prepare(&*buf, &transfer(Direction::C2h, 4096, 0)).unwrap();
+    m.set_stalled(Direction::C2h, 0, true).unwrap();
+    // Once run is cleared, the channel reads busy for five more status reads.
+    m.set_linger(Direction::C2h, 0, 5).unwrap();
+    let e = eng.run(std::time::Duration::from_millis(30)).unwrap_err().to_string();
+    assert!(e.contains("cleared run and waited for the channel to go idle"), "{e}");
+    assert!(!m.busy(Direction::C2h, 0).unwrap(), "the timeout returned with a descriptor in flight");
+    eng.submit().unwrap();
+    m.set_linger(Direction::C2h, 0, 5).unwrap();
+    let stop = eng.stop().unwrap();
+    assert!(!m.busy(Direction::C2h, 0).unwrap(), "stop returned with a descriptor in flight: {stop}");
+    assert!(stop.starts_with("c2h channel 0: 0x") && !stop.contains("still busy"), "{stop}");
+    // A channel that never goes idle is reported, not taken for stopped.
+    eng.submit().unwrap();
+    m.set_linger(Direction::C2h, 0, u32::MAX).unwrap();
+    let stop = eng.stop().unwrap();
+    assert!(
+        stop.contains("still busy after run was cleared") && stop.contains("may still write host memory"),
+        "{stop}"
+    );
+    m.set_linger(Direction::C2h, 0, 0).unwrap();
+    m.set_stalled(Direction::C2h, 0, false).unwrap();
+    eng.run(LONG).unwrap();
+}
