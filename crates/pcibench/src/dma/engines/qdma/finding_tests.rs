@@ -35,3 +35,27 @@ fn c1_an_eqdma_mm_error_is_cleared_leaf_first_so_the_next_run_is_clean() {
         assert_eq!(r(&*bar, R_GLBL_ERR_STAT), 0);
     }
 }
+
+#[test]
+fn c4_a_queue_another_function_runs_is_refused_and_never_cleared() {
+    let card = Card::new(QdmaModelConfig { misc_cap: EQDMA, ..Default::default() });
+    let bar = card.bar();
+    // Function 1 runs queue 1 (H2C): its software context is enabled, for function 1. This
+    // function's FMAP is unprogrammed (base 0), so its queue 1 is the same hardware queue.
+    let live = super::SwCtx { func: 1, enabled: true, is_mm: true, ring_base: 0x1000, ..Default::default() };
+    ctx_write(&*bar, sw_sel(H2c), 1, &live.words());
+    let before = card.model.contexts(H2c, 1).unwrap();
+    let alloc = card.alloc();
+    let e = engine(&card, &alloc, QdmaOptions { queues: 2, ..Default::default() }).err().expect("refused");
+    let e = e.to_string();
+    assert!(e.contains("queue 1 (h2c) is already in use") && e.contains("enabled for function 1"), "{e}");
+    assert_eq!(card.model.contexts(H2c, 1).unwrap(), before, "the live queue's contexts are untouched");
+    assert_eq!(card.model.fmap(), (0, 0), "nothing was written");
+    // One queue (queue 0) does not touch it: that runs.
+    let mut eng = engine(&card, &alloc, QdmaOptions::default()).unwrap();
+    let buf = alloc.alloc(4096).unwrap();
+    eng.prepare(&*buf, &Transfer { dir: H2c, buf_offset: 0, card_addr: 0, len: 4096 }).unwrap();
+    eng.run(LONG).unwrap();
+    drop(eng);
+    assert_eq!(card.model.contexts(H2c, 1).unwrap(), before);
+}
