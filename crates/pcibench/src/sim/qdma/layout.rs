@@ -219,6 +219,19 @@ impl Ip {
         }
     }
 
+    /// Performance setting registers the model keeps (outside the 0x000-0x2fc words it keeps
+    /// anyway) and does not act on: those the vendor's `eqdma_set_perf_opt` and
+    /// `eqdma_cpm5_set_perf_opt` write for MM queues, at their header offsets (CFG_BLK_MISC_CTL;
+    /// EQDMA's GLBL2_RRQ_{BRG,PCIE,AXIMM}_THROT; CPM5's H2C_REQ_THROT_{PCIE,AXIMM} and
+    /// H2C_MM_DATA_THROTTLE).
+    pub fn perf_regs(self) -> &'static [u32] {
+        match self {
+            Ip::Eqdma => &[0x4c, 0x158, 0x15c, 0x160],
+            Ip::Cpm5 => &[0x4c, 0xe24, 0xe2c, 0x12ec],
+            Ip::Soft3 | Ip::Cpm4 => &[],
+        }
+    }
+
     /// Whether the MM errors' leaf status is MM_STATUS (`eqdma_err_info[]` and
     /// `eqdma_cpm5_err_info[]`); CPM4's `qdma_cpm4_err_info[]` has no MM leaf, soft 3.x no MM log.
     pub fn mm_leaf_in_status(self) -> bool {

@@ -70,6 +70,9 @@ impl QdmaModel {
         if let Some(f) = self.cpm4_fmap_index(off) {
             return s.direct_fmap[f].load(Ordering::Acquire);
         }
+        if let Some(v) = s.perf_regs.lock().unwrap_or_else(|e| e.into_inner()).get(&off) {
+            return *v;
+        }
         match off {
             R_ID => 0x1fd3_0000,
             R_BARLITE_EXT => 0x04 << (6 * (s.cfg.func_id as u32 % 4)),
@@ -124,6 +127,10 @@ impl QdmaModel {
                 // QDMA_CPM4_TRQ_SEL_FMAP_*: qbase [10:0], qmax [22:11].
                 *s.fmap.lock().unwrap_or_else(|e| e.into_inner()) = (value & 0x7ff, (value >> 11) & 0xfff);
             }
+            return Ok(());
+        }
+        if let Some(v) = s.perf_regs.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&off) {
+            *v = value;
             return Ok(());
         }
         let db = s.ip.doorbells();

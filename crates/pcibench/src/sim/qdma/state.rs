@@ -307,6 +307,8 @@ pub(crate) struct Shared {
     pub other_ctx: Mutex<HashMap<(u32, u32), [u32; 8]>>,
     /// This function's FMAP: first queue and queue count.
     pub fmap: Mutex<(u32, u32)>,
+    /// The performance setting registers of `Ip::perf_regs`, by offset (0 at reset).
+    pub perf_regs: Mutex<HashMap<u32, u32>>,
     /// CPM4's direct FMAP registers, one per function.
     pub direct_fmap: Vec<AtomicU32>,
     /// What the driver did that the real IP would not accept, in words.
@@ -353,6 +355,7 @@ impl Shared {
             ctxt_stuck: AtomicBool::new(false),
             other_ctx: Mutex::new(other),
             fmap: Mutex::new(fmap),
+            perf_regs: Mutex::new(ip.perf_regs().iter().map(|r| (*r, 0)).collect()),
             direct_fmap,
             violations: Mutex::new(Vec::new()),
             writes: CacheLine(AtomicU64::new(0)),

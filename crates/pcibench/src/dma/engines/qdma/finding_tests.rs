@@ -59,3 +59,44 @@ fn c4_a_queue_another_function_runs_is_refused_and_never_cleared() {
     drop(eng);
     assert_eq!(card.model.contexts(H2c, 1).unwrap(), before);
 }
+
+/// EQDMA 5.0 of Vivado 2022.1: device type 0, release 2, IP type 2.
+const EQDMA5: u32 = 0x0220_0000;
+
+#[test]
+fn w1_eqdma5_and_cpm5_get_the_vendors_performance_settings_and_info_shows_them() {
+    for (misc_cap, regs) in [
+        (EQDMA5, [(0x250, 0x0050_2015), (0x4c, 0x0001_0009), (0x15c, 0x0604_5000), (0x160, 0), (0x158, 0x8604_5000)]),
+        (CPM5, [(0x250, 0x15), (0x4c, 0x0001_001f), (0xe24, 0x8604_e000), (0xe2c, 0x0601_0000), (0x12ec, 0x0001_e000)]),
+    ] {
+        let card = Card::new(QdmaModelConfig { misc_cap, ..Default::default() });
+        let bar = card.bar();
+        // What some other init left: one setting the vendor's, the rest not.
+        w(&*bar, 0x4c, 0x1234);
+        let info = super::probe_info(&*bar).unwrap();
+        let found: Vec<(u64, u32, u32)> = info.perf.iter().map(|p| (p.offset, p.found, p.vendor)).collect();
+        let want: Vec<(u64, u32, u32)> =
+            regs.iter().map(|(at, v)| (*at, if *at == 0x4c { 0x1234 } else { 0 }, *v)).collect();
+        assert_eq!(found, want, "{misc_cap:#x}");
+        let text = info.to_string();
+        assert!(text.contains("CFG_BLK_MISC_CTL (0x4c) 0x00001234, vendor"), "{text}");
+        assert!(text.contains("MM monitor counters: h2c, c2h"), "{text}");
+        let alloc = card.alloc();
+        let mut eng = engine(&card, &alloc, QdmaOptions::default()).unwrap();
+        eng.start().unwrap();
+        for (at, v) in regs {
+            assert_eq!(r(&*bar, at), v, "{misc_cap:#x}: register {at:#x} while pcibench drives the queues");
+        }
+        drop(eng);
+        assert_eq!(r(&*bar, 0x4c), 0x1234, "put back as found");
+        assert_eq!(r(&*bar, regs[2].0), 0);
+    }
+    // EQDMA 4.0 (the vendor writes nothing there: "Need to add the QDMA4.0 settings").
+    let card = Card::new(QdmaModelConfig { misc_cap: EQDMA, ..Default::default() });
+    let info = super::probe_info(&*card.bar()).unwrap();
+    assert!(info.perf.is_empty() && info.to_string().contains("performance settings: none"), "{info}");
+    let alloc = card.alloc();
+    let mut eng = engine(&card, &alloc, QdmaOptions::default()).unwrap();
+    eng.start().unwrap();
+    assert_eq!((r(&*card.bar(), 0x250), r(&*card.bar(), 0x4c)), (0, 0));
+}

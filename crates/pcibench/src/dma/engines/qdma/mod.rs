@@ -26,6 +26,7 @@ mod finding_tests;
 pub(super) mod ip;
 #[cfg(test)]
 mod model_tests;
+pub(super) mod perf;
 pub mod probe;
 pub(super) mod regs;
 pub(super) mod ring;
@@ -106,6 +107,8 @@ struct Saved {
     mm_err_enable: [Option<u32>; 2],
     mm_control: [Option<u32>; 2],
     ring_table: Option<Vec<u32>>,
+    /// Performance settings as found (offset, value), before the vendor's were written.
+    perf: Vec<(u64, u32)>,
 }
 
 /// Descriptors for each ring, and where a run has got to in them.
@@ -279,6 +282,8 @@ impl QdmaEngine {
             self.notes
                 .push("the global ring-size table held other sizes: loaded the vendor driver's default table".into());
         }
+        // The vendor's performance settings (EQDMA 5.0, CPM5), written at its every init.
+        self.saved.perf = perf::program(bar, ip, self.info.misc_cap)?;
         let masks = [rd(bar, R_GLBL_ERR_MASK)?, rd(bar, R_DSC_ERR_MSK)?, rd(bar, R_TRQ_ERR_MSK)?];
         self.saved.masks = Some(masks);
         // Log what the vendor's `*_hw_error_enable` logs, so a failure can be named: every
@@ -597,6 +602,9 @@ impl Drop for QdmaEngine {
             for (i, v) in table.iter().enumerate() {
                 let _ = wr(bar, R_RNG_SZ + 4 * i as u64, *v);
             }
+        }
+        for (at, v) in &self.saved.perf {
+            let _ = wr(bar, *at, *v);
         }
     }
 }

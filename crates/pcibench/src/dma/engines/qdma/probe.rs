@@ -5,6 +5,7 @@
 
 use super::errors::ErrorRegs;
 use super::ip::IpKind;
+use super::perf::{self, PerfReg};
 use super::regs::*;
 use crate::access::{BarRegion, DeviceAccess};
 use crate::dma::Direction;
@@ -54,6 +55,9 @@ pub struct QdmaInfo {
     pub mm_running: [bool; 2],
     /// Error bits already set, in words.
     pub pending_errors: Option<String>,
+    /// The performance settings the vendor writes at init for this IP (EQDMA 5.0, CPM5; none
+    /// elsewhere), as found beside the vendor's values.
+    pub perf: Vec<PerfReg>,
 }
 
 impl QdmaInfo {
@@ -113,7 +117,33 @@ impl fmt::Display for QdmaInfo {
             writeln!(f, "  ring sizes (descriptors): {}", list.join(", "))?;
         }
         let run = |on: bool| if on { "running" } else { "stopped" };
-        write!(f, "  MM engines: h2c {}, c2h {}", run(self.mm_running[0]), run(self.mm_running[1]))?;
+        writeln!(f, "  MM engines: h2c {}, c2h {}", run(self.mm_running[0]), run(self.mm_running[1]))?;
+        let counters: Vec<&str> =
+            [(self.mm_h2c, "h2c"), (self.mm_c2h, "c2h")].iter().filter_map(|(on, d)| on.then_some(*d)).collect();
+        writeln!(
+            f,
+            "  MM monitor counters: {} (cycles and data beats at +0xC0 of each MM engine, as every variant's header \
+             defines them)",
+            if counters.is_empty() { "none (no MM engine)".into() } else { counters.join(", ") }
+        )?;
+        if self.perf.is_empty() {
+            write!(f, "  performance settings: none (the vendor writes none for this IP; EQDMA 5.0 and CPM5 only)")?;
+        } else {
+            let regs: Vec<String> = self
+                .perf
+                .iter()
+                .map(|p| {
+                    let same = if p.found == p.vendor { " (the vendor's)" } else { "" };
+                    format!("{} ({:#x}) {:#010x}{same}, vendor {:#010x}", p.name, p.offset, p.found, p.vendor)
+                })
+                .collect();
+            write!(
+                f,
+                "  performance settings found (the vendor's init writes them; so does pcibench while it drives the \
+                 queues): {}",
+                regs.join("; ")
+            )?;
+        }
         if let Some(e) = &self.pending_errors {
             write!(f, "\n  pending errors: {e}")?;
         }
@@ -175,5 +205,6 @@ pub fn probe(bar: &dyn BarRegion) -> Result<QdmaInfo> {
         ring_entries,
         mm_running,
         pending_errors: errors.any().then(|| errors.describe()),
+        perf: perf::read(bar, ip, misc)?,
     })
 }

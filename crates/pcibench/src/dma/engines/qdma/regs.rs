@@ -49,6 +49,29 @@ pub(crate) const IP_EQDMA5: u32 = 2;
 pub(crate) const IP_VERSAL_HARD: u32 = 0;
 pub(crate) const IP_VERSAL_SOFT: u32 = 1;
 
+// Performance settings (`perf.rs`): registers the vendor writes at init on EQDMA 5.0
+// (`eqdma_set_perf_opt`) and CPM5 (`eqdma_cpm5_set_perf_opt`), and the values it writes, built
+// from the header fields as its FIELD_SETs build them (CPM5 without 10-bit tags, the vendor's
+// default build).
+pub(crate) const R_CFG_BLK_MISC_CTL: u64 = 0x4c;
+pub(crate) const EQ_R_RRQ_BRG_THROT: u64 = 0x158;
+pub(crate) const EQ_R_RRQ_PCIE_THROT: u64 = 0x15c;
+pub(crate) const EQ_R_RRQ_AXIMM_THROT: u64 = 0x160;
+pub(crate) const R_GLBL_DSC_CFG: u64 = 0x250;
+pub(crate) const C5_R_H2C_REQ_THROT_PCIE: u64 = 0xe24;
+pub(crate) const C5_R_H2C_REQ_THROT_AXIMM: u64 = 0xe2c;
+pub(crate) const C5_R_H2C_MM_DATA_THROTTLE: u64 = 0x12ec;
+pub(crate) const EQ5_GLBL_DSC_CFG: u32 = 0x0050_2015;
+pub(crate) const EQ5_CFG_BLK_MISC_CTL: u32 = 0x0001_0009;
+pub(crate) const EQ5_RRQ_PCIE_THROT: u32 = 0x0604_5000;
+pub(crate) const EQ5_RRQ_AXIMM_THROT: u32 = 0;
+pub(crate) const EQ5_RRQ_BRG_THROT: u32 = 0x8604_5000;
+pub(crate) const C5_GLBL_DSC_CFG: u32 = 0x0000_0015;
+pub(crate) const C5_CFG_BLK_MISC_CTL: u32 = 0x0001_001f;
+pub(crate) const C5_H2C_REQ_THROT_PCIE: u32 = 0x8604_e000;
+pub(crate) const C5_H2C_REQ_THROT_AXIMM: u32 = 0x0601_0000;
+pub(crate) const C5_H2C_MM_DATA_THROTTLE: u32 = 0x0001_e000;
+
 // The global ring-size table (QDMA_TRQ_SEL_GLBL 0x200).
 pub(crate) const R_RNG_SZ: u64 = 0x204;
 pub(crate) const RNG_SZ_COUNT: usize = 16;
