@@ -127,7 +127,7 @@ impl fmt::Display for QdmaInfo {
             if counters.is_empty() { "none (no MM engine)".into() } else { counters.join(", ") }
         )?;
         if self.perf.is_empty() {
-            write!(f, "  performance settings: none (the vendor writes none for this IP; EQDMA 5.0 and CPM5 only)")?;
+            write!(f, "  performance settings: none (the vendor's init writes none for this IP)")?;
         } else {
             let regs: Vec<String> = self
                 .perf
