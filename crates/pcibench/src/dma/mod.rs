@@ -181,6 +181,11 @@ pub trait Engine: Send {
     fn run(&mut self, timeout: Duration) -> Result<()>;
     /// Stop the engine now (timeout, Ctrl-C); returns its decoded status.
     fn stop(&mut self) -> Result<String>;
+    /// What the engine noticed since the last call that fails nothing but the user should know
+    /// (an error bit it does not watch, a corrected ECC event), in words; taken once.
+    fn take_notes(&mut self) -> Vec<String> {
+        Vec::new()
+    }
     /// Queues (or channels) the engine was opened with: `Work::queue` is below this.
     fn queues(&self) -> u16 {
         1

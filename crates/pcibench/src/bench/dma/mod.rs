@@ -235,6 +235,7 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
             let ctx = Ctx { engine: &mut *engine, bufs: &mut bufs, plan, link: s.device.bounding_link(), queued };
             let (rows, stopped) = measure(ctx, c, parts, pattern, sampling, &mut report.warnings)?;
             report.results.extend(rows);
+            report.warnings.extend(engine.take_notes().into_iter().map(|n| format!("{}: {n}", engine.name())));
             if stopped {
                 report.interrupted = true;
                 break;

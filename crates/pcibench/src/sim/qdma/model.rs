@@ -310,6 +310,16 @@ impl QdmaModel {
         self.shared.card.write(addr, data)
     }
 
+    /// Test hook: the IP logs errors now that stop no queue (a RAM ECC event, a descriptor
+    /// error a queue survives): descriptor engine bits `dsc` where enabled (with the global DSC
+    /// bit), then GLBL_ERR_STAT bits `glbl` where enabled.
+    pub fn raise_errors(&self, glbl: u32, dsc: u32) {
+        if dsc != 0 {
+            self.shared.dsc_error(Direction::H2c, 0, 0, dsc);
+        }
+        self.shared.global_error(glbl);
+    }
+
     /// Test hook: a stalled engine accepts doorbells but moves nothing (a hung queue).
     pub fn set_stalled(&self, dir: Direction, stalled: bool) {
         self.shared.mm(dir).stalled.store(stalled, Ordering::Release);

@@ -109,6 +109,16 @@ const TRQ_EQ: Words = &[
     (EQ_TRQ_QSPC_TIMEOUT, "queue (doorbell) access timeout"),
 ];
 
+/// GLBL_ERR_STAT bits in words, in `layout`'s names.
+pub fn glbl_words(layout: ErrLayout, v: u32) -> String {
+    let table = match layout {
+        ErrLayout::Soft3 => GLBL_S3,
+        ErrLayout::Cpm4 => GLBL_C4,
+        ErrLayout::Eqdma => GLBL_EQ,
+    };
+    bits(v, table)
+}
+
 /// Words for the set bits of `v` from a (mask, words) table; unnamed bits by number.
 fn bits(v: u32, table: Words) -> String {
     let mut out: Vec<String> = table.iter().filter(|(m, _)| v & m != 0).map(|(_, n)| n.to_string()).collect();

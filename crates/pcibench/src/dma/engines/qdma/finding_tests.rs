@@ -100,3 +100,51 @@ fn w1_eqdma5_and_cpm5_get_the_vendors_performance_settings_and_info_shows_them()
     eng.start().unwrap();
     assert_eq!((r(&*card.bar(), 0x250), r(&*card.bar(), 0x4c)), (0, 0));
 }
+
+#[test]
+fn w2_only_the_leaves_pcibench_enabled_fail_a_run_and_the_others_are_notes() {
+    let card = Card::new(QdmaModelConfig { misc_cap: EQDMA, ..Default::default() });
+    let bar = card.bar();
+    // The vendor's driver ran before and enabled every leaf, the RAM single-bit ECC one too.
+    w(&*bar, R_GLBL_ERR_MASK, 0x3_ffff);
+    let alloc = card.alloc();
+    let mut eng = engine(&card, &alloc, QdmaOptions::default()).unwrap();
+    let buf = alloc.alloc(4096).unwrap();
+    eng.prepare(&*buf, &Transfer { dir: H2c, buf_offset: 0, card_addr: 0, len: 4096 }).unwrap();
+    eng.run(LONG).unwrap();
+    // A corrected RAM ECC event: GLBL_ERR_STAT bit 0, which pcibench never enables.
+    card.model.raise_errors(GLBL_RAM_SBE, 0);
+    eng.run(LONG).unwrap();
+    eng.run(LONG).unwrap();
+    let notes = eng.take_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("GLBL_ERR_STAT 0x1 (RAM single-bit ECC error)") && notes[0].contains("fails no run"));
+    assert_eq!(r(&*bar, R_GLBL_ERR_STAT) & GLBL_RAM_SBE, GLBL_RAM_SBE, "left as found, for its owner");
+    // A corrected descriptor RAM single-bit error, under the descriptor leaf pcibench watches.
+    card.model.raise_errors(0, DSC_SBE);
+    eng.run(LONG).unwrap();
+    let notes = eng.take_notes();
+    assert!(notes.len() == 1 && notes[0].contains("descriptor RAM single-bit error, corrected"), "{notes:?}");
+    assert_eq!((r(&*bar, R_DSC_ERR_STS), r(&*bar, R_GLBL_ERR_STAT) & GLBL_DSC), (0, 0), "cleared, leaf first");
+    // An uncorrected descriptor error does fail the run.
+    card.model.raise_errors(0, DSC_DBE);
+    let e = eng.run(LONG).unwrap_err().to_string();
+    assert!(e.contains("descriptor RAM double-bit error"), "{e}");
+}
+
+#[test]
+fn w3_a_run_shorter_than_the_error_poll_is_checked_at_completion() {
+    let card = Card::new(QdmaModelConfig { misc_cap: EQDMA, ..Default::default() });
+    let alloc = card.alloc();
+    let mut eng = engine(&card, &alloc, QdmaOptions::default()).unwrap();
+    let buf = alloc.alloc(64).unwrap();
+    eng.prepare(&*buf, &Transfer { dir: H2c, buf_offset: 0, card_addr: 0, len: 64 }).unwrap();
+    eng.run(LONG).unwrap();
+    // A descriptor error the queue survives, logged during the next (64-byte) run: whether the
+    // run takes more or less than the 1 ms poll, it fails naming the error.
+    card.model.raise_errors(0, DSC_DBE);
+    let e = eng.run(LONG).unwrap_err().to_string();
+    assert!(e.contains("GLBL_DSC_ERR_STS") && e.contains("descriptor RAM double-bit error"), "{e}");
+    // Reported and cleared: the next run is clean.
+    eng.run(LONG).unwrap();
+}

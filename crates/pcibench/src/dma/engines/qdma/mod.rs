@@ -11,7 +11,8 @@
 //! status writeback), read it back and compare. A run posts each queue's descriptors into its
 //! ring, rings the queue's PF doorbell every `doorbell_batch` descriptors (after a store fence,
 //! the vendor's wmb before a PIDX update), and polls the status writeback for the consumer
-//! index; the global error status is read every millisecond. Any error, timeout, stop request or
+//! index; the global error status is read every millisecond (and at the end of a shorter run; only the
+//! leaves the driver enabled fail a run, others are notes). Any error, timeout, stop request or
 //! drop stops every queue: first waiting (bounded) for what is in flight, as the vendor's
 //! `qdma_queue_stop` does, then invalidating and clearing the contexts; drop also puts back the
 //! FMAP, engine run bits, error enables and ring-size table as they were found.
@@ -134,6 +135,11 @@ pub struct QdmaEngine {
     saved: Saved,
     prepared: Option<Prepared>,
     notes: Vec<String>,
+    /// Errors seen that fail no run (bits pcibench did not enable, corrected ECC), for
+    /// `take_notes`; each distinct one once.
+    unwatched: Vec<String>,
+    /// The GLBL_ERR_STAT bits outside the watched ones last noted.
+    unwatched_glbl: u32,
     /// Where descriptors and status writebacks are reported (`--trace`), taken from the BAR.
     trace: Option<Tracer>,
     /// Owns the ring memory; declared after `rings` so it is dropped after them.
@@ -243,6 +249,8 @@ impl QdmaEngine {
             saved: Saved::default(),
             prepared: None,
             notes: Vec::new(),
+            unwatched: Vec::new(),
+            unwatched_glbl: 0,
             trace,
             _ring_mem: ring_mem,
         })
@@ -543,6 +551,10 @@ impl Engine for QdmaEngine {
             pending.push_str(&format!("; {}", self.undrained(left)));
         }
         Ok(format!("{} queues 0-{} stopped and cleared{pending}", dirs.join(" and "), n - 1))
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.unwatched)
     }
 
     /// Takes the device first if no run has: the counters count from here.
