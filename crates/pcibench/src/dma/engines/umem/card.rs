@@ -20,9 +20,10 @@ impl UmemEngine {
     /// default write command, Memory Write and Invalidate. A PCI master may issue MWI only with
     /// that bit set (PCI Local Bus 3.0 §6.2.2) and PCI Express hardwires it to 0, so the bit is
     /// read back and the card told Memory Write (0x7, umem.c's other choice) when it did not
-    /// stick. Interrupt Disable is set too: umem.c's descriptor bits ask for interrupts its
-    /// handler serves and pcibench installs none. Returns the PCI commands for status/control
-    /// bits 31:24 (reads: umem.c's Read Multiple).
+    /// stick. Interrupt Disable is set too, as a second guard: pcibench installs no handler, and
+    /// its descriptors carry no interrupt enable (`desc::control`), since the bit masks INTx
+    /// only on a PCI 2.3 function. Returns the PCI commands for status/control bits 31:24
+    /// (reads: umem.c's Read Multiple).
     pub(super) fn setup_config(&self) -> Result<u32> {
         self.config.write(CFG_LATENCY_TIMER, &[LATENCY_TIMER])?;
         let cmd = self.config16(CFG_COMMAND)?;

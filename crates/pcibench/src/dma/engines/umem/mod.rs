@@ -7,12 +7,14 @@
 //! sets the card up: `open` checks the CSR block's magic byte and memory size, stops any run
 //! left behind, clears latched errors the vendor's way (`card.rs`), gives the card umem.c's
 //! latency timer and its PCI commands (Memory Write and Invalidate only where PCI_COMMAND's MWI
-//! Enable holds), disables its interrupts (pcibench polls) and turns error correction on.
+//! Enable holds), sets Interrupt Disable (pcibench polls) and turns error correction on.
 //! `prepare` writes the transfer's descriptors once, as chains of at most 128 (umem.c's
-//! longest; pieces of up to 1 MiB, a semaphore per MiB); each `run` starts each chain in turn
+//! longest; pieces of up to 1 MiB, a semaphore per MiB), with none of umem.c's interrupt
+//! enables (fpga_sio's choice: nothing services them); each `run` starts each chain in turn
 //! (GO | CHAIN_EN) and polls its last semaphore for DMA_COMPLETE, reading the status register
 //! every millisecond for errors; a semaphore that carries a hard error is an I/O error, as in
-//! umem.c. Every exit path (error, timeout, `stop`, drop) clears GO.
+//! umem.c. After the last chain it waits for GO to clear and clears the completion bits.
+//! Every exit path (error, timeout, `stop`, drop) clears GO.
 
 mod card;
 pub mod desc;
