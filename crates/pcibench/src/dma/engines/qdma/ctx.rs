@@ -159,6 +159,29 @@ impl ContextAccess<'_> {
         }
         Ok(w)
     }
+
+    /// Refuse hardware queue `qid` in `dir` when its software context is enabled: a driver (of this
+    /// function or another whose FMAP overlaps) may be running it, and starting a queue clears its
+    /// contexts. Linux's qdma driver refuses the same (`qdma_check_queue_status`: "queue %d already
+    /// in use", -EBUSY) before it clears anything; libqdma never meets it, as its resource manager
+    /// gives each function its own range. Reads only.
+    pub fn refuse_in_use(&self, func: u32, qid: u32, dir: Direction) -> Result<()> {
+        let sw = SwCtx::from_words(&self.read(Sel::Sw(dir), qid)?);
+        if !sw.enabled {
+            return Ok(());
+        }
+        let whose = if u32::from(sw.func) == func {
+            format!("this function ({func}), by a driver or program before this one")
+        } else {
+            format!("function {}", sw.func)
+        };
+        Err(Error::Device(format!(
+            "QDMA hardware queue {qid} ({dir}) is already in use: its software context is enabled for {whose}; pcibench \
+             clears no queue another driver may be running. Stop what drives it (unload qdma-pf, close the program), or if \
+             a program died holding it, reset the function (its sysfs reset file, or reload the FPGA image); or use fewer \
+             --queues"
+        )))
+    }
 }
 
 /// The function map entry of one function: its queues are `qbase .. qbase + qmax`.

@@ -156,29 +156,6 @@ fn doorbell(bar: &dyn BarRegion, queue: u16, dir: Direction, pidx: u32) -> Resul
     wr(bar, R_PF_DOORBELLS + queue as u64 * DB_STEP + reg, pidx & DB_PIDX)
 }
 
-/// Refuse hardware queue `qid` in `dir` when its software context is enabled: a driver (of this
-/// function or another whose FMAP overlaps) may be running it, and starting a queue clears its
-/// contexts. Linux's qdma driver refuses the same (`qdma_check_queue_status`: "queue %d already
-/// in use", -EBUSY) before it clears anything; libqdma never meets it, as its resource manager
-/// gives each function its own range. Reads only.
-fn in_use(ctx: &ContextAccess<'_>, func: u32, qid: u32, dir: Direction) -> Result<()> {
-    let sw = SwCtx::from_words(&ctx.read(Sel::Sw(dir), qid)?);
-    if !sw.enabled {
-        return Ok(());
-    }
-    let whose = if u32::from(sw.func) == func {
-        format!("this function ({func}), by a driver or program before this one")
-    } else {
-        format!("function {}", sw.func)
-    };
-    Err(Error::Device(format!(
-        "QDMA hardware queue {qid} ({dir}) is already in use: its software context is enabled for {whose}; pcibench \
-         clears no queue another driver may be running. Stop what drives it (unload qdma-pf, close the program), or if \
-         a program died holding it, reset the function (its sysfs reset file, or reload the FPGA image); or use fewer \
-         --queues"
-    )))
-}
-
 /// The table index for `want` descriptors per ring, or a one-line refusal naming the sizes.
 fn ring_index(entries: &[u32], want: Option<u32>) -> Result<u8> {
     let want = want.unwrap_or(DEFAULT_RING_SIZE);
@@ -232,7 +209,7 @@ impl QdmaEngine {
         let dirs: Vec<Direction> = [Direction::H2c, Direction::C2h].into_iter().filter(|d| info.has(*d)).collect();
         let wanted: Vec<(u16, Direction)> = (0..opts.queues).flat_map(|q| dirs.iter().map(move |d| (q, *d))).collect();
         for (q, dir) in &wanted {
-            in_use(&ctx, info.func as u32, qbase + *q as u32, *dir)?;
+            ctx.refuse_in_use(info.func as u32, qbase + *q as u32, *dir)?;
         }
         let (ring_mem, rings) = ring::allocate(alloc, &wanted, slots)?;
         let trace = bar.tracer().cloned();
