@@ -1,6 +1,8 @@
 //! The `pcibench` command: argument parsing and dispatch only; all logic lives in the library.
 
 mod cmd;
+#[cfg(test)]
+mod docs_parse;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use pcibench::host::Host;

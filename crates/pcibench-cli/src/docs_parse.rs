@@ -1,0 +1,48 @@
+//! The docs' ```sh blocks (commands that need real hardware, root or the lab, so no test runs
+//! them) are parsed with the CLI definition itself: a renamed or removed flag in one fails here.
+//! Their ```console blocks run in tests/docs.rs; the block reader is shared with it.
+
+#[path = "../tests/docs_blocks/mod.rs"]
+mod docs_blocks;
+
+use super::Cli;
+use clap::error::ErrorKind;
+use clap::Parser;
+use docs_blocks::{blocks, markdown_files, repo, sh_lines, sh_pcibench};
+
+/// Placeholders the guides write for the user's own card, and what stands in for them here.
+const PLACEHOLDERS: &[(&str, &str)] = &[("ADDR", "0000:03:00.0"), ("DEVICE", "0000:03:00.0")];
+
+#[test]
+fn every_pcibench_line_in_the_docs_sh_blocks_parses() {
+    let root = repo();
+    let (mut checked, mut failures) = (0, Vec::new());
+    for file in markdown_files(&root) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let rel = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        for b in blocks(&file, &text).iter().filter(|b| matches!(b.lang.as_str(), "sh" | "bash" | "shell")) {
+            for (line, cmd) in sh_lines(b) {
+                let words = match sh_pcibench(&cmd) {
+                    Ok(Some(w)) => w,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        failures.push(format!("{rel}:{line}: {e}"));
+                        continue;
+                    }
+                };
+                checked += 1;
+                let words = words.into_iter().map(|w| {
+                    PLACEHOLDERS.iter().find(|(p, _)| *p == w).map_or(w, |(_, v)| v.to_string())
+                });
+                if let Err(e) = Cli::try_parse_from(words) {
+                    if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                        failures.push(format!("{rel}:{line}: `{cmd}`: {}", e.to_string().lines().next().unwrap_or("")));
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("docs: {checked} pcibench lines in sh blocks parsed");
+    assert!(failures.is_empty(), "{} docs command line(s) do not parse:\n{}", failures.len(), failures.join("\n"));
+    assert!(checked >= 10, "only {checked} pcibench lines found in the docs' sh blocks");
+}
