@@ -13,6 +13,18 @@ use docs_blocks::{blocks, markdown_files, repo, sh_lines, sh_pcibench};
 /// Placeholders the guides write for the user's own card, and what stands in for them here.
 const PLACEHOLDERS: &[(&str, &str)] = &[("ADDR", "0000:03:00.0"), ("DEVICE", "0000:03:00.0")];
 
+/// A file to write that this host has no place for (`--state /var/lib/pcibench/...` where there is
+/// no such directory): the parsers check where an output goes before anything runs, which says
+/// nothing of the docs' syntax on the user's host.
+fn names_a_place(e: &clap::Error) -> bool {
+    use clap::error::ContextKind;
+    e.kind() == ErrorKind::ValueValidation
+        && e.get(ContextKind::InvalidArg).is_some_and(|a| {
+            let a = a.to_string();
+            a.contains("<FILE") || a.contains("<OUT")
+        })
+}
+
 #[test]
 fn every_pcibench_line_in_the_docs_sh_blocks_parses() {
     let root = repo();
@@ -35,7 +47,7 @@ fn every_pcibench_line_in_the_docs_sh_blocks_parses() {
                     PLACEHOLDERS.iter().find(|(p, _)| *p == w).map_or(w, |(_, v)| v.to_string())
                 });
                 if let Err(e) = Cli::try_parse_from(words) {
-                    if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                    if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) && !names_a_place(&e) {
                         failures.push(format!("{rel}:{line}: `{cmd}`: {}", e.to_string().lines().next().unwrap_or("")));
                     }
                 }

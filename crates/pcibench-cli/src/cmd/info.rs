@@ -19,7 +19,7 @@ pub struct InfoArgs {
     /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, sim-qdma, ...).
     #[arg(value_parser = parse_target)]
     device: Target,
-    /// One JSON document on stdout (field names in README "JSON output").
+    /// One JSON document on stdout (field names in docs/json.md).
     #[arg(long)]
     json: bool,
     /// The registers the engine probes read (--trace FILE).

@@ -1,5 +1,5 @@
 //! `DeviceInfo`: everything `pcibench info` reports about one device, from sysfs or the sim card.
-//! Field names are part of the JSON contract (README "JSON output").
+//! Field names are part of the JSON contract (docs/json.md).
 
 use super::config::{Capability, CMD_BUS_MASTER, CMD_IO, CMD_MEMORY};
 use super::link::Link;
