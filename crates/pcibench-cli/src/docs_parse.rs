@@ -43,9 +43,9 @@ fn every_pcibench_line_in_the_docs_sh_blocks_parses() {
                     }
                 };
                 checked += 1;
-                let words = words.into_iter().map(|w| {
-                    PLACEHOLDERS.iter().find(|(p, _)| *p == w).map_or(w, |(_, v)| v.to_string())
-                });
+                let words = words
+                    .into_iter()
+                    .map(|w| PLACEHOLDERS.iter().find(|(p, _)| *p == w).map_or(w, |(_, v)| v.to_string()));
                 if let Err(e) = Cli::try_parse_from(words) {
                     if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) && !names_a_place(&e) {
                         failures.push(format!("{rel}:{line}: `{cmd}`: {}", e.to_string().lines().next().unwrap_or("")));

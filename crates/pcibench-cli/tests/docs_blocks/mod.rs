@@ -96,7 +96,8 @@ pub fn steps(b: &Block) -> Result<Vec<Step>, String> {
             return Err(format!("{}:{}: a console block starts with `$ COMMAND`", b.file.display(), b.line + i));
         };
         if let (Some(s), true) = (l.strip_prefix("? "), step.expected.is_empty()) {
-            step.status = s.trim().parse().map_err(|_| format!("{}:{}: `? N` wants a number", b.file.display(), b.line + i))?;
+            step.status =
+                s.trim().parse().map_err(|_| format!("{}:{}: `? N` wants a number", b.file.display(), b.line + i))?;
             continue;
         }
         step.expected.push(l.clone());
@@ -162,7 +163,8 @@ pub fn words_and_rest(line: &str) -> Result<(Vec<String>, bool), String> {
 pub fn sh_pcibench(line: &str) -> Result<Option<Vec<String>>, String> {
     let line = line.strip_prefix("$ ").unwrap_or(line);
     let w = words(line)?;
-    let start = w.iter().position(|x| x != "sudo" && !(x.contains('=') && !x.starts_with('-')));
+    let assignment = |x: &str| x.contains('=') && !x.starts_with('-');
+    let start = w.iter().position(|x| x != "sudo" && !assignment(x));
     Ok(start.filter(|&s| w[s] == "pcibench").map(|s| w[s..].to_vec()))
 }
 
