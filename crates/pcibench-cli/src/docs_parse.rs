@@ -58,3 +58,47 @@ fn every_pcibench_line_in_the_docs_sh_blocks_parses() {
     assert!(failures.is_empty(), "{} docs command line(s) do not parse:\n{}", failures.len(), failures.join("\n"));
     assert!(checked >= 10, "only {checked} pcibench lines found in the docs' sh blocks");
 }
+
+/// Every `--flag` the docs name inside an inline `pcibench COMMAND ...` span (the command table,
+/// prose) is one that COMMAND has: the man pages come from the same definitions, so a flag renamed
+/// in the code and not in the docs fails here.
+#[test]
+fn every_flag_the_docs_name_for_a_command_exists() {
+    let root = repo();
+    let cli = <Cli as clap::CommandFactory>::command();
+    let (mut checked, mut failures) = (0, Vec::new());
+    for file in markdown_files(&root) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let rel = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        // Inline code spans: the odd pieces between single backticks, fences aside.
+        let prose: String = text.split("```").step_by(2).collect::<Vec<_>>().join("\n");
+        for span in prose.split('`').skip(1).step_by(2) {
+            let mut words = span.split_whitespace();
+            if words.next() != Some("pcibench") {
+                continue;
+            }
+            let Some(sub) = words.next().and_then(|w| cli.find_subcommand(w)) else { continue };
+            for w in words {
+                for flag in w.split(['[', ']', '|', '(', ')']).filter(|f| f.starts_with("--")) {
+                    let name = flag.trim_start_matches("--").split(['=', '.']).next().unwrap_or("");
+                    if name.is_empty() || name == "help" {
+                        continue;
+                    }
+                    checked += 1;
+                    let known = sub.get_arguments().chain(cli.get_arguments()).any(|a| a.get_long() == Some(name));
+                    if !known {
+                        failures.push(format!("{rel}: `{span}`: pcibench {} has no --{name}", sub.get_name()));
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("docs: {checked} flags named for a command checked");
+    assert!(
+        failures.is_empty(),
+        "{} flag(s) in the docs that the command lacks:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(checked >= 50, "only {checked} flags found in the docs");
+}
