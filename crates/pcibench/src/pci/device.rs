@@ -182,6 +182,8 @@ pub struct DeviceInfo {
     pub parent: Option<String>,
     pub command: Option<Command>,
     pub bars: Vec<Bar>,
+    /// The expansion ROM, where the device has one (`pci::rom`: lspci's rules).
+    pub expansion_rom: Option<super::rom::ExpansionRom>,
     pub link: Option<LinkStatus>,
     pub model: Option<ModelSummary>,
     pub aer: Option<AerCounters>,
