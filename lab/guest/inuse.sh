@@ -21,7 +21,8 @@ inuse_modules() {
 }
 
 # lspci ARGS...: Debian's lspci with the libraries it loads, from the tools disk.
-lspci() { "$TOOLS/lib/ld-linux-x86-64.so.2" --library-path "$TOOLS/lib" "$TOOLS/lspci" "$@"; }
+# With the host's pci.ids (the tools disk's), so names are the host's lspci's.
+lspci() { "$TOOLS/lib/ld-linux-x86-64.so.2" --library-path "$TOOLS/lib" "$TOOLS/lspci" -i "$TOOLS/pci.ids" "$@"; }
 
 # func_of SYSFS_PATH: the PCI function (DDDD:BB:DD.F) nearest above a sysfs path.
 func_of() {

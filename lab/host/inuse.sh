@@ -5,7 +5,8 @@
 #                   ext4 with /hello.txt
 #   rp2 (Gen3 x4):  virtio-blk, serial "data", ext4 with /hello.txt
 #   rp3 (Gen1 x1):  virtio-blk, serial "swap", blank (the guest makes it swap)
-#   rp4 (QEMU's default Gen4 x32): virtio-net on an isolated hub (no backend: nothing leaves QEMU)
+#   rp4 (QEMU's default Gen4 x32): virtio-net on an isolated hub (no backend: nothing leaves QEMU), with a
+#                   64 KiB option ROM BAR (a 48 KiB file of our own: Debian's QEMU has no efi-virtio.rom in its path)
 #   rp5 (Gen3 x8):  empty
 #   root bus:       a plain NVMe controller, serial "tools": ext4 with the virtio modules, lspci and the guest
 #                   helpers (lab/guest/inuse.sh), so nothing else of the lab changes for this machine;
@@ -63,6 +64,14 @@ inuse_images() {
 	for m in "${INUSE_MODULES[@]}"; do cp "$ko/$m.ko" "$tools/modules/"; done
 	printf '%s\n' "${INUSE_MODULES[@]}" >"$tools/modules/order"
 	cp /usr/bin/lspci "$tools/"
+	# The pci.ids pcibench is built with (the pci-ids crate's, at Cargo.lock's version; the host's where the
+	# crate's source is not here), so the guest's lspci and pcibench name from the same list: info_lspci
+	# compares their words, not two releases of pci.ids (Debian 12's names 1af4:1100 "QEMU Virtual Machine"
+	# where the crate's newer list says "QEMU").
+	local v ids
+	v=$(awk '/^name = "pci-ids"$/ { getline; gsub(/[^0-9.]/, ""); print }' "$REPO/Cargo.lock")
+	ids=$(compgen -G "${CARGO_HOME:-$HOME/.cargo}/registry/src/*/pci-ids-$v/pciids/pci.ids" | head -n 1 || true)
+	cp "${ids:-/usr/share/misc/pci.ids}" "$tools/pci.ids"
 	for lib in $(ldd /usr/bin/lspci | awk '/=>/ { print $3 } /ld-linux/ { print $1 }'); do cp -L "$lib" "$tools/lib/"; done
 	cp "$LAB/guest/inuse.sh" "$tools/inuse.sh"
 	run_logged "$RUN/mke2fs-tools.log" mke2fs -q -F -t ext4 -L tools -d "$tools" "$dir/tools.img" 48M
@@ -74,6 +83,9 @@ inuse_images() {
 	run_logged "$RUN/mke2fs-nvme.log" mke2fs -q -F -t ext4 -L nvme -d "$dir/data.d" "$dir/nvme.img" 16M
 	rm -rf "$dir/data.d"
 	truncate -s 16M "$dir/swap.img"
+	# virtio-net's option ROM: 48 KiB of 0xff (no 0x55AA signature, so the firmware never runs it); QEMU
+	# rounds the ROM BAR up to 64 KiB (info_lspci compares it with lspci's "Expansion ROM" line).
+	head -c 49152 /dev/zero | tr '\0' '\377' >"$dir/option.rom"
 	for m in "${INUSE_RAW_DISKS[@]}"; do
 		printf '%s %s\n' "$INUSE_RAW" "$m" >"$dir/$m.img"
 		truncate -s 1M "$dir/$m.img"
@@ -120,7 +132,7 @@ inuse_machine() {
 		-drive "file=$shm.swap,if=none,id=vswap,format=raw"
 		-device virtio-blk-pci,drive=vswap,serial=swap,bus=rp3
 		-netdev hubport,id=n0,hubid=0
-		-device virtio-net-pci,netdev=n0,bus=rp4,romfile=
+		-device "virtio-net-pci,netdev=n0,bus=rp4,romfile=$img/option.rom"
 		-drive "file=$shm.raw1,if=none,id=vraw1,format=raw"
 		-device virtio-blk-pci,drive=vraw1,serial=raw1,bus=pcie.0,addr=0x5
 		-drive "file=$shm.raw2,if=none,id=vraw2,format=raw"

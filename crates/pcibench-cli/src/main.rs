@@ -1,6 +1,8 @@
 //! The `pcibench` command: argument parsing and dispatch only; all logic lives in the library.
 
 mod cmd;
+#[cfg(test)]
+mod docs_parse;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use pcibench::host::Host;
@@ -14,22 +16,7 @@ use std::process::ExitCode;
     name = "pcibench",
     version,
     about = "Find a PCIe card, reach its BARs and DMA engine, and measure PIO and DMA with verified data",
-    after_help = "Devices: DDDD:BB:DD.F or BB:DD.F as lspci prints them, or a simulated card (sim, sim-qdma, ...).
-Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between; 64,4K a list. MB = 10^6 bytes.
-
-Exit status: 0 everything asked for was measured and verified; 1 an error (the message says what to do);
-2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing
-to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; another
-signal, or the same one a second later, exits at once); 141 the reader of stdout went away. doctor: 0 ready,
-1 a warning, 2 a failure. compare: 5 a row got slower beyond the noise of the two runs. health: 0 healthy,
-1 warnings, 2 failures, 3 could not check (bad usage or an error).
-
-Examples:
-  pcibench run                      the suite on the simulated card
-  pcibench list                     every device, like lspci
-  pcibench doctor 15:00.0           why a device can't be reached, and the fix
-  pcibench pio sim --save a.json    keep a run (with its context) for plot and compare
-  pcibench health                   every PCIe link, its AER errors and what changed"
+    after_help = after_help()
 )]
 struct Cli {
     /// Use this directory in place of / for /sys, /proc, /dev and /boot (fixtures, tests; also
@@ -56,7 +43,10 @@ enum Command {
     Peek(cmd::peek::PeekArgs),
     /// Write one register of a BAR (needs --allow-write except on sim).
     Poke(cmd::peek::PokeArgs),
-    /// DMA throughput of a card's engine both ways, verified (edu, xdma, qdma, umem; the simulated cards).
+    #[command(about = format!(
+        "DMA throughput of a card's engine both ways, verified ({}; the simulated cards)",
+        pcibench::dma::engines::names()
+    ))]
     Dma(cmd::dma::DmaArgs),
     /// Why a device can't be reached, each check with its evidence and the exact fix.
     Doctor(cmd::doctor::DoctorArgs),
@@ -66,7 +56,10 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Single-access latency: MMIO reads per width, DMA by polling and by MSI, reads under DMA load.
     Latency(cmd::latency::LatencyArgs),
-    /// CPU access to DMA buffers (heap, hugepages, u-dma-buf, /dev/udmabuf, a device's): mmap and file, sync and O_SYNC, verified.
+    #[command(about = format!(
+        "CPU access to DMA buffers ({}): mmap and file, sync and O_SYNC, verified",
+        pcibench::text::or_list(pcibench::dma::cpu::KINDS)
+    ))]
     Buffers(cmd::buffers::BuffersArgs),
     /// Draw saved runs (--save) as one SVG: bandwidth by size with the link model's ceiling, latency CDFs.
     Plot(cmd::plot::PlotArgs),
@@ -82,6 +75,29 @@ enum Command {
     /// Write a man page per command into DIR: a packaging step.
     #[command(hide = true)]
     Man(cmd::dist::ManArgs),
+}
+
+/// The top-level help's closing text; the simulated cards named from their registry.
+fn after_help() -> String {
+    format!(
+        "Devices: DDDD:BB:DD.F or BB:DD.F as lspci prints them, or a simulated card ({}).
+Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between; 64,4K a list. MB = 10^6 bytes.
+
+Exit status: 0 everything asked for was measured and verified; 1 an error (the message says what to do);
+2 bad usage; 3 data did not verify; 4 nothing could be measured (every configuration skipped, or nothing
+to measure); 130 interrupted (SIGINT/SIGTERM/SIGHUP: the rows measured so far are printed; another
+signal, or the same one a second later, exits at once); 141 the reader of stdout went away. doctor: 0 ready,
+1 a warning, 2 a failure. compare: 5 a row got slower beyond the noise of the two runs. health: 0 healthy,
+1 warnings, 2 failures, 3 could not check (bad usage or an error).
+
+Examples:
+  pcibench run                      the suite on the simulated card
+  pcibench list                     every device, like lspci
+  pcibench doctor 15:00.0           why a device can't be reached, and the fix
+  pcibench pio sim --save a.json    keep a run (with its context) for plot and compare
+  pcibench health                   every PCIe link, its AER errors and what changed",
+        pcibench::sim::SimId::names()
+    )
 }
 
 fn main() -> ExitCode {

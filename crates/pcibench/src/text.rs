@@ -52,6 +52,16 @@ pub fn one_line(s: &str) -> String {
     s.split(' ').map(|w| clip(w, MAX_WORD)).collect::<Vec<_>>().join(" ")
 }
 
+/// Choices as a sentence names them: "a, b or c" (a help text's or a refusal's list of what an
+/// option takes, from the registry the code uses).
+pub fn or_list(items: &[&str]) -> String {
+    match items.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
 /// Rewrite JSON text in place so that no string in it decodes to a control character. A `\uXXXX`
 /// escape of one becomes the escape of its Unicode control picture (`\u001b` → `\u241b`, shown
 /// as ␛; a C1 control becomes U+FFFD), a short escape (`\n`, `\t`, `\r`, `\b`, `\f`) two

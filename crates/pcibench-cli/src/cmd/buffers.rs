@@ -15,8 +15,9 @@ use std::process::ExitCode;
   pcibench buffers --buffer udmabuf --size 4M --width 64 --width memcpy
   pcibench buffers --device 0000:03:00.0 --size 2M   the DMA buffers pcibench would give that device (VFIO-mapped or physical)")]
 pub struct BuffersArgs {
-    /// Buffer kind: heap, hugepage, udmabuf (Linux's /dev/udmabuf), u-dma-buf:NAME, or device (repeatable; default: every kind this host has).
-    #[arg(long = "buffer", value_name = "KIND", value_parser = |s: &str| s.parse::<Kind>().map_err(|e| e.to_string()))]
+    #[arg(long = "buffer", value_name = "KIND", value_parser = |s: &str| s.parse::<Kind>().map_err(|e| e.to_string()),
+        help = format!("Buffer kind: {} (udmabuf: Linux's /dev/udmabuf; device: the one --device names; repeatable; default: every kind this host has)",
+            pcibench::text::or_list(pcibench::dma::cpu::KINDS)))]
     kinds: Vec<Kind>,
     /// Also measure the DMA buffers of this device (DDDD:BB:DD.F, or a simulated card such as sim).
     #[arg(long, value_parser = parse_target)]
@@ -27,8 +28,8 @@ pub struct BuffersArgs {
     /// Bytes to move per configuration (default: 16 accesses of --size, enough samples to show the spread).
     #[arg(long)]
     total: Option<String>,
-    /// Copy routine for mmap access: 8 16 32 64 128 256 512 nt128 nt256 nt512 memcpy (repeatable; default memcpy).
-    #[arg(long = "width", value_name = "WIDTH", default_value = "memcpy")]
+    #[arg(long = "width", value_name = "WIDTH", default_value = "memcpy",
+        help = format!("Copy routine for mmap access: {} (repeatable; default memcpy)", super::help::widths(&pcibench::mmio::Width::ALL)))]
     widths: Vec<String>,
     #[command(flatten)]
     common: MeasureArgs,

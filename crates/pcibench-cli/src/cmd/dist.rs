@@ -1,5 +1,5 @@
-//! What packagers generate from the clap definitions at build time (dist/build-deb, README
-//! "Packaging"): shell completions and one man page per command. Hidden commands: they are
+//! What packagers generate from the clap definitions at build time (dist/build-deb, docs/packaging.md):
+//! shell completions and one man page per command. Hidden commands: they are
 //! build steps, not something a user of the tool types.
 
 use clap::{Args, ValueEnum};

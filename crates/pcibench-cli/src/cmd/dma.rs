@@ -67,18 +67,14 @@ pub enum DmaVia {
   pcibench dma 03:00.0 --engine xdma --allow-dma --format seed
   pcibench dma 00:01.0 --engine edu --dma-bits 32 --total 16K --allow-dma    QEMU's edu device")]
 pub struct DmaArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, sim-qdma, ...).
-    #[arg(value_parser = parse_target)]
+    #[arg(value_parser = parse_target, help = super::help::device())]
     pub device: Target,
-    /// DMA engine driver (edu, xdma, or sim for a simulated card's own); default: the one found on the device.
-    #[arg(long, value_parser = parse_engine)]
+    #[arg(long, value_parser = parse_engine, help = super::help::engine())]
     pub engine: Option<String>,
     /// VFIO with an IOMMU (IOVA) or without one (physical addresses); default: what the device's group is.
     #[arg(long, value_enum)]
     pub via: Option<DmaVia>,
-    /// Host buffer: heap, hugepage (default), u-dma-buf:NAME, or reserved:START,SIZE (memory
-    /// reserved with memmap=SIZE$START, mapped through /dev/mem; no-IOMMU only).
-    #[arg(long)]
+    #[arg(long, help = super::help::dma_buffer())]
     pub buffer: Option<String>,
     /// With --buffer reserved: take a range /proc/iomem lists as Reserved although no memmap= or
     /// reserve= on the kernel command line reserved it (firmware may use it); the run says so.

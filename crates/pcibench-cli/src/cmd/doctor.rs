@@ -11,8 +11,7 @@ use std::process::ExitCode;
   pcibench doctor 15:00.0 --json
   pcibench doctor 2d:00.0 --size 1G  also check that no-IOMMU DMA buffers can hold 1 GiB transfers")]
 pub struct DoctorArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card.
-    #[arg(value_parser = parse_target)]
+    #[arg(value_parser = parse_target, help = super::help::device())]
     device: Target,
     /// One JSON document on stdout (fields: device, checks, recommended, worst).
     #[arg(long)]

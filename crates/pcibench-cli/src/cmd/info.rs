@@ -16,10 +16,9 @@ use std::process::ExitCode;
   pcibench info 15:00.0           BARs, link and its limits, the link partner, AER, DMA engines
   pcibench info 15:00.0 --json")]
 pub struct InfoArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, sim-qdma, ...).
-    #[arg(value_parser = parse_target)]
+    #[arg(value_parser = parse_target, help = super::help::device())]
     device: Target,
-    /// One JSON document on stdout (field names in README "JSON output").
+    /// One JSON document on stdout (field names in docs/json.md).
     #[arg(long)]
     json: bool,
     /// The registers the engine probes read (--trace FILE).

@@ -53,8 +53,7 @@ Examples:
   pcibench latency 00:01.0 --dma --irq --allow-dma --dma-bits 32    poll against MSI (VFIO)"
 )]
 pub struct LatencyArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, sim-qdma, ...).
-    #[arg(value_parser = parse_target)]
+    #[arg(value_parser = parse_target, help = super::help::device())]
     device: Target,
     /// BAR to read (default: the first memory BAR, registers included: reads only unless --allow-write).
     #[arg(long, value_name = "N")]
@@ -62,8 +61,10 @@ pub struct LatencyArgs {
     /// Offset of the access in the BAR.
     #[arg(long, default_value = "0")]
     offset: String,
-    /// Access width: 8 16 32 64, 512 (one 64-byte load, AVX-512F), or all (repeatable; default 32). A device may not decode every width: on aarch64 an access it rejects kills the process (SIGBUS).
-    #[arg(long = "width", value_name = "WIDTH")]
+    #[arg(long = "width", value_name = "WIDTH", help = format!(
+        "Access width: {}, or all (repeatable; default 32; 512 is one 64-byte load, AVX-512F). A device may not decode every width: on aarch64 an access it rejects kills the process (SIGBUS)",
+        super::help::widths(&pcibench::bench::latency::ALL_WIDTHS)
+    ))]
     widths: Vec<String>,
     /// Access path (default: sysfs when no driver is bound, vfio when bound to vfio-pci).
     #[arg(long, value_enum)]
@@ -92,8 +93,7 @@ pub struct LatencyArgs {
     /// CPU for the load thread (default: one other than the measuring thread's).
     #[arg(long, value_name = "N")]
     load_cpu: Option<u32>,
-    /// DMA engine (edu, xdma, qdma, or sim); default: the one found on the device.
-    #[arg(long, value_parser = parse_engine)]
+    #[arg(long, value_parser = parse_engine, help = super::help::engine())]
     engine: Option<String>,
     /// DMA transfer sizes: 64, a list 64,4K, or a range 64..4K (default 64,256,1K,4K, within what the engine takes).
     #[arg(long = "size", value_name = "BYTES")]
@@ -104,8 +104,7 @@ pub struct LatencyArgs {
     /// Samples per DMA row (default: the engine's default total over the size, at most 10000; edu: 4).
     #[arg(long)]
     dma_samples: Option<u64>,
-    /// Host buffer: heap, hugepage (default), or u-dma-buf:NAME.
-    #[arg(long)]
+    #[arg(long, help = super::help::dma_buffer())]
     buffer: Option<String>,
     /// Address bits the device can drive (default 64; edu: 28, QEMU's default dma_mask).
     #[arg(long)]

@@ -32,6 +32,39 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Parse a DEVICE argument (`DDDD:BB:DD.F`, `BB:DD.F`, or a simulated card such as `sim`).
+/// The lists `--help` shows come from the registries the code uses (a new engine, simulated card,
+/// buffer kind or copy routine appears in them by itself; tests/help_lists.rs holds them together).
+pub mod help {
+    use pcibench::mmio::Width;
+
+    /// A DEVICE argument: an address, or one of the simulated cards by name.
+    pub fn device() -> String {
+        format!("The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card ({})", pcibench::sim::SimId::names())
+    }
+
+    /// `--engine`: every registered engine, or a simulated card's own.
+    pub fn engine() -> String {
+        format!(
+            "DMA engine driver ({}, or sim for a simulated card's own); default: the one found on the device",
+            pcibench::dma::engines::names()
+        )
+    }
+
+    /// `--buffer` of the DMA commands.
+    pub fn dma_buffer() -> String {
+        format!(
+            "Host buffer: {} (default hugepage; reserved: memory reserved with memmap=SIZE$START, mapped through \
+             /dev/mem, no-IOMMU only)",
+            pcibench::text::or_list(pcibench::dma::BUFFER_SOURCES)
+        )
+    }
+
+    /// `--width` of copy routines, from the widths a command runs.
+    pub fn widths(widths: &[Width]) -> String {
+        Width::names(widths, " ")
+    }
+}
+
 pub fn parse_target(s: &str) -> Result<Target, String> {
     s.parse::<Target>().map_err(|e| e.to_string())
 }

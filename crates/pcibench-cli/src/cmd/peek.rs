@@ -23,8 +23,7 @@ fn parse_num(s: &str) -> Result<u64, String> {
   pcibench peek sim 4 0x2000             the simulated card's XDMA IRQ-block identifier
   pcibench peek 03:00.0 2 0x100 --width 64 --via vfio")]
 pub struct PeekArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, ...).
-    #[arg(value_parser = parse_target)]
+    #[arg(value_parser = parse_target, help = super::help::device())]
     device: Target,
     /// BAR index (0-5).
     bar: u8,
@@ -44,8 +43,7 @@ pub struct PeekArgs {
   pcibench poke 00:01.0 0 4 0x12345678 --allow-write     edu's liveness register (reads back inverted)
   pcibench poke sim 0 0x100 0xff --width 8")]
 pub struct PokeArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, ...).
-    #[arg(value_parser = parse_target)]
+    #[arg(value_parser = parse_target, help = super::help::device())]
     device: Target,
     /// BAR index (0-5).
     bar: u8,

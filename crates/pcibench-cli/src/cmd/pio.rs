@@ -66,8 +66,7 @@ impl ViaArg {
   pcibench pio 15:00.0 --bar 2 --map uc --dir c2h --size 8..1K --total 256K     read latency by size, reads only
   pcibench pio 15:00.0 --via vfio --io syscall --width 64 --allow-write          one pread/pwrite per access")]
 pub struct PioArgs {
-    /// The device: DDDD:BB:DD.F, BB:DD.F, or a simulated card (sim, sim-qdma, ...).
-    #[arg(value_parser = parse_target)]
+    #[arg(value_parser = parse_target, help = super::help::device())]
     device: Target,
     /// BAR index to measure (repeatable; default: every memory BAR that is not a DMA register block).
     #[arg(long = "bar", value_name = "N")]
@@ -81,8 +80,8 @@ pub struct PioArgs {
     /// Direction: h2c (the CPU writes, needs --allow-write on a real device), c2h (reads), or both.
     #[arg(long, value_enum, default_value = "both")]
     dir: DirArg,
-    /// Copy routine: 8 16 32 64 128 256 512 nt128 nt256 nt512 movdir64b movsb memcpy, or all (repeatable).
-    #[arg(long = "width", value_name = "WIDTH", default_value = "64")]
+    #[arg(long = "width", value_name = "WIDTH", default_value = "64",
+        help = format!("Copy routine: {}, or all (repeatable)", super::help::widths(&pcibench::mmio::Width::ALL)))]
     widths: Vec<String>,
     /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range such as 8..1M (default: the whole BAR).
     #[arg(long = "size", value_name = "BYTES")]

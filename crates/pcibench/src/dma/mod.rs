@@ -11,6 +11,10 @@ use crate::{Error, Result};
 use serde::Serialize;
 use std::time::Duration;
 
+/// What `--buffer` takes for DMA, as `--help` and the parse error list it: one word per
+/// `BufferSource` variant (`from_str` matches these; a test holds the two together).
+pub const BUFFER_SOURCES: &[&str] = &["heap", "hugepage", "u-dma-buf:NAME", "reserved:START,SIZE"];
+
 /// `--buffer`: where DMA buffers come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BufferSource {
@@ -50,8 +54,8 @@ impl std::str::FromStr for BufferSource {
             _ => match s.strip_prefix("u-dma-buf:") {
                 Some(name) if !name.is_empty() && !name.contains('/') => Ok(BufferSource::UDmaBuf(name.to_string())),
                 _ => Err(Error::usage(format!(
-                    "invalid buffer '{s}': use heap, hugepage, u-dma-buf:NAME (e.g. u-dma-buf:udmabuf0) or \
-                     reserved:START,SIZE (e.g. reserved:0x10000000,64M)"
+                    "invalid buffer '{s}': use {} (e.g. u-dma-buf:udmabuf0, reserved:0x10000000,64M)",
+                    crate::text::or_list(BUFFER_SOURCES)
                 ))),
             },
         }
@@ -237,4 +241,21 @@ pub trait DmaAllocator: Send + Sync {
     fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>>;
     /// Address bits the device can drive (`--dma-bits`); addresses above are refused up front.
     fn dma_bits(&self) -> u32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The list `--help` and the refusal show is what the parser takes: each entry (its
+    /// placeholders filled in) parses, each to another kind of buffer, and the refusal names all.
+    #[test]
+    fn every_listed_buffer_source_parses_and_each_is_another_kind() {
+        let filled = |s: &str| s.replace("NAME", "udmabuf0").replace("START,SIZE", "0x10000000,64M");
+        let parsed: Vec<BufferSource> = BUFFER_SOURCES.iter().map(|s| filled(s).parse().unwrap()).collect();
+        let kinds: std::collections::HashSet<_> = parsed.iter().map(std::mem::discriminant).collect();
+        assert_eq!(kinds.len(), BUFFER_SOURCES.len());
+        let e = "pinned".parse::<BufferSource>().unwrap_err().to_string();
+        assert!(BUFFER_SOURCES.iter().all(|s| e.contains(s)), "{e}");
+    }
 }

@@ -27,6 +27,13 @@ fn sizes_and_total(r: &DmaRequest, engine: &dyn Engine, card_offset: u64) -> (Ve
         DefaultSize::Quick => {
             let total = r.total.unwrap_or_else(|| engine.default_total(window));
             let mut size = if engine.max_batch() > 1 { window.min(QUICK_BATCHED) } else { window };
+            // A power of two, the size a reader compares with other cards and runs, where the
+            // window is the design's (--card-size: the sim card's XDMA window is 0x128000, 1184
+            // KiB, so its row is 1 MiB). Not where the device fixes it: edu moves at most 4095
+            // bytes a transfer, the size its row shows.
+            if size > 0 && engine.card_size_settable() {
+                size = 1 << size.ilog2();
+            }
             if total < size {
                 // A total below one transfer measures transfers of the total, in whole pages.
                 size = (total & !0xfff).max(total.min(4096));

@@ -122,9 +122,12 @@ pub enum Width {
     Memcpy,
 }
 
-const NAMES: &str = "8, 16, 32, 64, 128, 256, 512, nt128, nt256, nt512, movdir64b, movsb, memcpy";
-
 impl Width {
+    /// The names of `widths` as `--width` takes them, joined by `sep` (for `--help` and errors).
+    pub fn names(widths: &[Width], sep: &str) -> String {
+        widths.iter().map(|w| w.name()).collect::<Vec<_>>().join(sep)
+    }
+
     /// Every routine, narrow to wide, then the special ones (the order `--width all` runs them).
     pub const ALL: [Width; 13] = [
         Width::B8,
@@ -224,7 +227,7 @@ impl FromStr for Width {
         Width::ALL
             .into_iter()
             .find(|w| w.name().eq_ignore_ascii_case(t))
-            .ok_or_else(|| Error::usage(format!("unknown width '{s}': use one of {NAMES}")))
+            .ok_or_else(|| Error::usage(format!("unknown width '{s}': use one of {}", Width::names(&Width::ALL, ", "))))
     }
 }
 

@@ -1,5 +1,5 @@
 //! `DeviceInfo`: everything `pcibench info` reports about one device, from sysfs or the sim card.
-//! Field names are part of the JSON contract (README "JSON output").
+//! Field names are part of the JSON contract (docs/json.md).
 
 use super::config::{Capability, CMD_BUS_MASTER, CMD_IO, CMD_MEMORY};
 use super::link::Link;
@@ -182,6 +182,8 @@ pub struct DeviceInfo {
     pub parent: Option<String>,
     pub command: Option<Command>,
     pub bars: Vec<Bar>,
+    /// The expansion ROM, where the device has one (`pci::rom`: lspci's rules).
+    pub expansion_rom: Option<super::rom::ExpansionRom>,
     pub link: Option<LinkStatus>,
     pub model: Option<ModelSummary>,
     pub aer: Option<AerCounters>,

@@ -89,6 +89,15 @@ impl DeviceBuilder {
         self.file("resource", text)
     }
 
+    /// An expansion ROM: line 6 of the `resource` file (call after `bars`), as the kernel keeps it.
+    pub fn rom(&self, start: u64, size: u64, flags: u64) -> &Self {
+        let text = fs::read_to_string(self.dir.join("resource")).unwrap_or_default();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines.resize(13, format!("0x{0:016x} 0x{0:016x} 0x{0:016x}", 0));
+        lines[6] = format!("0x{start:016x} 0x{:016x} 0x{flags:016x}", start + size - 1);
+        self.file("resource", lines.join("\n") + "\n")
+    }
+
     pub fn config(&self, bytes: &[u8]) -> &Self {
         self.file("config", bytes)
     }
@@ -158,8 +167,14 @@ pub fn endpoint_config(
     c
 }
 
+/// `config` with its ROM Base Address register (0x30, a type 0 header) set to `reg`.
+fn with_rom(mut config: Vec<u8>, reg: u32) -> Vec<u8> {
+    config[0x30..0x34].copy_from_slice(&reg.to_le_bytes());
+    config
+}
+
 /// The devices the tests and README examples use, modelled on the seeds:
-/// - 0000:15:00.0 10ee:7024, three 64-bit prefetchable BARs (1 MiB, 128 KiB, 64 KiB), Gen2 x4 (seed 000)
+/// - 0000:15:00.0 10ee:7024, three 64-bit prefetchable BARs (1 MiB, 128 KiB, 64 KiB), a 64 KiB expansion ROM (disabled), Gen2 x4 (seed 000)
 /// - 0000:16:00.0 the same card with 32-bit non-prefetchable BARs 0/1/2 (seed 000 §2)
 /// - 0000:2d:00.0 1332:5425 Micro Memory NVRAM, 1 GiB BAR, bound to vfio-pci, IOMMU group 85 (seed 001)
 /// - 0000:22:00.0 10ee:9031 behind bridges 0000:20:00.0 (seed 002's Thunderbolt enclosure), Gen3 x1 of x8
@@ -175,7 +190,9 @@ pub fn seed_tree(root: impl Into<PathBuf>) -> Fixture {
             (2, 0x387f_8010_0000, 128 << 10, PREF64),
             (4, 0x387f_8012_0000, 64 << 10, PREF64),
         ])
-        .config(&endpoint_config(0x10ee, 0x7024, 0x0002, 2, 4, 256, 512, 4096))
+        // A 64 KiB option ROM, assigned and not enabled (config 0x30), as a card's usually is.
+        .rom(0x9600_0000, 64 << 10, 0x46200)
+        .config(&with_rom(endpoint_config(0x10ee, 0x7024, 0x0002, 2, 4, 256, 512, 4096), 0x9600_0000))
         .link("5.0 GT/s PCIe", 4, "5.0 GT/s PCIe", 4)
         .file("aer_dev_correctable", "RxErr 0\nBadTLP 2\nBadDLLP 0\nTOTAL_ERR_COR 2\n")
         .file("aer_dev_nonfatal", "Undefined 0\nTOTAL_ERR_NONFATAL 0\n")

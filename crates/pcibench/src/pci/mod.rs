@@ -11,6 +11,7 @@ pub mod link;
 pub mod names;
 pub mod partner;
 pub mod resource;
+pub mod rom;
 pub mod sysfs;
 
 pub use address::PciAddress;

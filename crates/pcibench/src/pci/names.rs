@@ -18,6 +18,20 @@ pub fn subsystem(vid: u16, did: u16, svid: u16, sdid: u16) -> Option<&'static st
         .map(|s| s.name())
 }
 
+/// The subsystem in lspci -v's words (pciutils lib/names.c): the subsystem vendor's name, then
+/// the subsystem's own name from pci.ids, or the device's name where the subsystem ids are the
+/// device's; "Red Hat, Inc. Device 1100" where pci.ids knows the vendor only, "Device 0002:0001"
+/// where it knows no vendor.
+pub fn subsystem_phrase(vid: u16, did: u16, svid: u16, sdid: u16) -> String {
+    let name =
+        subsystem(vid, did, svid, sdid).or_else(|| (svid == vid && sdid == did).then(|| device(vid, did)).flatten());
+    match (vendor(svid), name) {
+        (Some(v), Some(d)) => format!("{v} {d}"),
+        (Some(v), None) => format!("{v} Device {sdid:04x}"),
+        (None, _) => format!("Device {svid:04x}:{sdid:04x}"),
+    }
+}
+
 /// The class name lspci would print for a 24-bit class code: the subclass name when known,
 /// else the class name, else `Class XXXX`.
 pub fn class(code: u32) -> String {

@@ -121,6 +121,8 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
         config_size_warning(host, addr, &cfg_bytes, cfg.pcie.is_some(), &mut w);
     }
     let bars = if full { read_bars(&dir, &mut w) } else { Vec::new() };
+    let expansion_rom =
+        if full { read_trim(&dir.join("resource")).and_then(|r| super::rom::read(&r, &cfg_bytes)) } else { None };
     let link = if detail != Detail::Summary { read_link(&dir, ids.class_code, cfg.pcie.as_ref()) } else { None };
     let parent = fs::canonicalize(&dir).ok().and_then(|p| {
         let up = p.parent()?.file_name()?.to_str()?;
@@ -137,7 +139,7 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
         device_name: names::device(vid, did).map(str::to_string),
         subsystem_vendor_id: svid,
         subsystem_device_id: sdid,
-        subsystem_name: names::subsystem(vid, did, svid, sdid).map(str::to_string),
+        subsystem_name: Some(names::subsystem_phrase(vid, did, svid, sdid)),
         class_code: ids.class_code,
         class_name: names::class(ids.class_code),
         revision: revision.unwrap_or(0),
@@ -147,6 +149,7 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
         parent,
         command: cfg.command.map(Command::from_raw),
         bars,
+        expansion_rom,
         link,
         model: None,
         aer: if full { read_aer(&dir, &mut w) } else { None },

@@ -52,8 +52,12 @@ pub fn info_text(d: &DeviceInfo) -> String {
             "  SIMULATED CARD: its BARs are host memory; its figures are host-memory figures, not PCIe figures"
         );
     }
-    let sub = d.subsystem_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
-    let _ = writeln!(s, "  Subsystem:     {:04x}:{:04x}{sub}", d.subsystem_vendor_id, d.subsystem_device_id);
+    // lspci -v's words ("Red Hat, Inc. Device 1100"), then the ids as lspci -nn adds them.
+    let ids = format!("{:04x}:{:04x}", d.subsystem_vendor_id, d.subsystem_device_id);
+    let _ = match d.subsystem_name.as_deref() {
+        Some(n) => writeln!(s, "  Subsystem:     {n} [{ids}]"),
+        None => writeln!(s, "  Subsystem:     {ids}"),
+    };
     let _ = writeln!(s, "  Class:         {:06x} {}", d.class_code, d.class_name);
     let _ = writeln!(s, "  Revision:      {:02x}", d.revision);
     let _ = writeln!(s, "  Driver:        {}", d.driver.as_deref().unwrap_or("none"));
@@ -130,6 +134,9 @@ fn bars_text(d: &DeviceInfo, s: &mut String) {
             b.size,
             b.describe()
         );
+    }
+    if let Some(rom) = &d.expansion_rom {
+        let _ = writeln!(s, "  {}", rom.rom_line());
     }
 }
 

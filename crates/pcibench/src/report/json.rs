@@ -1,4 +1,4 @@
-//! `--format json` / `--json`: one JSON document (field names in README "JSON output").
+//! `--format json` / `--json`: one JSON document (field names in docs/json.md).
 
 use super::Exporter;
 use crate::bench::result::Report;

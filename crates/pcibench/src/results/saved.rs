@@ -2,7 +2,7 @@
 //! judge it later: where and when it ran (the reports' `Context`: pcibench version, command line,
 //! time, host, kernel, CPU model, the CPU and NUMA nodes), the device's ids and link (speed,
 //! width, MPS, MRRS), the access path and IOMMU mode, and what changed in the link's health
-//! during the run. The format is versioned (`format`, `version`; README "Saved runs"); a reader
+//! during the run. The format is versioned (`format`, `version`; docs/results.md "Saved runs"); a reader
 //! refuses in one line a truncated file, JSON that is not a saved run (naming which pcibench
 //! output it is, when it is one) and a version newer than it knows.
 

@@ -180,6 +180,7 @@ pub fn card_info(s: &CardShape) -> DeviceInfo {
         parent: None,
         command: Some(Command::from_raw(CMD_MEMORY)),
         bars,
+        expansion_rom: None,
         link: Some({
             let mut l = LinkStatus::new(
                 (speed.clone(), Some(s.link.0), Some(s.link.1)),

@@ -1,5 +1,5 @@
 //! The clock's own cost. Samples shorter than ~100x the timer's overhead are batched so the
-//! overhead stays under 1% of what is measured (README, "Measurement rules, and how to read a row").
+//! overhead stays under 1% of what is measured (docs/measurement.md).
 
 use super::clock::Clock;
 

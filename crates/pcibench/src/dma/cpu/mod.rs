@@ -115,6 +115,10 @@ pub trait CpuBuffer {
     fn open(&self, sync: Sync) -> Result<Box<dyn CpuView + '_>>;
 }
 
+/// What `pcibench buffers --buffer` takes, as `--help` and the parse error list it: one word per
+/// `Kind` variant (`from_str` matches these; a test holds the two together).
+pub const KINDS: &[&str] = &["heap", "hugepage", "udmabuf", "u-dma-buf:NAME", "device"];
+
 /// `--buffer`: which kinds to measure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
@@ -156,7 +160,8 @@ impl std::str::FromStr for Kind {
                 Some(n) if !n.is_empty() && !n.contains('/') && !n.starts_with('.') => Kind::UDmaBuf(n.to_string()),
                 _ => {
                     return Err(Error::usage(format!(
-                        "invalid buffer '{s}': use heap, hugepage, udmabuf (Linux's /dev/udmabuf), u-dma-buf:NAME, or device (with --device)"
+                        "invalid buffer '{s}': use {} (udmabuf: Linux's /dev/udmabuf; device: with --device)",
+                        crate::text::or_list(KINDS)
                     )))
                 }
             },
@@ -220,6 +225,16 @@ mod tests {
             let e = bad.parse::<Kind>().unwrap_err().to_string();
             assert!(e.contains("u-dma-buf:NAME") && !e.contains('\n'), "{e}");
         }
+    }
+
+    /// The list `--help` and the refusal show is what the parser takes, one entry per kind.
+    #[test]
+    fn every_listed_kind_parses_and_each_is_another_kind() {
+        let parsed: Vec<Kind> = KINDS.iter().map(|s| s.replace("NAME", "udmabuf0").parse().unwrap()).collect();
+        let kinds: std::collections::HashSet<_> = parsed.iter().map(std::mem::discriminant).collect();
+        assert_eq!(kinds.len(), KINDS.len());
+        let e = "pinned".parse::<Kind>().unwrap_err().to_string();
+        assert!(KINDS.iter().all(|k| e.contains(k)), "{e}");
     }
 
     #[test]
