@@ -63,7 +63,10 @@ impl HostMap {
     }
 
     fn insert(self: &Arc<Self>, ptr: *mut u8, len: usize, backing: Backing) -> Registration {
-        let start = ptr as u64;
+        self.insert_at(ptr as u64, ptr, len, backing)
+    }
+
+    fn insert_at(self: &Arc<Self>, start: u64, ptr: *mut u8, len: usize, backing: Backing) -> Registration {
         let mut map = self.ranges.write().unwrap_or_else(|e| e.into_inner());
         map.insert(start, Range { end: start + len as u64, ptr });
         Registration { map: Arc::clone(self), start, backing: Some(backing) }
@@ -73,6 +76,22 @@ impl HostMap {
     pub fn register_pages(self: &Arc<Self>, pages: Pages) -> Registration {
         let (ptr, len) = (pages.as_ptr(), pages.len());
         self.insert(ptr, len, Backing::Pages(pages))
+    }
+
+    /// Make `pages` reachable by the card at bus address `bus` (not its address in this process):
+    /// a vfio-user client's buffer, DMA_MAP'd at the client's IOVA. None when `[bus, bus+len)`
+    /// overlaps a registered range or wraps.
+    pub fn register_pages_at(self: &Arc<Self>, bus: u64, pages: Pages) -> Option<Registration> {
+        let (ptr, len) = (pages.as_ptr(), pages.len());
+        let end = bus.checked_add(len as u64)?;
+        // Checked and inserted under one write lock, so two registrations cannot overlap.
+        let mut map = self.ranges.write().unwrap_or_else(|e| e.into_inner());
+        if map.range(..end).next_back().is_some_and(|(_, r)| r.end > bus) {
+            return None;
+        }
+        map.insert(bus, Range { end, ptr });
+        drop(map);
+        Some(Registration { map: Arc::clone(self), start: bus, backing: Some(Backing::Pages(pages)) })
     }
 
     /// Make a scattered buffer's bus view reachable by the card.
@@ -191,7 +210,7 @@ impl Registration {
     /// Bus address of the first byte of CPU-view page `i` (bus-contiguous for plain pages).
     pub fn bus_of_page(&self, i: usize) -> u64 {
         match &self.backing {
-            Some(Backing::Pages(p)) => p.as_ptr() as u64 + (i * super::mem::PAGE) as u64,
+            Some(Backing::Pages(_)) => self.start + (i * super::mem::PAGE) as u64,
             Some(Backing::Scattered(s)) => s.bus_of_page(i),
             None => 0,
         }
