@@ -13,7 +13,7 @@ use std::process::ExitCode;
   pcibench info vfio-user:/tmp/sim.sock
   pcibench dma vfio-user:/tmp/sim.sock --size 64K
 
-Serves one client at a time, until SIGINT or SIGTERM (or, with --once, until its first client leaves).
+Serves its clients (each command is one) until SIGINT or SIGTERM (or, with --once, until its first client leaves).
 The card lives as long as the server: what one command writes to its BARs the next one reads.")]
 pub struct ServeArgs {
     /// The simulated card to serve: sim, sim-qdma, sim-nvram.

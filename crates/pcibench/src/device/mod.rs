@@ -5,8 +5,6 @@
 
 use crate::access::sim::SimDevice;
 use crate::access::vfio_user::{self, VfioUserDevice};
-use std::path::Path;
-use std::sync::Mutex;
 use crate::access::{self, DeviceAccess, Via};
 use crate::host::Host;
 use crate::pci::link::Link;
@@ -14,7 +12,9 @@ use crate::pci::{self, DeviceInfo, IdFilter, PciAddress};
 use crate::sim::SimId;
 use crate::{Error, Result};
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
+use std::sync::Mutex;
 
 /// A device as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,10 +54,9 @@ impl FromStr for Target {
             return Ok(Target::VfioUser(Box::leak(path.to_string().into_boxed_str())));
         }
         s.parse().map(Target::Pci).map_err(|e| match e {
-            Error::Usage(m) => Error::Usage(format!(
-                "{m}, or a simulated card: {}, or vfio-user:/path/to/socket",
-                SimId::names()
-            )),
+            Error::Usage(m) => {
+                Error::Usage(format!("{m}, or a simulated card: {}, or vfio-user:/path/to/socket", SimId::names()))
+            }
             other => other,
         })
     }

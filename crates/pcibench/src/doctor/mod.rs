@@ -479,14 +479,29 @@ fn vfio_user_report(host: &Host, target: &Target) -> Report {
             let evidence = format!(
                 "a vfio-user server answers: protocol {}{}",
                 s.map_or("?", |s| s.protocol.as_str()),
-                s.and_then(|s| s.pcibench_card.as_deref()).map(|c| format!(", pcibench's simulated card {c}")).unwrap_or_default()
+                s.and_then(|s| s.pcibench_card.as_deref())
+                    .map(|c| format!(", pcibench's simulated card {c}"))
+                    .unwrap_or_default()
             );
             (Severity::Pass, evidence, None)
         }
-        Err(e) => (Severity::Fail, e.to_string(), Some(format!("start the model's server on that socket (pcibench serve sim --socket {})", &name[crate::device::VFIO_USER_PREFIX.len()..]))),
+        Err(e) => (
+            Severity::Fail,
+            e.to_string(),
+            Some(format!(
+                "start the model's server on that socket (pcibench serve sim --socket {})",
+                &name[crate::device::VFIO_USER_PREFIX.len()..]
+            )),
+        ),
     };
     let ready = severity == Severity::Pass;
-    let check = Check { name: "device", severity, evidence: evidence.clone(), fix, blocks: if ready { Vec::new() } else { vec![Via::VfioUser] } };
+    let check = Check {
+        name: "device",
+        severity,
+        evidence: evidence.clone(),
+        fix,
+        blocks: if ready { Vec::new() } else { vec![Via::VfioUser] },
+    };
     Report {
         device: name.clone(),
         checks: vec![check],
@@ -497,7 +512,11 @@ fn vfio_user_report(host: &Host, target: &Target) -> Report {
             blocked_by: if ready { Vec::new() } else { vec!["device"] },
             command: Some(format!("pcibench pio {name}")),
             then: Vec::new(),
-            summary: if ready { format!("{name}: ready ({evidence})") } else { format!("{name}: not reachable: {evidence}") },
+            summary: if ready {
+                format!("{name}: ready ({evidence})")
+            } else {
+                format!("{name}: not reachable: {evidence}")
+            },
         },
         worst: severity,
     }

@@ -133,9 +133,7 @@ impl Pages {
     /// a vfio-user client's DMA buffer, which the served card's engine reaches through its host map.
     pub fn map_file(what: &str, fd: BorrowedFd<'_>, offset: u64, len: usize) -> Result<Pages> {
         if len == 0 || len % PAGE != 0 || offset % PAGE as u64 != 0 {
-            return Err(Error::usage(format!(
-                "{what}: {len} bytes at file offset {offset:#x} is not whole pages"
-            )));
+            return Err(Error::usage(format!("{what}: {len} bytes at file offset {offset:#x} is not whole pages")));
         }
         let rw = ProtFlags::READ | ProtFlags::WRITE;
         let map = Map::at_offset(what, len, rw, MapFlags::SHARED, Some(fd), offset)?;

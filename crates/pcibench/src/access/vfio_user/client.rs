@@ -20,11 +20,7 @@ pub const MINOR: u16 = 1;
 
 /// The capabilities this client announces: what it accepts from the server (wire.rs bounds).
 pub fn client_capabilities() -> String {
-    format!(
-        r#"{{"capabilities":{{"max_msg_fds":{},"max_data_xfer_size":{}}}}}"#,
-        wire::MAX_FDS,
-        wire::MAX_DATA
-    )
+    format!(r#"{{"capabilities":{{"max_msg_fds":{},"max_data_xfer_size":{}}}}}"#, wire::MAX_FDS, wire::MAX_DATA)
 }
 
 /// What the server said about itself in its VERSION reply.
@@ -200,7 +196,8 @@ impl Client {
         let payload = Put::default().u64(offset).u32(region).u32(buf.len() as u32).0;
         let (reply, _) = self.request(cmd::REGION_READ, &payload, &[])?;
         let mut f = Fields::new(&reply, "the REGION_READ reply");
-        let parse = |f: &mut Fields| -> std::result::Result<(u64, u32, u32), WireError> { Ok((f.u64()?, f.u32()?, f.u32()?)) };
+        let parse =
+            |f: &mut Fields| -> std::result::Result<(u64, u32, u32), WireError> { Ok((f.u64()?, f.u32()?, f.u32()?)) };
         let (o, r, n) = parse(&mut f).map_err(|e| self.malformed(e))?;
         let data = f.rest();
         if (o, r, n as usize, data.len()) != (offset, region, buf.len(), buf.len()) {

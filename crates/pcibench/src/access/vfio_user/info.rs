@@ -35,7 +35,12 @@ pub fn describe_open(dev: &VfioUserDevice, socket: &Path) -> DeviceInfo {
         capabilities: crate::text::clip(&v.capabilities.to_string(), 400).into_owned(),
         pcibench_card: card.map(|c| c.name().to_string()),
         resettable: dev.flags & DEVICE_RESET != 0,
-        mapped_bars: dev.regions.iter().filter(|r| r.index < 6 && r.size > 0 && r.mappable()).map(|r| r.index as u8).collect(),
+        mapped_bars: dev
+            .regions
+            .iter()
+            .filter(|r| r.index < 6 && r.size > 0 && r.mappable())
+            .map(|r| r.index as u8)
+            .collect(),
         interrupts: dev
             .irqs
             .iter()

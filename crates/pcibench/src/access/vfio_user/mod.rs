@@ -129,7 +129,8 @@ fn region_info(client: &Client, index: u32) -> Result<Region> {
         let payload = Put::default().u32(argsz).u32(0).u32(index).u32(0).u64(0).u64(0).0;
         let (reply, fds) = client.request(cmd::DEVICE_GET_REGION_INFO, &payload, &[])?;
         let mut f = Fields::new(&reply, "the DEVICE_GET_REGION_INFO reply");
-        let parse = |f: &mut Fields| Ok::<_, wire::WireError>((f.u32()?, f.u32()?, f.u32()?, f.u32()?, f.u64()?, f.u64()?));
+        let parse =
+            |f: &mut Fields| Ok::<_, wire::WireError>((f.u32()?, f.u32()?, f.u32()?, f.u32()?, f.u64()?, f.u64()?));
         let (need, flags, i, cap_offset, size, offset) = parse(&mut f).map_err(|e| bad(client, e))?;
         if i != index {
             return Err(bad(client, wire::WireError::Malformed(format!("region {i} came back for region {index}"))));
@@ -197,12 +198,13 @@ impl DeviceAccess for VfioUserDevice {
         if io == IoMode::Mmap && r.mappable() {
             if let Some(fd) = &r.fd {
                 let file = std::fs::File::from(fd.try_clone().map_err(|e| {
-                    Error::Device(format!("cannot duplicate the descriptor of BAR{index} from the vfio-user server: {e}"))
+                    Error::Device(format!(
+                        "cannot duplicate the descriptor of BAR{index} from the vfio-user server: {e}"
+                    ))
                 })?);
                 let len = usize::try_from(r.size).map_err(|_| Error::usage(format!("BAR{index} is too large")))?;
-                let map = Mmap::file(&file, r.offset, len, true).map_err(|e| {
-                    Error::Device(format!("cannot map BAR{index} the vfio-user server offered: {e}"))
-                })?;
+                let map = Mmap::file(&file, r.offset, len, true)
+                    .map_err(|e| Error::Device(format!("cannot map BAR{index} the vfio-user server offered: {e}")))?;
                 return Ok(Box::new(SharedBar { map, index, size: r.size, mapping }));
             }
         }

@@ -2,11 +2,13 @@
 //! sparse mmap, DMA_MAP of the client's memory, region messages) runs across a real process
 //! boundary. Its memory BARs are memfds the client may map; its register BARs answer messages;
 //! its engine's DMA reaches the client's memfd buffers, mapped here and registered in the card's
-//! host map at the IOVAs the client chose. One client at a time; the card lives as long as the
+//! host map at the IOVAs the client chose. Clients are served side by side on one card, which lives as long as the
 //! server, and a client's DMA mappings as long as its connection.
 
 use super::wire::{self, cmd, Fields, Header, Message, Put, WireError};
-use super::{CAP_SPARSE_MMAP, CONFIG_REGION, DEVICE_PCI, REGION_CAPS, REGION_INFO_LEN, REGION_MMAP, REGION_READ, REGION_WRITE};
+use super::{
+    CAP_SPARSE_MMAP, CONFIG_REGION, DEVICE_PCI, REGION_CAPS, REGION_INFO_LEN, REGION_MMAP, REGION_READ, REGION_WRITE,
+};
 use crate::access::sim::SimDevice;
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::mmio::Width;
@@ -62,10 +64,13 @@ pub fn bind(socket: &Path) -> Result<UnixListener> {
             return Err(Error::usage(format!("{shown} exists and is not a socket: pick a new path for --socket")));
         }
         if UnixStream::connect(socket).is_ok() {
-            return Err(Error::Refused(format!("a server is already listening on {shown}: stop it or pick another --socket")));
+            return Err(Error::Refused(format!(
+                "a server is already listening on {shown}: stop it or pick another --socket"
+            )));
         }
         // A socket nobody listens on: left by a server that was killed.
-        std::fs::remove_file(socket).map_err(|e| Error::Refused(format!("cannot remove the stale socket {shown}: {e}")))?;
+        std::fs::remove_file(socket)
+            .map_err(|e| Error::Refused(format!("cannot remove the stale socket {shown}: {e}")))?;
     }
     let l = UnixListener::bind(socket).map_err(|e| Error::Refused(format!("cannot listen on {shown}: {e}")))?;
     l.set_nonblocking(true).map_err(|e| Error::Refused(format!("cannot listen on {shown}: {e}")))?;
@@ -74,36 +79,52 @@ pub fn bind(socket: &Path) -> Result<UnixListener> {
 
 /// Serve a fresh `card` on `listener` until `stop` is set (or, with `once`, the first client
 /// leaves). `log` gets one line per event (a client connected, left, or sent garbage).
-pub fn serve(listener: &UnixListener, card: SimId, opts: ServeOptions, stop: &AtomicBool, log: &dyn Fn(&str)) -> Result<()> {
+pub fn serve(
+    listener: &UnixListener,
+    card: SimId,
+    opts: ServeOptions,
+    stop: &AtomicBool,
+    log: &(dyn Fn(&str) + Sync),
+) -> Result<()> {
     let dev = SimDevice::open(card)?;
     let mut bars: Vec<(u8, Box<dyn BarRegion>)> = Vec::new();
     for b in card.spec().info().bars {
         bars.push((b.index, dev.open_bar(b.index, Mapping::Uc, IoMode::Mmap)?));
     }
-    let server = Server { dev, bars, opts, caps: capabilities(card, &opts), dma: Vec::new() };
-    let mut server = server;
-    while !stop.load(Ordering::Relaxed) {
-        if !readable(listener.as_fd())? {
-            continue;
+    let server = Server { dev, bars, opts, caps: capabilities(card, &opts) };
+    // One thread per client, all on the same card (a command may hold one connection while
+    // another opens): each client's DMA mappings live and die with its connection.
+    std::thread::scope(|scope| {
+        let mut clients = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            if opts.once && clients.iter().any(|c: &std::thread::ScopedJoinHandle<'_, ()>| c.is_finished()) {
+                break;
+            }
+            if !readable(listener.as_fd())? {
+                continue;
+            }
+            let stream = match listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(Error::Device(format!("accepting a vfio-user client failed: {e}"))),
+            };
+            log("a client connected");
+            let server = &server;
+            clients.push(scope.spawn(move || {
+                let mut dma = Vec::new();
+                let why = server.session(&stream, stop, &mut dma);
+                // The client's memory is unreachable from now on.
+                dma.clear();
+                log(&match why {
+                    Ok(()) => "a client disconnected".to_string(),
+                    Err(e) => format!("a client was dropped: {e}"),
+                });
+            }));
         }
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(Error::Device(format!("accepting a vfio-user client failed: {e}"))),
-        };
-        log("a client connected");
-        let why = server.session(&stream, stop);
-        // The client's memory is unreachable from now on: its mappings end with its connection.
-        server.dma.clear();
-        log(&match why {
-            Ok(()) => "the client disconnected".to_string(),
-            Err(e) => format!("the client was dropped: {e}"),
-        });
-        if opts.once {
-            break;
-        }
-    }
-    Ok(())
+        // With --once, the other clients' sessions end at the stop flag too.
+        stop.store(true, Ordering::Relaxed);
+        Ok(())
+    })
 }
 
 /// Wait up to one tick for `fd` to be readable.
@@ -121,15 +142,16 @@ struct Server {
     bars: Vec<(u8, Box<dyn BarRegion>)>,
     opts: ServeOptions,
     caps: String,
-    /// The connected client's DMA_MAPs: (IOVA, size, the registration in the card's host map).
-    dma: Vec<(u64, u64, Registration)>,
 }
+
+/// One client's DMA_MAPs: (IOVA, size, the registration in the card's host map).
+type DmaMaps = Vec<(u64, u64, Registration)>;
 
 /// A command's outcome: the reply payload and descriptors, or an errno.
 type Reply = std::result::Result<(Vec<u8>, Vec<OwnedFd>), Errno>;
 
 impl Server {
-    fn session(&mut self, stream: &UnixStream, stop: &AtomicBool) -> std::result::Result<(), WireError> {
+    fn session(&self, stream: &UnixStream, stop: &AtomicBool, dma: &mut DmaMaps) -> std::result::Result<(), WireError> {
         stream.set_read_timeout(Some(MESSAGE_TIMEOUT)).map_err(WireError::Io)?;
         stream.set_write_timeout(Some(MESSAGE_TIMEOUT)).map_err(WireError::Io)?;
         while !stop.load(Ordering::Relaxed) {
@@ -138,9 +160,12 @@ impl Server {
             }
             let Some(Message { header, payload, fds }) = wire::recv(stream)? else { return Ok(()) };
             if header.is_reply() {
-                return Err(WireError::Malformed(format!("a reply ({}) where a command belongs", cmd::name(header.command))));
+                return Err(WireError::Malformed(format!(
+                    "a reply ({}) where a command belongs",
+                    cmd::name(header.command)
+                )));
             }
-            let reply = self.handle(header.command, &payload, fds);
+            let reply = self.handle(header.command, &payload, fds, dma);
             let h = Header { id: header.id, command: header.command, size: 0, flags: wire::FLAG_REPLY, error: 0 };
             match reply {
                 Ok((p, fds)) => {
@@ -148,7 +173,8 @@ impl Server {
                     wire::send(stream, h, &p, &borrowed)?
                 }
                 Err(errno) => {
-                    let h = Header { flags: wire::FLAG_REPLY | wire::FLAG_ERROR, error: errno.raw_os_error() as u32, ..h };
+                    let h =
+                        Header { flags: wire::FLAG_REPLY | wire::FLAG_ERROR, error: errno.raw_os_error() as u32, ..h };
                     wire::send(stream, h, &[], &[])?
                 }
             }
@@ -156,7 +182,7 @@ impl Server {
         Ok(())
     }
 
-    fn handle(&mut self, command: u16, payload: &[u8], fds: Vec<OwnedFd>) -> Reply {
+    fn handle(&self, command: u16, payload: &[u8], fds: Vec<OwnedFd>, dma: &mut DmaMaps) -> Reply {
         let inval = |_| Errno::INVAL;
         let mut f = Fields::new(payload, cmd::name(command));
         match command {
@@ -169,7 +195,9 @@ impl Server {
                 caps.push(0);
                 Ok((Put::default().u16(super::client::MAJOR).u16(super::client::MINOR).bytes(&caps).0, Vec::new()))
             }
-            cmd::DEVICE_GET_INFO => Ok((Put::default().u32(16).u32(DEVICE_PCI).u32(NUM_REGIONS).u32(NUM_IRQS).0, Vec::new())),
+            cmd::DEVICE_GET_INFO => {
+                Ok((Put::default().u32(16).u32(DEVICE_PCI).u32(NUM_REGIONS).u32(NUM_IRQS).0, Vec::new()))
+            }
             cmd::DEVICE_GET_REGION_INFO => {
                 let argsz = f.u32().map_err(inval)?;
                 let (_, index) = (f.u32().map_err(inval)?, f.u32().map_err(inval)?);
@@ -183,8 +211,13 @@ impl Server {
                 Ok((Put::default().u32(16).u32(0).u32(index).u32(0).0, Vec::new()))
             }
             cmd::DEVICE_SET_IRQS => {
-                let (_, _, _, _, count) =
-                    (f.u32().map_err(inval)?, f.u32().map_err(inval)?, f.u32().map_err(inval)?, f.u32().map_err(inval)?, f.u32().map_err(inval)?);
+                let (_, _, _, _, count) = (
+                    f.u32().map_err(inval)?,
+                    f.u32().map_err(inval)?,
+                    f.u32().map_err(inval)?,
+                    f.u32().map_err(inval)?,
+                    f.u32().map_err(inval)?,
+                );
                 // Disabling (count 0) is always fine; the sim cards have no vectors to route.
                 if count == 0 {
                     Ok((Vec::new(), Vec::new()))
@@ -193,7 +226,8 @@ impl Server {
                 }
             }
             cmd::REGION_READ => {
-                let (offset, region, count) = (f.u64().map_err(inval)?, f.u32().map_err(inval)?, f.u32().map_err(inval)?);
+                let (offset, region, count) =
+                    (f.u64().map_err(inval)?, f.u32().map_err(inval)?, f.u32().map_err(inval)?);
                 if count as usize > wire::MAX_DATA {
                     return Err(Errno::INVAL);
                 }
@@ -202,7 +236,8 @@ impl Server {
                 Ok((Put::default().u64(offset).u32(region).u32(count).bytes(&data).0, Vec::new()))
             }
             cmd::REGION_WRITE => {
-                let (offset, region, count) = (f.u64().map_err(inval)?, f.u32().map_err(inval)?, f.u32().map_err(inval)?);
+                let (offset, region, count) =
+                    (f.u64().map_err(inval)?, f.u32().map_err(inval)?, f.u32().map_err(inval)?);
                 let data = f.rest();
                 if data.len() != count as usize {
                     return Err(Errno::INVAL);
@@ -211,23 +246,32 @@ impl Server {
                 Ok((Put::default().u64(offset).u32(region).u32(count).0, Vec::new()))
             }
             cmd::DMA_MAP => {
-                let (_, _flags, offset, iova, size) =
-                    (f.u32().map_err(inval)?, f.u32().map_err(inval)?, f.u64().map_err(inval)?, f.u64().map_err(inval)?, f.u64().map_err(inval)?);
+                let (_, _flags, offset, iova, size) = (
+                    f.u32().map_err(inval)?,
+                    f.u32().map_err(inval)?,
+                    f.u64().map_err(inval)?,
+                    f.u64().map_err(inval)?,
+                    f.u64().map_err(inval)?,
+                );
                 let [fd] = <[OwnedFd; 1]>::try_from(fds).map_err(|_| Errno::INVAL)?;
                 if size == 0 || size > MAX_DMA_MAP {
                     return Err(Errno::INVAL);
                 }
                 let pages = Pages::map_file("DMA_MAP", fd.as_fd(), offset, size as usize).map_err(|_| Errno::INVAL)?;
                 let reg = self.dev.host_map().register_pages_at(iova, pages).ok_or(Errno::EXIST)?;
-                self.dma.push((iova, size, reg));
+                dma.push((iova, size, reg));
                 Ok((Vec::new(), Vec::new()))
             }
             cmd::DMA_UNMAP => {
-                let (argsz, flags, iova, size) =
-                    (f.u32().map_err(inval)?, f.u32().map_err(inval)?, f.u64().map_err(inval)?, f.u64().map_err(inval)?);
-                let at = self.dma.iter().position(|(a, s, _)| (*a, *s) == (iova, size)).ok_or(Errno::INVAL)?;
+                let (argsz, flags, iova, size) = (
+                    f.u32().map_err(inval)?,
+                    f.u32().map_err(inval)?,
+                    f.u64().map_err(inval)?,
+                    f.u64().map_err(inval)?,
+                );
+                let at = dma.iter().position(|(a, s, _)| (*a, *s) == (iova, size)).ok_or(Errno::INVAL)?;
                 // Dropping the registration waits out any DMA copy in flight (host_map.rs).
-                self.dma.swap_remove(at);
+                dma.swap_remove(at);
                 Ok((Put::default().u32(argsz).u32(flags).u64(iova).u64(size).0, Vec::new()))
             }
             // DEVICE_RESET is not offered (DEVICE_GET_INFO has no reset flag): the sim cards have

@@ -30,11 +30,15 @@ impl DmaAllocator for SharedAllocator {
             return Err(Error::usage("a DMA buffer needs at least 1 byte"));
         }
         let page = page_size();
-        let size = len.checked_next_multiple_of(page).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
+        let size =
+            len.checked_next_multiple_of(page).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
         let fail = |what: &str, e: std::io::Error| {
-            Error::Unsupported(format!("could not make a {size}-byte DMA buffer to share with the vfio-user server ({what}): {e}"))
+            Error::Unsupported(format!(
+                "could not make a {size}-byte DMA buffer to share with the vfio-user server ({what}): {e}"
+            ))
         };
-        let file = File::from(memfd_create("pcibench-dma", MemfdFlags::CLOEXEC).map_err(|e| fail("memfd_create", e.into()))?);
+        let file =
+            File::from(memfd_create("pcibench-dma", MemfdFlags::CLOEXEC).map_err(|e| fail("memfd_create", e.into()))?);
         file.set_len(size as u64).map_err(|e| fail("ftruncate", e))?;
         let mem = Mmap::file(&file, 0, size, true).map_err(|e| fail("mmap", e))?;
         // Faulted in now (as VFIO's MAP_DMA pins pages): the first transfer must not pay for it.
