@@ -167,7 +167,15 @@ fn a_server_killed_mid_dma_is_one_line_and_exit_1() {
     }
     s.child.kill().unwrap();
     s.child.wait().unwrap();
-    let out = client.wait_with_output().unwrap();
+    // The client's own waits are bounded (a reply in 10 s, the engine's watchdog); this bound only
+    // turns a hang into a failure that says so, rather than a stuck test run.
+    let pid = client.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(client.wait_with_output().unwrap()));
+    let out = rx.recv_timeout(Duration::from_secs(300)).unwrap_or_else(|_| {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        panic!("pcibench dma hung after its vfio-user server was killed")
+    });
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{err}");
     let last = err.lines().filter(|l| l.starts_with("pcibench:")).collect::<Vec<_>>();

@@ -254,4 +254,21 @@ mod tests {
         assert!(map.is_empty());
         assert!(map.read(bus, &mut out).is_err(), "a dropped buffer is a fault, not a dangling read");
     }
+
+    #[test]
+    fn pages_registered_at_a_foreign_bus_address_do_not_overlap() {
+        let map = HostMap::new();
+        let reg = map.register_pages_at(0x10_0000, Pages::new("t", 8192).unwrap()).unwrap();
+        assert_eq!(reg.bus_of_page(1), 0x10_1000);
+        map.write(0x10_1ff8, &[9; 8]).unwrap();
+        let mut out = [0u8; 8];
+        map.read(0x10_1ff8, &mut out).unwrap();
+        assert_eq!(out, [9; 8]);
+        assert!(map.register_pages_at(0x10_1000, Pages::new("t", 4096).unwrap()).is_none(), "inside");
+        assert!(map.register_pages_at(0xf_f000, Pages::new("t", 8192).unwrap()).is_none(), "across the start");
+        assert!(map.register_pages_at(u64::MAX - 100, Pages::new("t", 4096).unwrap()).is_none(), "wraps");
+        let next = map.register_pages_at(0x10_2000, Pages::new("t", 4096).unwrap()).unwrap();
+        drop((reg, next));
+        assert!(map.is_empty());
+    }
 }

@@ -60,7 +60,7 @@ fn check_socket(path: &Path) -> Result<()> {
     let start = format!("start one: pcibench serve sim --socket {shown}");
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(Error::NoDevice(format!("vfio-user:{shown} (no such socket; {start})")))
+            Err(Error::Device(format!("no vfio-user server at {shown}: there is no such socket; {start}")))
         }
         Err(e) => Err(Error::Refused(format!("cannot look at the vfio-user socket {shown}: {e}"))),
         Ok(m) if m.file_type().is_socket() => Ok(()),
@@ -234,6 +234,6 @@ mod tests {
         let e = Client::connect(&fifo).err().unwrap().to_string();
         assert!(e.contains("is a FIFO"), "{e}");
         let e = Client::connect(&dir.path().join("none")).err().unwrap().to_string();
-        assert!(e.contains("no such socket") && e.contains("pcibench serve sim --socket"), "{e}");
+        assert!(e.contains("there is no such socket") && e.contains("pcibench serve sim --socket"), "{e}");
     }
 }

@@ -16,7 +16,10 @@ pub mod info;
 pub mod server;
 pub mod wire;
 
-use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, IoMode, Mapping, SharedMap, Via};
+#[cfg(test)]
+mod tests;
+
+use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, Interrupt, IoMode, Mapping, SharedMap, Via};
 use crate::mmio::{MemType, Width};
 use crate::os::mmap::{check_access, check_bulk, Mmap};
 use crate::{Error, Result};
@@ -40,6 +43,11 @@ pub const DEVICE_RESET: u32 = 1 << 0;
 pub const DEVICE_PCI: u32 = 1 << 1;
 /// struct vfio_region_info: argsz, flags, index, cap_offset (u32 each), size, offset (u64).
 pub const REGION_INFO_LEN: usize = 32;
+/// VFIO_PCI_MSI_IRQ_INDEX, and vfio_irq_set flags: DATA_NONE, DATA_EVENTFD, ACTION_TRIGGER.
+pub const MSI_IRQ: u32 = 1;
+pub const IRQ_DATA_NONE: u32 = 1 << 0;
+pub const IRQ_DATA_EVENTFD: u32 = 1 << 2;
+pub const IRQ_ACTION_TRIGGER: u32 = 1 << 5;
 /// DMA_MAP flags: the device may read and write the memory.
 pub const DMA_READ_WRITE: u32 = 0b11;
 /// Regions and capabilities a server may describe: far more than a PCI device has.
@@ -225,6 +233,52 @@ impl DeviceAccess for VfioUserDevice {
 
     fn dma_path(&self) -> Result<DmaPath> {
         Ok(DmaPath::Shared(Arc::new(Dma(Arc::clone(&self.client)))))
+    }
+
+    /// MSI vector 0 through an eventfd the server signals (DEVICE_SET_IRQS, as VFIO's ioctl).
+    fn interrupt(&self) -> Result<Box<dyn Interrupt>> {
+        if !self.irqs.iter().any(|&(i, n)| i == MSI_IRQ && n > 0) {
+            return Err(Error::Unsupported(format!(
+                "the vfio-user server at {} offers no MSI vector (DEVICE_GET_IRQ_INFO): its device completes by polling",
+                self.client.path()
+            )));
+        }
+        use rustix::event::{eventfd, EventfdFlags};
+        use std::os::fd::AsFd;
+        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+            .map_err(|e| Error::Device(format!("cannot create an eventfd for the vfio-user device's MSI: {e}")))?;
+        set_irqs(&self.client, IRQ_DATA_EVENTFD, 1, &[efd.as_fd()])?;
+        Ok(Box::new(UserMsi { efd, client: Arc::clone(&self.client) }))
+    }
+}
+
+/// DEVICE_SET_IRQS on MSI vectors 0..count (struct vfio_irq_set: argsz, flags, index, start,
+/// count; the eventfds travel as descriptors).
+fn set_irqs(client: &Client, data: u32, count: u32, fds: &[BorrowedFd<'_>]) -> Result<()> {
+    let payload = Put::default().u32(20).u32(data | IRQ_ACTION_TRIGGER).u32(MSI_IRQ).u32(0).u32(count).0;
+    client.request(cmd::DEVICE_SET_IRQS, &payload, fds).map(|_| ())
+}
+
+/// MSI vector 0 of a vfio-user device; routed for as long as it lives.
+struct UserMsi {
+    efd: OwnedFd,
+    client: Arc<Client>,
+}
+
+impl Interrupt for UserMsi {
+    fn wait(&self, timeout: std::time::Duration) -> Result<u64> {
+        super::vfio::device::eventfd_wait(&self.efd, timeout)
+            .map_err(|e| Error::Device(format!("waiting for the vfio-user device's MSI failed: {e}")))
+    }
+    fn describe(&self) -> String {
+        format!("MSI vector 0 (vfio-user eventfd, {})", self.client.path())
+    }
+}
+
+impl Drop for UserMsi {
+    fn drop(&mut self) {
+        // Best effort: a server that is gone has nothing left to signal.
+        let _ = set_irqs(&self.client, IRQ_DATA_NONE, 0, &[]);
     }
 }
 
