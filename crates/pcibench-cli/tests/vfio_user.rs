@@ -222,3 +222,24 @@ fn socket_paths_that_are_not_sockets_are_usage_errors() {
         assert!(Path::new(p).exists());
     }
 }
+
+#[test]
+fn a_model_that_is_not_pcibench_s_own_needs_consent_and_is_read_from_config_space() {
+    let s = Served::start("sim", &["--anonymous"]);
+    let dev = s.device();
+    let out = pcibench(&["info", &dev]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[10ee:7024] driver=none") && !text.contains("SIMULATED"), "{text}");
+    assert!(text.contains("vfio-user:     a device model in another process"), "{text}");
+    assert!(text.contains("BAR4: 0x0 size 64 KiB (0x10000) memory 64-bit prefetchable"), "{text}");
+    let out = pcibench(&["dma", &dev, "--size", "4K", "--total", "16K"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("add --allow-dma to consent"), "{err}");
+    let out = pcibench(&["poke", &dev, "2", "0", "1"]);
+    assert_ne!(out.status.code(), Some(0), "a write needs --allow-write");
+    let out = pcibench(&["dma", &dev, "--size", "4K", "--total", "16K", "--allow-dma", "--json"]);
+    let report = json(&out);
+    assert_eq!(report["simulated"], false);
+    assert_eq!(configs(&report).len(), 2, "h2c and c2h, verified");
+}

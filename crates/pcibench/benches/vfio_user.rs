@@ -90,8 +90,9 @@ fn main() {
     let listener = bind(&socket).expect("listen");
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let server =
-            s.spawn(|| serve(&listener, SimId::DEFAULT, ServeOptions { mmap: true, once: false }, &stop, &|_| {}));
+        let server = s.spawn(|| {
+            serve(&listener, SimId::DEFAULT, ServeOptions { mmap: true, once: false, anonymous: false }, &stop, &|_| {})
+        });
         let remote = VfioUserDevice::open(&socket).expect("connect");
         let local = SimDevice::new().expect("sim card");
 

@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// Exit when the first client disconnects.
     #[arg(long)]
     once: bool,
+    /// Do not tell clients this is pcibench's own card: they treat it as a third-party model (info
+    /// from its config space; --allow-write and --allow-dma apply).
+    #[arg(long)]
+    anonymous: bool,
 }
 
 fn parse_card(s: &str) -> Result<SimId, String> {
@@ -38,7 +42,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let stop = super::interrupt_flag();
     let listener = bind(&a.socket)?;
     eprintln!("pcibench: serving {} on vfio-user:{}", a.card.name(), a.socket.display());
-    let opts = ServeOptions { mmap: !a.no_mmap, once: a.once };
+    let opts = ServeOptions { mmap: !a.no_mmap, once: a.once, anonymous: a.anonymous };
     let result = serve(&listener, a.card, opts, &stop, &|line| eprintln!("pcibench serve: {line}"));
     // The socket is ours: gone with the server, so the next one binds without a stale file.
     let _ = std::fs::remove_file(&a.socket);

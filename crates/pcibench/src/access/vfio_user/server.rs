@@ -45,10 +45,18 @@ pub struct ServeOptions {
     pub mmap: bool,
     /// Exit after the first client disconnects.
     pub once: bool,
+    /// Do not say the card is pcibench's own: clients treat it as any third-party model (its
+    /// description read from config space, consent flags applying).
+    pub anonymous: bool,
 }
 
 /// The capabilities this server announces: the protocol's, and that it is pcibench's own card.
 pub fn capabilities(card: SimId, opts: &ServeOptions) -> String {
+    let protocol =
+        serde_json::json!({ "max_msg_fds": wire::MAX_FDS, "max_data_xfer_size": wire::MAX_DATA, "pgsizes": 4096 });
+    if opts.anonymous {
+        return serde_json::json!({ "capabilities": protocol }).to_string();
+    }
     serde_json::json!({
         "capabilities": { "max_msg_fds": wire::MAX_FDS, "max_data_xfer_size": wire::MAX_DATA, "pgsizes": 4096 },
         "pcibench": { "version": env!("CARGO_PKG_VERSION"), "card": card.name(), "mmap": opts.mmap },

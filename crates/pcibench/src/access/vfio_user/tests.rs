@@ -15,7 +15,8 @@ fn with_served(card: SimId, mmap: bool, f: impl FnOnce(&Path)) {
     let listener = bind(&socket).unwrap();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let server = s.spawn(|| serve(&listener, card, ServeOptions { mmap, once: false }, &stop, &|_| {}));
+        let server =
+            s.spawn(|| serve(&listener, card, ServeOptions { mmap, once: false, anonymous: false }, &stop, &|_| {}));
         f(&socket);
         stop.store(true, Ordering::Relaxed);
         server.join().unwrap().unwrap();
