@@ -113,6 +113,18 @@ impl VfioUserDevice {
         Ok(VfioUserDevice { client, flags, regions, irqs })
     }
 
+    /// DEVICE_RESET, where the server offers it (DEVICE_GET_INFO's reset flag), as VFIO's
+    /// `VfioDevice::reset`.
+    pub fn reset(&self) -> Result<()> {
+        if self.flags & DEVICE_RESET == 0 {
+            return Err(Error::Unsupported(format!(
+                "the vfio-user server at {} offers no reset (DEVICE_GET_INFO has no reset flag)",
+                self.client.path()
+            )));
+        }
+        self.client.request(cmd::DEVICE_RESET, &[], &[]).map(|_| ())
+    }
+
     pub fn client(&self) -> &Client {
         &self.client
     }

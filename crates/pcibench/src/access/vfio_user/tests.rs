@@ -52,6 +52,7 @@ fn served_regions_config_and_the_bounds_the_server_keeps() {
         map.unmap_shared(0x10_0000, 8192).unwrap();
         let e = dev.interrupt().err().unwrap().to_string();
         assert!(e.contains("offers no MSI vector"), "{e}");
+        assert!(dev.reset().unwrap_err().to_string().contains("offers no reset"));
     });
 }
 
@@ -68,7 +69,7 @@ fn message_only_bars_read_back_what_was_written() {
 }
 
 #[test]
-fn msi_arrives_through_the_eventfd_the_server_was_given() {
+fn msi_arrives_through_the_eventfd_the_server_was_given_and_reset_is_asked_where_offered() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("msi.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
@@ -78,7 +79,8 @@ fn msi_arrives_through_the_eventfd_the_server_was_given() {
             let h = Header { id: m.header.id, command: m.header.command, size: 0, flags: wire::FLAG_REPLY, error: 0 };
             let reply = match m.header.command {
                 cmd::VERSION => Put::default().u16(0).u16(1).bytes(b"{}\0").0,
-                cmd::DEVICE_GET_INFO => Put::default().u32(16).u32(DEVICE_PCI).u32(0).u32(2).0,
+                cmd::DEVICE_GET_INFO => Put::default().u32(16).u32(DEVICE_PCI | DEVICE_RESET).u32(0).u32(2).0,
+                cmd::DEVICE_RESET => Vec::new(),
                 cmd::DEVICE_GET_IRQ_INFO => {
                     let index = u32::from_le_bytes(m.payload[8..12].try_into().unwrap());
                     Put::default().u32(16).u32(0).u32(index).u32(u32::from(index == MSI_IRQ)).0
@@ -96,6 +98,7 @@ fn msi_arrives_through_the_eventfd_the_server_was_given() {
         }
     });
     let dev = VfioUserDevice::open(&socket).unwrap();
+    dev.reset().unwrap();
     let irq = dev.interrupt().unwrap();
     assert!(irq.describe().contains("vfio-user eventfd"));
     assert_eq!(irq.wait(std::time::Duration::from_secs(60)).unwrap(), 1);
