@@ -116,6 +116,11 @@ pub trait BarRegion: Send + Sync {
     fn tracer(&self) -> Option<&crate::trace::Tracer> {
         None
     }
+    /// How its bulk accesses really go, where that differs from what was asked: a vfio-user BAR
+    /// the server does not let this process map is one message per access, labelled `syscall`.
+    fn io_mode(&self) -> Option<IoMode> {
+        None
+    }
 }
 
 /// An opened device on one access path.

@@ -413,6 +413,9 @@ impl BarRegion for MessageBar {
     fn ptr(&self) -> Option<*mut u8> {
         None
     }
+    fn io_mode(&self) -> Option<IoMode> {
+        Some(IoMode::Syscall)
+    }
     fn read(&self, offset: u64, width: Width) -> Result<u64> {
         let n = scalar(self.index, width)?;
         check_access(self.size, offset, width)?;
