@@ -106,3 +106,29 @@ fn msi_arrives_through_the_eventfd_the_server_was_given_and_reset_is_asked_where
     drop(dev);
     server.join().unwrap();
 }
+
+#[test]
+fn dma_outside_the_mapped_buffers_is_the_engine_s_one_line_error() {
+    use crate::dma::buffers::shared::SharedAllocator;
+    use crate::dma::engines::xdma::{XdmaEngine, XdmaOptions};
+    use crate::dma::{Direction, DmaAllocator, Engine, Transfer};
+    with_served(SimId::DEFAULT, true, |socket| {
+        let dev = VfioUserDevice::open(socket).unwrap();
+        crate::access::set_bus_master(&dev, true).unwrap();
+        let DmaPath::Shared(map) = dev.dma_path().unwrap() else { panic!("shared memory") };
+        let alloc = SharedAllocator::new(Arc::clone(&map), 64);
+        let bar = dev.open_bar(crate::sim::xdma::card::SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
+        let mut eng = XdmaEngine::new(bar, &alloc, XdmaOptions { card_size: 1 << 20, ..Default::default() }).unwrap();
+        let buf = alloc.alloc(64 << 10).unwrap();
+        let t = Transfer { dir: Direction::C2h, buf_offset: 0, card_addr: 0, len: 64 << 10 };
+        eng.prepare(&*buf, &t).unwrap();
+        eng.run(std::time::Duration::from_secs(60)).unwrap();
+        // The server no longer maps the buffer: the card's writes to it are faults, not writes.
+        let bus = buf.segments()[0].bus;
+        map.unmap_shared(bus, buf.len() as u64).unwrap();
+        eng.prepare(&*buf, &t).unwrap();
+        let e = eng.run(std::time::Duration::from_secs(60)).unwrap_err().to_string();
+        assert!(!e.contains('\n') && e.contains("XDMA"), "{e}");
+        eng.stop().unwrap();
+    });
+}
