@@ -69,6 +69,8 @@ enum Command {
     Health(cmd::health::HealthArgs),
     /// Render a saved run (--save) for a metrics collector: throughput and latency per configuration.
     Export(cmd::export::ExportArgs),
+    /// Serve a simulated card as a vfio-user server on a UNIX socket (device vfio-user:SOCKET).
+    Serve(cmd::serve::ServeArgs),
     /// Print a shell completion script (bash, zsh, fish): a packaging step.
     #[command(hide = true)]
     Completions(cmd::dist::CompletionsArgs),
@@ -80,7 +82,8 @@ enum Command {
 /// The top-level help's closing text; the simulated cards named from their registry.
 fn after_help() -> String {
     format!(
-        "Devices: DDDD:BB:DD.F or BB:DD.F as lspci prints them, or a simulated card ({}).
+        "Devices: DDDD:BB:DD.F or BB:DD.F as lspci prints them, a simulated card ({}), or a
+device model served over vfio-user: vfio-user:/path/to/socket (pcibench serve sim --socket PATH serves one).
 Sizes: 4K, 1M, 0x1000; 8..1M is every power of two in between; 64,4K a list. MB = 10^6 bytes.
 
 Exit status: 0 everything asked for was measured and verified; 1 an error (the message says what to do);
@@ -164,6 +167,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Health(a) => cmd::health::run(&host, a),
         Command::Export(a) => cmd::export::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Completions(a) => cmd::dist::completions(Cli::command(), a),
         Command::Man(a) => cmd::dist::man(Cli::command(), a),
     };

@@ -221,7 +221,8 @@ impl Session {
     pub fn check_io(&self, io: crate::access::IoMode) -> Result<()> {
         use crate::access::{IoMode, Via};
         match (io, self.dev.via()) {
-            (IoMode::Syscall, Via::Vfio | Via::VfioNoiommu) | (IoMode::Mmap, _) => Ok(()),
+            // vfio-user: one region read/write message per access, the same shape as a pread.
+            (IoMode::Syscall, Via::Vfio | Via::VfioNoiommu | Via::VfioUser) | (IoMode::Mmap, _) => Ok(()),
             (IoMode::Syscall, _) if self.device.info.simulated => Err(Error::usage(format!(
                 "--io syscall measures one pread/pwrite per access on a VFIO device; {} is a simulated card with no such path: drop --io",
                 self.device.info.address

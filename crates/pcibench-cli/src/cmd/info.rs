@@ -5,7 +5,7 @@ use pcibench::dma::engines::Detected;
 use pcibench::host::Host;
 use pcibench::outcome::Outcome;
 use pcibench::pci::DeviceInfo;
-use pcibench::report::info::{engines_text, info_text};
+use pcibench::report::info::{engines_text, info_text, served_text};
 use pcibench::session::Session;
 use serde::Serialize;
 use std::process::ExitCode;
@@ -46,7 +46,7 @@ pub fn run(host: &Host, a: InfoArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         print_json(&InfoOut { info: &info, engines })?;
     } else {
-        super::emit(&(info_text(&info) + &engines_text(&engines)));
+        super::emit(&(info_text(&info) + &served_text(&info) + &engines_text(&engines)));
         for w in &info.warnings {
             eprintln!("warning: {w}");
         }

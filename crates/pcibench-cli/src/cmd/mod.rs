@@ -13,6 +13,7 @@ pub mod peek;
 pub mod pio;
 pub mod plot;
 pub mod run;
+pub mod serve;
 pub mod setup;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};

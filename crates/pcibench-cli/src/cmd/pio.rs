@@ -47,6 +47,8 @@ pub enum ViaArg {
     Vfio,
     /// VFIO without an IOMMU (bound to vfio-pci in no-IOMMU mode).
     VfioNoiommu,
+    /// A device model in another process over vfio-user (chosen for vfio-user:SOCKET anyway).
+    VfioUser,
 }
 
 impl ViaArg {
@@ -55,6 +57,7 @@ impl ViaArg {
             ViaArg::Sysfs => Via::Sysfs,
             ViaArg::Vfio => Via::Vfio,
             ViaArg::VfioNoiommu => Via::VfioNoiommu,
+            ViaArg::VfioUser => Via::VfioUser,
         }
     }
 }

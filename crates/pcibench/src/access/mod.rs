@@ -10,6 +10,7 @@ pub mod sim;
 pub mod sysfs;
 pub mod traced;
 pub mod vfio;
+pub mod vfio_user;
 
 use crate::host::Host;
 use crate::mmio::{MemType, Width};
@@ -29,6 +30,8 @@ pub enum Via {
     Vfio,
     VfioNoiommu,
     Sim,
+    /// A device model in another process, over the vfio-user protocol (`vfio-user:SOCKET`).
+    VfioUser,
 }
 
 impl fmt::Display for Via {
@@ -38,6 +41,7 @@ impl fmt::Display for Via {
             Via::Vfio => "vfio",
             Via::VfioNoiommu => "vfio-noiommu",
             Via::Sim => "sim",
+            Via::VfioUser => "vfio-user",
         })
     }
 }
@@ -110,6 +114,11 @@ pub trait BarRegion: Send + Sync {
     /// Where this BAR's accesses are traced (`--trace`; `traced::TracedBar`): engines report their
     /// descriptors and writebacks to it too. None when nothing is traced.
     fn tracer(&self) -> Option<&crate::trace::Tracer> {
+        None
+    }
+    /// How its bulk accesses really go, where that differs from what was asked: a vfio-user BAR
+    /// the server does not let this process map is one message per access, labelled `syscall`.
+    fn io_mode(&self) -> Option<IoMode> {
         None
     }
 }
@@ -195,6 +204,16 @@ pub trait IommuMap: Send + Sync {
     fn unmap_dma(&self, iova: u64, len: u64) -> Result<()>;
 }
 
+/// Shared memory a device model in another process reaches (vfio-user's DMA_MAP): a buffer is a
+/// file (a memfd) this process maps and hands to the model, which maps the same pages, so its DMA
+/// lands in the buffer with no copy.
+pub trait SharedMap: Send + Sync {
+    /// Make `len` bytes of `fd` from offset 0 reachable by the device at bus address `iova`.
+    fn map_shared(&self, fd: std::os::fd::BorrowedFd<'_>, len: u64, iova: u64) -> Result<()>;
+    /// Undo `map_shared`.
+    fn unmap_shared(&self, iova: u64, len: u64) -> Result<()>;
+}
+
 /// How a device on an access path reaches host memory.
 #[derive(Clone)]
 pub enum DmaPath {
@@ -204,6 +223,8 @@ pub enum DmaPath {
     Physical,
     /// A simulated card: buffers are registered in its view of host memory.
     Sim(Arc<HostMap>),
+    /// A model in another process (vfio-user): buffers are memfds shared with it.
+    Shared(Arc<dyn SharedMap>),
 }
 
 /// Open a PCI device on the access path `via`, or on the default one:

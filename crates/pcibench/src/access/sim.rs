@@ -122,6 +122,14 @@ impl SimDevice {
         SimDevice { name, config, card }
     }
 
+    /// The memfd behind memory BAR `index`, which `pcibench serve` offers a vfio-user client to map.
+    pub fn bar_file(&self, index: u8) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match self.card.bars.iter().find(|(i, _)| *i == index) {
+            Some((_, SimBar::Memory(mem))) => mem.file(),
+            _ => None,
+        }
+    }
+
     /// The card's view of host memory, where its DMA buffers are registered.
     pub fn host_map(&self) -> &Arc<crate::sim::host_map::HostMap> {
         &self.card.host

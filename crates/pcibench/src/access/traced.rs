@@ -119,6 +119,10 @@ impl BarRegion for TracedBar {
         self.inner.ptr()
     }
 
+    fn io_mode(&self) -> Option<super::IoMode> {
+        self.inner.io_mode()
+    }
+
     fn read(&self, offset: u64, width: Width) -> Result<u64> {
         match self.inner.read(offset, width) {
             Ok(v) => {

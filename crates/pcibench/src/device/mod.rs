@@ -4,6 +4,7 @@
 //! shares.)
 
 use crate::access::sim::SimDevice;
+use crate::access::vfio_user::{self, VfioUserDevice};
 use crate::access::{self, DeviceAccess, Via};
 use crate::host::Host;
 use crate::pci::link::Link;
@@ -11,7 +12,9 @@ use crate::pci::{self, DeviceInfo, IdFilter, PciAddress};
 use crate::sim::SimId;
 use crate::{Error, Result};
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
+use std::sync::Mutex;
 
 /// A device as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -19,7 +22,14 @@ pub enum Target {
     /// A built-in simulated card (`sim`, ...).
     Sim(SimId),
     Pci(PciAddress),
+    /// A device model served over vfio-user at this UNIX socket (`vfio-user:/path/to/socket`).
+    /// The path is kept for the life of the process (a command names one device), which keeps
+    /// `Target` a plain copyable value.
+    VfioUser(&'static str),
 }
+
+/// How a vfio-user device is written on the command line.
+pub const VFIO_USER_PREFIX: &str = "vfio-user:";
 
 impl Target {
     /// The default simulated card, `sim`.
@@ -37,8 +47,16 @@ impl FromStr for Target {
         if let Some(id) = SimId::from_name(s) {
             return Ok(Target::Sim(id));
         }
+        if let Some(path) = s.strip_prefix(VFIO_USER_PREFIX) {
+            if path.is_empty() {
+                return Err(Error::usage("vfio-user: needs the server's socket: vfio-user:/path/to/socket"));
+            }
+            return Ok(Target::VfioUser(Box::leak(path.to_string().into_boxed_str())));
+        }
         s.parse().map(Target::Pci).map_err(|e| match e {
-            Error::Usage(m) => Error::Usage(format!("{m}, or a simulated card: {}", SimId::names())),
+            Error::Usage(m) => {
+                Error::Usage(format!("{m}, or a simulated card: {}, or vfio-user:/path/to/socket", SimId::names()))
+            }
             other => other,
         })
     }
@@ -51,6 +69,7 @@ impl fmt::Display for Target {
         match self {
             Target::Sim(id) => f.write_str(id.name()),
             Target::Pci(a) => a.fmt(f),
+            Target::VfioUser(p) => write!(f, "{VFIO_USER_PREFIX}{p}"),
         }
     }
 }
@@ -98,7 +117,7 @@ impl Device {
     pub fn pci_address(&self) -> Option<&PciAddress> {
         match &self.target {
             Target::Pci(a) => Some(a),
-            Target::Sim(_) => None,
+            Target::Sim(_) | Target::VfioUser(_) => None,
         }
     }
 
@@ -129,8 +148,18 @@ pub fn describe(host: &Host, target: &Target) -> Result<DeviceInfo> {
     match target {
         Target::Sim(id) => Ok(id.spec().info()),
         Target::Pci(a) => pci::sysfs::read_device(host, a),
+        Target::VfioUser(path) => {
+            let dev = VfioUserDevice::open(Path::new(path))?;
+            let info = vfio_user::info::describe_open(&dev, Path::new(path));
+            // Kept for `open`, so one command is one connection (a server may serve one client).
+            *OPENED.lock().unwrap_or_else(|e| e.into_inner()) = Some((path.to_string(), dev));
+            Ok(info)
+        }
     }
 }
+
+/// The vfio-user device `describe` connected to, until `open` takes it.
+static OPENED: Mutex<Option<(String, VfioUserDevice)>> = Mutex::new(None);
 
 /// `pcibench list`: the simulated cards first, then every PCI device, filtered as lspci's -d
 /// and -s; and a line for each sysfs entry that could not be read.
@@ -147,6 +176,8 @@ pub fn list(
         .collect();
     let pci_slot = match slot {
         Some(Target::Sim(_)) => return Ok((out, Vec::new())),
+        // A served model is not on this host's bus: `list` shows what is.
+        Some(Target::VfioUser(_)) => return Ok((Vec::new(), Vec::new())),
         Some(Target::Pci(a)) => Some(a),
         None => None,
     };
@@ -167,6 +198,18 @@ pub fn open(host: &Host, target: &Target, info: &DeviceInfo, via: Option<Via>) -
             Ok(Box::new(SimDevice::open(*id)?))
         }
         Target::Pci(a) => access::open_device(host, a, info, via),
+        Target::VfioUser(path) => {
+            if via.is_some_and(|v| v != Via::VfioUser) {
+                return Err(Error::usage(format!(
+                    "{target} is reached over vfio-user: drop --via (or use --via vfio-user)"
+                )));
+            }
+            let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+            match opened.take() {
+                Some((p, dev)) if p == *path => Ok(Box::new(dev)),
+                _ => Ok(Box::new(VfioUserDevice::open(Path::new(path))?)),
+            }
+        }
     }
 }
 

@@ -191,6 +191,28 @@ pub struct DeviceInfo {
     pub capabilities: Vec<Capability>,
     pub extended_capabilities: Vec<Capability>,
     pub warnings: Vec<String>,
+    /// A device that is a model in another process, reached over vfio-user: what its server said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served: Option<Served>,
+}
+
+/// What a vfio-user server said about itself and the device it serves (`info` shows it).
+#[derive(Debug, Clone, Serialize)]
+pub struct Served {
+    /// The server's UNIX socket.
+    pub socket: String,
+    /// The protocol version it speaks, `0.1`.
+    pub protocol: String,
+    /// Its capabilities, the JSON of its VERSION reply.
+    pub capabilities: String,
+    /// The pcibench simulated card it serves (`pcibench serve`), if it says it is pcibench's own.
+    pub pcibench_card: Option<String>,
+    /// Whether it can reset the device (DEVICE_GET_INFO's reset flag).
+    pub resettable: bool,
+    /// The BARs it lets this process map (the rest go through region read/write messages).
+    pub mapped_bars: Vec<u8>,
+    /// Interrupts it offers, as (kind, vectors): ("MSI", 1).
+    pub interrupts: Vec<(String, u32)>,
 }
 
 impl DeviceInfo {

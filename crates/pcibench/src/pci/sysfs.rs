@@ -157,6 +157,7 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
         capabilities: cfg.capabilities,
         extended_capabilities: cfg.extended_capabilities,
         warnings: w,
+        served: None,
     };
     info.fill_model();
     Ok((info, cfg_bytes))

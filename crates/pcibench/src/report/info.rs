@@ -182,3 +182,32 @@ fn link_text(d: &DeviceInfo, s: &mut String) {
         let _ = writeln!(s, "  Link:          not PCI Express (no link status)");
     }
 }
+
+/// What `info` says of a device that is a model served over vfio-user: the server's protocol and
+/// capabilities, which BARs it maps, interrupts, reset. Empty for any other device.
+pub fn served_text(d: &DeviceInfo) -> String {
+    let Some(v) = &d.served else { return String::new() };
+    let mut s = String::new();
+    let who = match &v.pcibench_card {
+        Some(card) => format!("pcibench's simulated card {card}, served by pcibench serve"),
+        None => "a device model in another process".to_string(),
+    };
+    let _ = writeln!(s, "  vfio-user:     {who}");
+    let _ = writeln!(s, "  Server:        protocol {}, socket {}", v.protocol, v.socket);
+    let _ = writeln!(s, "  Capabilities:  {}", v.capabilities);
+    let mapped = if v.mapped_bars.is_empty() {
+        "none (every BAR access is a region read/write message)".to_string()
+    } else {
+        v.mapped_bars.iter().map(|b| format!("BAR{b}")).collect::<Vec<_>>().join(", ")
+            + " (others: region read/write messages)"
+    };
+    let _ = writeln!(s, "  Mapped BARs:   {mapped}");
+    let irqs = if v.interrupts.is_empty() {
+        "none".to_string()
+    } else {
+        v.interrupts.iter().map(|(k, n)| format!("{k} x{n}")).collect::<Vec<_>>().join(", ")
+    };
+    let _ = writeln!(s, "  Interrupts:    {irqs}");
+    let _ = writeln!(s, "  Reset:         {}", if v.resettable { "yes" } else { "no" });
+    s
+}

@@ -63,7 +63,10 @@ impl HostMap {
     }
 
     fn insert(self: &Arc<Self>, ptr: *mut u8, len: usize, backing: Backing) -> Registration {
-        let start = ptr as u64;
+        self.insert_at(ptr as u64, ptr, len, backing)
+    }
+
+    fn insert_at(self: &Arc<Self>, start: u64, ptr: *mut u8, len: usize, backing: Backing) -> Registration {
         let mut map = self.ranges.write().unwrap_or_else(|e| e.into_inner());
         map.insert(start, Range { end: start + len as u64, ptr });
         Registration { map: Arc::clone(self), start, backing: Some(backing) }
@@ -73,6 +76,22 @@ impl HostMap {
     pub fn register_pages(self: &Arc<Self>, pages: Pages) -> Registration {
         let (ptr, len) = (pages.as_ptr(), pages.len());
         self.insert(ptr, len, Backing::Pages(pages))
+    }
+
+    /// Make `pages` reachable by the card at bus address `bus` (not its address in this process):
+    /// a vfio-user client's buffer, DMA_MAP'd at the client's IOVA. None when `[bus, bus+len)`
+    /// overlaps a registered range or wraps.
+    pub fn register_pages_at(self: &Arc<Self>, bus: u64, pages: Pages) -> Option<Registration> {
+        let (ptr, len) = (pages.as_ptr(), pages.len());
+        let end = bus.checked_add(len as u64)?;
+        // Checked and inserted under one write lock, so two registrations cannot overlap.
+        let mut map = self.ranges.write().unwrap_or_else(|e| e.into_inner());
+        if map.range(..end).next_back().is_some_and(|(_, r)| r.end > bus) {
+            return None;
+        }
+        map.insert(bus, Range { end, ptr });
+        drop(map);
+        Some(Registration { map: Arc::clone(self), start: bus, backing: Some(Backing::Pages(pages)) })
     }
 
     /// Make a scattered buffer's bus view reachable by the card.
@@ -191,7 +210,7 @@ impl Registration {
     /// Bus address of the first byte of CPU-view page `i` (bus-contiguous for plain pages).
     pub fn bus_of_page(&self, i: usize) -> u64 {
         match &self.backing {
-            Some(Backing::Pages(p)) => p.as_ptr() as u64 + (i * super::mem::PAGE) as u64,
+            Some(Backing::Pages(_)) => self.start + (i * super::mem::PAGE) as u64,
             Some(Backing::Scattered(s)) => s.bus_of_page(i),
             None => 0,
         }
@@ -234,5 +253,22 @@ mod tests {
         drop(reg);
         assert!(map.is_empty());
         assert!(map.read(bus, &mut out).is_err(), "a dropped buffer is a fault, not a dangling read");
+    }
+
+    #[test]
+    fn pages_registered_at_a_foreign_bus_address_do_not_overlap() {
+        let map = HostMap::new();
+        let reg = map.register_pages_at(0x10_0000, Pages::new("t", 8192).unwrap()).unwrap();
+        assert_eq!(reg.bus_of_page(1), 0x10_1000);
+        map.write(0x10_1ff8, &[9; 8]).unwrap();
+        let mut out = [0u8; 8];
+        map.read(0x10_1ff8, &mut out).unwrap();
+        assert_eq!(out, [9; 8]);
+        assert!(map.register_pages_at(0x10_1000, Pages::new("t", 4096).unwrap()).is_none(), "inside");
+        assert!(map.register_pages_at(0xf_f000, Pages::new("t", 8192).unwrap()).is_none(), "across the start");
+        assert!(map.register_pages_at(u64::MAX - 100, Pages::new("t", 4096).unwrap()).is_none(), "wraps");
+        let next = map.register_pages_at(0x10_2000, Pages::new("t", 4096).unwrap()).unwrap();
+        drop((reg, next));
+        assert!(map.is_empty());
     }
 }

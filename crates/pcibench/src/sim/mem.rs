@@ -39,11 +39,23 @@ impl Map {
     /// A fresh mapping at an address the kernel picks: of `file` from offset 0 when given, else
     /// anonymous; `len` is already page-rounded and non-zero.
     fn new(what: &str, len: usize, prot: ProtFlags, flags: MapFlags, file: Option<BorrowedFd<'_>>) -> Result<Map> {
+        Map::at_offset(what, len, prot, flags, file, 0)
+    }
+
+    /// `new`, of `file` from `offset` (page-aligned).
+    fn at_offset(
+        what: &str,
+        len: usize,
+        prot: ProtFlags,
+        flags: MapFlags,
+        file: Option<BorrowedFd<'_>>,
+        offset: u64,
+    ) -> Result<Map> {
         let null = std::ptr::null_mut();
         // SAFETY: a fresh mapping chosen by the kernel (addr NULL); it aliases no Rust object.
         let p = unsafe {
             match file {
-                Some(fd) => rustix::mm::mmap(null, len, prot, flags, fd, 0),
+                Some(fd) => rustix::mm::mmap(null, len, prot, flags, fd, offset),
                 None => rustix::mm::mmap_anonymous(null, len, prot, flags),
             }
         }
@@ -90,9 +102,11 @@ impl Drop for Map {
     }
 }
 
-/// Zeroed, page-aligned anonymous memory.
+/// Zeroed, page-aligned memory: anonymous, or a memfd another process can map too (`shared`).
 pub struct Pages {
     map: Map,
+    /// The memfd behind a `shared` mapping, which a vfio-user client maps (`pcibench serve`).
+    file: Option<File>,
 }
 
 impl Pages {
@@ -100,7 +114,35 @@ impl Pages {
     pub fn new(what: &str, len: usize) -> Result<Pages> {
         let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
         let map = Map::new(what, len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::PRIVATE, None)?;
-        Ok(Pages { map })
+        Ok(Pages { map, file: None })
+    }
+
+    /// Like `new`, but the pages are a memfd (`file`), so another process may map the same
+    /// memory: a memory BAR `pcibench serve` offers a vfio-user client as an mmap-able region.
+    pub fn shared(what: &str, len: usize) -> Result<Pages> {
+        let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
+        let fd = memfd_create("pcibench-sim-bar", MemfdFlags::CLOEXEC).map_err(|e| os_error(what, len, e))?;
+        let file = File::from(fd);
+        file.set_len(len as u64).map_err(|e| os_error(what, len, e))?;
+        let rw = ProtFlags::READ | ProtFlags::WRITE;
+        let map = Map::new(what, len, rw, MapFlags::SHARED, Some(file.as_fd()))?;
+        Ok(Pages { map, file: Some(file) })
+    }
+
+    /// `len` bytes of another process's memory passed as `fd`, from `offset` (both page-aligned):
+    /// a vfio-user client's DMA buffer, which the served card's engine reaches through its host map.
+    pub fn map_file(what: &str, fd: BorrowedFd<'_>, offset: u64, len: usize) -> Result<Pages> {
+        if len == 0 || len % PAGE != 0 || offset % PAGE as u64 != 0 {
+            return Err(Error::usage(format!("{what}: {len} bytes at file offset {offset:#x} is not whole pages")));
+        }
+        let rw = ProtFlags::READ | ProtFlags::WRITE;
+        let map = Map::at_offset(what, len, rw, MapFlags::SHARED, Some(fd), offset)?;
+        Ok(Pages { map, file: None })
+    }
+
+    /// The memfd of `shared` pages.
+    pub fn file(&self) -> Option<BorrowedFd<'_>> {
+        self.file.as_ref().map(|f| f.as_fd())
     }
 
     /// Like `new`, but not charged against the commit limit (MAP_NORESERVE): for large card
@@ -110,7 +152,7 @@ impl Pages {
         let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
         let flags = MapFlags::PRIVATE | MapFlags::NORESERVE;
         let map = Map::new(what, len, ProtFlags::READ | ProtFlags::WRITE, flags, None)?;
-        Ok(Pages { map })
+        Ok(Pages { map, file: None })
     }
 
     pub fn len(&self) -> usize {

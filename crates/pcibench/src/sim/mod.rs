@@ -199,6 +199,7 @@ pub fn card_info(s: &CardShape) -> DeviceInfo {
         capabilities: vec![Capability { id: 0x10, offset: 0x70, name: "PCI Express", version: None }],
         extended_capabilities: Vec::new(),
         warnings: Vec::new(),
+        served: None,
     };
     info.fill_model();
     info

@@ -189,7 +189,7 @@ impl Drop for Msi {
 }
 
 /// Wait up to `timeout` for the (non-blocking) eventfd; the count of signals since the last wait.
-fn eventfd_wait(efd: &OwnedFd, timeout: Duration) -> io::Result<u64> {
+pub(crate) fn eventfd_wait(efd: &OwnedFd, timeout: Duration) -> io::Result<u64> {
     let deadline = std::time::Instant::now() + timeout.min(Duration::from_secs(i32::MAX as u64));
     loop {
         // Clamped above so the conversion cannot fail (about 68 years).

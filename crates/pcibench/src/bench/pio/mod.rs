@@ -310,7 +310,7 @@ impl One<'_> {
         r.bar_size = Some(self.region.len());
         r.map = Some(self.map);
         r.mem = Some(self.region.mem_type());
-        r.io = Some(self.plan.io);
+        r.io = Some(self.region.io_mode().unwrap_or(self.plan.io));
         r.width = Some(self.w);
         r.offset = Some(self.plan.offset);
         r

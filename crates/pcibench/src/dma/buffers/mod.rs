@@ -5,6 +5,7 @@ pub mod mapped;
 pub mod physical;
 pub mod region;
 pub mod reserved;
+pub mod shared;
 pub mod sim;
 pub mod traced;
 pub mod udmabuf;
@@ -47,6 +48,14 @@ fn open_allocator(
         (DmaPath::Sim(_), BufferSource::UDmaBuf(name)) => {
             return Err(Error::usage(format!(
                 "u-dma-buf {name} is physical memory for a real device: the simulated card's engine reaches only its own host buffers (drop --buffer)"
+            )))
+        }
+        (DmaPath::Shared(map), BufferSource::Heap | BufferSource::Hugepage) => {
+            Box::new(shared::SharedAllocator::new(map, dma_bits))
+        }
+        (DmaPath::Shared(_), BufferSource::UDmaBuf(_) | BufferSource::Reserved { .. }) => {
+            return Err(Error::usage(format!(
+                "--buffer {source} is physical memory for a real device: a vfio-user model reaches only the memfd buffers shared with it (use --buffer heap)"
             )))
         }
         (DmaPath::Iommu(map), BufferSource::Heap | BufferSource::Hugepage) => {

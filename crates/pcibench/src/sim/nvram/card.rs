@@ -60,7 +60,7 @@ pub fn build_on(
     let window = SHAPE.bars.iter().find(|b| b.0 == NVRAM_WINDOW_BAR).map_or(0, |b| b.1 as usize);
     let bars = vec![
         (NVRAM_CSR_BAR, SimBar::Registers(model.clone())),
-        (NVRAM_WINDOW_BAR, SimBar::Memory(Arc::new(Pages::new("BAR2", window)?))),
+        (NVRAM_WINDOW_BAR, SimBar::Memory(Arc::new(Pages::shared("BAR2", window)?))),
     ];
     Ok((SimCard { bars, host }, model))
 }

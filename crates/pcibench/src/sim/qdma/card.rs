@@ -56,7 +56,7 @@ pub fn build_on(cfg: QdmaModelConfig, host: Arc<super::super::host_map::HostMap>
     let user = SHAPE.bars.iter().find(|b| b.0 == QDMA_USER_BAR).map_or(0, |b| b.1 as usize);
     let bars = vec![
         (QDMA_CONFIG_BAR, SimBar::Registers(model.clone())),
-        (QDMA_USER_BAR, SimBar::Memory(Arc::new(Pages::new("BAR2", user)?))),
+        (QDMA_USER_BAR, SimBar::Memory(Arc::new(Pages::shared("BAR2", user)?))),
     ];
     Ok((SimCard { bars, host }, model))
 }

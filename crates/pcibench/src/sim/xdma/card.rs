@@ -52,8 +52,8 @@ pub fn build_on(cfg: XdmaModelConfig, host: Arc<super::super::host_map::HostMap>
     let model = Arc::new(XdmaModel::new(cfg, Arc::clone(&host))?);
     let size = |i: u8| SHAPE.bars.iter().find(|b| b.0 == i).map_or(0, |b| b.1 as usize);
     let bars = vec![
-        (0, SimBar::Memory(Arc::new(Pages::new("BAR0", size(0))?))),
-        (2, SimBar::Memory(Arc::new(Pages::new("BAR2", size(2))?))),
+        (0, SimBar::Memory(Arc::new(Pages::shared("BAR0", size(0))?))),
+        (2, SimBar::Memory(Arc::new(Pages::shared("BAR2", size(2))?))),
         (SIM_DMA_BAR, SimBar::Registers(model.clone())),
     ];
     Ok((SimCard { bars, host }, model))

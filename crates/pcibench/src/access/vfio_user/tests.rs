@@ -1,0 +1,134 @@
+//! The client against `serve` on a thread (regions, bounds the server enforces, DMA maps) and
+//! against a minimal hand-written server (MSI through an eventfd, which the sim cards do not raise).
+
+use super::server::{bind, serve, ServeOptions};
+use super::wire::{self, cmd, Header, Put};
+use super::*;
+use crate::sim::SimId;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Run `f` against `card` served on a thread.
+fn with_served(card: SimId, mmap: bool, f: impl FnOnce(&Path)) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s.sock");
+    let listener = bind(&socket).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let server =
+            s.spawn(|| serve(&listener, card, ServeOptions { mmap, once: false, anonymous: false }, &stop, &|_| {}));
+        f(&socket);
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap().unwrap();
+    });
+}
+
+#[test]
+fn served_regions_config_and_the_bounds_the_server_keeps() {
+    with_served(SimId::DEFAULT, true, |socket| {
+        let dev = VfioUserDevice::open(socket).unwrap();
+        assert!(dev.region(0).unwrap().mappable() && dev.region(2).unwrap().mappable());
+        assert!(!dev.region(4).unwrap().mappable(), "registers are messages");
+        assert!(dev.region(1).is_none());
+        let mut ids = [0u8; 4];
+        dev.config_read(0, &mut ids).unwrap();
+        assert_eq!(ids, [0xee, 0x10, 0x24, 0x70]);
+        let c = dev.client();
+        let refused = |r: Result<()>| r.unwrap_err().to_string();
+        assert!(refused(c.region_read(4, 0x10000, &mut [0; 4])).contains("refused REGION_READ"), "past the BAR");
+        assert!(refused(c.region_read(4, 0, &mut [0; 3])).contains("refused REGION_READ"), "not a register width");
+        assert!(refused(c.region_read(2, 0, &mut vec![0; wire::MAX_DATA + 1])).contains("refused REGION_READ"));
+        assert!(refused(c.region_write(CONFIG_REGION, 0xfe, &[0; 4])).contains("refused REGION_WRITE"));
+        // DMA_MAP: one descriptor, whole pages, no overlap; DMA_UNMAP only what was mapped.
+        let DmaPath::Shared(map) = dev.dma_path().unwrap() else { panic!("shared memory") };
+        let f = tempfile::tempfile().unwrap();
+        f.set_len(8192).unwrap();
+        map.map_shared(f.as_fd(), 8192, 0x10_0000).unwrap();
+        assert!(map.map_shared(f.as_fd(), 4096, 0x10_1000).unwrap_err().to_string().contains("refused DMA_MAP"));
+        assert!(map.map_shared(f.as_fd(), 100, 0x20_0000).is_err(), "not whole pages");
+        let no_fd = Put::default().u32(32).u32(3).u64(0).u64(0x30_0000).u64(4096).0;
+        assert!(c.request(cmd::DMA_MAP, &no_fd, &[]).is_err());
+        assert!(map.unmap_shared(0x10_0000, 4096).is_err(), "not a mapping");
+        map.unmap_shared(0x10_0000, 8192).unwrap();
+        let e = dev.interrupt().err().unwrap().to_string();
+        assert!(e.contains("offers no MSI vector"), "{e}");
+        assert!(dev.reset().unwrap_err().to_string().contains("offers no reset"));
+    });
+}
+
+#[test]
+fn message_only_bars_read_back_what_was_written() {
+    with_served(SimId::DEFAULT, false, |socket| {
+        let dev = VfioUserDevice::open(socket).unwrap();
+        let bar = dev.open_bar(2, Mapping::Uc, IoMode::Mmap).unwrap();
+        assert!(bar.ptr().is_none());
+        bar.write_bulk(0x40, &[1, 2, 3, 4, 5, 6, 7, 8], Width::B32).unwrap();
+        assert_eq!(bar.read(0x40, Width::B64).unwrap(), 0x0807_0605_0403_0201);
+        assert!(bar.read(0x20000, Width::B32).is_err(), "bounds are checked before any message");
+    });
+}
+
+#[test]
+fn msi_arrives_through_the_eventfd_the_server_was_given_and_reset_is_asked_where_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("msi.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let server = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        while let Some(m) = wire::recv(&s).unwrap() {
+            let h = Header { id: m.header.id, command: m.header.command, size: 0, flags: wire::FLAG_REPLY, error: 0 };
+            let reply = match m.header.command {
+                cmd::VERSION => Put::default().u16(0).u16(1).bytes(b"{}\0").0,
+                cmd::DEVICE_GET_INFO => Put::default().u32(16).u32(DEVICE_PCI | DEVICE_RESET).u32(0).u32(2).0,
+                cmd::DEVICE_RESET => Vec::new(),
+                cmd::DEVICE_GET_IRQ_INFO => {
+                    let index = u32::from_le_bytes(m.payload[8..12].try_into().unwrap());
+                    Put::default().u32(16).u32(0).u32(index).u32(u32::from(index == MSI_IRQ)).0
+                }
+                cmd::DEVICE_SET_IRQS => {
+                    // Signal once through every eventfd it was given: an MSI.
+                    for fd in &m.fds {
+                        rustix::io::write(fd, &1u64.to_ne_bytes()).unwrap();
+                    }
+                    Vec::new()
+                }
+                _ => unreachable!("not asked"),
+            };
+            wire::send(&s, h, &reply, &[]).unwrap();
+        }
+    });
+    let dev = VfioUserDevice::open(&socket).unwrap();
+    dev.reset().unwrap();
+    let irq = dev.interrupt().unwrap();
+    assert!(irq.describe().contains("vfio-user eventfd"));
+    assert_eq!(irq.wait(std::time::Duration::from_secs(60)).unwrap(), 1);
+    drop(irq);
+    drop(dev);
+    server.join().unwrap();
+}
+
+#[test]
+fn dma_outside_the_mapped_buffers_is_the_engine_s_one_line_error() {
+    use crate::dma::buffers::shared::SharedAllocator;
+    use crate::dma::engines::xdma::{XdmaEngine, XdmaOptions};
+    use crate::dma::{Direction, DmaAllocator, Engine, Transfer};
+    with_served(SimId::DEFAULT, true, |socket| {
+        let dev = VfioUserDevice::open(socket).unwrap();
+        crate::access::set_bus_master(&dev, true).unwrap();
+        let DmaPath::Shared(map) = dev.dma_path().unwrap() else { panic!("shared memory") };
+        let alloc = SharedAllocator::new(Arc::clone(&map), 64);
+        let bar = dev.open_bar(crate::sim::xdma::card::SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
+        let mut eng = XdmaEngine::new(bar, &alloc, XdmaOptions { card_size: 1 << 20, ..Default::default() }).unwrap();
+        let buf = alloc.alloc(64 << 10).unwrap();
+        let t = Transfer { dir: Direction::C2h, buf_offset: 0, card_addr: 0, len: 64 << 10 };
+        eng.prepare(&*buf, &t).unwrap();
+        eng.run(std::time::Duration::from_secs(60)).unwrap();
+        // The server no longer maps the buffer: the card's writes to it are faults, not writes.
+        let bus = buf.segments()[0].bus;
+        map.unmap_shared(bus, buf.len() as u64).unwrap();
+        eng.prepare(&*buf, &t).unwrap();
+        let e = eng.run(std::time::Duration::from_secs(60)).unwrap_err().to_string();
+        assert!(!e.contains('\n') && e.contains("XDMA"), "{e}");
+        eng.stop().unwrap();
+    });
+}

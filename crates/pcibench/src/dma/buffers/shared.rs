@@ -1,0 +1,98 @@
+//! Buffers shared with a device model in another process (vfio-user): each buffer is a memfd this
+//! process maps and passes to the model with DMA_MAP at bus address = its address here, so the
+//! model's DMA reads and writes these very pages (no copy). The model reaches nothing else of this
+//! process; a buffer is unmapped from it (DMA_UNMAP) before its pages are released.
+
+use crate::access::SharedMap;
+use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
+use crate::os::mmap::{page_size, Mmap};
+use crate::{Error, Result};
+use rustix::fs::{memfd_create, MemfdFlags};
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+/// Makes buffers a vfio-user server can reach.
+pub struct SharedAllocator {
+    map: Arc<dyn SharedMap>,
+    dma_bits: u32,
+}
+
+impl SharedAllocator {
+    pub fn new(map: Arc<dyn SharedMap>, dma_bits: u32) -> SharedAllocator {
+        SharedAllocator { map, dma_bits }
+    }
+}
+
+impl DmaAllocator for SharedAllocator {
+    fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>> {
+        if len == 0 {
+            return Err(Error::usage("a DMA buffer needs at least 1 byte"));
+        }
+        let page = page_size();
+        let size =
+            len.checked_next_multiple_of(page).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
+        let fail = |what: &str, e: std::io::Error| {
+            Error::Unsupported(format!(
+                "could not make a {size}-byte DMA buffer to share with the vfio-user server ({what}): {e}"
+            ))
+        };
+        let file =
+            File::from(memfd_create("pcibench-dma", MemfdFlags::CLOEXEC).map_err(|e| fail("memfd_create", e.into()))?);
+        file.set_len(size as u64).map_err(|e| fail("ftruncate", e))?;
+        let mem = Mmap::file(&file, 0, size, true).map_err(|e| fail("mmap", e))?;
+        // Faulted in now (as VFIO's MAP_DMA pins pages): the first transfer must not pay for it.
+        for off in (0..size).step_by(page) {
+            // SAFETY: inside the fresh mapping, which nothing else uses yet.
+            unsafe { mem.as_ptr().add(off).write_volatile(0) };
+        }
+        let bus = mem.as_ptr() as u64;
+        if self.dma_bits < 64 && (bus + size as u64 - 1) >> self.dma_bits != 0 {
+            return Err(Error::Unsupported(format!(
+                "the DMA buffer at {bus:#x} is above the device's {} address bits",
+                self.dma_bits
+            )));
+        }
+        self.map.map_shared(file.as_fd(), size as u64, bus)?;
+        let segments = vec![Segment { offset: 0, bus, len: size as u64 }];
+        Ok(Box::new(SharedBuffer { map: Arc::clone(&self.map), mem, _file: file, segments }))
+    }
+
+    fn dma_bits(&self) -> u32 {
+        self.dma_bits
+    }
+}
+
+/// One buffer shared with the server; unmapped from it, then released, on drop.
+pub struct SharedBuffer {
+    map: Arc<dyn SharedMap>,
+    mem: Mmap,
+    _file: File,
+    segments: Vec<Segment>,
+}
+
+impl DmaBuffer for SharedBuffer {
+    fn as_ptr(&self) -> *mut u8 {
+        self.mem.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.mem.len()
+    }
+    fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+    fn addressing(&self) -> Addressing {
+        Addressing::Iova
+    }
+    fn describe(&self) -> String {
+        "memfd shared with the vfio-user server (DMA_MAP)".into()
+    }
+}
+
+impl Drop for SharedBuffer {
+    fn drop(&mut self) {
+        // Best effort: a server that is gone has no mapping left to remove, and the pages stay
+        // alive in its process until it unmaps them, so releasing ours is safe either way.
+        let _ = self.map.unmap_shared(self.segments[0].bus, self.mem.len() as u64);
+    }
+}
