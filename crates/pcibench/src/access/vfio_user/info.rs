@@ -94,7 +94,7 @@ pub fn describe_open(dev: &VfioUserDevice, socket: &Path) -> DeviceInfo {
         device_name: names::device(vid, did).map(str::to_string),
         subsystem_vendor_id: svid,
         subsystem_device_id: sdid,
-        subsystem_name: names::subsystem(vid, did, svid, sdid).map(str::to_string),
+        subsystem_name: Some(names::subsystem_phrase(vid, did, svid, sdid)),
         class_code,
         class_name: names::class(class_code),
         revision: rd(&bytes, 8, 1) as u8,
@@ -104,6 +104,8 @@ pub fn describe_open(dev: &VfioUserDevice, socket: &Path) -> DeviceInfo {
         parent: None,
         command: cfg.command.map(crate::pci::device::Command::from_raw),
         bars,
+        // The protocol has no ROM region pcibench reads (VFIO_PCI_ROM_REGION_INDEX is not served).
+        expansion_rom: None,
         // A model has no PCIe link: its figures are bounded by the model and the socket.
         link: None,
         model: None,
