@@ -1,12 +1,26 @@
 # Helpers for lab scenarios (busybox sh); a scenario starts with `. /lab/lib.sh`.
 # Sourcing turns on `set -e`: any failing command ends the scenario as failed. Checks print "ok: ..." when
 # they pass and "FAIL: ..." (then exit 1) when they do not, so a failed scenario's output says what broke.
-# Environment from /init: LAB_MACHINE (pc | q35-iommu | virt | virt-smmuv3), LAB_VFIO (noiommu | type1).
+# Environment from /init: LAB_MACHINE (pc | q35-iommu | virt | virt-smmuv3), LAB_VFIO (noiommu | type1), LAB_SCALE
+# (the host's PCIBENCH_LAB_TIME_SCALE: wait_until's bounds grow with it).
 set -e
 SYS=/sys/bus/pci/devices
 
 ok() { echo "ok: $*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# wait_until SECONDS WHAT CMD...: run CMD every 0.1 s until it succeeds; fail naming WHAT once SECONDS (scaled by
+# LAB_SCALE, as the host scales its limits under load) have gone by. Waits are on events, never on a sleep that
+# assumes how long something takes: the bound only catches what will never happen.
+wait_until() {
+	_wu_limit=$(($1 * ${LAB_SCALE:-1} * 10)) _wu_what=$2 _wu_i=0
+	shift 2
+	until "$@"; do
+		_wu_i=$((_wu_i + 1))
+		[ "$_wu_i" -lt "$_wu_limit" ] || fail "$_wu_what: not within $((_wu_limit / 10)) s"
+		sleep 0.1
+	done
+}
 
 # find_dev VID:DID: print the address (DDDD:BB:DD.F) of the first device with these IDs; fail if none.
 find_dev() {

@@ -1,7 +1,12 @@
 # Helpers for the host side of scenarios (NAME.host), sourced before it in a bash of its own
 # (set -euo pipefail). A host side may define host_setup (before the boot), host_during (beside the running
 # guest) and host_check (after it). Environment: SHM (ivshmem backing file), OUT (the scenario's guest output,
-# for host_check), CONSOLE (the guest's console as it is written), MON (QEMU's monitor socket), LAB_MACHINE.
+# for host_check), CONSOLE (the guest's console as it is written), MON (QEMU's monitor socket), LAB_MACHINE,
+# LAB_TIME_SCALE (PCIBENCH_LAB_TIME_SCALE).
+#
+# Hand-offs wait on events, never on sleeps: where the host must act while the guest is inside a step, the guest
+# holds the step (e.g. SIGSTOPs the pcibench run once its trace shows the step began), prints a cue, and resumes
+# only when what the host did has landed (the kernel's counters moved). No order here depends on timing.
 
 # emitted LABEL: the stdout of the guest's `emit LABEL CMD...` (fails if the guest emitted no LABEL).
 emitted() {
@@ -9,9 +14,10 @@ emitted() {
 		END { exit !found }' "$OUT"
 }
 
-# wait_console TEXT [SECONDS]: wait until the guest's console shows TEXT (default 120 s).
+# wait_console TEXT [SECONDS]: wait until the guest's console shows TEXT (default 120 s, scaled by
+# PCIBENCH_LAB_TIME_SCALE as the lab's other limits: a loaded host boots slower, it does not hang).
 wait_console() {
-	local i limit=$((${2:-120} * 10))
+	local i limit=$((${2:-120} * 10 * ${LAB_TIME_SCALE:-1}))
 	for ((i = 0; i < limit; i++)); do
 		grep -qF -- "$1" "$CONSOLE" 2>/dev/null && return 0
 		sleep 0.1

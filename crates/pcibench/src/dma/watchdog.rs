@@ -8,6 +8,12 @@
 //! change for `timeout` stops the wait, and the engine is stopped and reported with its progress
 //! as before. A one-step engine (edu: one transfer, one status bit) has nothing finer to watch, so
 //! there the timeout bounds the transfer itself.
+//!
+//! The no-progress span is measured up to the previous observation, not to now: the counter a
+//! caller passes was read at some moment after the previous call, so the engine is only known to
+//! have been idle until then. A watcher that was itself not running (a loaded host, SIGSTOP, a
+//! paused VM) between reading its counter and calling `stalled` therefore never blames the engine
+//! for the time it was away; the next poll reads a fresh counter (issue 34).
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +38,8 @@ pub struct Watchdog<C: Monotonic = RealTime> {
     timeout: Duration,
     progress: u64,
     moved_at: Duration,
+    /// When the previous observation was made: the counter passed now was read after it.
+    seen_at: Duration,
 }
 
 impl Watchdog<RealTime> {
@@ -44,20 +52,24 @@ impl Watchdog<RealTime> {
 impl<C: Monotonic> Watchdog<C> {
     pub fn with_clock(timeout: Duration, clock: C) -> Self {
         let moved_at = clock.now();
-        Watchdog { clock, timeout, progress: 0, moved_at }
+        Watchdog { clock, timeout, progress: 0, moved_at, seen_at: moved_at }
     }
 
     /// Note the engine's progress counter (anything that changes only while the engine works:
     /// completed descriptors, a consumer index, bytes); true once it has not changed for the
-    /// timeout. A change in either direction counts (a ring index wraps).
+    /// timeout. A change in either direction counts (a ring index wraps). The counter is known
+    /// unchanged only up to the previous call (it was read after it), so that is where the idle
+    /// span ends: one poll later than `now` would say, and never charged with a gap in which the
+    /// watcher itself did not run.
     pub fn stalled(&mut self, progress: u64) -> bool {
         let now = self.clock.now();
+        let seen = std::mem::replace(&mut self.seen_at, now);
         if progress != self.progress {
             self.progress = progress;
             self.moved_at = now;
             return false;
         }
-        now.saturating_sub(self.moved_at) >= self.timeout
+        seen.saturating_sub(self.moved_at) >= self.timeout
     }
 
     /// Time since the wait began (for periodic status reads).
@@ -151,17 +163,40 @@ pub(crate) mod tests {
     #[test]
     fn an_engine_that_stops_moving_is_stopped_one_timeout_after_its_last_progress() {
         let r = wait(65536, Duration::from_micros(10), 57152, Duration::from_secs(1));
-        // The last descriptor completed at 571.52 ms; the wait ends one timeout later.
-        assert_eq!(r, Err((57152, Duration::from_millis(1572))));
-        // Never moved at all: one timeout from the start.
+        // The last descriptor completed at 571.52 ms (seen at the 572 ms poll); the wait ends one
+        // timeout and one poll later.
+        assert_eq!(r, Err((57152, Duration::from_millis(1573))));
+        // Never moved at all: one timeout (and a poll) from the start.
         let r = wait(1, Duration::from_secs(3600), 0, Duration::from_secs(1));
-        assert_eq!(r, Err((0, Duration::from_secs(1))));
+        assert_eq!(r, Err((0, Duration::from_millis(1001))));
     }
 
     #[test]
     fn a_gap_longer_than_the_timeout_is_a_stall_even_if_the_engine_would_resume() {
         let r = wait(4, Duration::from_millis(1500), u64::MAX, Duration::from_secs(1));
-        assert_eq!(r, Err((0, Duration::from_secs(1))));
+        assert_eq!(r, Err((0, Duration::from_millis(1001))));
+    }
+
+    #[test]
+    fn a_watcher_that_did_not_run_does_not_blame_the_engine_for_its_absence() {
+        // The counter was read (unchanged) just before the process was stopped for 5 s; the
+        // engine finished meanwhile. The call after the gap passes the stale value: no stall.
+        let t = FakeTime::default();
+        let mut dog = Watchdog::with_clock(Duration::from_secs(1), t.clone());
+        t.advance(Duration::from_millis(500));
+        assert!(!dog.stalled(0));
+        t.advance(Duration::from_secs(5));
+        assert!(!dog.stalled(0), "a gap in the watching was charged to the engine");
+        // The next poll reads the finished counter: progress.
+        t.advance(Duration::from_millis(1));
+        assert!(!dog.stalled(7));
+        // A real stall is still caught: one timeout of watching with no change.
+        for _ in 0..1000 {
+            t.advance(Duration::from_millis(1));
+            assert!(!dog.stalled(7));
+        }
+        t.advance(Duration::from_millis(1));
+        assert!(dog.stalled(7));
     }
 
     #[test]
