@@ -85,6 +85,7 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
     };
     let mut rig = session.open_dma(&r.engine, r.queues.iter().copied().max())?;
     let plan = plan(r, &rig, access);
+    dma::check(rig.engine.as_ref(), &plan)?;
     let m = Measuring::start(session, &r.common)?;
     let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
     let setup = DmaSetup {

@@ -202,6 +202,14 @@ fn configs(engine: &dyn Engine, plan: &DmaPlan, sizes: &[u64], queues: &[u16], s
     Ok(out)
 }
 
+/// Every figure of `plan` the engine's facts bound (sizes, batching, queues, the total), checked
+/// before the measurement starts: a refused request leaves no file and moves nothing.
+pub fn check(engine: &dyn Engine, plan: &DmaPlan) -> Result<()> {
+    let sizes = sizes(engine, plan)?;
+    check_batching(engine, plan)?;
+    super::sample::sampler::check_total(plan.total, &sizes)
+}
+
 pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Report> {
     let engine = s.engine;
     let sizes = sizes(engine, plan)?;
