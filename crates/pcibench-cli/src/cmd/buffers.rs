@@ -24,7 +24,8 @@ pub struct BuffersArgs {
     /// Bytes per access (default: the whole u-dma-buf, 16M for the others).
     #[arg(long)]
     size: Option<String>,
-    /// Bytes to move per configuration (default: 16 accesses of --size, enough samples to show the spread).
+    /// Bytes to move per configuration. Default: what moves in half a second of samples (at least
+    /// 10), at most 16 accesses of --size; a run estimated past 10 s says so first.
     #[arg(long)]
     total: Option<String>,
     /// Copy routine for mmap access: 8 16 32 64 128 256 512 nt128 nt256 nt512 memcpy (repeatable; default memcpy).

@@ -272,8 +272,10 @@ pub fn finish(outcome: pcibench::outcome::Outcome) -> ExitCode {
     ExitCode::from(outcome.code())
 }
 
-/// A byte-progress bar on stderr that appears only for runs longer than about 2 s, and only
-/// when stderr is a terminal.
+/// A byte-progress bar on stderr that appears only for runs longer than about 2 s (at once for a
+/// configuration estimated past `LONG`), and only when stderr is a terminal: never in a pipe or a
+/// file, whatever the output format. A configuration estimated past `LONG` is said first, on
+/// stderr, in one line, terminal or not (issue 43).
 pub struct Progress {
     bar: Option<ProgressBar>,
     start: Instant,
@@ -281,9 +283,32 @@ pub struct Progress {
     tty: bool,
 }
 
+/// Work estimated longer than this is said before it starts.
+pub const LONG: Duration = Duration::from_secs(10);
+
 impl Progress {
     pub fn new() -> Progress {
         Progress { bar: None, start: Instant::now(), shown: false, tty: std::io::stderr().is_terminal() }
+    }
+
+    fn show(&mut self) {
+        if let (Some(bar), false, true) = (&self.bar, self.shown, self.tty) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.shown = true;
+        }
+    }
+}
+
+/// `about 4 min`, `about 25 s`, `about 1.5 h`.
+pub fn about(secs: f64) -> String {
+    if secs < 90.0 {
+        format!("about {secs:.0} s")
+    } else if secs < 90.0 * 60.0 {
+        format!("about {:.0} min", secs / 60.0)
+    } else if secs < 48.0 * 3600.0 {
+        format!("about {:.1} h", secs / 3600.0)
+    } else {
+        format!("about {:.0} days", secs / 86400.0)
     }
 }
 
@@ -304,9 +329,19 @@ impl pcibench::bench::sample::sampler::Progress for Progress {
     fn add(&mut self, n: u64) {
         let Some(bar) = &self.bar else { return };
         bar.inc(n);
-        if !self.shown && self.tty && self.start.elapsed() > Duration::from_secs(2) {
-            bar.set_draw_target(ProgressDrawTarget::stderr());
-            self.shown = true;
+        if self.start.elapsed() > Duration::from_secs(2) {
+            self.show();
+        }
+    }
+
+    fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
+        if secs > LONG.as_secs_f64() {
+            if let Some(bar) = &self.bar {
+                bar.suspend(|| eprintln!("pcibench: {} for {work}; {flag} sets it", about(secs)));
+            } else {
+                eprintln!("pcibench: {} for {work}; {flag} sets it", about(secs));
+            }
+            self.show();
         }
     }
 

@@ -23,6 +23,9 @@ pub struct BufferPlan {
     pub size: Option<u64>,
     /// Bytes per configuration.
     pub total: u64,
+    /// The total was not given: each row also stops once its samples took this many ns
+    /// (`sampler::ROW_BUDGET_NS`).
+    pub budget_ns: Option<u64>,
 }
 
 /// Part times of one access, nanoseconds.
@@ -160,7 +163,7 @@ pub fn run(
                     if dir == Direction::H2c { HostBuf::copy_of(&expected)? } else { HostBuf::zeroed(size as usize)? };
                 let mut parts = Vec::new();
                 let clock = s.clock;
-                let sampled = s.run(size, plan.total, |k| {
+                let sampled = s.run_within(size, plan.total, plan.budget_ns, |k| {
                     for _ in 0..k {
                         parts.push(access(clock, view.as_mut(), (acc, sync, w, mem), dir, &mut host)?);
                     }
@@ -235,7 +238,7 @@ mod tests {
         let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(64 << 10, false).unwrap())];
         // 10 ns per clock reading, 1000 bytes/µs: one 64 KiB access is 65536 ns of copying.
         let clock = FakeClock::new(10, 0, 1000);
-        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 65536 };
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 65536, budget_ns: None };
         let r = go(&bufs, &plan, &clock).unwrap();
         assert_eq!(r.results.len(), 2);
         for x in &r.results {
@@ -254,7 +257,7 @@ mod tests {
         let (_t, h) = crate::dma::cpu::udev::testing::fixture(true);
         let bufs: Vec<Box<dyn CpuBuffer>> =
             vec![Box::new(crate::dma::cpu::udev::UDmaBuf::open(&h, "udmabuf0", Some(16384)).unwrap())];
-        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 16384 };
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 16384, budget_ns: None };
         let r = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap();
         // {explicit sync, O_SYNC} x {mmap, file} x {write, read}.
         assert_eq!(r.results.len(), 8);
@@ -278,10 +281,10 @@ mod tests {
     #[test]
     fn widths_the_size_cannot_take_are_skipped() {
         let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(4096, false).unwrap())];
-        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4100), total: 1 << 20 };
+        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4100), total: 1 << 20, budget_ns: None };
         let e = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap_err().to_string();
         assert!(e.contains("does not fit"), "{e}");
-        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4092), total: 1 << 20 };
+        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4092), total: 1 << 20, budget_ns: None };
         let r = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap();
         assert!(r.results.iter().filter(|x| x.width == Some(Width::B64)).all(|x| x.skipped()));
         assert!(r.results.iter().filter(|x| x.width == Some(Width::Memcpy)).all(|x| x.verify == Some(Verify::Ok)));

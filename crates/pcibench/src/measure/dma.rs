@@ -49,6 +49,7 @@ pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
         bidir: matches!(r.dirs, DmaDirs::Bidir | DmaDirs::All),
         sizes,
         total,
+        budget_ns: r.total.is_none().then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
         card_addr: rig.card_offset,
         timeout: Duration::from_millis(r.timeout_ms),
         queues: r.queues.clone(),
