@@ -281,14 +281,22 @@ pub struct Progress {
     start: Instant,
     shown: bool,
     tty: bool,
+    /// Seconds past which a configuration's estimate is said.
+    long: f64,
 }
 
-/// Work estimated longer than this is said before it starts.
+/// Work estimated longer than this is said before it starts (`PCIBENCH_LONG_SECS` sets another
+/// threshold: scripts that want no estimate, tests whose stderr must not depend on the host).
 pub const LONG: Duration = Duration::from_secs(10);
 
 impl Progress {
     pub fn new() -> Progress {
-        Progress { bar: None, start: Instant::now(), shown: false, tty: std::io::stderr().is_terminal() }
+        let long = std::env::var("PCIBENCH_LONG_SECS")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(LONG.as_secs_f64());
+        Progress { bar: None, start: Instant::now(), shown: false, tty: std::io::stderr().is_terminal(), long }
     }
 
     fn show(&mut self) {
@@ -335,7 +343,7 @@ impl pcibench::bench::sample::sampler::Progress for Progress {
     }
 
     fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
-        if secs > LONG.as_secs_f64() {
+        if secs > self.long {
             if let Some(bar) = &self.bar {
                 bar.suspend(|| eprintln!("pcibench: {} for {work}; {flag} sets it", about(secs)));
             } else {

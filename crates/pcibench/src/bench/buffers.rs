@@ -121,14 +121,26 @@ pub fn run(
     let sizes: Vec<u64> = buffers.iter().map(|b| plan.size.unwrap_or(b.len() as u64)).collect();
     check_total(plan.total, &sizes)?;
     for (name, why) in unavailable {
-        report.buffers.push(BufferFacts { name: name.clone(), facts: Vec::new(), skipped: Some(why.clone()) });
+        report.buffers.push(BufferFacts {
+            name: name.clone(),
+            kind: None,
+            path: None,
+            facts: Vec::new(),
+            skipped: Some(why.clone()),
+        });
     }
     let mut pattern = Pattern::fresh();
     'all: for (buf, &size) in buffers.iter().zip(&sizes) {
         if size > buf.len() as u64 {
             return Err(Error::usage(format!("{} holds {} bytes: --size {size} does not fit", buf.name(), buf.len())));
         }
-        report.buffers.push(BufferFacts { name: buf.name(), facts: buf.facts(), skipped: None });
+        report.buffers.push(BufferFacts {
+            name: buf.name(),
+            kind: Some(buf.kind()),
+            path: buf.path(),
+            facts: buf.facts(),
+            skipped: None,
+        });
         for (acc, sync, w) in configs(buf.as_ref(), plan) {
             let mem = buf.mem_type(sync);
             let row = |dir| {
