@@ -114,7 +114,10 @@ fn the_progress_bar_shows_on_a_terminal() {
         seen.extend(chunk);
     }
     let text = String::from_utf8_lossy(&seen);
-    assert!(text.contains("pcibench: about ") && text.contains("for 1 GiB in 1 B transfers; --total sets it"), "{text}");
+    assert!(
+        text.contains("pcibench: about ") && text.contains("for 1 GiB in 1 B transfers; --total sets it"),
+        "{text}"
+    );
     assert!(text.contains("[") && text.contains("eta"), "{text}");
     assert_eq!(status.code(), Some(130), "{text}");
 }

@@ -243,7 +243,8 @@ fn a_refused_request_makes_no_trace_and_prints_one_line() {
     assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0, "nor any other file");
     // Refused by the card (a queue count past what the engine was opened with) after its
     // engine was open: the same.
-    let o = pcibench(&["dma", "sim", "--size", "4K", "--total", "8K", "--dir", "bidir", "--trace", path.to_str().unwrap()]);
+    let o =
+        pcibench(&["dma", "sim", "--size", "4K", "--total", "8K", "--dir", "bidir", "--trace", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert_eq!(err(&o).lines().count(), 1, "{}", err(&o));
     assert!(!path.exists());

@@ -293,10 +293,12 @@ mod tests {
     #[test]
     fn widths_the_size_cannot_take_are_skipped() {
         let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(4096, false).unwrap())];
-        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4100), total: 1 << 20, budget_ns: None };
+        let plan =
+            BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4100), total: 1 << 20, budget_ns: None };
         let e = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap_err().to_string();
         assert!(e.contains("does not fit"), "{e}");
-        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4092), total: 1 << 20, budget_ns: None };
+        let plan =
+            BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4092), total: 1 << 20, budget_ns: None };
         let r = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap();
         assert!(r.results.iter().filter(|x| x.width == Some(Width::B64)).all(|x| x.skipped()));
         assert!(r.results.iter().filter(|x| x.width == Some(Width::Memcpy)).all(|x| x.verify == Some(Verify::Ok)));

@@ -445,7 +445,13 @@ mod tests {
             .collect();
         assert_eq!(
             configs,
-            ["dma sim h2c 4 KiB", "dma sim h2c 4 KiB #2", "dma sim h2c 4 KiB #3", "dma sim h2c 4 KiB #4", "dma sim #2 h2c 4 KiB"]
+            [
+                "dma sim h2c 4 KiB",
+                "dma sim h2c 4 KiB #2",
+                "dma sim h2c 4 KiB #3",
+                "dma sim h2c 4 KiB #4",
+                "dma sim #2 h2c 4 KiB"
+            ]
         );
     }
 }

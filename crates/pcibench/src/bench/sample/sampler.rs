@@ -358,7 +358,11 @@ impl<'a> Sampling<'a> {
             if done == 0 && n > 0 {
                 // The first run of samples is the calibration: what all of them will take.
                 let per = elapsed_ns as f64 / n as f64;
-                self.progress.estimate((samples - n as u64) as f64 * per * 1e-9, &format!("{samples} samples"), "--samples");
+                self.progress.estimate(
+                    (samples - n as u64) as f64 * per * 1e-9,
+                    &format!("{samples} samples"),
+                    "--samples",
+                );
             }
             done += n as u64;
             self.progress.add(n as u64 * bytes);

@@ -80,7 +80,11 @@ impl SyncFiles {
             buf_len,
             for_cpu: Attr::open(class, "sync_for_cpu")?,
             for_device: Attr::open(class, "sync_for_device")?,
-            region: [Attr::open(class, "sync_offset")?, Attr::open(class, "sync_size")?, Attr::open(class, "sync_direction")?],
+            region: [
+                Attr::open(class, "sync_offset")?,
+                Attr::open(class, "sync_size")?,
+                Attr::open(class, "sync_direction")?,
+            ],
             packed,
             writes: 0,
         };
@@ -157,13 +161,22 @@ mod tests {
         // A region the command cannot name (rounding past the end) goes the separate way.
         f.sync(true, 65528, 8, Direction::C2h).unwrap();
         assert_eq!(f.writes, 200 + 4);
-        assert_eq!((attr("sync_offset"), attr("sync_size"), attr("sync_for_cpu")), ("65528".into(), "8".into(), "1".into()));
+        assert_eq!(
+            (attr("sync_offset"), attr("sync_size"), attr("sync_for_cpu")),
+            ("65528".into(), "8".into(), "1".into())
+        );
 
         let mut old = SyncFiles::open(&c, "udmabuf0", 65536, false).unwrap();
-        assert_eq!((attr("sync_offset"), attr("sync_size"), attr("sync_direction")), ("0".into(), "65536".into(), "1".into()));
+        assert_eq!(
+            (attr("sync_offset"), attr("sync_size"), attr("sync_direction")),
+            ("0".into(), "65536".into(), "1".into())
+        );
         old.sync(false, 4096, 512, Direction::H2c).unwrap();
         assert_eq!(old.writes, 4);
-        assert_eq!((attr("sync_offset"), attr("sync_size"), attr("sync_for_device")), ("4096".into(), "512".into(), "1".into()));
+        assert_eq!(
+            (attr("sync_offset"), attr("sync_size"), attr("sync_for_device")),
+            ("4096".into(), "512".into(), "1".into())
+        );
     }
 
     #[test]
