@@ -220,6 +220,15 @@ fn a_run_interrupted_by_sigint_leaves_a_complete_trace() {
         assert_eq!(o.status.code(), Some(130), "{args:?}: {}", err(&o));
         let l = lines(&path);
         framed(&l, "interrupted");
+        // Issue 43: the trace's summary is folded into the one line that says the run was stopped.
+        let e = err(&o);
+        let last = e.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("pcibench: interrupted")
+                && last.contains(&format!("(trace: {} lines in {}", l.len() - 2, path.display())),
+            "{args:?}: {e}"
+        );
+        assert_eq!(e.matches("trace:").count(), 1, "{args:?}: {e}");
         if let Some(engine) = engine {
             let stop = l.iter().position(|x| x["ev"] == "stop" && x["engine"] == engine);
             assert!(stop.is_some_and(|i| i < l.len() - 1), "{args:?}: the engine's stop is traced before the end");
