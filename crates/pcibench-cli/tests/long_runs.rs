@@ -121,3 +121,20 @@ fn the_progress_bar_shows_on_a_terminal() {
     assert!(text.contains("[") && text.contains("eta"), "{text}");
     assert_eq!(status.code(), Some(130), "{text}");
 }
+
+/// PIO the same way: no --total, rows sized by time; a --total given is moved whole.
+#[test]
+fn pio_rows_without_a_total_are_sized_by_time_and_a_given_total_is_kept() {
+    let args = ["pio", "sim", "--bar", "2", "--map", "uc", "--width", "8", "--size", "1", "--dir", "c2h", "--json"];
+    let o = common::pcibench(none(), &args);
+    assert!(o.status.success(), "{}", err(&o));
+    let v = common::json(&o);
+    let s = &v["results"][0]["stats"];
+    assert!(s["samples"].as_u64().unwrap() >= 10, "{s}");
+    let secs = s["bytes"].as_f64().unwrap() / (s["mean_mbps"].as_f64().unwrap() * 1e6);
+    assert!(secs < 5.0 && s["bytes"].as_u64().unwrap() < 64 << 20, "{secs} s, {s}");
+
+    let o = common::pcibench(none(), &[&args[..], &["--total", "64K"]].concat());
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(common::json(&o)["results"][0]["stats"]["transfers"], 65536, "the total given, whole");
+}
