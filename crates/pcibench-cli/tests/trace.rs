@@ -220,9 +220,41 @@ fn a_run_interrupted_by_sigint_leaves_a_complete_trace() {
         assert_eq!(o.status.code(), Some(130), "{args:?}: {}", err(&o));
         let l = lines(&path);
         framed(&l, "interrupted");
+        // Issue 43: the trace's summary is folded into the one line that says the run was stopped.
+        let e = err(&o);
+        let last = e.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("pcibench: interrupted")
+                && last.contains(&format!("(trace: {} lines in {}", l.len() - 2, path.display())),
+            "{args:?}: {e}"
+        );
+        assert_eq!(e.matches("trace:").count(), 1, "{args:?}: {e}");
         if let Some(engine) = engine {
             let stop = l.iter().position(|x| x["ev"] == "stop" && x["engine"] == engine);
             assert!(stop.is_some_and(|i| i < l.len() - 1), "{args:?}: the engine's stop is traced before the end");
         }
     }
+}
+
+/// Issue 43: a request the device refuses (a --total below one transfer of the sim card's
+/// 0x128000-byte window, known only once its engine is open) is one stderr line, exit 2, and
+/// leaves no trace file; a run that fails on the device keeps its trace, named in that one line.
+#[test]
+fn a_refused_request_makes_no_trace_and_prints_one_line() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("t.jsonl");
+    let o = pcibench(&["dma", "sim", "--total", "1M", "--trace", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let e = err(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.starts_with("pcibench: --total 1 MiB is less than one") && !e.contains("trace"), "{e}");
+    assert!(!path.exists(), "no trace file for a refused request");
+    assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0, "nor any other file");
+    // Refused by the card (a queue count past what the engine was opened with) after its
+    // engine was open: the same.
+    let o =
+        pcibench(&["dma", "sim", "--size", "4K", "--total", "8K", "--dir", "bidir", "--trace", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert_eq!(err(&o).lines().count(), 1, "{}", err(&o));
+    assert!(!path.exists());
 }

@@ -63,7 +63,8 @@ fn main() {
                 progress: &mut progress,
                 health: None,
             };
-            let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: (SIZE * REPS) as u64 };
+            let plan =
+                BufferPlan { widths: vec![Width::Memcpy], size: None, total: (SIZE * REPS) as u64, budget_ns: None };
             let r = buffers::run(std::slice::from_ref(&heap), &[], &plan, &mut s).expect("runner");
             let row = r.results.iter().find(|x| x.dir == dir).expect("row");
             runner.push(row.stats.as_ref().expect("stats").median_mbps);

@@ -149,6 +149,7 @@ fn main() {
         widths: vec![Width::B64, widest, Width::Memcpy],
         sizes: Vec::new(),
         total,
+        budget_ns: None,
         offset: 0,
         io: pcibench::access::IoMode::Mmap,
         allow_write: true,

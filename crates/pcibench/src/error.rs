@@ -61,4 +61,20 @@ impl Error {
     pub fn usage(msg: impl Into<String>) -> Self {
         Error::Usage(msg.into())
     }
+
+    /// The same error, of the same kind (the same exit status), with `more` at the end of its
+    /// line: the CLI folds what a trace holds into the one line a failed run prints.
+    pub fn append(self, more: &str) -> Error {
+        match self {
+            Error::Usage(m) => Error::Usage(m + more),
+            Error::Refused(m) => Error::Refused(m + more),
+            Error::Unsupported(m) => Error::Unsupported(m + more),
+            Error::Verify(m) => Error::Verify(m + more),
+            Error::Device(m) => Error::Device(m + more),
+            Error::NothingToMeasure(m) => Error::NothingToMeasure(m + more),
+            Error::Sysfs(m) => Error::Sysfs(m + more),
+            // Their words come from a template: the whole line, as a failure like theirs.
+            e @ (Error::NoDevice(_) | Error::Io { .. }) => Error::Device(format!("{e}{more}")),
+        }
+    }
 }

@@ -99,6 +99,16 @@ pub fn human_size(n: u64) -> String {
     format!("{n} B")
 }
 
+/// A size in words for an estimate: `human_size` where it is whole, else to a tenth of the largest
+/// unit it reaches (`953.7 MiB`).
+pub fn approx_size(n: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    match UNITS.iter().find(|(_, u)| n >= *u) {
+        Some((name, unit)) if n % unit != 0 => format!("{:.1} {name}", n as f64 / *unit as f64),
+        _ => human_size(n),
+    }
+}
+
 /// MB/s with MB = 10^6 bytes, as the seeds' "Mbytes/sec".
 pub fn mb_per_s(bytes: u64, secs: f64) -> f64 {
     if secs <= 0.0 {

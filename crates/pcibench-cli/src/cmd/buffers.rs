@@ -25,7 +25,8 @@ pub struct BuffersArgs {
     /// Bytes per access (default: the whole u-dma-buf, 16M for the others).
     #[arg(long)]
     size: Option<String>,
-    /// Bytes to move per configuration (default: 16 accesses of --size, enough samples to show the spread).
+    /// Bytes to move per configuration. Default: what moves in half a second of samples (at least
+    /// 10), at most 16 accesses of --size; a run estimated past 10 s says so first.
     #[arg(long)]
     total: Option<String>,
     #[arg(long = "width", value_name = "WIDTH", default_value = "memcpy",

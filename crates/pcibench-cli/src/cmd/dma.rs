@@ -98,7 +98,9 @@ pub struct DmaArgs {
     /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range 64..1M (default: the engine's card memory, as fpga_sio's DMA test moves, at most 16M).
     #[arg(long = "size", value_name = "BYTES")]
     pub sizes: Vec<String>,
-    /// Bytes per direction and size (default 64M; edu: 4 transfers, it takes ~100 ms each).
+    /// Bytes per direction and size. Default: what the engine moves in half a second of samples
+    /// (at least 10 samples), at most 64M (edu: 4 transfers, ~100 ms each); a run estimated past
+    /// 10 s says so first.
     #[arg(long)]
     pub total: Option<String>,
     /// Card (AXI) address of the memory window (xdma), or edu offset/address.

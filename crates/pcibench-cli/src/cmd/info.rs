@@ -38,11 +38,15 @@ pub fn run(host: &Host, a: InfoArgs) -> anyhow::Result<ExitCode> {
     let tracer = a.trace.open()?;
     let described = Device::describe(host, &a.device);
     let engines = described.as_ref().map(|d| Session::engines_of(host, d, tracer.as_ref())).unwrap_or_default();
+    let mut note = None;
     if let Some(t) = &tracer {
         let outcome = described.as_ref().map_or_else(Outcome::of_error, |_| Outcome::Ok);
-        TraceArgs::finish(t, outcome, described.as_ref().err().map(|e| e.to_string()).as_deref());
+        note = TraceArgs::end(t, outcome, described.as_ref().err().map(|e| e.to_string()).as_deref());
     }
-    let info = described?.info;
+    let info = described.map_err(|e| super::fold(e, note.clone()))?.info;
+    if let Some(n) = note {
+        eprintln!("pcibench: {n}");
+    }
     if a.json {
         print_json(&InfoOut { info: &info, engines })?;
     } else {

@@ -161,9 +161,29 @@ pub fn measure(host: &Host, request: &Request, trace: Option<&TraceArgs>) -> any
         };
         // A run the user stopped ended because of the stop, whatever it ran into on the way.
         let outcome = if stop.load(Ordering::Relaxed) { Outcome::Interrupted } else { outcome };
-        TraceArgs::finish(&t, outcome, result.as_ref().err().map(|e| e.to_string()).as_deref());
+        let note = TraceArgs::end(&t, outcome, result.as_ref().err().map(|e| e.to_string()).as_deref());
+        match result {
+            // One line: the error, with what the trace holds folded into it.
+            Err(e) => return Err(fold(e, note).into()),
+            Ok(_) => *trace_note() = note,
+        }
     }
     Ok(result?)
+}
+
+/// What `--trace` wrote, said once when the command ends (`finish`): beside the line that
+/// explains a non-zero exit, or alone.
+fn trace_note() -> std::sync::MutexGuard<'static, Option<String>> {
+    static NOTE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    NOTE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `e` with the trace's words at the end of its line (`pcibench: ERROR (trace: N lines in FILE)`).
+pub fn fold(e: pcibench::Error, note: Option<String>) -> pcibench::Error {
+    match note {
+        Some(n) => e.append(&format!(" ({n})")),
+        None => e,
+    }
 }
 
 /// `--trace FILE` and its limit, on the commands that drive a card's registers (`dma`, `latency`,
@@ -190,23 +210,33 @@ fn parse_trace(s: &str) -> Result<PathBuf, String> {
 }
 
 impl TraceArgs {
-    /// The trace, created before anything is measured (None without --trace).
+    /// The trace (None without --trace), deferred: its file is made when the measurement starts,
+    /// once the request passed every check against the device (`Tracer::deferred`), or when the
+    /// run fails on the device (`end`).
     pub fn open(&self) -> anyhow::Result<Option<Tracer>> {
         let Some(path) = &self.trace else { return Ok(None) };
-        Ok(Some(Tracer::create(path, self.trace_limit, &std::env::args().collect::<Vec<_>>())?))
+        Ok(Some(Tracer::deferred(path, self.trace_limit, &std::env::args().collect::<Vec<_>>())?))
     }
 
-    /// End the trace with how the command ended, and say on stderr where it is.
-    pub fn finish(t: &Tracer, outcome: Outcome, error: Option<&str>) {
+    /// End the trace with how the command ended; what it holds in words, for the command's last
+    /// stderr line (None: no file was made). A request refused as bad usage makes no file; any
+    /// other end keeps what the device did (the reason to trace a run that fails).
+    pub fn end(t: &Tracer, outcome: Outcome, error: Option<&str>) -> Option<String> {
+        if outcome != Outcome::Usage {
+            if let Err(e) = t.commit() {
+                return Some(format!("no trace: {e}"));
+            }
+        }
         match t.finish(outcome.name(), error) {
+            Ok(s) if !s.written => None,
             Ok(s) => {
                 let dropped = match s.dropped {
                     0 => String::new(),
                     n => format!("; {n} later events left out (--trace-limit)"),
                 };
-                eprintln!("pcibench: trace: {} lines in {}{dropped}", s.lines, s.path.display());
+                Some(format!("trace: {} lines in {}{dropped}", s.lines, s.path.display()))
             }
-            Err(e) => eprintln!("pcibench: the trace is incomplete: {e}: write it where there is room"),
+            Err(e) => Some(format!("the trace is incomplete: {e}: write it where there is room")),
         }
     }
 }
@@ -267,24 +297,60 @@ pub fn emitln(text: &str) {
 
 /// The exit status of a finished run, with the line that explains a non-zero one.
 pub fn finish(outcome: pcibench::outcome::Outcome) -> ExitCode {
-    if let Some(why) = outcome.explain() {
-        eprintln!("pcibench: {why}");
+    match (outcome.explain(), trace_note().take()) {
+        (Some(why), Some(trace)) => eprintln!("pcibench: {why} ({trace})"),
+        (Some(why), None) => eprintln!("pcibench: {why}"),
+        (None, Some(trace)) => eprintln!("pcibench: {trace}"),
+        (None, None) => {}
     }
     ExitCode::from(outcome.code())
 }
 
-/// A byte-progress bar on stderr that appears only for runs longer than about 2 s, and only
-/// when stderr is a terminal.
+/// A byte-progress bar on stderr that appears only for runs longer than about 2 s (at once for a
+/// configuration estimated past `LONG`), and only when stderr is a terminal: never in a pipe or a
+/// file, whatever the output format. A configuration estimated past `LONG` is said first, on
+/// stderr, in one line, terminal or not (issue 43).
 pub struct Progress {
     bar: Option<ProgressBar>,
     start: Instant,
     shown: bool,
     tty: bool,
+    /// Seconds past which a configuration's estimate is said.
+    long: f64,
 }
+
+/// Work estimated longer than this is said before it starts (`PCIBENCH_LONG_SECS` sets another
+/// threshold: scripts that want no estimate, tests whose stderr must not depend on the host).
+pub const LONG: Duration = Duration::from_secs(10);
 
 impl Progress {
     pub fn new() -> Progress {
-        Progress { bar: None, start: Instant::now(), shown: false, tty: std::io::stderr().is_terminal() }
+        let long = std::env::var("PCIBENCH_LONG_SECS")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(LONG.as_secs_f64());
+        Progress { bar: None, start: Instant::now(), shown: false, tty: std::io::stderr().is_terminal(), long }
+    }
+
+    fn show(&mut self) {
+        if let (Some(bar), false, true) = (&self.bar, self.shown, self.tty) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.shown = true;
+        }
+    }
+}
+
+/// `about 4 min`, `about 25 s`, `about 1.5 h`.
+pub fn about(secs: f64) -> String {
+    if secs < 90.0 {
+        format!("about {secs:.0} s")
+    } else if secs < 90.0 * 60.0 {
+        format!("about {:.0} min", secs / 60.0)
+    } else if secs < 48.0 * 3600.0 {
+        format!("about {:.1} h", secs / 3600.0)
+    } else {
+        format!("about {:.0} days", secs / 86400.0)
     }
 }
 
@@ -305,9 +371,19 @@ impl pcibench::bench::sample::sampler::Progress for Progress {
     fn add(&mut self, n: u64) {
         let Some(bar) = &self.bar else { return };
         bar.inc(n);
-        if !self.shown && self.tty && self.start.elapsed() > Duration::from_secs(2) {
-            bar.set_draw_target(ProgressDrawTarget::stderr());
-            self.shown = true;
+        if self.start.elapsed() > Duration::from_secs(2) {
+            self.show();
+        }
+    }
+
+    fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
+        if secs > self.long {
+            if let Some(bar) = &self.bar {
+                bar.suspend(|| eprintln!("pcibench: {} for {work}; {flag} sets it", about(secs)));
+            } else {
+                eprintln!("pcibench: {} for {work}; {flag} sets it", about(secs));
+            }
+            self.show();
         }
     }
 

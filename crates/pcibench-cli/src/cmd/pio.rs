@@ -10,6 +10,10 @@ use pcibench::report;
 use pcibench::units::{parse_size, parse_sizes};
 use std::process::ExitCode;
 
+/// Bytes per configuration at most when --total is not given (fpga_sio's PCIe test programs move
+/// 64 MiB); rows also stop by time then (`measure::PioRequest::total_by_time`).
+const DEFAULT_TOTAL: u64 = 64 << 20;
+
 #[derive(Clone, Copy, ValueEnum, PartialEq)]
 pub enum MapArg {
     /// Uncached-minus (sysfs resourceN, every VFIO mapping).
@@ -89,9 +93,11 @@ pub struct PioArgs {
     /// Transfer size(s): 4K, a list 64,4K, or a power-of-two range such as 8..1M (default: the whole BAR).
     #[arg(long = "size", value_name = "BYTES")]
     sizes: Vec<String>,
-    /// Bytes to move per configuration (default 64M, as the fpga_sio PCIe test programs move).
-    #[arg(long, default_value = "64M")]
-    total: String,
+    /// Bytes to move per configuration. Default: what moves in half a second of samples (at least
+    /// 10), at most 64M (as the fpga_sio PCIe test programs move); a run estimated past 10 s says
+    /// so first.
+    #[arg(long)]
+    total: Option<String>,
     /// Offset into the BAR where transfers start.
     #[arg(long, default_value = "0")]
     offset: String,
@@ -140,7 +146,8 @@ fn request(a: &PioArgs) -> anyhow::Result<Request> {
         },
         widths,
         sizes: parse_sizes(&a.sizes)?,
-        total: parse_size(&a.total)?,
+        total: a.total.as_deref().map_or(Ok(DEFAULT_TOTAL), parse_size)?,
+        total_by_time: a.total.is_none(),
         offset: parse_size(&a.offset)?,
         io: match a.io {
             IoArg::Mmap => IoMode::Mmap,

@@ -23,6 +23,9 @@ pub struct BufferPlan {
     pub size: Option<u64>,
     /// Bytes per configuration.
     pub total: u64,
+    /// The total was not given: each row also stops once its samples took this many ns
+    /// (`sampler::ROW_BUDGET_NS`).
+    pub budget_ns: Option<u64>,
 }
 
 /// Part times of one access, nanoseconds.
@@ -118,14 +121,26 @@ pub fn run(
     let sizes: Vec<u64> = buffers.iter().map(|b| plan.size.unwrap_or(b.len() as u64)).collect();
     check_total(plan.total, &sizes)?;
     for (name, why) in unavailable {
-        report.buffers.push(BufferFacts { name: name.clone(), facts: Vec::new(), skipped: Some(why.clone()) });
+        report.buffers.push(BufferFacts {
+            name: name.clone(),
+            kind: None,
+            path: None,
+            facts: Vec::new(),
+            skipped: Some(why.clone()),
+        });
     }
     let mut pattern = Pattern::fresh();
     'all: for (buf, &size) in buffers.iter().zip(&sizes) {
         if size > buf.len() as u64 {
             return Err(Error::usage(format!("{} holds {} bytes: --size {size} does not fit", buf.name(), buf.len())));
         }
-        report.buffers.push(BufferFacts { name: buf.name(), facts: buf.facts(), skipped: None });
+        report.buffers.push(BufferFacts {
+            name: buf.name(),
+            kind: Some(buf.kind()),
+            path: buf.path(),
+            facts: buf.facts(),
+            skipped: None,
+        });
         for (acc, sync, w) in configs(buf.as_ref(), plan) {
             let mem = buf.mem_type(sync);
             let row = |dir| {
@@ -160,7 +175,7 @@ pub fn run(
                     if dir == Direction::H2c { HostBuf::copy_of(&expected)? } else { HostBuf::zeroed(size as usize)? };
                 let mut parts = Vec::new();
                 let clock = s.clock;
-                let sampled = s.run(size, plan.total, |k| {
+                let sampled = s.run_within(size, plan.total, plan.budget_ns, |k| {
                     for _ in 0..k {
                         parts.push(access(clock, view.as_mut(), (acc, sync, w, mem), dir, &mut host)?);
                     }
@@ -235,7 +250,7 @@ mod tests {
         let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(64 << 10, false).unwrap())];
         // 10 ns per clock reading, 1000 bytes/µs: one 64 KiB access is 65536 ns of copying.
         let clock = FakeClock::new(10, 0, 1000);
-        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 65536 };
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 65536, budget_ns: None };
         let r = go(&bufs, &plan, &clock).unwrap();
         assert_eq!(r.results.len(), 2);
         for x in &r.results {
@@ -254,7 +269,7 @@ mod tests {
         let (_t, h) = crate::dma::cpu::udev::testing::fixture(true);
         let bufs: Vec<Box<dyn CpuBuffer>> =
             vec![Box::new(crate::dma::cpu::udev::UDmaBuf::open(&h, "udmabuf0", Some(16384)).unwrap())];
-        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 16384 };
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 16384, budget_ns: None };
         let r = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap();
         // {explicit sync, O_SYNC} x {mmap, file} x {write, read}.
         assert_eq!(r.results.len(), 8);
@@ -278,10 +293,12 @@ mod tests {
     #[test]
     fn widths_the_size_cannot_take_are_skipped() {
         let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(4096, false).unwrap())];
-        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4100), total: 1 << 20 };
+        let plan =
+            BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4100), total: 1 << 20, budget_ns: None };
         let e = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap_err().to_string();
         assert!(e.contains("does not fit"), "{e}");
-        let plan = BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4092), total: 1 << 20 };
+        let plan =
+            BufferPlan { widths: vec![Width::B64, Width::Memcpy], size: Some(4092), total: 1 << 20, budget_ns: None };
         let r = go(&bufs, &plan, &crate::bench::sample::clock::MonotonicClock).unwrap();
         assert!(r.results.iter().filter(|x| x.width == Some(Width::B64)).all(|x| x.skipped()));
         assert!(r.results.iter().filter(|x| x.width == Some(Width::Memcpy)).all(|x| x.verify == Some(Verify::Ok)));

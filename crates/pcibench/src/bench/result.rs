@@ -400,6 +400,12 @@ pub struct Parts {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BufferFacts {
     pub name: String,
+    /// What kind of buffer it is (`u-dma-buf`, `udmabuf`, `heap`, ...) and the file it is
+    /// reached through, where it has one (`/dev/udmabuf0`): a real u-dma-buf is named as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     pub facts: Vec<(String, String)>,
     /// Why this buffer was not measured (it could not be had on this host).
     #[serde(default, skip_serializing_if = "Option::is_none")]

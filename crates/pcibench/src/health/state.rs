@@ -26,7 +26,9 @@ impl State {
     pub fn next(time: &str, current: &[FunctionState], previous: Option<&State>) -> State {
         let mut functions = current.to_vec();
         if let Some(p) = previous {
-            functions.extend(p.functions.iter().filter(|f| !current.iter().any(|c| c.addr == f.addr)).cloned());
+            // A set, not a scan of `current` per entry: a state file of n functions is n lookups.
+            let read: std::collections::HashSet<&str> = current.iter().map(|c| c.addr.as_str()).collect();
+            functions.extend(p.functions.iter().filter(|f| !read.contains(f.addr.as_str())).cloned());
         }
         functions.sort_by(|a, b| a.addr.cmp(&b.addr));
         State { format: FORMAT.into(), version: VERSION, time: time.into(), functions }

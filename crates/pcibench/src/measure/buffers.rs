@@ -49,7 +49,12 @@ pub fn measure(host: &Host, session: Option<&Session>, r: &BuffersRequest, hooks
         None => context::place(host, placement, None, &r.common.command_line)?,
     };
     let largest = bufs.iter().map(|b| size.unwrap_or(b.len() as u64)).max().unwrap_or(DEFAULT_SIZE);
-    let plan = BufferPlan { widths: r.widths.clone(), size, total: r.total.unwrap_or(16 * largest) };
+    let plan = BufferPlan {
+        widths: r.widths.clone(),
+        size,
+        total: r.total.unwrap_or(16 * largest),
+        budget_ns: r.total.is_none().then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
+    };
     let bytes = plan.total.saturating_mul(2 * bufs.len() as u64);
     Measuring::on_host(context)
         .run(&MONOTONIC, "buffers", bytes, hooks, |s| buffers::run(&bufs, &unavailable, &plan, s))

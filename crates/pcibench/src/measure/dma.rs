@@ -56,6 +56,7 @@ pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
         bidir: matches!(r.dirs, DmaDirs::Bidir | DmaDirs::All),
         sizes,
         total,
+        budget_ns: r.total.is_none().then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
         card_addr: rig.card_offset,
         timeout: Duration::from_millis(r.timeout_ms),
         queues: r.queues.clone(),
@@ -92,6 +93,7 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
     };
     let mut rig = session.open_dma(&r.engine, r.queues.iter().copied().max())?;
     let plan = plan(r, &rig, access);
+    dma::check(rig.engine.as_ref(), &plan)?;
     let m = Measuring::start(session, &r.common)?;
     let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
     let setup = DmaSetup {

@@ -116,6 +116,10 @@ impl Measuring {
     /// Place the measuring thread on `session`'s device and start watching its link. Everything
     /// privileged is open by now: the capabilities go before any measuring thread starts.
     pub fn start(session: &Session, common: &Common) -> Result<Measuring> {
+        // The request passed every check against the device: a deferred trace gets its file now.
+        if let Some(t) = session.tracer() {
+            t.commit()?;
+        }
         session.drop_privilege();
         let context = session.place(common.placement(), &common.command_line)?;
         let health = session.health();
@@ -174,6 +178,7 @@ mod tests {
             widths: Widths::These(vec![Width::B64]),
             sizes: vec![4096],
             total: 64 << 10,
+            total_by_time: false,
             offset: 0,
             io: IoMode::Mmap,
             allow_write: false,
@@ -204,6 +209,7 @@ mod tests {
             widths: Widths::These(vec![w]),
             sizes: vec![4096],
             total: 16 << 10,
+            total_by_time: false,
             offset: 0,
             io: IoMode::Mmap,
             allow_write: false,

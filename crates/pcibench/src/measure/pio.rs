@@ -35,6 +35,7 @@ pub fn plan(session: &Session, r: &PioRequest) -> Result<PioPlan> {
         widths,
         sizes: r.sizes.clone(),
         total: r.total,
+        budget_ns: r.total_by_time.then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
         offset: r.offset,
         io: r.io,
         allow_write: session.may_write(r.allow_write),

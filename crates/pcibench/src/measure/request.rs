@@ -67,6 +67,10 @@ pub struct PioRequest {
     pub sizes: Vec<u64>,
     /// Bytes per configuration.
     pub total: u64,
+    /// `total` is the default, not the user's: each row also stops once its samples took
+    /// `sampler::ROW_BUDGET_NS` (issue 43). Absent in older saved runs: a total kept whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub total_by_time: bool,
     pub offset: u64,
     pub io: IoMode,
     /// Consent to write the BARs of a real device.
@@ -285,6 +289,7 @@ mod tests {
                 widths: Widths::All,
                 sizes: vec![4096, 8192],
                 total: 1 << 20,
+                total_by_time: false,
                 offset: 0,
                 io: IoMode::Mmap,
                 allow_write: false,

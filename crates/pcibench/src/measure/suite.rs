@@ -79,6 +79,7 @@ fn pio_part(session: &Session, r: &RunRequest) -> Result<Part> {
         widths: Widths::These(vec![Width::B64, widest(), Width::Memcpy]),
         sizes: Vec::new(),
         total: r.total.unwrap_or(if simulated { 64 << 20 } else { 4 << 20 }),
+        total_by_time: false,
         offset: 0,
         io: IoMode::Mmap,
         allow_write: r.allow_write,

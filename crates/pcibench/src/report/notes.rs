@@ -375,6 +375,7 @@ mod tests {
             widths: vec![Width::B32, Width::B64],
             sizes: vec![4096, 256 << 10],
             total: 4 << 20,
+            budget_ns: None,
             offset: 0,
             io: IoMode::Mmap,
             allow_write: true,

@@ -53,6 +53,9 @@ pub struct Summary {
     pub path: PathBuf,
     pub lines: u64,
     pub dropped: u64,
+    /// Whether the file was made: a deferred trace that was never committed (the request was
+    /// refused before anything was measured) leaves no file.
+    pub written: bool,
 }
 
 /// The trace sink: cheap to clone (every clone writes to the same file), `Send + Sync` (an engine
@@ -74,8 +77,11 @@ struct Inner {
 }
 
 struct State {
-    /// None once finished, or after a write failed (`error` says why).
+    /// None once finished, or after a write failed (`error` says why), or while deferred.
     out: Option<File>,
+    /// A deferred trace's lines until it is committed (`Tracer::deferred`): the device and engine
+    /// opened, before the request is checked against them.
+    held: Option<Vec<u8>>,
     /// The line being formatted (reused: no allocation per event).
     line: String,
     /// Event lines written (the first line, `capped` and `end` not counted).
@@ -127,9 +133,33 @@ impl Tracer {
         Tracer::to_file(file, path, limit, command)
     }
 
+    /// A trace whose file is made only when it is `commit`ted (a measurement starts, or the run
+    /// failed on the device): until then its lines are held in memory, so a request the device
+    /// refuses (a `--total` below one transfer of the engine's window) creates no file. Issue 43:
+    /// every argument is checked before any file is made.
+    pub fn deferred(path: &Path, limit: u64, command: &[String]) -> Result<Tracer> {
+        let mut state = State::new(None);
+        state.held = Some(Vec::new());
+        Tracer::with_state(state, path, limit, command)
+    }
+
+    /// Make a deferred trace's file and write what it holds; from then on lines are streamed.
+    /// Nothing for a trace already committed or finished.
+    pub fn commit(&self) -> Result<()> {
+        let mut s = self.lock();
+        let Some(held) = s.held.take() else { return Ok(()) };
+        let mut file = create("--trace", &self.0.path)?;
+        file.write_all(&held).map_err(|e| Error::io("cannot write the trace file", &self.0.path, e))?;
+        s.out = Some(file);
+        Ok(())
+    }
+
     /// A trace into a file the caller opened.
     pub fn to_file(file: File, path: &Path, limit: u64, command: &[String]) -> Result<Tracer> {
-        let state = State::new(Some(file));
+        Tracer::with_state(State::new(Some(file)), path, limit, command)
+    }
+
+    fn with_state(state: State, path: &Path, limit: u64, command: &[String]) -> Result<Tracer> {
         let t = Tracer(Arc::new(Inner {
             start: Instant::now(),
             limit: limit.max(1),
@@ -311,8 +341,9 @@ impl Tracer {
     /// wrong, if anything; sync it. An error when any line could not be written.
     pub fn finish(&self, outcome: &str, detail: Option<&str>) -> Result<Summary> {
         let mut s = self.lock();
+        let written = s.held.is_none();
         s.end(&self.0, self.now(), outcome, detail);
-        let summary = Summary { path: self.0.path.clone(), lines: s.lines, dropped: s.dropped };
+        let summary = Summary { path: self.0.path.clone(), lines: s.lines, dropped: s.dropped, written };
         match s.error.take() {
             Some(e) => Err(Error::io("cannot write the trace file", &self.0.path, e)),
             None => Ok(summary),
@@ -324,6 +355,7 @@ impl State {
     fn new(out: Option<File>) -> State {
         State {
             out,
+            held: None,
             line: String::with_capacity(256),
             lines: 0,
             dropped: 0,
@@ -346,11 +378,13 @@ impl State {
             if let Err(e) = f.write_all(self.line.as_bytes()) {
                 self.fail(e);
             }
+        } else if let Some(held) = &mut self.held {
+            held.extend_from_slice(self.line.as_bytes());
         }
     }
 
     fn event(&mut self, inner: &Inner, ev: &str, t: u64, body: impl FnOnce(&mut String)) {
-        if self.out.is_none() {
+        if self.out.is_none() && self.held.is_none() {
             return;
         }
         if self.lines >= inner.limit {
@@ -390,6 +424,8 @@ impl State {
     fn end(&mut self, inner: &Inner, t: u64, outcome: &str, detail: Option<&str>) {
         self.flush_repeats(inner);
         self.last_read = None;
+        // A deferred trace never committed leaves no file.
+        self.held = None;
         let Some(mut f) = self.out.take() else { return };
         self.line.clear();
         let _ = write!(

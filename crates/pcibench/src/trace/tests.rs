@@ -169,3 +169,29 @@ fn a_regular_file_is_overwritten_and_anything_else_refused_before_it_is_opened()
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep", "nothing was written through the link");
     assert!(!dir.path().join("nowhere").exists(), "nothing was created where the dangling link points");
 }
+
+/// A deferred trace makes no file until it is committed, then holds every line from the first;
+/// finished uncommitted, it leaves no file and says so.
+#[test]
+fn a_deferred_trace_makes_its_file_only_when_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let t = Tracer::deferred(&path, 100, &["pcibench".into()]).unwrap();
+    t.reg(Access::Write, 0, 0x4, Width::B32, 1);
+    assert!(!path.exists(), "nothing on disk before the commit");
+    t.commit().unwrap();
+    t.reg(Access::Read, 0, 0x8, Width::B32, 2);
+    let s = t.finish("ok", None).unwrap();
+    assert!(s.written && s.lines == 2, "{s:?}");
+    let l = lines(&path);
+    let evs: Vec<&str> = l.iter().map(|x| x["ev"].as_str().unwrap()).collect();
+    assert_eq!(evs, ["trace", "write", "read", "end"]);
+
+    let other = dir.path().join("u.jsonl");
+    let t = Tracer::deferred(&other, 100, &[]).unwrap();
+    t.reg(Access::Write, 0, 0x4, Width::B32, 1);
+    let s = t.finish("usage", Some("bad --total")).unwrap();
+    assert!(!s.written);
+    drop(t);
+    assert!(!other.exists(), "never committed: no file, not even at drop");
+}

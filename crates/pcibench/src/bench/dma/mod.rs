@@ -30,7 +30,11 @@ pub struct DmaPlan {
     pub bidir: bool,
     /// Transfer sizes; empty means the engine's whole card memory (as time_dma_blkram).
     pub sizes: Vec<u64>,
+    /// Bytes per row at most.
     pub total: u64,
+    /// The total was not given: each row also stops once its samples took this many ns
+    /// (`sampler::ROW_BUDGET_NS`).
+    pub budget_ns: Option<u64>,
     pub card_addr: u64,
     pub timeout: Duration,
     /// Queue counts to measure (empty: one queue).
@@ -202,6 +206,14 @@ fn configs(engine: &dyn Engine, plan: &DmaPlan, sizes: &[u64], queues: &[u16], s
     Ok(out)
 }
 
+/// Every figure of `plan` the engine's facts bound (sizes, batching, queues, the total), checked
+/// before the measurement starts: a refused request leaves no file and moves nothing.
+pub fn check(engine: &dyn Engine, plan: &DmaPlan) -> Result<()> {
+    let sizes = sizes(engine, plan)?;
+    check_batching(engine, plan)?;
+    super::sample::sampler::check_total(plan.total, &sizes)
+}
+
 pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Report> {
     let engine = s.engine;
     let sizes = sizes(engine, plan)?;
@@ -325,7 +337,7 @@ fn measure(
     engine.counters_start()?;
     let run_bytes: u64 = parts.iter().map(|(_, l)| l.bytes()).sum();
     let t0 = sampling.clock.now_ns();
-    let sampled = sampling.run(run_bytes, plan.total, |k| {
+    let sampled = sampling.run_within(run_bytes, plan.total, plan.budget_ns, |k| {
         for _ in 0..k {
             timed_run(engine, plan.timeout)?;
         }

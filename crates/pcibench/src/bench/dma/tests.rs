@@ -161,6 +161,7 @@ fn plan() -> DmaPlan {
         bidir: false,
         sizes: vec![],
         total: 1 << 20,
+        budget_ns: None,
         card_addr: 0,
         timeout: Duration::from_secs(1),
         queues: vec![],

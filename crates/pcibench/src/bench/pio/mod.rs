@@ -24,6 +24,9 @@ pub struct PioPlan {
     pub sizes: Vec<u64>,
     /// Bytes to move per configuration (samples repeat until this is reached).
     pub total: u64,
+    /// The total was not given: each row also stops once its samples took this many ns
+    /// (`sampler::ROW_BUDGET_NS`).
+    pub budget_ns: Option<u64>,
     pub offset: u64,
     pub io: IoMode,
     pub allow_write: bool,
@@ -362,7 +365,7 @@ impl One<'_> {
             // measures the routine, not the runner (a call through the region per transfer cost
             // 20% of memcpy's rate there).
             let mapped = region.ptr().filter(|_| map != MapMode::WcFlush);
-            let sampled = s.run(self.size, self.plan.total, |k| {
+            let sampled = s.run_within(self.size, self.plan.total, self.plan.budget_ns, |k| {
                 if let Some(base) = mapped {
                     // SAFETY: check_range kept [off, off+len) inside the mapping and aligned to
                     // the width; mmio::available(w) was checked; `host` is a distinct live buffer.

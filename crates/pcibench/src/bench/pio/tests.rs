@@ -97,6 +97,7 @@ fn plan() -> PioPlan {
         widths: vec![Width::B32, Width::B64],
         sizes: vec![],
         total: 1 << 20,
+        budget_ns: None,
         offset: 0,
         io: IoMode::Mmap,
         allow_write: true,

@@ -69,6 +69,15 @@ pub fn check_total(total: u64, sizes: &[u64]) -> Result<()> {
     Ok(())
 }
 
+/// How long a configuration runs when the user gave no `--total` (issue 43): its samples stop once
+/// they took this long (at least `stats::MIN_SAMPLES` of them), or at the byte total if sooner. Half a second a row keeps a default run in seconds whatever the
+/// transfer size (64 MiB in 1-byte transfers was minutes) and gives fast rows all their bytes.
+pub const ROW_BUDGET_NS: u64 = 500_000_000;
+
+/// A configuration's samples are timed this long (or `stats::MIN_SAMPLES` of them) before the
+/// rate they show is taken for the whole configuration's estimate.
+const ESTIMATE_AFTER_NS: u64 = 100_000_000;
+
 /// Where a run reports its progress (a progress bar; nothing, with `()`).
 pub trait Progress {
     /// A part of the run that will move about `bytes` bytes starts.
@@ -81,6 +90,12 @@ pub trait Progress {
     }
     /// The part is over.
     fn end(&mut self) {}
+    /// A configuration's calibration says it will take about `secs` seconds more for `work` (`1 GiB
+    /// in 1 B transfers`); `flag` is the option that sets it. Called once per configuration, before
+    /// its timed samples: the caller decides what is long enough to say (the library never prints).
+    fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
+        let _ = (secs, work, flag);
+    }
 }
 
 impl Progress for () {}
@@ -156,7 +171,20 @@ impl<'a> Sampling<'a> {
 
     /// Time `op(k)` (k transfers of `size` bytes back to back) until `total` bytes have moved.
     /// `total` must hold at least one transfer (callers check and explain).
-    pub fn run(&mut self, size: u64, total: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<Sampled> {
+    pub fn run(&mut self, size: u64, total: u64, op: impl FnMut(u64) -> Result<()>) -> Result<Sampled> {
+        self.run_within(size, total, None, op)
+    }
+
+    /// `run`, and with `budget_ns` (the total was not given: `ROW_BUDGET_NS`) the samples stop once
+    /// they took that long (at least `stats::MIN_SAMPLES` of them). What the whole configuration
+    /// will take goes to `Progress::estimate` once its first samples show the rate.
+    pub fn run_within(
+        &mut self,
+        size: u64,
+        total: u64,
+        budget_ns: Option<u64>,
+        mut op: impl FnMut(u64) -> Result<()>,
+    ) -> Result<Sampled> {
         let planned = (total / size.max(1)).max(1);
         let before = self.health.map(|h| h.snapshot());
         let mut health_changes: Vec<String> = Vec::new();
@@ -198,13 +226,45 @@ impl<'a> Sampling<'a> {
             Error::Unsupported(format!("cannot allocate room for {count} samples: raise the memory limit (ulimit -v)"))
         })?;
         let mut interrupted = false;
-        for _ in 0..count {
+        // A default total (`budget_ns`) ends the row once its samples took the budget (with at
+        // least MIN_SAMPLES of them). The rate the first samples show (the first 100 ms of them,
+        // or MIN_SAMPLES, whichever comes first: a calibration batch alone can be one scheduler
+        // wake-up) is what the whole row will take, said once (`Progress::estimate`).
+        let min = super::stats::MIN_SAMPLES as u64;
+        let mut spent_ns = 0u64;
+        let mut planned = planned;
+        let mut estimated = false;
+        for i in 0..count {
             if self.stop.load(Ordering::Relaxed) {
                 interrupted = true;
                 break;
             }
+            if budget_ns.is_some_and(|b| spent_ns >= b) && i >= min {
+                planned = i * batch;
+                break;
+            }
             let ns = timed(batch, &mut op)?;
+            spent_ns += ns;
             samples.secs.push(ns as f64 * 1e-9);
+            if !estimated && (i + 1 >= min.min(count) || spent_ns >= ESTIMATE_AFTER_NS) {
+                estimated = true;
+                let per = spent_ns as f64 / (i + 1) as f64;
+                let mut secs = per * count as f64 * 1e-9;
+                let mut moved = planned;
+                if let Some(b) = budget_ns {
+                    let fit = (b as f64 / per).ceil().max(min as f64);
+                    if fit < count as f64 {
+                        secs = fit * per * 1e-9;
+                        moved = fit as u64 * batch;
+                    }
+                }
+                let work = format!(
+                    "{} in {} transfers",
+                    crate::units::approx_size(moved.saturating_mul(size)),
+                    human_size(size)
+                );
+                self.progress.estimate(secs, &work, "--total");
+            }
             self.progress.add(size * batch);
             if let (Some(h), Some(b)) = (self.health, &before) {
                 // Between samples, untimed: a long run notices a change while it happens.
@@ -295,6 +355,15 @@ impl<'a> Sampling<'a> {
                 hist.record(d.saturating_sub(overhead_ns));
                 elapsed_ns += d;
             }
+            if done == 0 && n > 0 {
+                // The first run of samples is the calibration: what all of them will take.
+                let per = elapsed_ns as f64 / n as f64;
+                self.progress.estimate(
+                    (samples - n as u64) as f64 * per * 1e-9,
+                    &format!("{samples} samples"),
+                    "--samples",
+                );
+            }
             done += n as u64;
             self.progress.add(n as u64 * bytes);
             if let (Some(h), Some(b)) = (self.health, &before) {
@@ -347,6 +416,50 @@ mod tests {
         assert_eq!(bytes, 1000 * 64);
         // Each sample: 25 transfers (2500 ns) plus one clock reading (20 ns) between the reads.
         assert!(s.samples.secs.iter().all(|t| (t - 2520e-9).abs() < 1e-15), "{:?}", &s.samples.secs[..2]);
+    }
+
+    /// Records what a run said it would take, and raises `stop` when it was said.
+    #[derive(Default)]
+    struct Said<'a>(Vec<(f64, String, String)>, Option<&'a AtomicBool>);
+
+    impl Progress for Said<'_> {
+        fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
+            self.0.push((secs, work.into(), flag.into()));
+            if let Some(stop) = self.1 {
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Issue 43: without --total a row moves what its calibrated rate moves in the budget, and
+    /// every row says beforehand what it will take (the CLI prints it when long).
+    #[test]
+    fn a_budget_sizes_the_row_by_time_and_the_estimate_comes_first() {
+        // As above: batches of 25 transfers take 2520 ns with the reading, 100.8 ns a transfer.
+        let clock = FakeClock::new(20, 100, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut said = Said::default();
+        let s = sampling(&clock, &stop, &mut said).run_within(64, 64_000_000, Some(1_000_000), |_| Ok(())).unwrap();
+        // Samples of 2520 ns until 1 ms is spent: 397 of the 40,000 the bytes allow.
+        assert_eq!((s.planned, s.measured(), s.samples.batch), (397 * 25, 397 * 25, 25));
+        assert_eq!(said.0.len(), 1);
+        let (secs, work, flag) = &said.0[0];
+        assert!((secs - 397.0 * 2520e-9).abs() < 1e-12, "{secs}");
+        assert_eq!((work.as_str(), flag.as_str()), ("620.3 KiB in 64 B transfers", "--total"));
+
+        // A given total is kept whatever it takes, and said after the first ten samples: 10^6
+        // samples of 1000 transfers, 100,020 ns each, about 100 s. (The test stops it there.)
+        let raised = AtomicBool::new(false);
+        let mut said = Said(Vec::new(), Some(&raised));
+        let s = sampling(&clock, &raised, &mut said).run_within(1, 1_000_000_000, None, |_| Ok(())).unwrap();
+        assert_eq!((s.planned, s.samples.secs.len()), (1_000_000_000, 10));
+        assert!((said.0[0].0 - 100.02).abs() < 1e-6, "{}", said.0[0].0);
+        assert_eq!(said.0[0].1, "953.7 MiB in 1 B transfers");
+
+        // A budget never leaves a row with fewer than MIN_SAMPLES samples.
+        let mut said = Said::default();
+        let s = sampling(&clock, &stop, &mut said).run_within(64, 64_000_000, Some(1), |_| Ok(())).unwrap();
+        assert_eq!((s.samples.secs.len(), s.samples.batch), (10, 25));
     }
 
     #[test]

@@ -147,6 +147,14 @@ impl CpuBuffer for MemfdDmaBuf {
         "/dev/udmabuf (dma-buf of a sealed memfd)".into()
     }
 
+    fn kind(&self) -> String {
+        "udmabuf".into()
+    }
+
+    fn path(&self) -> Option<String> {
+        Some("/dev/udmabuf".into())
+    }
+
     fn len(&self) -> usize {
         self.map.len()
     }

@@ -11,6 +11,7 @@
 pub mod anon;
 pub mod dmabuf;
 pub mod udev;
+pub mod udev_sync;
 
 use crate::direction::Direction;
 use crate::host::Host;
@@ -87,6 +88,14 @@ pub trait CpuView {
 pub trait CpuBuffer {
     /// What it is, e.g. "u-dma-buf udmabuf0" or "/dev/udmabuf (memfd dma-buf)".
     fn name(&self) -> String;
+    /// The kind of buffer, as `--buffer` names it (`heap`, `u-dma-buf`, `udmabuf`).
+    fn kind(&self) -> String {
+        self.name()
+    }
+    /// The file it is reached through, where there is one (`/dev/udmabuf0`).
+    fn path(&self) -> Option<String> {
+        None
+    }
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -1,9 +1,11 @@
 //! A u-dma-buf buffer (ikwzm/u-dma-buf) as the CPU sees it: `/dev/NAME` mapped or read/written,
 //! opened with or without O_SYNC, and the driver's sync interface in
-//! `/sys/class/u-dma-buf/NAME/`: `sync_offset`, `sync_size`, `sync_direction` name the region and
-//! `sync_for_cpu` / `sync_for_device` (write "1") do the cache maintenance, as seed 003's program
-//! does it. The region is read back after it is set, so a sync that silently did not take (users
-//! report sync_offset/sync_size "having no effect") is caught rather than trusted.
+//! `/sys/class/u-dma-buf/NAME/`: one packed command written to `sync_for_cpu` / `sync_for_device`
+//! names the region and does the cache maintenance, as seed 003's program does it
+//! (`udev_sync`: the files are opened once; drivers without the packed form get `sync_offset`,
+//! `sync_size`, `sync_direction`, read back once when the view opens, so a region that silently
+//! did not take (users report sync_offset/sync_size "having no effect") is caught rather than
+//! trusted).
 
 use super::{Access, CpuBuffer, CpuView, Sync};
 use crate::direction::Direction;
@@ -15,7 +17,7 @@ use crate::units::human_size;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// O_SYNC (include/uapi/asm-generic/fcntl.h; the same on x86-64, arm64 and riscv64).
 const O_SYNC: i32 = 0o4010000;
@@ -42,6 +44,8 @@ pub struct UDmaBuf {
     size: u64,
     attrs: Vec<(String, String)>,
     sync_mode: Option<u64>,
+    /// The driver takes the packed sync command (`udev_sync::takes_packed`).
+    packed: bool,
 }
 
 impl UDmaBuf {
@@ -102,53 +106,11 @@ impl UDmaBuf {
             host: host.clone(),
             dev: host.path(format!("/dev/{name}")),
             sync_mode: read("sync_mode").and_then(|s| parse_number(&s)),
+            packed: super::udev_sync::takes_packed(read("driver_version").as_deref()),
             class,
             size: used,
             attrs,
         })
-    }
-
-    fn set(&self, attr: &str, value: &str) -> Result<()> {
-        let p = self.class.join(attr);
-        let write = |p: &Path| -> std::io::Result<()> {
-            use std::io::Write;
-            crate::file::open_regular_with(p, OpenOptions::new().write(true).truncate(true))?
-                .write_all(value.as_bytes())
-        };
-        write(&p).map_err(|e| {
-            Error::io_hint(
-                "cannot write",
-                &p,
-                e,
-                format!("u-dma-buf's sync interface needs write permission: sudo chmod o+w {}", p.display()),
-            )
-        })
-    }
-
-    fn get(&self, attr: &str) -> Option<u64> {
-        crate::file::read_trim(&self.class.join(attr)).and_then(|s| parse_number(&s))
-    }
-
-    /// Name the region to sync and check the driver took it: a region that reads back other than
-    /// written would sync something else (or nothing) without a word.
-    fn set_area(&self, offset: u64, len: u64, dir: Direction) -> Result<()> {
-        let want = [("sync_offset", offset), ("sync_size", len), ("sync_direction", direction_code(dir))];
-        for (a, v) in want {
-            self.set(a, &v.to_string())?;
-        }
-        for (a, v) in want {
-            match self.get(a) {
-                Some(got) if got == v => {}
-                got => {
-                    return Err(Error::Device(format!(
-                        "u-dma-buf {}: wrote {a} = {v:#x} but it reads back {}: the sync would not cover [{offset:#x}, +{len:#x})",
-                        self.name,
-                        got.map_or("nothing".into(), |g| format!("{g:#x}"))
-                    )))
-                }
-            }
-        }
-        Ok(())
     }
 }
 
@@ -156,6 +118,21 @@ struct View<'a> {
     buf: &'a UDmaBuf,
     file: File,
     map: Mmap,
+    /// The sync files, opened once (explicit-sync views).
+    sync: Option<super::udev_sync::SyncFiles>,
+}
+
+impl View<'_> {
+    fn sync(&mut self, for_cpu: bool, offset: u64, len: u64, dir: Direction) -> Result<()> {
+        let b = self.buf;
+        if self.sync.is_none() {
+            self.sync = Some(super::udev_sync::SyncFiles::open(&b.class, &b.name, b.size, b.packed)?);
+        }
+        match &mut self.sync {
+            Some(s) => s.sync(for_cpu, offset, len, dir),
+            None => Ok(()),
+        }
+    }
 }
 
 impl CpuView for View<'_> {
@@ -172,19 +149,25 @@ impl CpuView for View<'_> {
     }
 
     fn sync_for_cpu(&mut self, offset: u64, len: u64, dir: Direction) -> Result<()> {
-        self.buf.set_area(offset, len, dir)?;
-        self.buf.set("sync_for_cpu", "1")
+        self.sync(true, offset, len, dir)
     }
 
     fn sync_for_device(&mut self, offset: u64, len: u64, dir: Direction) -> Result<()> {
-        self.buf.set_area(offset, len, dir)?;
-        self.buf.set("sync_for_device", "1")
+        self.sync(false, offset, len, dir)
     }
 }
 
 impl CpuBuffer for UDmaBuf {
     fn name(&self) -> String {
         format!("u-dma-buf {}", self.name)
+    }
+
+    fn kind(&self) -> String {
+        "u-dma-buf".into()
+    }
+
+    fn path(&self) -> Option<String> {
+        Some(self.dev.display().to_string())
     }
 
     fn len(&self) -> usize {
@@ -236,7 +219,13 @@ impl CpuBuffer for UDmaBuf {
             Error::io_hint("cannot open", &self.dev, e, hint)
         })?;
         let map = Mmap::file(&file, 0, self.size as usize, true).map_err(|e| Error::io("cannot mmap", &self.dev, e))?;
-        Ok(Box::new(View { buf: self, file, map }))
+        // The sync files are opened (and a driver without the packed command checked) here,
+        // once, not per sync.
+        let sync = match sync {
+            Sync::Explicit => Some(super::udev_sync::SyncFiles::open(&self.class, &self.name, self.size, self.packed)?),
+            _ => None,
+        };
+        Ok(Box::new(View { buf: self, file, map, sync }))
     }
 }
 
@@ -299,11 +288,14 @@ mod tests {
         assert_eq!(unsafe { *v.ptr().add(0x1005) }, 7);
         let c = h.path("/sys/class/u-dma-buf/udmabuf0");
         let attr = |a: &str| fs::read_to_string(c.join(a)).unwrap();
+        // Driver 4.5.2 takes the packed command: the region attributes are never written.
         assert_eq!(
             (attr("sync_offset"), attr("sync_size"), attr("sync_direction")),
-            ("4096".into(), "2048".into(), "1".into())
+            ("0\n".into(), "0\n".into(), "0\n".into())
         );
-        assert_eq!((attr("sync_for_cpu"), attr("sync_for_device")), ("1".into(), "1".into()));
+        // 0x800 | to-device << 2 | 1.
+        assert_eq!(attr("sync_for_cpu"), "0x0000100000000805");
+        assert_eq!(attr("sync_for_device"), "0x0000100000000805");
     }
 
     #[test]
@@ -322,13 +314,16 @@ mod tests {
     #[test]
     fn a_region_the_driver_does_not_take_is_caught() {
         let (_t, h) = fixture(true);
+        // A driver without the packed command: its region attributes are checked when the view opens.
+        fs::write(h.path("/sys/class/u-dma-buf/udmabuf0/driver_version"), "1.4.9\n").unwrap();
         let b = UDmaBuf::open(&h, "udmabuf0", None).unwrap();
-        // Make sync_size a directory: the write fails, and nothing is synced in its name.
+        // Make sync_size a directory: it cannot be opened, and nothing is synced in its name.
         let p = h.path("/sys/class/u-dma-buf/udmabuf0/sync_size");
         fs::remove_file(&p).unwrap();
         fs::create_dir(&p).unwrap();
-        let mut v = b.open(Sync::Explicit).unwrap();
-        assert!(v.sync_for_cpu(0, 4096, Direction::C2h).is_err());
+        let e = b.open(Sync::Explicit).err().unwrap().to_string();
+        assert!(e.contains("sync_size"), "{e}");
+        assert!(b.open(Sync::OSync).is_ok(), "an O_SYNC view syncs nothing");
     }
 
     #[test]

@@ -1,0 +1,140 @@
+//! Issue 43: bounded work. Defaults sized by time (`dma sim --size 1` takes about a second a
+//! row, not minutes), an estimate on stderr before a configuration that will take long (what
+//! the request's own counts make it), and a progress bar on a terminal only.
+//!
+//! Long requests are stopped with SIGINT once they said what they will take: nothing here waits
+//! for a duration, only for a line to appear.
+
+mod common;
+
+use common::err;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn none() -> &'static Path {
+    Path::new("/nonexistent-root")
+}
+
+/// The whole run's measured time: every row's bytes over its mean rate.
+#[test]
+fn a_one_byte_dma_run_without_a_total_takes_seconds() {
+    let o = common::pcibench(none(), &["dma", "sim", "--size", "1", "--json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v = common::json(&o);
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "h2c and c2h");
+    let mut secs = 0.0;
+    for r in rows {
+        let s = &r["stats"];
+        assert!(s["samples"].as_u64().unwrap() >= 10, "{s}");
+        secs += s["bytes"].as_f64().unwrap() / (s["mean_mbps"].as_f64().unwrap() * 1e6);
+    }
+    assert!(secs < 10.0, "{secs} s measured");
+    // Sized by time, not by the 64 MiB cap: far fewer bytes than 64 MiB of 1-byte transfers.
+    assert!(rows.iter().all(|r| r["stats"]["bytes"].as_u64().unwrap() < 64 << 20));
+    assert!(err(&o).is_empty(), "nothing long to announce: {}", err(&o));
+}
+
+fn interrupt(child: &Child) {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+}
+
+/// Requests whose own counts make them long say so first, on stderr, in one line; in a pipe there
+/// is no progress bar.
+#[test]
+fn a_long_request_is_estimated_before_it_runs_and_shows_no_bar_in_a_pipe() {
+    for (args, work) in [
+        (&["dma", "sim", "--size", "1", "--total", "1G"][..], "for 1 GiB in 1 B transfers; --total sets it"),
+        (&["latency", "sim", "--samples", "1000000000"], "for 1000000000 samples; --samples sets it"),
+        (&["buffers", "--buffer", "heap", "--size", "64K", "--total", "1T"], "in 64 KiB transfers; --total sets it"),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
+            .args(args)
+            .env("PCIBENCH_SYSROOT", none())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        stderr.read_line(&mut first).unwrap();
+        interrupt(&child);
+        let mut rest = String::new();
+        stderr.read_to_string(&mut rest).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(first.starts_with("pcibench: about ") && first.trim_end().ends_with(work), "{args:?}: {first}{rest}");
+        assert_eq!(o.status.code(), Some(130), "{args:?}: {first}{rest}");
+        assert!(!rest.contains('\r') && !rest.contains("eta"), "{args:?}: a bar in a pipe: {rest:?}");
+    }
+}
+
+/// On a terminal (a pty from util-linux `script`) the long run shows its bar; the same run's
+/// stderr in a pipe (above) does not.
+#[test]
+fn the_progress_bar_shows_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        // The test hosts have util-linux; say so loudly where one does not.
+        eprintln!("SKIPPED: no `script` (util-linux) to give pcibench a terminal");
+        return;
+    }
+    let cmd = format!("{} dma sim --size 1 --total 1G", env!("CARGO_BIN_EXE_pcibench"));
+    let mut child = Command::new("script")
+        .args(["-qefc", &cmd, "/dev/null"])
+        .env("PCIBENCH_SYSROOT", none())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let start = Instant::now();
+    while !String::from_utf8_lossy(&seen).contains("eta") {
+        assert!(start.elapsed() < Duration::from_secs(300), "no bar: {}", String::from_utf8_lossy(&seen));
+        if let Ok(chunk) = rx.recv_timeout(Duration::from_millis(100)) {
+            seen.extend(chunk);
+        }
+    }
+    // Ctrl-C on the terminal: the run stops and reports what it measured.
+    child.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
+    let status = child.wait().unwrap();
+    while let Ok(chunk) = rx.recv_timeout(Duration::from_secs(5)) {
+        seen.extend(chunk);
+    }
+    let text = String::from_utf8_lossy(&seen);
+    assert!(
+        text.contains("pcibench: about ") && text.contains("for 1 GiB in 1 B transfers; --total sets it"),
+        "{text}"
+    );
+    assert!(text.contains("[") && text.contains("eta"), "{text}");
+    assert_eq!(status.code(), Some(130), "{text}");
+}
+
+/// PIO the same way: no --total, rows sized by time; a --total given is moved whole.
+#[test]
+fn pio_rows_without_a_total_are_sized_by_time_and_a_given_total_is_kept() {
+    let args = ["pio", "sim", "--bar", "2", "--map", "uc", "--width", "8", "--size", "1", "--dir", "c2h", "--json"];
+    let o = common::pcibench(none(), &args);
+    assert!(o.status.success(), "{}", err(&o));
+    let v = common::json(&o);
+    let s = &v["results"][0]["stats"];
+    assert!(s["samples"].as_u64().unwrap() >= 10, "{s}");
+    let secs = s["bytes"].as_f64().unwrap() / (s["mean_mbps"].as_f64().unwrap() * 1e6);
+    assert!(secs < 5.0 && s["bytes"].as_u64().unwrap() < 64 << 20, "{secs} s, {s}");
+
+    let o = common::pcibench(none(), &[&args[..], &["--total", "64K"]].concat());
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(common::json(&o)["results"][0]["stats"]["transfers"], 65536, "the total given, whole");
+}
