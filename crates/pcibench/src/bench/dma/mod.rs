@@ -10,6 +10,7 @@
 pub mod layout;
 
 use self::layout::{Access, Layout};
+use super::counters::EngineFigures;
 use super::pattern::{host_bytes, Mismatch, Pattern};
 use super::result::{Kind, Note, Report, Row, Verify};
 use super::sample::sampler::{Sampled, Sampling};
@@ -222,6 +223,7 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     report.engine = Some(engine.name().into());
     report.addressing = Some(bufs.src.addressing());
     report.buffer = Some(bufs.src.describe());
+    report.engine_counters = (!engine.has_counters()).then_some(false);
     let queued = engine.max_batch() > 1;
     // A panic mid-run must not leave the engine moving data into buffers about to be freed: stop
     // it first (then Bus Master is restored and the buffers released as the stack unwinds).
@@ -353,7 +355,11 @@ fn measure(
             row.notes.push(Note::InFlight { transfers: l.count(), queues: l.queues });
         }
         if let Some(k) = counters.iter().find(|k| k.dir == *dir) {
-            row.notes.push(Note::EngineCounters { counters: *k, bytes: runs * l.bytes(), elapsed_s });
+            // Counters of the last run alone are set beside that run's bytes and its share of
+            // the wall time (the row's runs move the same bytes each).
+            let (bytes, wall_s) =
+                if k.last_run { (l.bytes(), elapsed_s / runs.max(1) as f64) } else { (runs * l.bytes(), elapsed_s) };
+            row.engine = Some(EngineFigures::new(k, bytes, wall_s));
         }
         rows.push(row);
     }

@@ -130,6 +130,8 @@ pub(crate) struct Channel {
     pub stalled: AtomicBool,
     pub last_fault: Mutex<Option<String>>,
     pub worker_started: AtomicBool,
+    /// The performance monitor (+0xC0..+0xD0).
+    pub perf: super::perf::Perf,
 }
 
 impl Channel {
@@ -154,6 +156,7 @@ impl Channel {
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
+            perf: Default::default(),
         }
     }
 

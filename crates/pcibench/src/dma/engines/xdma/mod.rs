@@ -8,6 +8,9 @@
 //! whatever the chain's length.
 
 pub(super) mod desc;
+mod perf;
+#[cfg(test)]
+mod perf_tests;
 pub mod probe;
 pub(crate) mod regs;
 #[cfg(test)]
@@ -20,7 +23,7 @@ use self::regs::*;
 use super::{Detected, EngineDriver, EngineOptions, Opened};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::watchdog::{no_progress, Watchdog};
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, EngineCounters, Transfer};
 use crate::mmio::Width;
 use crate::pci::DeviceInfo;
 use crate::trace::Tracer;
@@ -83,6 +86,8 @@ pub struct XdmaEngine {
     chain: Option<Chain>,
     /// Where descriptors and writebacks are reported (`--trace`), taken from the BAR.
     trace: Option<Tracer>,
+    /// The card's user clock where it is known (the simulated card's): no register reports it.
+    user_clock_hz: Option<f64>,
 }
 
 enum Outcome {
@@ -122,7 +127,8 @@ impl XdmaEngine {
             .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
             .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
         let trace = bar.tracer().cloned();
-        let engine = XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace };
+        let engine =
+            XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace, user_clock_hz: None };
         engine.poll_mode()?;
         Ok(engine)
     }
@@ -170,6 +176,12 @@ impl XdmaEngine {
 
     pub fn options(&self) -> &XdmaOptions {
         &self.opts
+    }
+
+    /// The card's user clock, for the performance monitor's figures (the simulated card's;
+    /// a real card's is its design's, unknown here).
+    pub fn set_user_clock(&mut self, hz: Option<f64>) {
+        self.user_clock_hz = hz;
     }
 
     /// The prepared chain (what `run` submits), for inspection.
@@ -477,6 +489,18 @@ impl Engine for XdmaEngine {
         }
         Ok(out.join("; "))
     }
+
+    fn has_counters(&self) -> bool {
+        true
+    }
+
+    fn counters_start(&mut self) -> Result<()> {
+        self.perf_start()
+    }
+
+    fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
+        self.perf_read()
+    }
 }
 /// XDMA in the engine registry.
 pub struct XdmaDriver;
@@ -501,7 +525,7 @@ impl EngineDriver for XdmaDriver {
     fn open(
         &self,
         found: &Detected,
-        _info: &crate::pci::DeviceInfo,
+        info: &crate::pci::DeviceInfo,
         dev: &dyn DeviceAccess,
         alloc: &dyn DmaAllocator,
         opts: &EngineOptions,
@@ -512,7 +536,8 @@ impl EngineDriver for XdmaDriver {
             card_addr: opts.card_addr.unwrap_or(0),
             card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
         };
-        let engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
+        let mut engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
+        engine.set_user_clock(info.simulated.then_some(crate::sim::xdma::perf::CLOCK_HZ));
         Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }
