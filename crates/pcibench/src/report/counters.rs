@@ -66,7 +66,8 @@ pub fn gap(e: &EngineFigures) -> Vec<String> {
     let mut out = Vec::new();
     if e.maxed {
         out.push(
-            "MAXED: a counter saturated, so its figures are lower bounds (a shorter --total keeps them in range)".into(),
+            "MAXED: a counter saturated, so its figures are lower bounds (a shorter --total keeps them in range)"
+                .into(),
         );
     }
     if let Some(busy) = e.busy_pct {

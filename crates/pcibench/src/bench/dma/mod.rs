@@ -355,11 +355,17 @@ fn measure(
             row.notes.push(Note::InFlight { transfers: l.count(), queues: l.queues });
         }
         if let Some(k) = counters.iter().find(|k| k.dir == *dir) {
-            // Counters of the last run alone are set beside that run's bytes and its share of
-            // the wall time (the row's runs move the same bytes each).
-            let (bytes, wall_s) =
-                if k.last_run { (l.bytes(), elapsed_s / runs.max(1) as f64) } else { (runs * l.bytes(), elapsed_s) };
-            row.engine = Some(EngineFigures::new(k, bytes, wall_s));
+            // Counters of the last run alone are set beside one run's bytes and the wall time
+            // of the row's median run (the row's runs move the same bytes each; the first ones
+            // also fault pages in, which the median leaves out).
+            let median_run_s =
+                row.stats.as_ref().filter(|s| s.median_mbps > 0.0).map(|s| l.bytes() as f64 / (s.median_mbps * 1e6));
+            let span = match median_run_s {
+                Some(t) if k.last_run => Some((l.bytes(), t)),
+                _ if k.last_run => None,
+                _ => Some((runs * l.bytes(), elapsed_s)),
+            };
+            row.engine = span.map(|(bytes, wall_s)| EngineFigures::new(k, bytes, wall_s));
         }
         rows.push(row);
     }

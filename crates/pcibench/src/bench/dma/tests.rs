@@ -8,8 +8,8 @@ use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
 use crate::bench::sample::timer::TimerOverhead;
 use crate::dma::Addressing;
 use crate::dma::{EngineCounters, Segment, Work};
-use crate::report::Exporter;
 use crate::pci::config::COMMAND;
+use crate::report::Exporter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
