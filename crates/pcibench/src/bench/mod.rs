@@ -7,6 +7,7 @@ pub mod buffers;
 pub mod context;
 pub mod counters;
 pub mod dma;
+pub mod gone;
 pub mod latency;
 pub mod pattern;
 pub mod pio;

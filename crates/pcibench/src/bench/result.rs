@@ -439,6 +439,10 @@ pub struct Report {
     /// row has the card's own figures; absent when it has them (or for other kinds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_counters: Option<bool>,
+    /// The card stopped answering mid-run: the one line saying so (what read all-ones, the
+    /// upstream port's state then, what to run). The rows cover what was measured before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone: Option<String>,
     /// A stop request ended the run early; the rows cover what was measured before it.
     pub interrupted: bool,
     pub warnings: Vec<String>,
@@ -460,6 +464,7 @@ impl Report {
             results: Vec::new(),
             buffers: Vec::new(),
             engine_counters: None,
+            gone: None,
             interrupted: false,
             warnings: Vec::new(),
         }

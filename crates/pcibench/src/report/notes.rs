@@ -305,6 +305,9 @@ pub fn lines(r: &Row) -> Vec<String> {
 /// The lines that close every report: the interruption, if any, then the warnings of where it
 /// ran and of the run.
 pub fn tail(s: &mut String, r: &crate::bench::result::Report) {
+    if r.gone.is_some() {
+        let _ = writeln!(s, "stopped: the card stopped answering; the rows above were measured before it did");
+    }
     if r.interrupted {
         let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
     }

@@ -235,7 +235,15 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
             };
             pattern = pattern.successor();
             let ctx = Ctx { engine: &mut *engine, bufs: &mut bufs, plan, link: s.device.bounding_link(), queued };
-            let (rows, stopped) = measure(ctx, c, parts, pattern, sampling, &mut report.warnings)?;
+            let (rows, stopped) = match measure(ctx, c, parts, pattern, sampling, &mut report.warnings) {
+                Err(Error::Gone(what)) => {
+                    // Stop the engine where it still can be (its registers may not answer).
+                    let _ = engine.stop();
+                    report.gone = Some(super::gone::line(s.device.name(), &what, sampling));
+                    break;
+                }
+                r => r?,
+            };
             report.results.extend(rows);
             if stopped {
                 report.interrupted = true;
@@ -457,6 +465,8 @@ pub(super) fn card_copy(
 pub(super) fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()> {
     match engine.run(timeout) {
         Ok(()) => Ok(()),
+        // The runner stops an engine whose card went away itself, and says so in one line.
+        Err(e @ Error::Gone(_)) => Err(e),
         Err(e) => {
             let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
             Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
@@ -515,5 +525,7 @@ fn compare(buf: &dyn DmaBuffer, l: &Layout, expected: &[u8]) -> std::result::Res
     }
 }
 
+#[cfg(test)]
+mod gone_tests;
 #[cfg(test)]
 mod tests;

@@ -244,6 +244,9 @@ impl XdmaEngine {
         let start = Instant::now();
         loop {
             let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
+            if status == u32::MAX {
+                self.check_answering(dir)?;
+            }
             if status & ST_BUSY == 0 {
                 self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
                 return Ok(());
@@ -343,6 +346,9 @@ impl XdmaEngine {
     /// stopped short (an error, or run cleared by someone else).
     fn check_stopped(&self, dir: Direction, n: u32) -> Result<Option<Outcome>> {
         let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
+        if status == u32::MAX {
+            self.check_answering(dir)?;
+        }
         if status & ST_BUSY != 0 {
             return Ok(None);
         }
@@ -355,6 +361,19 @@ impl XdmaEngine {
             return Ok(Some(Outcome::Done));
         }
         Ok(Some(Outcome::Stopped(done)))
+    }
+
+    /// A status of all-ones may be the card gone: its identifier register cannot read all-ones
+    /// (its top 12 bits are the subsystem id 0x1fc), so if it does, the card no longer answers.
+    fn check_answering(&self, dir: Direction) -> Result<()> {
+        let id = self.rd(self.ch_reg(dir, CH_ID))?;
+        if id == u32::MAX {
+            return Err(Error::Gone(format!(
+                "XDMA {dir} channel {}'s status and identifier registers read 0xffffffff (the identifier holds 0x1fc in its top bits)",
+                self.opts.channel
+            )));
+        }
+        Ok(())
     }
 
     fn check_transfer(&self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<&XdmaChannel> {

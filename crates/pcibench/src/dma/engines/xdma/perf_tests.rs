@@ -58,3 +58,19 @@ fn a_saturated_counter_sets_its_maxed_bit() {
     assert!(c2h.maxed);
     assert_eq!(c2h.beats, (1 << 42) - 1);
 }
+
+/// A card that falls off the bus mid-run is named as such: the status and identifier registers
+/// read all-ones, which the identifier (0x1fc in its top bits) never does on a live card.
+#[test]
+fn a_card_that_falls_off_the_bus_is_named_not_timed_out() {
+    let (card, _bar) = dev();
+    let alloc = SimAllocator::new(card.host_map().clone());
+    let mut eng = engine(&card, &alloc, XdmaOptions::default());
+    let buf = alloc.alloc(4096).unwrap();
+    eng.prepare(&*buf, &transfer(Direction::H2c, 4096)).unwrap();
+    eng.run(LONG).unwrap();
+    card.fall_off_bus();
+    let e = eng.run(LONG).unwrap_err();
+    assert!(matches!(e, crate::Error::Gone(_)), "{e}");
+    assert!(e.to_string().contains("status and identifier registers read 0xffffffff"), "{e}");
+}
