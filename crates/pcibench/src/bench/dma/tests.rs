@@ -9,7 +9,6 @@ use crate::bench::sample::timer::TimerOverhead;
 use crate::dma::Addressing;
 use crate::dma::{EngineCounters, Segment, Work};
 use crate::pci::config::COMMAND;
-use crate::report::Exporter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
