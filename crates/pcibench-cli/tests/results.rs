@@ -109,6 +109,28 @@ fn save_plot_compare_round_trip_on_the_sim_card() {
     assert_eq!(v["summary"]["questionable"], false);
 }
 
+/// The engine's own figures (its performance counters) are saved with each DMA row, read back,
+/// and set beside each other by `compare`.
+#[test]
+fn engine_figures_are_saved_and_compared() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    for name in ["a.json", "b.json"] {
+        let o = pcibench(d, &["dma", "sim", "--size", "64K", "--total", "1M", "--save", name]);
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+        assert!(out(&o).contains("the engine's own counters"), "{}", out(&o));
+    }
+    let a = pcibench::results::saved::read(&d.join("a.json")).expect("the library reads it back");
+    let e = a.reports[0].results[0].engine.as_ref().expect("the row's engine figures were saved");
+    assert_eq!((e.beats, e.beat_bytes, e.clock_mhz, e.last_run), (8192, Some(8), Some(250.0), true));
+    let o = pcibench(d, &["compare", "a.json", "b.json"]);
+    assert!(matches!(o.status.code(), Some(0) | Some(5)), "{}", err(&o));
+    assert_eq!(out(&o).matches("\n      engine: A ").count(), 2, "{}", out(&o));
+    let o = pcibench(d, &["compare", "a.json", "b.json", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert!(v["rows"][0]["engine_a"]["busy_pct"].is_number() && v["rows"][0]["engine_b"]["engine_mbps"].is_number());
+}
+
 #[test]
 fn a_card_with_a_link_saves_its_link_and_plots_its_ceiling() {
     let t = tempfile::tempdir().unwrap();

@@ -36,6 +36,10 @@ pub enum Error {
     /// engine): not the user's typing, not a failure; the message says what to name instead.
     #[error("{0}")]
     NothingToMeasure(String),
+    /// The card stopped answering mid-command (surprise removal, link down, a reset): what read
+    /// all-ones, the upstream port's state then, and what to run.
+    #[error("{0}")]
+    Gone(String),
     /// The host's sysfs is inconsistent (a symlink loop, a holder loop, a dangling link), so what
     /// uses a device cannot be told.
     #[error("{0}")]

@@ -64,7 +64,10 @@ impl Outcome {
     }
 
     pub fn of_report(r: &Report) -> Outcome {
-        if r.mismatched() {
+        // A card that stopped answering is an error whatever its earlier rows found.
+        if r.gone.is_some() {
+            Outcome::Failed
+        } else if r.mismatched() {
             Outcome::Mismatch
         } else if r.interrupted {
             Outcome::Interrupted

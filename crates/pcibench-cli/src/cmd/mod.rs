@@ -121,6 +121,10 @@ impl MeasureArgs {
     /// lose it.
     pub fn deliver(&self, host: &Host, m: &Measurement, opts: report::Options) -> anyhow::Result<ExitCode> {
         let exporter = report::exporter(self.format(), opts);
+        let gone = match &m.measured {
+            Measured::Report(r) => r.gone.clone(),
+            Measured::Suite(s) => s.parts().find_map(|r| r.gone.clone()),
+        };
         let (text, outcome) = match &m.measured {
             Measured::Report(r) => (exporter.report(r)?, Outcome::of_report(r)),
             Measured::Suite(s) => {
@@ -138,6 +142,10 @@ impl MeasureArgs {
                 emit(&text);
                 saving?;
             }
+        }
+        if let Some(line) = gone {
+            // The one line, after the partial rows: the card no longer answers.
+            eprintln!("pcibench: {line}");
         }
         Ok(finish(outcome))
     }

@@ -17,6 +17,8 @@ pub struct SimDevice {
     name: &'static str,
     config: Arc<SimConfig>,
     card: SimCard,
+    /// Error injection: the card fell off the bus (`fall_off_bus`).
+    gone: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The card's config space and the register models that act on it (Bus Master, the command
@@ -119,7 +121,18 @@ impl SimDevice {
             space.allow_conventional();
         }
         let config = Arc::new(SimConfig { name, space: Mutex::new(space), models });
-        SimDevice { name, config, card }
+        SimDevice { name, config, card, gone: Default::default() }
+    }
+
+    /// Error injection: from now on the card answers nothing, as one that was surprise-removed,
+    /// lost its link or is being reset: config space and register BARs read all-ones (the
+    /// completer abort or master abort a root port turns into 0xff bytes), writes go nowhere.
+    pub fn fall_off_bus(&self) {
+        self.gone.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn is_gone(&self) -> bool {
+        self.gone.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The memfd behind memory BAR `index`, which `pcibench serve` offers a vfio-user client to map.
@@ -144,7 +157,9 @@ impl DeviceAccess for SimDevice {
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>> {
         match self.card.bars.iter().find(|(i, _)| *i == index) {
             Some((_, SimBar::Memory(mem))) => Ok(Box::new(SimMemBar { index, mem: Arc::clone(mem), mapping, io })),
-            Some((_, SimBar::Registers(model))) => Ok(Box::new(SimRegBar { index, model: Arc::clone(model), mapping })),
+            Some((_, SimBar::Registers(model))) => {
+                Ok(Box::new(SimRegBar { index, model: Arc::clone(model), mapping, gone: Arc::clone(&self.gone) }))
+            }
             None => {
                 let have: Vec<String> = self.card.bars.iter().map(|(i, _)| i.to_string()).collect();
                 Err(Error::usage(format!(
@@ -158,10 +173,17 @@ impl DeviceAccess for SimDevice {
     }
 
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if self.is_gone() {
+            buf.fill(0xff);
+            return Ok(());
+        }
         self.config.read(offset, buf)
     }
 
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        if self.is_gone() {
+            return Ok(());
+        }
         self.config.write(offset, data)
     }
 
@@ -259,6 +281,14 @@ struct SimRegBar {
     index: u8,
     model: Arc<dyn RegisterModel>,
     mapping: Mapping,
+    /// The card fell off the bus (`SimDevice::fall_off_bus`): reads are all-ones, writes lost.
+    gone: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SimRegBar {
+    fn gone(&self) -> bool {
+        self.gone.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 impl BarRegion for SimRegBar {
@@ -284,18 +314,28 @@ impl BarRegion for SimRegBar {
         self.model.check_width(self.index, width)?;
         let n = scalar_bytes(self.index, width)?;
         check(self.index, self.len(), offset, n as u64, n)?;
+        if self.gone() {
+            return Ok(u64::MAX >> (64 - 8 * n as u32));
+        }
         Ok(self.model.read(offset, width))
     }
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
         self.model.check_width(self.index, width)?;
         let n = scalar_bytes(self.index, width)?;
         check(self.index, self.len(), offset, n as u64, n)?;
+        if self.gone() {
+            return Ok(());
+        }
         self.model.write(offset, width, value)
     }
     fn read_bulk(&self, offset: u64, buf: &mut [u8], width: Width) -> Result<()> {
         self.model.check_width(self.index, width)?;
         let n = scalar_bytes(self.index, width)?;
         check(self.index, self.len(), offset, buf.len() as u64, n)?;
+        if self.gone() {
+            buf.fill(0xff);
+            return Ok(());
+        }
         for (i, chunk) in buf.chunks_exact_mut(n).enumerate() {
             let v = self.model.read(offset + (i * n) as u64, width);
             chunk.copy_from_slice(&v.to_le_bytes()[..n]);

@@ -109,8 +109,8 @@ pub enum Note {
     LinkHealth { changes: Vec<String> },
     /// Each engine run kept this many transfers in flight over this many queues.
     InFlight { transfers: u64, queues: u16 },
-    /// The engine's own performance counters over the row (warm-up and calibration included),
-    /// beside the bytes pcibench moved in that time.
+    /// The engine's own performance counters over the row, as runs saved before `Row::engine`
+    /// held them (read, never written now).
     EngineCounters { counters: crate::dma::EngineCounters, bytes: u64, elapsed_s: f64 },
     /// A sync of part of the buffer: what the interface took, or why it failed.
     PartialSync { offset: u64, size: u64, error: Option<String> },
@@ -193,6 +193,9 @@ pub struct Row {
     /// it, so an independent reader (the lab's host side) can check the card.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern_sha256: Option<String>,
+    /// DMA: the engine's own figures from its performance counters, beside the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<super::counters::EngineFigures>,
     pub notes: Vec<Note>,
 }
 
@@ -226,6 +229,7 @@ impl Row {
             efficiency_pct: None,
             verify: None,
             pattern_sha256: None,
+            engine: None,
             notes: Vec::new(),
         }
     }
@@ -437,6 +441,14 @@ pub struct Report {
     /// Buffer access: each buffer's facts (size, physical address, coherence, sync mode).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buffers: Vec<BufferFacts>,
+    /// DMA: false when the engine has no performance counters (edu, umem, the NVRAM), so no
+    /// row has the card's own figures; absent when it has them (or for other kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_counters: Option<bool>,
+    /// The card stopped answering mid-run: the one line saying so (what read all-ones, the
+    /// upstream port's state then, what to run). The rows cover what was measured before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone: Option<String>,
     /// A stop request ended the run early; the rows cover what was measured before it.
     pub interrupted: bool,
     pub warnings: Vec<String>,
@@ -457,6 +469,8 @@ impl Report {
             context: None,
             results: Vec::new(),
             buffers: Vec::new(),
+            engine_counters: None,
+            gone: None,
             interrupted: false,
             warnings: Vec::new(),
         }

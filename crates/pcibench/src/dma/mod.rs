@@ -148,13 +148,35 @@ pub struct Work<'a> {
 
 /// What an engine's own performance counters saw in one direction (where it has them): a
 /// hardware-side count to set beside the bytes pcibench timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct EngineCounters {
     pub dir: Direction,
     /// Engine clock cycles counted while the counters ran.
     pub cycles: u64,
     /// Data beats (datapath-wide transfers) the engine counted.
     pub beats: u64,
+    /// Bytes one data beat carries (the datapath width), where the engine says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beat_bytes: Option<u32>,
+    /// The engine's user clock in Hz, where it is known (the simulated cards'); a real card's
+    /// clock is its design's, which no register reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_hz: Option<f64>,
+    /// A counter saturated (its "maxed" bit): the counts are lower bounds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub maxed: bool,
+    /// The counters cover the last engine run only, from its start to its last descriptor, and
+    /// count only while the engine ran (XDMA's auto mode clears them whenever the channel's run
+    /// bit rises); otherwise they cover every run since `counters_start`, counting throughout.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last_run: bool,
+}
+
+impl EngineCounters {
+    /// Counters with nothing known beyond the two counts.
+    pub fn counts(dir: Direction, cycles: u64, beats: u64) -> EngineCounters {
+        EngineCounters { dir, cycles, beats, beat_bytes: None, clock_hz: None, maxed: false, last_run: false }
+    }
 }
 
 /// A driver for a card's DMA engine.
@@ -231,6 +253,11 @@ pub trait Engine: Send {
     /// What the counters saw since `counters_start`; empty for engines without counters.
     fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
         Ok(Vec::new())
+    }
+    /// Whether the engine has performance counters at all (edu, umem and the NVRAM have none:
+    /// a report says so once).
+    fn has_counters(&self) -> bool {
+        false
     }
 }
 

@@ -130,18 +130,21 @@ pub fn measure(session: &Session, r: &RunRequest, hooks: &mut Hooks) -> Result<S
         // DMA comes after PIO: a no-IOMMU device keeps what opening its buffers needs until then.
         session.expect_dma();
     }
-    let mut stopped = false;
+    let (mut stopped, mut gone) = (false, false);
     for part in parts {
         report.notes.extend(part.notes);
         let Some(request) = part.request else { continue };
         if stopped {
             // Said in the part's own section, so none is left empty.
             let part = if matches!(request, Request::Dma(_)) { "DMA" } else { "PIO" };
-            report.notes.push(format!("{part} not run: the run was interrupted before it"));
+            let why = if gone { "the card stopped answering" } else { "the run was interrupted" };
+            report.notes.push(format!("{part} not run: {why} before it"));
             continue;
         }
         let Measured::Report(measured) = session.measure(&request, hooks)? else { continue };
-        stopped = measured.interrupted;
+        // A card that stopped answering ends the suite too (its line is in the part's report).
+        gone = measured.gone.is_some();
+        stopped = measured.interrupted || gone;
         match request {
             Request::Pio(_) => report.pio = Some(measured),
             _ => report.dma = Some(measured),

@@ -120,6 +120,20 @@ pub struct Snapshot {
 #[derive(Debug, Clone)]
 pub struct HealthProbe {
     chain: Vec<(String, PathBuf, Option<u64>)>,
+    /// The device's Memory Space Enable when the probe was made (clearing it later makes the
+    /// card stop answering its BARs).
+    memory_on: bool,
+}
+
+/// PCI_COMMAND bit 1, Memory Space Enable (PCI Local Bus 3.0 §6.2.2).
+const COMMAND_MEMORY: u16 = 1 << 1;
+
+/// The device's vendor id and command register from its sysfs config file (the first 64
+/// bytes are readable by every user).
+fn id_and_command(dir: &std::path::Path) -> Option<(u16, u16)> {
+    let f = crate::file::open_regular(&dir.join("config")).ok()?;
+    let mut b = [0u8; 6];
+    (f.read_at(&mut b, 0).ok()? == 6).then(|| (u16::from_le_bytes([b[0], b[1]]), u16::from_le_bytes([b[4], b[5]])))
 }
 
 fn read(p: PathBuf) -> Option<String> {
@@ -156,7 +170,31 @@ impl HealthProbe {
             let cap = crate::file::read(&d.join("config"), 4096).ok().and_then(|c| pcie_cap(&c));
             chain.push((name.to_string(), d.to_path_buf(), cap));
         }
-        HealthProbe { chain }
+        let memory_on =
+            chain.first().and_then(|(_, d, _)| id_and_command(d)).is_some_and(|(_, c)| c & COMMAND_MEMORY != 0);
+        HealthProbe { chain, memory_on }
+    }
+
+    /// Why the device no longer answers, or None while it does: its config space reads the
+    /// all-ones vendor id no function has (surprise removal, link down, a reset in progress), or
+    /// its Memory Space Enable was cleared since the probe was made (a reset, or someone else's
+    /// setpci), so its BARs answer nothing.
+    pub fn not_answering(&self) -> Option<String> {
+        let (_, dir, _) = self.chain.first()?;
+        let (vendor, command) = id_and_command(dir)?;
+        if vendor == 0xffff {
+            return Some("its config space reads vendor id 0xffff".into());
+        }
+        (self.memory_on && command & COMMAND_MEMORY == 0)
+            .then(|| format!("its Memory Space Enable was cleared (command register {command:#06x})"))
+    }
+
+    /// The one line for a device that stopped answering (`what`: what read all-ones): the
+    /// upstream port's link and AER counters as read now, and what to run.
+    pub fn gone_line(&self, what: &str) -> String {
+        let snap = self.snapshot();
+        let device = snap.functions.first().map_or("the device", |f| f.addr.as_str());
+        gone_line(device, what, snap.functions.get(1))
     }
 
     /// The functions watched, device first.
@@ -185,6 +223,43 @@ impl HealthProbe {
         }
         Snapshot { functions }
     }
+}
+
+/// The card no longer answers: `what` read all-ones on `device`; the port above it (`port`,
+/// where there is one) as it reads now; what to run.
+pub fn gone_line(device: &str, what: &str, port: Option<&FunctionState>) -> String {
+    let port = match port {
+        None => "no upstream port to read".to_string(),
+        Some(p) => {
+            let link = match p.link_up() {
+                Some(false) => format!("link down ({})", p.link_words()),
+                Some(true) => format!("link up at {}", p.link_words()),
+                None => "link state unknown".to_string(),
+            };
+            // Each severity's total (its TOTAL_ERR_* line where the kernel writes one).
+            let sums: Vec<(&str, u64)> = ["correctable", "nonfatal", "fatal"]
+                .into_iter()
+                .filter_map(|sev| {
+                    let entries: Vec<(String, u64)> = p
+                        .aer
+                        .iter()
+                        .filter_map(|(k, v)| k.strip_prefix(sev)?.strip_prefix(':').map(|n| (n.to_string(), *v)))
+                        .collect();
+                    (!entries.is_empty()).then(|| super::aer::total(&entries).map(|t| (sev, t))).flatten()
+                })
+                .collect();
+            let aer = if sums.is_empty() {
+                "no AER counters".to_string()
+            } else {
+                let list: Vec<String> = sums.iter().map(|(s, n)| format!("{s} {n}")).collect();
+                format!("AER {}", list.join(", "))
+            };
+            format!("upstream port {}: {link}, {aer}", p.addr)
+        }
+    };
+    format!(
+        "{device} no longer answers (surprise removal, link down, or a reset): {what}; {port}; run `pcibench health {device}`"
+    )
 }
 
 /// What changed from `before` to `after`, one sentence per change; empty when nothing did.
@@ -308,6 +383,32 @@ mod tests {
             fs::write(d.join("config"), &cfg).unwrap();
         }
         (t, h, port, dev)
+    }
+
+    /// A device whose Memory Space Enable is cleared, or whose config space reads all-ones, no
+    /// longer answers; the line names the upstream port's link and AER counters and `health`.
+    #[test]
+    fn a_device_that_stops_answering_is_named_with_its_upstream_port() {
+        let (_t, h, port, dev) = tree();
+        let mut cfg = fs::read(dev.join("config")).unwrap();
+        cfg[..2].copy_from_slice(&0x10eeu16.to_le_bytes());
+        cfg[4] = 0x06; // memory space and bus master on
+        fs::write(dev.join("config"), &cfg).unwrap();
+        let p = HealthProbe::new(&h, &"03:00.0".parse().unwrap());
+        assert_eq!(p.not_answering(), None);
+        cfg[4] = 0x04; // someone cleared Memory Space Enable (setpci COMMAND=0x04)
+        fs::write(dev.join("config"), &cfg).unwrap();
+        assert_eq!(p.not_answering().unwrap(), "its Memory Space Enable was cleared (command register 0x0004)");
+        fs::write(dev.join("config"), vec![0xffu8; 256]).unwrap();
+        fs::write(port.join("current_link_width"), "0\n").unwrap();
+        fs::write(port.join("aer_dev_correctable"), "RxErr 3\nBadTLP 0\n").unwrap();
+        let why = p.not_answering().unwrap();
+        assert_eq!(why, "its config space reads vendor id 0xffff");
+        assert_eq!(
+            p.gone_line(&why),
+            "0000:03:00.0 no longer answers (surprise removal, link down, or a reset): its config space reads vendor id \
+             0xffff; upstream port 0000:00:1c.0: link down (8.0 GT/s PCIe x0), AER correctable 3; run `pcibench health 0000:03:00.0`"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! comparison and its counts) or CSV (one row per matched configuration).
 
 use super::csv::line;
-use crate::results::compare::{Comparison, ContextDiff, Verdict};
+use crate::results::compare::{Comparison, ContextDiff, EngineSide, Verdict};
 use crate::Result;
 use serde::Serialize;
 use std::fmt::Write;
@@ -54,6 +54,24 @@ fn f3(v: f64) -> String {
 /// The most configurations an "only in A" (B, not compared) line names.
 const LISTED: usize = 20;
 
+/// The engine's own figures of a compared row, A -> B, where either side has them: a host
+/// figure that moved while the engine's did not points at the host, and the other way round.
+fn engine_line(a: Option<&EngineSide>, b: Option<&EngineSide>) -> Option<String> {
+    if a.is_none() && b.is_none() {
+        return None;
+    }
+    let side = |e: Option<&EngineSide>| match e {
+        None => "no counters".to_string(),
+        Some(e) => {
+            let mbps = e.engine_mbps.map(|m| format!("{m:.0} MB/s")).unwrap_or_else(|| "- MB/s".into());
+            let busy = e.busy_pct.map(|b| format!(", busy {b:.0}%")).unwrap_or_default();
+            let maxed = if e.maxed { " (maxed)" } else { "" };
+            format!("{mbps}{busy}{maxed}")
+        }
+    };
+    Some(format!("A {} -> B {}", side(a), side(b)))
+}
+
 /// The readable comparison.
 pub fn table(c: &Comparison) -> String {
     let mut s = format!("pcibench compare: B = {} against A = {}\n", c.b.file, c.a.file);
@@ -92,6 +110,9 @@ pub fn table(c: &Comparison) -> String {
         );
         if !r.caveats.is_empty() {
             let _ = writeln!(s, "      caveat: {}", r.caveats.join("; "));
+        }
+        if let Some(e) = engine_line(r.engine_a.as_ref(), r.engine_b.as_ref()) {
+            let _ = writeln!(s, "      engine: {e}");
         }
     }
     for (what, list) in [

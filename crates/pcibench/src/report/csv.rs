@@ -77,6 +77,13 @@ pub const COLUMNS: &[&str] = &[
     "mismatch_expected",
     "mismatch_found",
     "mismatch_count",
+    "engine_mbps",
+    "engine_busy_pct",
+    "engine_clock_mhz",
+    "engine_cycles",
+    "engine_beats",
+    "engine_beat_bytes",
+    "engine_maxed",
     "pattern_sha256",
     "flags",
     "notes",
@@ -197,6 +204,16 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
         o(p.map(|p| p.total_us)),
     ]);
     v.extend(verify_fields(x));
+    let e = x.engine.as_ref();
+    v.extend([
+        o(e.and_then(|e| e.engine_mbps)),
+        o(e.and_then(|e| e.busy_pct)),
+        o(e.and_then(|e| e.clock_mhz)),
+        o(e.map(|e| e.cycles)),
+        o(e.map(|e| e.beats)),
+        o(e.and_then(|e| e.beat_bytes)),
+        o(e.map(|e| e.maxed)),
+    ]);
     v.push(o(x.pattern_sha256.clone()));
     v.push(super::notes::flags(x).split_whitespace().map(|f| f.trim_start_matches('!')).collect::<Vec<_>>().join(" "));
     let mut notes: Vec<String> = x.notes.iter().map(text).collect();

@@ -7,6 +7,7 @@
 
 pub mod buffers;
 pub mod compare;
+pub mod counters;
 pub mod csv;
 pub mod doctor;
 pub mod health;

@@ -287,9 +287,10 @@ fn counters_text(c: &crate::dma::EngineCounters, bytes: u64, elapsed_s: f64) -> 
     )
 }
 
-/// Short markers for flagged rows, after the verify column: `!few !noisy !model !suspect`.
+/// Short markers for flagged rows, after the verify column: `!few !noisy !model !suspect`, and `!maxed` where the engine's counters saturated.
 pub fn flags(r: &Row) -> String {
-    r.notes.iter().filter_map(flag_of).map(|f| format!(" {f}")).collect()
+    let maxed = r.engine.as_ref().is_some_and(|e| e.maxed).then_some("!maxed");
+    r.notes.iter().filter_map(flag_of).chain(maxed).map(|f| format!(" {f}")).collect()
 }
 
 /// Every note of a row, plus why it is unverified, one per line.
@@ -304,6 +305,9 @@ pub fn lines(r: &Row) -> Vec<String> {
 /// The lines that close every report: the interruption, if any, then the warnings of where it
 /// ran and of the run.
 pub fn tail(s: &mut String, r: &crate::bench::result::Report) {
+    if r.gone.is_some() {
+        let _ = writeln!(s, "stopped: the card stopped answering; the rows above were measured before it did");
+    }
     if r.interrupted {
         let _ = writeln!(s, "interrupted: the figures above cover the samples gathered before the stop");
     }

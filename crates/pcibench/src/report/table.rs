@@ -127,6 +127,9 @@ fn notes_and_warnings(
     for n in label.map(|l| grouped(rows, l)).unwrap_or_default() {
         let _ = writeln!(s, "note: {n}");
     }
+    if let Some(n) = label.and_then(|l| super::counters::note(r, rows, &l)) {
+        let _ = writeln!(s, "note: {n}");
+    }
     super::notes::tail(s, r);
 }
 

@@ -92,6 +92,25 @@ pub struct RowChange {
     /// Either side's row carries a flag (noisy, few, above the model, suspect link) or did not verify.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub caveats: Vec<String>,
+    /// The engine's own figures on each side, where its counters gave them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_a: Option<EngineSide>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_b: Option<EngineSide>,
+}
+
+/// One side's engine figures for a row (`Row::engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EngineSide {
+    pub engine_mbps: Option<f64>,
+    pub busy_pct: Option<f64>,
+    pub maxed: bool,
+}
+
+impl EngineSide {
+    fn of(row: &Row) -> Option<EngineSide> {
+        row.engine.as_ref().map(|e| EngineSide { engine_mbps: e.engine_mbps, busy_pct: e.busy_pct, maxed: e.maxed })
+    }
 }
 
 /// A run as the comparison names it.
@@ -259,6 +278,8 @@ pub fn compare(a: (&str, &SavedRun), b: (&str, &SavedRun), threshold_pct: f64) -
             ratio_high,
             verdict,
             caveats: notes,
+            engine_a: EngineSide::of(ra),
+            engine_b: EngineSide::of(rb),
         });
     }
     let in_a: std::collections::HashSet<&(Config, usize)> = rows_a.iter().map(|(k, _)| k).collect();

@@ -10,6 +10,7 @@
 pub mod layout;
 
 use self::layout::{Access, Layout};
+use super::counters::EngineFigures;
 use super::pattern::{host_bytes, Mismatch, Pattern};
 use super::result::{Kind, Note, Report, Row, Verify};
 use super::sample::sampler::{Sampled, Sampling};
@@ -234,6 +235,7 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     report.engine = Some(engine.name().into());
     report.addressing = Some(bufs.src.addressing());
     report.buffer = Some(bufs.src.describe());
+    report.engine_counters = (!engine.has_counters()).then_some(false);
     let queued = engine.max_batch() > 1;
     // A panic mid-run must not leave the engine moving data into buffers about to be freed: stop
     // it first (then Bus Master is restored and the buffers released as the stack unwinds).
@@ -245,7 +247,15 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
             };
             pattern = pattern.successor();
             let ctx = Ctx { engine: &mut *engine, bufs: &mut bufs, plan, link: s.device.bounding_link(), queued };
-            let (rows, stopped) = measure(ctx, c, parts, pattern, sampling, &mut report.warnings)?;
+            let (rows, stopped) = match measure(ctx, c, parts, pattern, sampling, &mut report.warnings) {
+                Err(Error::Gone(what)) => {
+                    // Stop the engine where it still can be (its registers may not answer).
+                    let _ = engine.stop();
+                    report.gone = Some(super::gone::line(s.device.name(), &what, sampling));
+                    break;
+                }
+                r => r?,
+            };
             report.results.extend(rows);
             report.warnings.extend(engine.take_notes().into_iter().map(|n| format!("{}: {n}", engine.name())));
             if stopped {
@@ -366,7 +376,17 @@ fn measure(
             row.notes.push(Note::InFlight { transfers: l.count(), queues: l.queues });
         }
         if let Some(k) = counters.iter().find(|k| k.dir == *dir) {
-            row.notes.push(Note::EngineCounters { counters: *k, bytes: runs * l.bytes(), elapsed_s });
+            // Counters of the last run alone are set beside one run's bytes and the wall time
+            // of the row's median run (the row's runs move the same bytes each; the first ones
+            // also fault pages in, which the median leaves out).
+            let median_run_s =
+                row.stats.as_ref().filter(|s| s.median_mbps > 0.0).map(|s| l.bytes() as f64 / (s.median_mbps * 1e6));
+            let span = match median_run_s {
+                Some(t) if k.last_run => Some((l.bytes(), t)),
+                _ if k.last_run => None,
+                _ => Some((runs * l.bytes(), elapsed_s)),
+            };
+            row.engine = span.map(|(bytes, wall_s)| EngineFigures::new(k, bytes, wall_s));
         }
         rows.push(row);
     }
@@ -458,6 +478,8 @@ pub(super) fn card_copy(
 pub(super) fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()> {
     match engine.run(timeout) {
         Ok(()) => Ok(()),
+        // The runner stops an engine whose card went away itself, and says so in one line.
+        Err(e @ Error::Gone(_)) => Err(e),
         Err(e) => {
             let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
             Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
@@ -516,5 +538,7 @@ fn compare(buf: &dyn DmaBuffer, l: &Layout, expected: &[u8]) -> std::result::Res
     }
 }
 
+#[cfg(test)]
+mod gone_tests;
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use crate::bench::dma::layout::Access;
 use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
 use crate::bench::sample::timer::TimerOverhead;
 use crate::dma::Addressing;
-use crate::dma::{Segment, Work};
+use crate::dma::{EngineCounters, Segment, Work};
 use crate::pci::config::COMMAND;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -62,6 +62,11 @@ struct MockEngine {
     /// Panic in this run (a bug anywhere in the measuring path).
     panic_at_run: Option<u32>,
     runs: u32,
+    /// Counters like XDMA's auto mode over the clock's time: the last run only, the engine
+    /// running half of each run's wall time at 250 MHz, 8-byte beats; (clock, start, runs then).
+    perf: Option<(&'static FakeClock, u64, u32)>,
+    /// The counts saturate.
+    maxed: bool,
 }
 
 impl Engine for MockEngine {
@@ -128,6 +133,31 @@ impl Engine for MockEngine {
     fn stop(&mut self) -> Result<String> {
         self.stops += 1;
         Ok("idle".into())
+    }
+    fn has_counters(&self) -> bool {
+        self.perf.is_some()
+    }
+    fn counters_start(&mut self) -> Result<()> {
+        if let Some((clock, t0, runs)) = &mut self.perf {
+            (*t0, *runs) = (clock.now_ns(), self.runs);
+        }
+        Ok(())
+    }
+    fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
+        let Some((clock, t0, runs)) = self.perf else { return Ok(Vec::new()) };
+        let per_run_ns = (clock.now_ns() - t0) as f64 / (self.runs - runs) as f64;
+        let bytes = self.jobs.iter().map(|(_, t)| t.len).sum::<u64>();
+        Ok(self
+            .jobs
+            .iter()
+            .map(|(_, t)| EngineCounters {
+                beat_bytes: Some(8),
+                clock_hz: Some(250e6),
+                last_run: true,
+                maxed: self.maxed,
+                ..EngineCounters::counts(t.dir, (per_run_ns / 2.0 * 0.25) as u64, bytes / 8)
+            })
+            .collect())
     }
 }
 
@@ -221,6 +251,49 @@ fn both_directions_verified_and_bus_master_restored() {
     assert!((r.results[0].limit_mbps.unwrap() - l.read_bps(0x10000) / 1e6).abs() < 1e-6);
     assert_eq!(*dev.command.lock().unwrap(), 0x0002, "bus master restored");
     assert!(!r.interrupted);
+}
+
+/// The engine's counters say it ran half of each run's wall time: the row says it was busy 50%,
+/// idle half the time because the host did not keep it fed; its own rate is twice the host's.
+#[test]
+fn an_engine_busy_half_the_wall_time_is_reported_as_such() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let clock: &'static FakeClock = Box::leak(Box::new(FakeClock::new(10, 2000, 2000)));
+    let mut e = MockEngine { card: vec![0; 0x10000], perf: Some((clock, 0, 0)), ..Default::default() };
+    let stop = AtomicBool::new(false);
+    let (r, _) = go_with(&dev, &mut e, &plan(), &stop, clock).unwrap();
+    assert_eq!(r.engine_counters, None, "an engine with counters needs no word about having none");
+    for x in &r.results {
+        let f = x.engine.as_ref().expect("the engine's own figures");
+        let busy = f.busy_pct.unwrap();
+        assert!((busy - 50.0).abs() < 0.1, "{busy}");
+        assert_eq!(f.host_bytes, 0x10000, "the last run's bytes");
+        let host = x.stats.as_ref().unwrap().mean_mbps;
+        assert!((f.engine_mbps.unwrap() / host - 2.0).abs() < 0.01, "{f:?} against {host}");
+        let words = crate::report::counters::gap(f).join(" ");
+        assert!(words.contains("The engine was idle 50% of the time: the host did not post descriptors fast enough"));
+        assert!(!crate::report::notes::flags(x).contains("!maxed"));
+    }
+    e.maxed = true;
+    let (r, _) = go_with(&dev, &mut e, &plan(), &stop, clock).unwrap();
+    for x in &r.results {
+        assert!(x.engine.as_ref().unwrap().maxed);
+        assert!(crate::report::notes::flags(x).ends_with(" !maxed"));
+        assert!(crate::report::counters::gap(x.engine.as_ref().unwrap())[0].starts_with("MAXED: a counter saturated"));
+    }
+}
+
+/// An engine without counters is said to have none, once per report.
+#[test]
+fn an_engine_without_counters_is_said_to_have_none() {
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 0x10000], ..Default::default() };
+    let (r, _) = go_with(&dev, &mut e, &plan(), &AtomicBool::new(false), &FakeClock::new(10, 2000, 2000)).unwrap();
+    assert_eq!(r.engine_counters, Some(false));
+    assert!(r.results.iter().all(|x| x.engine.is_none()));
+    let table = crate::report::exporter(crate::report::Format::Table, Default::default()).report(&r).unwrap();
+    let said = table.matches("the mock engine has no performance counters").count();
+    assert_eq!(said, 1, "{table}");
 }
 
 #[test]
@@ -405,7 +478,9 @@ fn sim_qdma_end_to_end_over_queues_both_ways_and_at_random() {
         assert_eq!(r.results.len(), 16);
         for x in &r.results {
             assert_eq!(x.verify, Some(Verify::Ok), "{access:?} {} {} q{:?}: {:?}", x.dir, x.size, x.queues, r.warnings);
-            assert!(x.notes.iter().any(|n| matches!(n, Note::EngineCounters { counters, .. } if counters.beats > 0)));
+            let e = x.engine.as_ref().expect("the QDMA engine's own figures");
+            assert!(e.beats > 0 && !e.last_run && e.busy_pct.is_none());
+            assert_eq!((e.beat_bytes, e.clock_mhz), (Some(64), Some(1000.0)));
         }
     }
 }

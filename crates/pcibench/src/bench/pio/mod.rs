@@ -145,7 +145,24 @@ pub fn run(dev: &dyn DeviceAccess, device: &Device, plan: &PioPlan, s: &mut Samp
                     pattern = pattern.successor();
                     let one =
                         One { region: region.as_ref(), map, w, size, plan, pattern, link: device.bounding_link() };
-                    let rows = one.run(s)?;
+                    let rows = match one.run(s) {
+                        Err(Error::Gone(what)) => {
+                            report.gone = Some(super::gone::line(device.name(), &what, s));
+                            break 'all;
+                        }
+                        r => r?,
+                    };
+                    // A row that read all-ones or did not verify: is the card still there?
+                    let suspicious = rows.iter().any(|r| r.mismatch().is_some() || r.notes.contains(&Note::AllOnes));
+                    if let Some(what) = suspicious.then(|| super::gone::check(dev, s)).flatten() {
+                        report.gone = Some(super::gone::line(
+                            device.name(),
+                            &format!("a row read all-ones or did not verify, and {what}"),
+                            s,
+                        ));
+                        report.results.extend(rows);
+                        break 'all;
+                    }
                     for r in &rows {
                         if r.mismatch().is_some() {
                             report.warnings.push(format!(

@@ -28,6 +28,9 @@ pub const MAX_TRANSFERS: u64 = MAX_SAMPLES * MAX_BATCH;
 pub const MAX_TOTAL: u64 = 1 << 50;
 /// Link health is also checked between samples this often on long runs (outside the timed part).
 const HEALTH_EVERY_NS: u64 = 1_000_000_000;
+/// How often, between samples, the device is asked whether it still answers (two config-space
+/// words from sysfs): a card that goes away stops the run within a sample or a millisecond.
+const ANSWERING_EVERY_NS: u64 = 1_000_000;
 /// Single-access samples are taken in runs of this many, then put in the histogram (a progress
 /// or health update per sample would cost more than a fast access).
 const CHAIN: usize = 256;
@@ -189,6 +192,7 @@ impl<'a> Sampling<'a> {
         let before = self.health.map(|h| h.snapshot());
         let mut health_changes: Vec<String> = Vec::new();
         let mut last_check = self.clock.now_ns();
+        let mut last_answer = last_check;
         let timed = |k: u64, op: &mut dyn FnMut(u64) -> Result<()>| -> Result<u64> {
             let t0 = self.clock.now_ns();
             op(k)?;
@@ -266,6 +270,16 @@ impl<'a> Sampling<'a> {
                 self.progress.estimate(secs, &work, "--total");
             }
             self.progress.add(size * batch);
+            if let Some(h) = self.health {
+                // Between samples, untimed: a card that stopped answering ends the run now.
+                let now = self.clock.now_ns();
+                if now.saturating_sub(last_answer) >= ANSWERING_EVERY_NS {
+                    last_answer = now;
+                    if let Some(why) = h.not_answering() {
+                        return Err(Error::Gone(why));
+                    }
+                }
+            }
             if let (Some(h), Some(b)) = (self.health, &before) {
                 // Between samples, untimed: a long run notices a change while it happens.
                 let now = self.clock.now_ns();
@@ -366,6 +380,10 @@ impl<'a> Sampling<'a> {
             }
             done += n as u64;
             self.progress.add(n as u64 * bytes);
+            // Between chains, untimed, as in `run`: a card that stopped answering ends the run.
+            if let Some(why) = self.health.and_then(|h| h.not_answering()) {
+                return Err(Error::Gone(why));
+            }
             if let (Some(h), Some(b)) = (self.health, &before) {
                 let now = self.clock.now_ns();
                 if now.saturating_sub(last_check) >= HEALTH_EVERY_NS {

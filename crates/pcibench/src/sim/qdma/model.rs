@@ -31,6 +31,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+/// The performance monitor's clock: one cycle per nanosecond of counting time.
+pub const PERF_CLOCK_HZ: f64 = 1e9;
+/// Bytes per counted data beat: a 512-bit datapath.
+pub const PERF_BEAT_BYTES: u32 = 64;
+
 /// The QDMA register block and engines of one sim card.
 pub struct QdmaModel {
     pub(super) shared: Arc<Shared>,
@@ -228,7 +233,7 @@ impl QdmaModel {
     }
 
     /// Performance monitor control: bit 1 clears the counters now, bit 3 counts while set
-    /// (the model's cycle is a nanosecond; a data beat is 64 bytes, a 512-bit datapath).
+    /// (the model's cycle is a nanosecond, `PERF_CLOCK_HZ`; a data beat is `PERF_BEAT_BYTES`).
     fn perf_control(&self, mm: &Mm, value: u32) {
         let mut p = mm.perf.lock().unwrap_or_else(|e| e.into_inner());
         let was = mm.perf_ctl.swap(value & 0xd, Ordering::AcqRel) & (1 << 3) != 0;

@@ -119,6 +119,7 @@ fn run_chain(shared: &Shared, ch: &Channel, gen: u64, start: Start) -> Result<()
         }
         let d = fetch(shared, addr)?;
         move_data(shared, ch.dir, &d)?;
+        ch.perf.moved(d.len as u64);
         if !complete(shared, ch, gen, &d)? {
             return Ok(());
         }
@@ -235,6 +236,7 @@ fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, S
         }
     }
     if stop {
+        ch.perf.engine_stopped();
         ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
     }
     Ok(!stop)
@@ -266,6 +268,7 @@ fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String
     }
     ch.status.fetch_or(logged, Ordering::AcqRel);
     shared.raise_if_enabled(ch, logged);
+    ch.perf.engine_stopped();
     ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
     drop(st);
 }

@@ -128,6 +128,7 @@ impl XdmaModel {
                 0x88 => c.wb_lo.load(Ordering::Relaxed),
                 0x8c => c.wb_hi.load(Ordering::Relaxed),
                 0x90 | 0x94 | 0x98 => c.ie_mask.load(Ordering::Relaxed),
+                0xc0..=0xd0 => c.perf.read(reg),
                 _ => 0,
             }),
             T_H2C_SG | T_C2H_SG => self.target_channel(target, ch).map_or(0, |c| match reg {
@@ -173,6 +174,7 @@ impl XdmaModel {
                     0x90 => rmw(&c.ie_mask, 0, value, ST_LOGGABLE),
                     0x94 => rmw(&c.ie_mask, 1, value, ST_LOGGABLE),
                     0x98 => rmw(&c.ie_mask, 2, value, ST_LOGGABLE),
+                    0xc0 => c.perf.control(value),
                     _ => {}
                 }
             }
@@ -233,6 +235,7 @@ impl XdmaModel {
             // Control register Run bit"); the engine latches the SGDMA registers.
             c.status.store(ST_BUSY, Ordering::Release);
             c.completed.store(0, Ordering::Release);
+            c.perf.engine_started();
             st.gen += 1;
             st.start = Start {
                 addr: (c.sg_hi.load(Ordering::Relaxed) as u64) << 32 | c.sg_lo.load(Ordering::Relaxed) as u64,
@@ -303,6 +306,12 @@ impl XdmaModel {
     /// Test hook: a stalled channel accepts runs but moves nothing (a hung engine).
     pub fn set_stalled(&self, dir: Direction, ch: u8, stalled: bool) -> Result<()> {
         self.chan(dir, ch)?.stalled.store(stalled, Ordering::Release);
+        Ok(())
+    }
+
+    /// Test hook: preset a channel's performance counts (to make them saturate).
+    pub fn preset_perf(&self, dir: Direction, ch: u8, cycles: u64, beats: u64) -> Result<()> {
+        self.chan(dir, ch)?.perf.preset(cycles, beats);
         Ok(())
     }
 

@@ -133,6 +133,8 @@ pub(crate) struct Channel {
     pub linger: AtomicU32,
     pub last_fault: Mutex<Option<String>>,
     pub worker_started: AtomicBool,
+    /// The performance monitor (+0xC0..+0xD0).
+    pub perf: super::perf::Perf,
 }
 
 impl Channel {
@@ -158,6 +160,7 @@ impl Channel {
             linger: AtomicU32::new(0),
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
+            perf: Default::default(),
         }
     }
 

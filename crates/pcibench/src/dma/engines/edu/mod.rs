@@ -139,10 +139,23 @@ impl EduEngine {
         self.bar.read(REG_DMA_CMD, Width::B32)
     }
 
+    /// A command register of all-ones may be the card gone: the identification register never
+    /// reads all-ones on a live edu (0x010000ed, hw/misc/edu.c), so if it does too, say so.
+    fn check_answering(&self, cmd: u64) -> Result<()> {
+        if cmd == 0xffff_ffff && self.bar.read(REG_ID, Width::B32)? == 0xffff_ffff {
+            return Err(Error::Gone(
+                "edu's command and identification registers read 0xffffffff (its identification is 0x010000ed)".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Program the prepared transfer and write the command `cmd` (which starts it).
     fn start(&self, cmd: u64) -> Result<()> {
         let p = self.prepared.ok_or_else(|| Error::usage("edu: start without prepare()"))?;
-        if self.cmd()? & CMD_START != 0 {
+        let now = self.cmd()?;
+        self.check_answering(now)?;
+        if now & CMD_START != 0 {
             return Err(Error::Device("edu: a DMA is still running from before: wait for it to finish".into()));
         }
         self.write_addr(REG_DMA_SRC, p.src)?;
@@ -202,6 +215,7 @@ impl Engine for EduEngine {
                 return Ok(());
             }
             if cmd == 0xffff_ffff {
+                self.check_answering(cmd)?;
                 return Err(Error::Device(
                     "edu: the command register reads all-ones: the device stopped responding (memory decoding off, or removed)".into(),
                 ));
@@ -417,6 +431,24 @@ mod tests {
             "{err}"
         );
         assert!(e.prepare(&buf, &Transfer { dir: Direction::H2c, buf_offset: 4090, card_addr: 0, len: 16 }).is_err());
+    }
+
+    /// A card that falls off the bus mid-run: command and identification registers read all-ones
+    /// (the fake BAR is filled with 0xff once the transfer is prepared), named as gone, not as a
+    /// DMA still running or timed out.
+    #[test]
+    fn an_edu_that_stops_answering_is_named_gone() {
+        let bar = MappedBar::new(Mmap::anonymous(page_size(), false).unwrap(), 0, 0x1000, Mapping::Uc, Via::Sim);
+        bar.write(0, Width::B32, 0x0100_00ed).unwrap();
+        let regs = bar.ptr().unwrap() as usize;
+        let mut e = EduEngine::new(Box::new(bar), 32).unwrap();
+        let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x10_0000, len: 4096 }]);
+        e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+        // SAFETY: the mapping is one page of anonymous memory owned by the engine's BAR, alive here.
+        unsafe { std::ptr::write_bytes(regs as *mut u8, 0xff, 0x100) };
+        let err = e.run(Duration::from_secs(20)).unwrap_err();
+        assert!(matches!(err, Error::Gone(_)), "{err}");
+        assert!(err.to_string().contains("identification registers read 0xffffffff"), "{err}");
     }
 
     /// edu's timer as an interrupt: a wait that "completes" the DMA in the fake BAR (start bit

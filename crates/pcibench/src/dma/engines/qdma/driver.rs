@@ -44,7 +44,7 @@ impl EngineDriver for QdmaDriver {
     fn open(
         &self,
         found: &Detected,
-        _info: &crate::pci::DeviceInfo,
+        info: &crate::pci::DeviceInfo,
         dev: &dyn DeviceAccess,
         alloc: &dyn DmaAllocator,
         opts: &EngineOptions,
@@ -55,6 +55,7 @@ impl EngineDriver for QdmaDriver {
             ring_size: opts.ring_size,
             card_addr: opts.card_addr.unwrap_or(0),
             card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
+            simulated: info.simulated,
             ..Default::default()
         };
         let engine = QdmaEngine::new(bar, alloc, o)?;

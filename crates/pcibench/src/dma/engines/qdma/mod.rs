@@ -84,6 +84,8 @@ pub struct QdmaOptions {
     pub context_timeout: Duration,
     /// How long stopping waits for descriptors in flight (the vendor's 1 s).
     pub drain_timeout: Duration,
+    /// The card is the simulated one, whose monitor's clock and beat width are known.
+    pub simulated: bool,
 }
 
 impl Default for QdmaOptions {
@@ -96,6 +98,7 @@ impl Default for QdmaOptions {
             doorbell_batch: 32,
             context_timeout: IND_BUSY_TIMEOUT,
             drain_timeout: DRAIN_TIMEOUT,
+            simulated: false,
         }
     }
 }
@@ -545,6 +548,10 @@ impl Engine for QdmaEngine {
         Ok(())
     }
 
+    fn has_counters(&self) -> bool {
+        true
+    }
+
     fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
         let mut out = Vec::new();
         for dir in self.dirs.clone() {
@@ -553,7 +560,14 @@ impl Engine for QdmaEngine {
                 |at: u64| -> Result<u64> { Ok(rd(bar, at)? as u64 | ((rd(bar, at + 4)? & PERF_HIGH) as u64) << 32) };
             let (cycles, beats) = (wide(mm(dir, MM_PERF_CYCLES))?, wide(mm(dir, MM_PERF_DATA))?);
             wr(bar, mm(dir, MM_PERF_CTL), 0)?;
-            out.push(EngineCounters { dir, cycles, beats });
+            // The sim card's model counts nanoseconds and 64-byte beats (a 512-bit datapath); a
+            // real QDMA's clock and width are its design's, which no register here reports.
+            let sim = self.opts.simulated;
+            out.push(EngineCounters {
+                beat_bytes: sim.then_some(crate::sim::qdma::model::PERF_BEAT_BYTES),
+                clock_hz: sim.then_some(crate::sim::qdma::model::PERF_CLOCK_HZ),
+                ..EngineCounters::counts(dir, cycles, beats)
+            });
         }
         Ok(out)
     }

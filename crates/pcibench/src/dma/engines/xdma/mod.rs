@@ -8,6 +8,9 @@
 //! whatever the chain's length.
 
 pub(super) mod desc;
+mod perf;
+#[cfg(test)]
+mod perf_tests;
 pub mod probe;
 pub(crate) mod regs;
 #[cfg(test)]
@@ -20,7 +23,7 @@ use self::regs::*;
 use super::{Detected, EngineDriver, EngineOptions, Opened};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::watchdog::{no_progress, Watchdog};
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, EngineCounters, Transfer};
 use crate::mmio::Width;
 use crate::pci::DeviceInfo;
 use crate::trace::Tracer;
@@ -83,6 +86,8 @@ pub struct XdmaEngine {
     chain: Option<Chain>,
     /// Where descriptors and writebacks are reported (`--trace`), taken from the BAR.
     trace: Option<Tracer>,
+    /// The card's user clock where it is known (the simulated card's): no register reports it.
+    user_clock_hz: Option<f64>,
 }
 
 enum Outcome {
@@ -122,7 +127,7 @@ impl XdmaEngine {
             .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
             .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
         let trace = bar.tracer().cloned();
-        let engine = XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace };
+        let engine = XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace, user_clock_hz: None };
         engine.poll_mode()?;
         Ok(engine)
     }
@@ -170,6 +175,12 @@ impl XdmaEngine {
 
     pub fn options(&self) -> &XdmaOptions {
         &self.opts
+    }
+
+    /// The card's user clock, for the performance monitor's figures (the simulated card's;
+    /// a real card's is its design's, unknown here).
+    pub fn set_user_clock(&mut self, hz: Option<f64>) {
+        self.user_clock_hz = hz;
     }
 
     /// The prepared chain (what `run` submits), for inspection.
@@ -233,6 +244,9 @@ impl XdmaEngine {
         let start = Instant::now();
         loop {
             let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
+            if status == u32::MAX {
+                self.check_answering(dir)?;
+            }
             if status & ST_BUSY == 0 {
                 self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
                 return Ok(());
@@ -369,6 +383,9 @@ impl XdmaEngine {
     /// stopped short (an error, or run cleared by someone else).
     fn check_stopped(&self, dir: Direction, n: u32) -> Result<Option<Outcome>> {
         let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
+        if status == u32::MAX {
+            self.check_answering(dir)?;
+        }
         if status & ST_BUSY != 0 {
             return Ok(None);
         }
@@ -381,6 +398,19 @@ impl XdmaEngine {
             return Ok(Some(Outcome::Done));
         }
         Ok(Some(Outcome::Stopped(done)))
+    }
+
+    /// A status of all-ones may be the card gone: its identifier register cannot read all-ones
+    /// (its top 12 bits are the subsystem id 0x1fc), so if it does, the card no longer answers.
+    fn check_answering(&self, dir: Direction) -> Result<()> {
+        let id = self.rd(self.ch_reg(dir, CH_ID))?;
+        if id == u32::MAX {
+            return Err(Error::Gone(format!(
+                "XDMA {dir} channel {}'s status and identifier registers read 0xffffffff (the identifier holds 0x1fc in its top bits)",
+                self.opts.channel
+            )));
+        }
+        Ok(())
     }
 
     fn check_transfer(&self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<&XdmaChannel> {
@@ -517,6 +547,18 @@ impl Engine for XdmaEngine {
         }
         Ok(out.join("; "))
     }
+
+    fn has_counters(&self) -> bool {
+        true
+    }
+
+    fn counters_start(&mut self) -> Result<()> {
+        self.perf_start()
+    }
+
+    fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
+        self.perf_read()
+    }
 }
 /// XDMA in the engine registry.
 pub struct XdmaDriver;
@@ -541,7 +583,7 @@ impl EngineDriver for XdmaDriver {
     fn open(
         &self,
         found: &Detected,
-        _info: &crate::pci::DeviceInfo,
+        info: &crate::pci::DeviceInfo,
         dev: &dyn DeviceAccess,
         alloc: &dyn DmaAllocator,
         opts: &EngineOptions,
@@ -552,7 +594,8 @@ impl EngineDriver for XdmaDriver {
             card_addr: opts.card_addr.unwrap_or(0),
             card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
         };
-        let engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
+        let mut engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
+        engine.set_user_clock(info.simulated.then_some(crate::sim::xdma::perf::CLOCK_HZ));
         Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }

@@ -44,6 +44,25 @@ pub(crate) const CH_WB_HI: u32 = 0x8c;
 /// Interrupt enable mask: which status events raise the channel's interrupt.
 pub(crate) const CH_IE_MASK: u32 = 0x90;
 
+// Performance monitor (PG195 "H2C Channel Performance Monitor Control (0xC0)" and the cycle and
+// data counts after it; libxdma.h struct engine_regs perf_ctrl, perf_cyc_lo/hi, perf_dat_lo/hi).
+pub(crate) const CH_PERF_CTRL: u32 = 0xc0;
+pub(crate) const CH_PERF_CYC_LO: u32 = 0xc4;
+pub(crate) const CH_PERF_CYC_HI: u32 = 0xc8;
+pub(crate) const CH_PERF_DAT_LO: u32 = 0xcc;
+pub(crate) const CH_PERF_DAT_HI: u32 = 0xd0;
+/// PG195 control bit 0 Auto: count from the channel's run bit rising (which clears the counts)
+/// to the completion of the descriptor with the stop bit. libxdma.h names bit 0 XDMA_PERF_RUN
+/// and bit 2 XDMA_PERF_AUTO, the other way round; it writes both at once (enable_perf), as here.
+pub(crate) const PERF_AUTO: u32 = 1 << 0;
+/// PG195 control bit 1 Clear (write only): clear the counts now (libxdma.h XDMA_PERF_CLEAR).
+pub(crate) const PERF_CLEAR: u32 = 1 << 1;
+/// PG195 control bit 2 Run: arm the counters; 0 halts them.
+pub(crate) const PERF_RUN: u32 = 1 << 2;
+/// High words: count bits [41:32] in [9:0], and bit 16 "maxed" when the count saturated.
+pub(crate) const PERF_HI_COUNT: u32 = 0x3ff;
+pub(crate) const PERF_HI_MAXED: u32 = 1 << 16;
+
 // SGDMA registers (libxdma.h struct engine_sgdma_regs).
 pub(crate) const SG_ADDR_LO: u32 = 0x80;
 pub(crate) const SG_ADDR_HI: u32 = 0x84;

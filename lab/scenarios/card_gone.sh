@@ -1,0 +1,41 @@
+# A card that stops answering mid-run, on a real kernel (issue 37): while `pio` runs on ivshmem BAR2 over sysfs,
+# another process clears the device's Memory Space Enable (command register bit 1, as `setpci COMMAND=...` would)
+# through the device's sysfs config file. pcibench stops within a sample with the one line naming the card as no
+# longer answering, the upstream port's state and `pcibench health ADDR`, exit 1, the rows measured before kept.
+# The hand-off is event-driven: the helper waits until pcibench has mapped BAR2 (its /proc/PID/maps names
+# resource2), so the run has begun; the run is sized (--total) to last far longer than the hand-off.
+# machines: pc q35-iommu
+# timeout: 180
+. /lab/lib.sh
+a=$(find_dev 1af4:1110)
+trap 'unbind "$a"; mem_enable "$a"' EXIT
+unbind "$a"
+mem_enable "$a"
+cmd_byte() { od -An -tu1 -j4 -N1 "$SYS/$a/config" | tr -d ' '; }
+
+out=/tmp/card_gone.json
+pcibench pio "$a" --bar 2 --map uc --width 64 --dir c2h --size 64K --total 64G --json >"$out" 2>/tmp/card_gone.err &
+pid=$!
+# Event: the measuring process holds BAR2 mapped (resource2 in its maps). Polling a condition, not a fixed sleep.
+i=0
+until grep -q "$a/resource2" "/proc/$pid/maps" 2>/dev/null; do
+	kill -0 "$pid" 2>/dev/null || { cat /tmp/card_gone.err; fail "pcibench ended before it mapped BAR2"; }
+	i=$((i + 1))
+	[ $i -lt 100000 ] || fail "pcibench never mapped BAR2"
+done
+ok "pcibench $pid has BAR2 mapped: clearing Memory Space Enable"
+before=$(cmd_byte)
+printf "\\$(printf %03o $((before & ~2)))" | dd of="$SYS/$a/config" bs=1 seek=4 count=1 conv=notrunc 2>/dev/null
+[ $(($(cmd_byte) & 2)) = 0 ] || fail "Memory Space Enable still set after the config write"
+rc=0
+wait "$pid" || rc=$?
+cat /tmp/card_gone.err
+[ "$rc" = 1 ] || fail "pcibench exit status $rc, want 1"
+grep -Eq "^pcibench: 0000:$a no longer answers \(surprise removal, link down, or a reset\): its Memory Space Enable was cleared.*run \`pcibench health $a\`" /tmp/card_gone.err \
+	|| grep -Eq "^pcibench: $a no longer answers \(surprise removal, link down, or a reset\): its Memory Space Enable was cleared.*run \`pcibench health $a\`" /tmp/card_gone.err \
+	|| fail "no card-gone line on stderr"
+ok "the card named as no longer answering, exit 1"
+grep -q '"gone": ' "$out" || fail "the JSON report has no gone line"
+ok "the JSON report keeps its rows and the gone line"
+# Afterwards, health reads the device and its port (the command register is not a health finding: it still runs).
+expect_rc "0 1 2" "$a" pcibench health "$a"
