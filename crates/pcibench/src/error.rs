@@ -77,6 +77,7 @@ impl Error {
             Error::Device(m) => Error::Device(m + more),
             Error::NothingToMeasure(m) => Error::NothingToMeasure(m + more),
             Error::Sysfs(m) => Error::Sysfs(m + more),
+            Error::Gone(m) => Error::Gone(m + more),
             // Their words come from a template: the whole line, as a failure like theirs.
             e @ (Error::NoDevice(_) | Error::Io { .. }) => Error::Device(format!("{e}{more}")),
         }

@@ -59,6 +59,7 @@ fn a_card_that_falls_off_the_bus_mid_run_keeps_the_rows_before_and_is_named() {
         bidir: false,
         sizes: vec![4096],
         total: 256 << 10,
+        budget_ns: None,
         card_addr: 0,
         timeout: Duration::from_secs(20),
         queues: vec![],
