@@ -272,6 +272,8 @@ pub fn vfio_group_users(host: &Host, addr: &str) -> Option<GroupUsers> {
 }
 
 #[cfg(test)]
+mod ns_tests;
+#[cfg(test)]
 mod open_tests;
 #[cfg(test)]
 mod tests;

@@ -133,7 +133,7 @@ fn a_free_device_has_an_empty_inventory() {
     let t = T::new();
     t.block(&format!("{FDIR}/nvme/nvme0/nvme0n1"), "259:0");
     let inv = t.inv();
-    assert!(inv.is_empty(), "{inv:?}");
+    assert!(inv.is_empty() && inv.unchecked.is_empty(), "{inv:?}");
     assert_eq!(
         inventory(&t.host(), "0000:09:00.0").unwrap_err().to_string(),
         Error::NoDevice("0000:09:00.0".into()).to_string()
