@@ -267,6 +267,46 @@ mod tests {
         assert!(matches!(r, Exclusive::NotTheDevice(ref w) if w.contains("symlink")), "{r:?}");
     }
 
+    /// The real walk: a thread of this test moves into a new network namespace of its own and stays
+    /// there while `Real` looks into it from another thread; as root it sees only that namespace's
+    /// loopback, without it the kernel refuses and that is said.
+    #[test]
+    fn the_real_kernel_looks_into_another_network_namespace() {
+        use std::sync::mpsc;
+        let host = Host::with_root("/");
+        let (tx, rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let r = rustix::thread::unshare(rustix::thread::UnshareFlags::NEWNET);
+            tx.send((r, rustix::thread::gettid().as_raw_nonzero().get())).unwrap();
+            let _ = done_rx.recv();
+        });
+        let (r, tid) = rx.recv().unwrap();
+        let ns = std::path::PathBuf::from(format!("/proc/self/task/{tid}/ns/net"));
+        if r.is_err() {
+            // Not allowed to make one (no CAP_SYS_ADMIN): entering one would be refused too.
+            let own = crate::host::inuse::namespaces::ns_inode(&host, Path::new("/proc/self/ns/net")).unwrap();
+            let got = Real.net_view(&host, Path::new("/proc/self/ns/net"), own);
+            // Our own namespace is never said gone; refused or not, it is said in words.
+            match got {
+                Ok(_) | Err(NsError::NoPermission(_)) => {}
+                Err(NsError::Failed(w)) => assert!(!w.is_empty()),
+                Err(NsError::Gone) => panic!("this process's own namespace said gone"),
+            }
+        } else if let Some(words) = too_old(&host) {
+            let inode = crate::host::inuse::namespaces::ns_inode(&host, &ns).unwrap();
+            assert_eq!(Real.net_view(&host, &ns, inode), Err(NsError::Failed(words)));
+        } else {
+            let inode = crate::host::inuse::namespaces::ns_inode(&host, &ns).unwrap();
+            let v = Real.net_view(&host, &ns, inode).unwrap();
+            assert_eq!(v.links.iter().map(|l| (l.name.as_str(), l.up)).collect::<Vec<_>>(), [("lo", false)]);
+            // The same path is another namespace's by then: said gone, never read.
+            assert_eq!(Real.net_view(&host, &ns, inode + 1), Err(NsError::Gone));
+        }
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+    }
+
     #[test]
     fn kernels_before_5_16_are_said_to_name_no_parent() {
         let t = tempfile::tempdir().unwrap();
