@@ -34,10 +34,27 @@ refused() {
 	offers_nothing_that_takes pcibench doctor "$1" --json
 }
 
-# offered ADDR: doctor passes in-use and recommends setup again.
+# offered ADDR: doctor passes in-use and recommends setup again (once the kernel has finished tearing the holder
+# down: a namespace's last reference is dropped by its last process or unmount, its contents after).
 offered() {
+	i=0
+	until pcibench doctor "$1" 2>&1 | grep -q '^PASS  in-use'; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || break
+		sleep 0.05
+	done
 	expect_rc "1 2" '^PASS  in-use +the running system does not use it' pcibench doctor "$1"
 	expect_rc 2 "^  run: sudo pcibench setup $1 --vfio\$" pcibench doctor "$1"
+}
+
+# wait_comm PID NAME: wait until process PID runs NAME (busybox unshare and nsenter exec it).
+wait_comm() {
+	i=0
+	while [ "$(cat "/proc/$1/comm" 2>/dev/null)" != "$2" ]; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || fail "PID $1 is not running $2"
+		sleep 0.05
+	done
 }
 
 # back_here ADDR: wait until the function's interface is in this namespace again (a namespace is torn down by a
@@ -58,7 +75,7 @@ n=$(net_of "$c")
 [ -n "$n" ] || fail "no interface on $c"
 unshare --net sleep 1000 &
 np=$!
-sleep 0.2
+wait_comm "$np" sleep
 ip link set "$n" netns "$np" || fail "ip link set $n netns $np"
 nsenter -t "$np" -n ip link set "$n" up
 nsenter -t "$np" -n ip addr add 192.0.2.20/24 dev "$n"
@@ -82,7 +99,7 @@ touch /run/netns/blue
 unshare --net=/run/netns/blue true || fail "unshare --net=/run/netns/blue"
 nsenter -n/run/netns/blue sleep 1000 &
 np=$!
-sleep 0.2
+wait_comm "$np" sleep
 ip link set "$n" netns "$np" || fail "ip link set $n netns $np"
 kill "$np"
 wait "$np" 2>/dev/null || true
@@ -110,7 +127,8 @@ echo 1 >"$LIO/enable"
 [ -z "$(ls "/sys/block/$r3/holders")" ] || fail "LIO made a holders/ link on $r3: this tests nothing new"
 ok "$r3 ($a3) exported by LIO (iblock_0/lab enabled), no holders/ link"
 refused "$a3" virtio-pci "$r3 is held exclusively by the kernel \(a mount in another namespace, a storage target export, \.\.\.\)"
-grep -q "/dev/$r3" "$LIO/udev_path" || fail "LIO's backstore no longer names /dev/$r3"
+cat "$LIO/info"
+grep -q "/dev/$r3" "$LIO/info" || fail "LIO's backstore no longer names /dev/$r3"
 [ "$(cat "$LIO/enable")" = 1 ] || fail "LIO's backstore was disabled"
 ok "LIO still exports /dev/$r3"
 rmdir "$LIO"
@@ -131,6 +149,7 @@ while ! nsenter -t "$mp" -m cat /mnt/priv/said >/dev/null 2>&1; do
 	[ "$i" -lt 100 ] || fail "$vs was not mounted in PID $mp's namespace"
 	sleep 0.05
 done
+wait_comm "$mp" sleep
 grep -q " /mnt/priv " /proc/mounts && fail "/mnt/priv is mounted here too: this tests nothing new"
 ok "$vs ($b) mounted on /mnt/priv only in PID $mp's mount namespace; $vd mounted on /mnt/data here"
 comm=$(cat "/proc/$mp/comm")

@@ -41,15 +41,26 @@ fn node_of(b: &Blk) -> String {
     format!("/dev/{name}")
 }
 
-/// Whether device `i` (or one above it) is already accounted for: used here (`used`, from
-/// `block::holders`), something stacked on it, or a process holding it open.
-fn accounted(blks: &[Blk], used: &[bool], held: &[(u32, u32)], i: usize) -> bool {
-    (0..blks.len()).any(|j| {
-        let mine = j == i || is_above(blks, j, i);
-        let by_stack = j != i && blks[j].stacker.is_some();
-        let by_process = blks[j].dev.as_deref().and_then(parse_devno).is_some_and(|d| held.contains(&d));
-        mine && (used[j] || by_stack || by_process)
-    })
+/// Which devices are already accounted for: used here (`used`, from `block::holders`), something
+/// stacked on them, or a process holding them open, themselves or a device above them (a partition
+/// mounted accounts for its disk). Each flag is carried down its device's parent chain.
+fn accounted(blks: &[Blk], used: &[bool], held: &[(u32, u32)]) -> Vec<bool> {
+    let mut out = vec![false; blks.len()];
+    for (j, b) in blks.iter().enumerate() {
+        let by_process = b.dev.as_deref().and_then(parse_devno).is_some_and(|d| held.contains(&d));
+        if used[j] || by_process {
+            out[j] = true;
+        }
+        // A stacked device keeps what it sits on open, not itself.
+        let from = if used[j] || by_process { Some(j) } else if b.stacker.is_some() { b.parent } else { None };
+        let mut at = from;
+        for _ in 0..=super::walk::MAX_DEPTH {
+            let Some(i) = at else { break };
+            out[i] = true;
+            at = blks[i].parent;
+        }
+    }
+    out
 }
 
 pub(super) fn holders(scope: &Scope, blks: &[Blk], used: &[bool], scan: &ProcScan) -> Found {
@@ -65,12 +76,13 @@ pub(super) fn holders(scope: &Scope, blks: &[Blk], used: &[bool], scan: &ProcSca
         .collect();
     let mut found = Found { holders: Vec::new(), unchecked: Vec::new() };
     let mut busy = vec![false; blks.len()];
+    let accounted = accounted(blks, used, &held);
     for (i, b) in blks.iter().enumerate() {
         if b.stacker.is_some() || read_trim(&b.dir.join("hidden")).as_deref() == Some("1") {
             continue;
         }
         let Some(dev) = b.dev.as_deref().and_then(parse_devno) else { continue };
-        if accounted(blks, used, &held, i) {
+        if accounted[i] {
             continue;
         }
         let node = node_of(b);

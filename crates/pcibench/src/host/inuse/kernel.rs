@@ -194,13 +194,12 @@ fn socket_in(ns: OwnedFd) -> Result<OwnedFd, NsError> {
 }
 
 impl Kernel for Fixture {
-    fn exclusive_open(&self, host: &Host, node: &Path, dev: Devno) -> Exclusive {
+    fn exclusive_open(&self, _host: &Host, node: &Path, dev: Devno) -> Exclusive {
         let text = match crate::file::read_string(node, 256) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Exclusive::NoNode,
             Err(e) => return Exclusive::Failed(e.to_string()),
         };
-        let _ = host;
         let mut w = text.split_whitespace();
         let (kind, num, outcome) = (w.next(), w.next().and_then(parse_devno), w.next());
         match (kind, num) {

@@ -27,11 +27,16 @@ fn net_dirs(scope: &Scope) -> Result<Vec<std::path::PathBuf>, Error> {
     Ok(v)
 }
 
+/// Drivers that hand a function to user space or hold it unused: they make no network interface.
+const NOT_NETWORK_DRIVERS: [&str; 3] = ["vfio-pci", "uio_pci_generic", "pci-stub"];
+
 /// Whether the function may have network interfaces: a `net/` directory below it, or a network
-/// controller (PCI class 02, PCI Code and ID Assignment §1.3) bound to a driver.
+/// controller (PCI class 02, PCI Code and ID Assignment §1.3) bound to a network driver.
 fn is_network(scope: &Scope, dirs: &[std::path::PathBuf]) -> bool {
     let class = read_trim(&scope.dir.join("class")).unwrap_or_default();
-    !dirs.is_empty() || (class.starts_with("0x02") && scope.dir.join("driver").exists())
+    let driver = crate::host::state::link_name(&scope.dir.join("driver"));
+    !dirs.is_empty()
+        || (class.starts_with("0x02") && driver.is_some_and(|d| !NOT_NETWORK_DRIVERS.contains(&d.as_str())))
 }
 
 /// Whether interface `l` belongs to the function: its parent device, looked up by bus and name in
