@@ -170,7 +170,11 @@ fn ns_fixture(root: &Path) {
         write(root, &format!("proc/{pid}/ns/net"), &format!("net:[{}]\n{view}\n", 4026533000 + i));
         write(root, &format!("proc/{pid}/comm"), "pause\n");
         link(root, &format!("proc/{pid}/ns/mnt"), &format!("mnt:[{}]", 4026543000 + i));
-        let mounted = if i == 3 { format!("40 30 {}:{} / /data rw - ext4 /dev/sd500 rw\n", 65 + 500 / 16, (500 % 16) * 16) } else { String::new() };
+        let mounted = if i == 3 {
+            format!("40 30 {}:{} / /data rw - ext4 /dev/sd500 rw\n", 65 + 500 / 16, (500 % 16) * 16)
+        } else {
+            String::new()
+        };
         write(root, &format!("proc/{pid}/mountinfo"), &format!("30 1 0:40 / / rw - overlay overlay rw\n{mounted}"));
     }
     write(root, &format!("{HBA_DIR}/class"), "0x010700\n");
@@ -227,9 +231,7 @@ fn real_host() {
     };
     let of_class = |c: &str| {
         all.iter()
-            .find(|a| {
-                fs::read_to_string(format!("/sys/bus/pci/devices/{a}/class")).is_ok_and(|k| k.starts_with(c))
-            })
+            .find(|a| fs::read_to_string(format!("/sys/bus/pci/devices/{a}/class")).is_ok_and(|k| k.starts_with(c)))
             .cloned()
     };
     let mut procs = 0;

@@ -48,11 +48,8 @@ impl Host {
     /// a fixture root's stand-ins answer otherwise (`inuse::kernel::Fixture`).
     pub fn with_root(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
-        let kernel: Arc<dyn inuse::kernel::Kernel> = if root == Path::new("/") {
-            Arc::new(inuse::kernel::Real)
-        } else {
-            Arc::new(inuse::kernel::Fixture)
-        };
+        let kernel: Arc<dyn inuse::kernel::Kernel> =
+            if root == Path::new("/") { Arc::new(inuse::kernel::Real) } else { Arc::new(inuse::kernel::Fixture) };
         Host { root, procs: Arc::default(), kernel, netns: Arc::default(), mntns: Arc::default() }
     }
 

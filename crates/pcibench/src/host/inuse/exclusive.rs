@@ -52,7 +52,13 @@ fn accounted(blks: &[Blk], used: &[bool], held: &[(u32, u32)]) -> Vec<bool> {
             out[j] = true;
         }
         // A stacked device keeps what it sits on open, not itself.
-        let from = if used[j] || by_process { Some(j) } else if b.stacker.is_some() { b.parent } else { None };
+        let from = if used[j] || by_process {
+            Some(j)
+        } else if b.stacker.is_some() {
+            b.parent
+        } else {
+            None
+        };
         let mut at = from;
         for _ in 0..=super::walk::MAX_DEPTH {
             let Some(i) = at else { break };
@@ -91,9 +97,7 @@ pub(super) fn holders(scope: &Scope, blks: &[Blk], used: &[bool], scan: &ProcSca
             Exclusive::Free => {}
             Exclusive::Busy => busy[i] = true,
             Exclusive::NoPermission(w) => found.unchecked.push(cannot(format!("{node}: {w}: run it as root"))),
-            Exclusive::NoNode => {
-                found.unchecked.push(cannot(format!("no node {node}: is devtmpfs mounted on /dev?")))
-            }
+            Exclusive::NoNode => found.unchecked.push(cannot(format!("no node {node}: is devtmpfs mounted on /dev?"))),
             Exclusive::NotTheDevice(w) => {
                 found.unchecked.push(cannot(format!("{node} is a {w}, not block device {}:{}", dev.0, dev.1)))
             }

@@ -170,7 +170,9 @@ fn too_old(host: &Host) -> Option<String> {
     let mut v = rel.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u32>().ok());
     let (major, minor) = (v.next()?, v.next()?);
     ((major, minor) < (5, 16)).then(|| {
-        format!("this kernel ({rel}) does not say which device an interface belongs to over netlink (5.16 and later do)")
+        format!(
+            "this kernel ({rel}) does not say which device an interface belongs to over netlink (5.16 and later do)"
+        )
     })
 }
 
@@ -276,7 +278,9 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
-            let r = rustix::thread::unshare(rustix::thread::UnshareFlags::NEWNET);
+            // SAFETY: only the network namespace is unshared, by this thread alone: no file table or
+            // filesystem state (what makes unshare unsafe for the process) changes.
+            let r = unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) };
             tx.send((r, rustix::thread::gettid().as_raw_nonzero().get())).unwrap();
             let _ = done_rx.recv();
         });

@@ -107,7 +107,9 @@ fn comm(host: &Host, pid: u32) -> String {
 /// The PIDs /proc lists, in order.
 fn pids(host: &Host) -> Vec<u32> {
     let mut v: Vec<u32> = match std::fs::read_dir(host.path("/proc")) {
-        Ok(rd) => rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).take(1 << 22).collect(),
+        Ok(rd) => {
+            rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).take(1 << 22).collect()
+        }
         Err(_) => Vec::new(),
     };
     v.sort_unstable();
@@ -209,9 +211,8 @@ pub(crate) fn net_scan(host: &Host) -> NetScan {
         scan.namespaces.push(NetNs { name, view: last });
     }
     if over > 0 {
-        scan.unchecked.push(format!(
-            "{over} processes are in network namespaces past the first {MAX_NAMESPACES}: not read"
-        ));
+        scan.unchecked
+            .push(format!("{over} processes are in network namespaces past the first {MAX_NAMESPACES}: not read"));
     }
     scan
 }
@@ -243,9 +244,8 @@ pub(crate) fn mount_scan(host: &Host) -> MountScan {
         }
     }
     if over > 0 {
-        scan.unchecked.push(format!(
-            "{over} processes are in mount namespaces past the first {MAX_NAMESPACES}: not read"
-        ));
+        scan.unchecked
+            .push(format!("{over} processes are in mount namespaces past the first {MAX_NAMESPACES}: not read"));
     }
     scan
 }

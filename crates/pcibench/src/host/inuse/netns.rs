@@ -83,7 +83,10 @@ pub(super) fn holders(scope: &Scope) -> Result<(Vec<Holder>, Vec<String>), Error
                 let master = view.links.iter().find(|o| o.index == m).map(|o| o.name.clone());
                 out.push(Holder {
                     kind: HolderKind::Net,
-                    why: format!("{n} is enslaved to {} in {where_}", master.unwrap_or_else(|| format!("interface {m}"))),
+                    why: format!(
+                        "{n} is enslaved to {} in {where_}",
+                        master.unwrap_or_else(|| format!("interface {m}"))
+                    ),
                     free: vec![format!("{ip} link set {n} nomaster")],
                 });
             }

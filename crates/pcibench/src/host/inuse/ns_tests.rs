@@ -4,7 +4,7 @@
 
 use super::kernel::{Exclusive, Fixture, Kernel, NsError, NsLink, NsView};
 use super::procs::Devno;
-use super::tests::{T, F, FDIR};
+use super::tests::{F, FDIR, T};
 use super::*;
 use std::fs;
 use std::path::Path;
@@ -276,7 +276,8 @@ fn two_hundred_namespaces_are_each_looked_into_once_per_command() {
     nic(&t);
     for i in 0..200u64 {
         let pid = 1000 + i;
-        let view = if i == 137 { pod(true, true) } else { NsView { links: vec![eth(2, "eth0", true, None)], addrs: vec![] } };
+        let view =
+            if i == 137 { pod(true, true) } else { NsView { links: vec![eth(2, "eth0", true, None)], addrs: vec![] } };
         ns_file(&t, &format!("proc/{pid}/ns/net"), 4026533000 + i, &view);
         t.file(&format!("proc/{pid}/comm"), "pause\n");
     }
