@@ -279,7 +279,10 @@ pub(super) fn devices(scope: &Scope, mounts: &[Mount]) -> Result<Vec<Blk>, Error
         let mut heads = Vec::new();
         let mut function = None;
         for (name, p) in entries(&sdir)? {
-            if walk::is_real_dir(&p) && p.join("dev").is_file() {
+            // The head's generic character node (ng0n1, class nvme-generic) sits beside it with a `dev`
+            // of its own: only block devices are heads.
+            let class = crate::host::state::link_name(&p.join("subsystem"));
+            if walk::is_real_dir(&p) && p.join("dev").is_file() && class.as_deref().is_none_or(|c| c == "block") {
                 heads.push((name, p));
             } else if fsym(&p) {
                 if let Some(c) = resolve(&p)?.filter(|c| c.starts_with(f)) {

@@ -289,3 +289,24 @@ fn two_hundred_namespaces_are_each_looked_into_once_per_command() {
     inventory(&host, F).unwrap();
     assert_eq!(k.views.lock().unwrap().len(), 200);
 }
+
+/// Found on the real kernel (lab inuse_nvme): an NVMe subsystem holds the head's generic character
+/// node (ng0n1, class nvme-generic) beside the head, with a `dev` of its own. Only the head is a
+/// block device; the generic node is never taken for one, never opened.
+#[test]
+fn the_heads_generic_character_node_is_no_block_device() {
+    let t = T::new();
+    let ctrl = format!("{FDIR}/nvme/nvme0");
+    let subsys = "sys/devices/virtual/nvme-subsystem/nvme-subsys0";
+    t.file(&format!("{ctrl}/dev"), "240:0\n");
+    t.link(&format!("{subsys}/nvme0"), &ctrl);
+    t.link("sys/class/nvme-subsystem/nvme-subsys0", subsys);
+    t.block(&format!("{subsys}/nvme0n1"), "259:0").link(&format!("{subsys}/nvme0n1/subsystem"), "sys/class/block");
+    t.file(&format!("{subsys}/ng0n1/dev"), "246:0\n")
+        .link(&format!("{subsys}/ng0n1/subsystem"), "sys/class/nvme-generic");
+    t.file("dev/ng0n1", "char 246:0\n");
+    let (host, k) = counting(&t);
+    let inv = inventory(&host, F).unwrap();
+    assert!(inv.is_empty() && inv.unchecked.is_empty(), "{inv:?}");
+    assert_eq!(*k.probes.lock().unwrap(), ["nvme0n1"]);
+}
