@@ -16,13 +16,14 @@
 #                   00:08.0: an NVMe controller with SR-IOV (one VF) in a subsystem of its own, no namespace
 #                   (inuse_sriov).
 # Built once per run, and only when a q35-inuse boot is planned (so the other machines do not pay for it):
-# packages e2fsprogs and pciutils, the virtio modules and loop from the cached cloud kernel .deb (virtio_blk,
-# virtio_net and loop are modules there; nvme and ext4 are built in), the disk images.
+# packages e2fsprogs and pciutils, the virtio modules, loop and LIO's core and iblock backstore (with configfs and
+# scsi_common: inuse_namespaces exports a disk) from the cached cloud kernel .deb (virtio_blk, virtio_net, loop and
+# target_core_* are modules there; nvme and ext4 are built in), the disk images.
 
 INUSE_PACKAGES=(e2fsprogs pciutils)
 # Load order: each after what it depends on (the .ko's modinfo depends=).
 INUSE_MODULES=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk failover
-	net_failover virtio_net loop)
+	net_failover virtio_net loop configfs scsi_common target_core_mod target_core_iblock)
 INUSE_HELLO="pcibench lab: this file lives on the device under test"
 # The first line of each raw disk, then its serial (lab/guest/inuse.sh has the same words).
 INUSE_RAW="pcibench lab raw disk"
@@ -48,7 +49,9 @@ inuse_images() {
 		tmp=$(mktemp -d)
 		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" --wildcards '*/drivers/virtio/*.ko' \
 			'*/drivers/block/virtio_blk.ko' '*/drivers/net/virtio_net.ko' '*/drivers/net/net_failover.ko' \
-			'*/net/core/failover.ko' '*/drivers/block/loop.ko'
+			'*/net/core/failover.ko' '*/drivers/block/loop.ko' '*/fs/configfs/configfs.ko' \
+			'*/drivers/scsi/scsi_common.ko' '*/drivers/target/target_core_mod.ko' \
+			'*/drivers/target/target_core_iblock.ko'
 		mkdir -p "$ko"
 		for m in "${INUSE_MODULES[@]}"; do
 			f=$(find "$tmp" -name "$m.ko" | head -n 1)

@@ -7,6 +7,13 @@
 //!
 //! A fixture's links resolve inside its tree, one component at a time: somewhat more work than the
 //! kernel's own lookup on a real /proc, so the fixture figure is the pessimistic one.
+//!
+//! Then the kernel's own answers (issue 35) on a fixture host with 200 network namespaces (one
+//! process each) and 1,000 block devices below one storage function (a SAN HBA's LUNs, each asked
+//! whether it is held exclusively, one held in another mount namespace): a NIC's inventory walks every
+//! namespace once per command; the storage function's probes each device nothing else explains.
+//! Fixture namespaces and probes are files read, not netlink dumps and opens: the real costs on this
+//! machine follow, for its first network and storage functions.
 
 use pcibench::host::Host;
 use std::fs;
@@ -129,35 +136,126 @@ fn main() {
     println!(
         "  each further device (the scan reused):               median {again:.2} ms (min {again_min:.2}), CPU {again_cpu:.2} ms"
     );
+    namespaces_and_disks();
     real_host();
 }
 
-/// The same on this machine's /proc and its first PCI device, when there is one.
+const NIC: &str = "0000:02:00.0";
+const NIC_DIR: &str = "sys/devices/pci0000:00/0000:00:1d.0/0000:02:00.0";
+const HBA: &str = "0000:03:00.0";
+const HBA_DIR: &str = "sys/devices/pci0000:00/0000:00:1e.0/0000:03:00.0";
+const NAMESPACES: u32 = 200;
+const DISKS: u32 = 1_000;
+
+/// A NIC whose interface is up in the 137th of 200 network namespaces, and an HBA with 1,000 disks,
+/// the 500th mounted only in another mount namespace.
+fn ns_fixture(root: &Path) {
+    let abs = |rel: &str| root.join(rel).display().to_string();
+    write(root, &format!("{NIC_DIR}/class"), "0x020000\n");
+    fs::create_dir_all(root.join(format!("{NIC_DIR}/virtio0/net"))).unwrap();
+    link(root, &format!("sys/bus/pci/devices/{NIC}"), &abs(NIC_DIR));
+    link(root, "sys/bus/virtio/devices/virtio0", &abs(&format!("{NIC_DIR}/virtio0")));
+    link(root, "proc/self/ns/net", "net:[4026531840]");
+    link(root, "proc/self/ns/mnt", "mnt:[4026531841]");
+    write(root, "proc/self/mountinfo", "22 1 0:21 / /proc rw - proc proc rw\n");
+    write(root, "proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+    for i in 0..NAMESPACES {
+        let pid = 5000 + i;
+        let eth = if i == 137 {
+            r#"{"index":2,"name":"eth1","up":true,"parent_bus":"virtio","parent":"virtio0"}"#
+        } else {
+            r#"{"index":2,"name":"eth0","up":true}"#
+        };
+        let view = format!(r#"{{"links":[{{"index":1,"name":"lo","up":true}},{eth}],"addrs":[[2,"10.0.0.2/24"]]}}"#);
+        write(root, &format!("proc/{pid}/ns/net"), &format!("net:[{}]\n{view}\n", 4026533000 + i));
+        write(root, &format!("proc/{pid}/comm"), "pause\n");
+        link(root, &format!("proc/{pid}/ns/mnt"), &format!("mnt:[{}]", 4026543000 + i));
+        let mounted = if i == 3 {
+            format!("40 30 {}:{} / /data rw - ext4 /dev/sd500 rw\n", 65 + 500 / 16, (500 % 16) * 16)
+        } else {
+            String::new()
+        };
+        write(root, &format!("proc/{pid}/mountinfo"), &format!("30 1 0:40 / / rw - overlay overlay rw\n{mounted}"));
+    }
+    write(root, &format!("{HBA_DIR}/class"), "0x010700\n");
+    link(root, &format!("sys/bus/pci/devices/{HBA}"), &abs(HBA_DIR));
+    for d in 0..DISKS {
+        let name = format!("sd{d}");
+        let dir = format!("{HBA_DIR}/host0/target0:0:{d}/0:0:{d}:0/block/{name}");
+        let (major, minor) = (65 + d / 16, (d % 16) * 16);
+        write(root, &format!("{dir}/dev"), &format!("{major}:{minor}\n"));
+        link(root, &format!("sys/class/block/{name}"), &abs(&dir));
+        let busy = if d == 500 { " busy" } else { "" };
+        write(root, &format!("dev/{name}"), &format!("block {major}:{minor}{busy}\n"));
+    }
+}
+
+fn namespaces_and_disks() {
+    let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
+    ns_fixture(dir.path());
+    let nic = pcibench::host::inuse::inventory(&Host::with_root(dir.path()), NIC).unwrap();
+    assert_eq!(nic.reasons(), ["eth1 is up with 10.0.0.2/24 in the network namespace of PID 5137 (pause)"]);
+    let hba = pcibench::host::inuse::inventory(&Host::with_root(dir.path()), HBA).unwrap();
+    assert_eq!(hba.reasons(), ["it backs /data in the mount namespace of PID 5003 (pause) through sd500"]);
+    let (nic_first, nic_min, nic_cpu) = time(15, || {
+        pcibench::host::inuse::inventory(&Host::with_root(dir.path()), NIC).unwrap();
+    });
+    let host = Host::with_root(dir.path());
+    pcibench::host::inuse::inventory(&host, NIC).unwrap();
+    let (nic_again, _, _) = time(50, || {
+        pcibench::host::inuse::inventory(&host, NIC).unwrap();
+    });
+    let (hba_first, hba_min, hba_cpu) = time(15, || {
+        pcibench::host::inuse::inventory(&Host::with_root(dir.path()), HBA).unwrap();
+    });
+    println!("fixture host of {NAMESPACES} network and mount namespaces and {DISKS} block devices:");
+    println!(
+        "  a NIC whose interface is in the 137th namespace: median {nic_first:.1} ms (min {nic_min:.1}), CPU {nic_cpu:.1} ms; \
+         a further device of the command (the walks reused; the {DISKS} /sys/class/block links resolved again): median {nic_again:.1} ms"
+    );
+    println!(
+        "  an HBA with {DISKS} disks, each asked whether it is held, one held in another mount namespace: median {hba_first:.1} ms (min {hba_min:.1}), CPU {hba_cpu:.1} ms"
+    );
+}
+
+/// The same on this machine's /proc: its first PCI device, its first network function (every other
+/// network namespace looked into) and its first storage function (its disks asked about).
 fn real_host() {
-    let Some(addr) = fs::read_dir("/sys/bus/pci/devices")
-        .ok()
-        .and_then(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).min())
-    else {
+    let mut all: Vec<String> = fs::read_dir("/sys/bus/pci/devices")
+        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    all.sort();
+    let Some(first) = all.first().cloned() else {
         println!("this host: no PCI devices in /sys/bus/pci/devices: not measured");
         return;
     };
+    let of_class = |c: &str| {
+        all.iter()
+            .find(|a| fs::read_to_string(format!("/sys/bus/pci/devices/{a}/class")).is_ok_and(|k| k.starts_with(c)))
+            .cloned()
+    };
     let mut procs = 0;
     let mut fds = 0;
+    let mut netns = std::collections::BTreeSet::new();
     for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
         if e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok()) {
             procs += 1;
             fds += fs::read_dir(e.path().join("fd")).map(|rd| rd.count()).unwrap_or(0);
+            netns.extend(fs::read_link(e.path().join("ns/net")).ok());
         }
     }
-    let mut result = Ok(());
-    let (med, min, cpu) = time(15, || {
-        result = pcibench::host::inuse::inventory(&Host::with_root("/"), &addr).map(|_| ());
-    });
-    match result {
-        Ok(()) => println!(
-            "this host ({procs} processes, {fds} open fds readable as {}), {addr}: median {med:.1} ms (min {min:.1}), CPU {cpu:.1} ms",
-            if rustix::process::geteuid().is_root() { "root" } else { "this user" }
-        ),
-        Err(e) => println!("this host, {addr}: the inventory failed: {e}"),
+    let who = if rustix::process::geteuid().is_root() { "root" } else { "this user" };
+    println!("this host ({procs} processes, {fds} open fds, {} network namespaces readable as {who}):", netns.len());
+    let picks = [("first device", Some(first)), ("network", of_class("0x02")), ("storage", of_class("0x01"))];
+    for (what, addr) in picks {
+        let Some(addr) = addr else { continue };
+        let mut result = Ok(());
+        let (med, min, cpu) = time(15, || {
+            result = pcibench::host::inuse::inventory(&Host::with_root("/"), &addr).map(|_| ());
+        });
+        match result {
+            Ok(()) => println!("  {what} {addr}: median {med:.1} ms (min {min:.1}), CPU {cpu:.1} ms"),
+            Err(e) => println!("  {what} {addr}: the inventory failed: {e}"),
+        }
     }
 }

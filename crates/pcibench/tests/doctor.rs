@@ -306,6 +306,8 @@ fn a_device_the_system_uses_fails_in_use_and_nothing_offers_to_take_it() {
     t.file(&format!("{d}/virtio0/block/vda/vda1/dev"), "254:1\n")
         .file(&format!("{d}/virtio0/block/vda/vda1/partition"), "1\n");
     t.link("sys/class/block/vda1", &format!("{d}/virtio0/block/vda/vda1"));
+    // Their nodes: nobody holds them exclusively (the kernel's answer, `host::inuse::kernel`).
+    t.file("dev/vda", "block 254:0\n").file("dev/vda1", "block 254:1\n");
     t.file("proc/self/mountinfo", "21 1 254:1 / / rw - ext4 /dev/root rw\n");
     let r = doc(&t, EDU, &root());
     expect(&r, "in-use", Severity::Fail, "in use by the running system: it backs / (root filesystem) through vda1");

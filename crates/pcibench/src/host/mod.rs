@@ -20,6 +20,11 @@ pub struct Host {
     root: PathBuf,
     /// Every process's open files and mappings, read on first use (`inuse::procs`); clones share it.
     procs: Arc<OnceLock<Arc<inuse::procs::ProcScan>>>,
+    /// What the inventory asks the kernel itself (exclusive opens, other network namespaces).
+    kernel: Arc<dyn inuse::kernel::Kernel>,
+    /// The other network and mount namespaces, walked on first need; clones share them.
+    netns: Arc<OnceLock<Arc<inuse::namespaces::NetScan>>>,
+    mntns: Arc<OnceLock<Arc<inuse::namespaces::MountScan>>>,
 }
 
 impl Default for Host {
@@ -39,8 +44,34 @@ impl Host {
         }
     }
 
+    /// The host at `root`: the running kernel is asked for what only it knows when `root` is `/`;
+    /// a fixture root's stand-ins answer otherwise (`inuse::kernel::Fixture`).
     pub fn with_root(root: impl Into<PathBuf>) -> Self {
-        Host { root: root.into(), procs: Arc::default() }
+        let root = root.into();
+        let kernel: Arc<dyn inuse::kernel::Kernel> =
+            if root == Path::new("/") { Arc::new(inuse::kernel::Real) } else { Arc::new(inuse::kernel::Fixture) };
+        Host { root, procs: Arc::default(), kernel, netns: Arc::default(), mntns: Arc::default() }
+    }
+
+    /// The same host asking `kernel` what only the kernel knows (tests: a namespace that goes away
+    /// while it is walked, a probe's every answer).
+    pub fn with_kernel(mut self, kernel: Arc<dyn inuse::kernel::Kernel>) -> Self {
+        self.kernel = kernel;
+        self
+    }
+
+    pub(crate) fn kernel(&self) -> Arc<dyn inuse::kernel::Kernel> {
+        self.kernel.clone()
+    }
+
+    /// The other network namespaces of this command: walked on first use, then the same.
+    pub(crate) fn net_namespaces(&self) -> Arc<inuse::namespaces::NetScan> {
+        self.netns.get_or_init(|| Arc::new(inuse::namespaces::net_scan(self))).clone()
+    }
+
+    /// The other mount namespaces of this command: read on first use, then the same.
+    pub(crate) fn mount_namespaces(&self) -> Arc<inuse::namespaces::MountScan> {
+        self.mntns.get_or_init(|| Arc::new(inuse::namespaces::mount_scan(self))).clone()
     }
 
     /// The /proc scan of this command: taken on first use, then the same for every device.

@@ -279,7 +279,10 @@ pub(super) fn devices(scope: &Scope, mounts: &[Mount]) -> Result<Vec<Blk>, Error
         let mut heads = Vec::new();
         let mut function = None;
         for (name, p) in entries(&sdir)? {
-            if walk::is_real_dir(&p) && p.join("dev").is_file() {
+            // The head's generic character node (ng0n1, class nvme-generic) sits beside it with a `dev`
+            // of its own: only block devices are heads.
+            let class = crate::host::state::link_name(&p.join("subsystem"));
+            if walk::is_real_dir(&p) && p.join("dev").is_file() && class.as_deref().is_none_or(|c| c == "block") {
                 heads.push((name, p));
             } else if fsym(&p) {
                 if let Some(c) = resolve(&p)?.filter(|c| c.starts_with(f)) {
@@ -387,7 +390,7 @@ fn fsym(p: &Path) -> bool {
 /// Whether mount `m` is a filesystem on block device `b`: by device number, or by its source
 /// (`/dev/nvme0n1p2`, `/dev/mapper/vg-root`, a /dev/disk/by-* link) for filesystems that report an
 /// anonymous device number (btrfs).
-fn mounted_here(host: &crate::host::Host, m: &Mount, b: &Blk) -> bool {
+pub(super) fn mounted_here(host: &crate::host::Host, m: &Mount, b: &Blk) -> bool {
     if b.dev.as_deref() == Some(m.dev.as_str()) {
         return true;
     }
@@ -425,8 +428,9 @@ fn on_function(scope: &Scope, b: &Blk) -> String {
     }
 }
 
-/// What the running system uses the block devices for.
-pub(super) fn holders(scope: &Scope, blks: &[Blk], mounts: &[Mount], swaps: &str) -> Vec<Holder> {
+/// What the running system uses the block devices for, and which of them it uses directly
+/// (mounted here, swap): the exclusive probe leaves those alone.
+pub(super) fn holders(scope: &Scope, blks: &[Blk], mounts: &[Mount], swaps: &str) -> (Vec<Holder>, Vec<bool>) {
     let host = scope.host;
     let mut out = Vec::new();
     let mut used = vec![false; blks.len()];
@@ -521,11 +525,11 @@ pub(super) fn holders(scope: &Scope, blks: &[Blk], mounts: &[Mount], swaps: &str
             free,
         });
     }
-    out
+    (out, used)
 }
 
 /// Whether device `j` sits (directly or not) on device `i`.
-fn is_above(blks: &[Blk], mut j: usize, i: usize) -> bool {
+pub(super) fn is_above(blks: &[Blk], mut j: usize, i: usize) -> bool {
     for _ in 0..=MAX_DEPTH {
         match blks[j].parent {
             Some(p) if p == i => return true,

@@ -55,7 +55,8 @@ pub(super) fn holders(scope: &Scope) -> Result<Vec<Holder>, Error> {
             kind: HolderKind::Driver,
             why: format!(
                 "its driver {name} is held: module {module_name} has {users} reference{} beyond the modules that \
-                 depend on it (a process or a kernel user has it open)",
+                 depend on it (a process or a kernel user has it open), which pcibench could not attribute to \
+                 any use it found",
                 if users == 1 { "" } else { "s" }
             ),
             free: vec![format!("find who: lsof or fuser on its device nodes; stop it first")],

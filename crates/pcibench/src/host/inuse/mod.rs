@@ -26,7 +26,12 @@
 mod block;
 mod console;
 mod driver;
+mod exclusive;
+pub mod kernel;
+pub(crate) mod namespaces;
 mod net;
+mod netlink;
+mod netns;
 mod open;
 pub(crate) mod procs;
 mod sriov;
@@ -61,6 +66,9 @@ pub enum HolderKind {
     Open,
     /// One of its SR-IOV virtual functions is bound to a driver or in use.
     Sriov,
+    /// The kernel says one of its block devices is held exclusively, and not by whom (a mount in a
+    /// namespace pcibench could not read, a storage target export).
+    Exclusive,
 }
 
 /// One way the running system uses the device.
@@ -80,6 +88,10 @@ pub struct Unchecked {
     pub reasons: Vec<UncheckedReason>,
     /// Processes not even listed (/proc mounted hidepid=2), in words.
     pub unseen: Vec<String>,
+    /// What else could not be looked at for this device, in words: a block device the kernel could
+    /// not be asked about (no permission, no node), a network namespace that could not be entered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -97,7 +109,7 @@ const PIDS_SHOWN: usize = 8;
 
 impl Unchecked {
     pub fn is_empty(&self) -> bool {
-        self.reasons.is_empty() && self.unseen.is_empty()
+        self.reasons.is_empty() && self.unseen.is_empty() && self.skipped.is_empty()
     }
 
     pub(crate) fn add(&mut self, pid: u32, why: &str) {
@@ -130,6 +142,7 @@ impl Unchecked {
             })
             .collect();
         parts.extend(self.unseen.iter().cloned());
+        parts.extend(self.skipped.iter().cloned());
         parts.join("; ")
     }
 }
@@ -204,15 +217,26 @@ pub(crate) fn inventory_in(host: &Host, addr: &str, scan: &procs::ProcScan, srio
     let read = |p: &str| crate::file::read_string(&host.path(p), procs::PROC_TABLE_MAX).unwrap_or_default();
     let mounts = block::parse_mountinfo(&read("/proc/self/mountinfo"));
     let blks = block::devices(&scope, &mounts)?;
-    let mut holders = block::holders(&scope, &blks, &mounts, &read("/proc/swaps"));
+    let mut unchecked = scan.unchecked.clone();
+    let (mut holders, used) = block::holders(&scope, &blks, &mounts, &read("/proc/swaps"));
+    let excl = exclusive::holders(&scope, &blks, &used, scan);
+    holders.extend(excl.holders);
+    unchecked.skipped.extend(excl.unchecked);
     holders.extend(net::holders(&scope)?);
+    let (elsewhere, not_looked) = netns::holders(&scope)?;
+    holders.extend(elsewhere);
+    unchecked.skipped.extend(not_looked);
     holders.extend(console::holders(&scope)?);
-    holders.extend(driver::holders(&scope)?);
     holders.extend(open::holders(&scope, &blks, scan)?);
     if sriov {
         holders.extend(sriov::holders(&scope, scan)?);
     }
-    Ok(Inventory { device: addr.to_string(), holders, unchecked: scan.unchecked.clone() })
+    // The module-reference count only as a last resort: it cannot tell which device a reference is
+    // for, so it speaks only when nothing else was found.
+    if holders.is_empty() {
+        holders.extend(driver::holders(&scope)?);
+    }
+    Ok(Inventory { device: addr.to_string(), holders, unchecked })
 }
 
 /// Who, other than this process, holds a VFIO group node open.
@@ -247,6 +271,8 @@ pub fn vfio_group_users(host: &Host, addr: &str) -> Option<GroupUsers> {
     })
 }
 
+#[cfg(test)]
+mod ns_tests;
 #[cfg(test)]
 mod open_tests;
 #[cfg(test)]
