@@ -5,6 +5,7 @@
 //! only, is the whole change for one); nothing outside this module knows which engines exist.
 
 pub mod edu;
+pub(crate) mod freshest;
 pub mod probe_bar;
 #[cfg(test)]
 mod progress_tests;

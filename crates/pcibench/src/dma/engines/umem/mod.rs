@@ -351,9 +351,11 @@ impl UmemEngine {
                 )))
             }
             Outcome::Error(s) | Outcome::Stopped(s) => {
-                let done = self.completed(n);
                 let memory = self.memory_error(s)?;
                 self.halt()?;
+                // Counted once the engine has stopped: the semaphore chain is the card's own
+                // progress, and one may land while it halts.
+                let done = self.completed(n);
                 let stuck = self.after_error()?;
                 Err(Error::Device(format!(
                     "{model} {dir} DMA stopped after {done} of {n} descriptors: status {}{memory}{stuck}",
@@ -361,8 +363,8 @@ impl UmemEngine {
                 )))
             }
             Outcome::Timeout(s) => {
-                let done = self.completed(n);
                 let after = self.halt()?;
+                let done = self.completed(n);
                 Err(Error::Device(format!(
                     "{model} {dir} DMA: {} ({done} of {n} descriptors done; status {}); \
                      cleared GO to stop it (status now {}). Was error correction on, and the card powered since boot?",

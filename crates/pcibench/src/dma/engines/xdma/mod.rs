@@ -17,6 +17,7 @@ mod vendor_tests;
 
 use self::desc::Chain;
 use self::regs::*;
+use super::freshest::freshest;
 use super::{Detected, EngineDriver, EngineOptions, Opened};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::watchdog::{no_progress, Watchdog};
@@ -310,22 +311,36 @@ impl XdmaEngine {
                 }
                 let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
+                let (done, note) = self.freshest(dir, n, done)?;
                 Err(Error::Device(format!(
-                    "XDMA {dir} channel {ch} stopped after {done} of {n} descriptors: status {}",
+                    "XDMA {dir} channel {ch} stopped after {done} of {n} descriptors{note}: status {}",
                     decode_status(dir, status)
                 )))
             }
             Outcome::Timeout(done) => {
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
                 let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
+                let (done, note) = self.freshest(dir, n, done)?;
                 Err(Error::Device(format!(
-                    "XDMA {dir} channel {ch}: {} ({done} of {n} descriptors completed); \
+                    "XDMA {dir} channel {ch}: {} ({done} of {n} descriptors completed{note}); \
                      cleared run to stop it; status {}. Is the engine clocked and out of reset, and does --card-addr point at card memory?",
                     no_progress(timeout),
                     decode_status(dir, status)
                 )))
             }
         }
+    }
+
+    /// Descriptors done when a run failed, from the freshest source (`freshest`): the writeback
+    /// word and the completed-descriptor register read once more now (the wait loop read the
+    /// register once per `STATUS_EVERY`, and `seen` is what it last used).
+    fn freshest(&self, dir: Direction, n: u32, seen: u32) -> Result<(u32, String)> {
+        let w = desc::writeback_word(&*self.wb_mem).load(Ordering::Acquire) & WB_COUNT;
+        let count = self.rd(self.ch_reg(dir, CH_COMPLETED))? & WB_COUNT;
+        let counter = Some((u64::from(count), "the completed-descriptor count (+0x48)"));
+        let (done, note) = freshest(u64::from(n), u64::from(w), "writeback", counter);
+        // What the wait loop saw stands when neither word says more now.
+        Ok(if u64::from(seen) > done { (seen, String::new()) } else { (done as u32, note) })
     }
 
     /// The engine went idle without a complete writeback: done after all (no writeback), or
