@@ -11,6 +11,8 @@ pub mod probe_bar;
 mod progress_tests;
 pub mod qdma;
 #[cfg(test)]
+mod stepped_tests;
+#[cfg(test)]
 mod toy;
 #[cfg(test)]
 mod trace_tests;

@@ -11,7 +11,7 @@ pub(super) mod desc;
 pub mod probe;
 pub(crate) mod regs;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 #[cfg(test)]
 mod vendor_tests;
 
