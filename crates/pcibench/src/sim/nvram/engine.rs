@@ -66,8 +66,30 @@ pub(crate) fn worker(shared: Arc<Shared>) {
             }
         };
         shared.waker.at_start(prev, served, slept);
+        run(&shared, served, start);
+    }
+}
+
+/// Stepped mode: serve the latest GO edge now, on the caller's thread (the driver's GO write
+/// or a test's step), unless it was served already; whether it ran.
+pub(crate) fn run_now(shared: &Shared) -> bool {
+    let (gen, start) = {
+        let mut run = shared.run();
+        if run.gen == run.served {
+            return false;
+        }
+        run.served = run.gen;
+        (run.gen, run.start)
+    };
+    run(shared, gen, start);
+    true
+}
+
+/// Serve GO edge `gen`: the chain (or the one register-programmed transfer), then the status.
+fn run(shared: &Shared, served: u64, start: Start) {
+    {
         let end = if start.control & CHAIN_EN != 0 {
-            chain(&shared, served, start.desc)
+            chain(shared, served, start.desc)
         } else {
             let d = Desc {
                 pci: start.pci,
@@ -77,12 +99,12 @@ pub(crate) fn worker(shared: Arc<Shared>) {
                 sem: start.sem,
                 control: start.control,
             };
-            match transfer(&shared, served, &d) {
+            match transfer(shared, served, &d) {
                 Ok(()) => End::Done,
                 Err(e) => e,
             }
         };
-        finish(&shared, served, start.control & CHAIN_EN != 0, end);
+        finish(shared, served, start.control & CHAIN_EN != 0, end);
     }
 }
 
@@ -110,6 +132,7 @@ fn chain(shared: &Shared, gen: u64, mut addr: u64) -> End {
                  64-byte descriptors), so no driver ever showed the card one"
             ));
         }
+        super::super::shake::point();
         let d = match fetch(shared, addr) {
             Ok(d) => d,
             Err(e) => return e,
@@ -187,7 +210,8 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
             if !go(shared, gen) {
                 return Err(End::Stopped);
             }
-            if !shared.faults().stalled {
+            // Stepped, a stall is taken before the run starts (`NvramModel::step` runs it anyway).
+            if !shared.faults().stalled || shared.cfg.stepped {
                 break;
             }
             std::thread::sleep(Duration::from_micros(200));
@@ -280,6 +304,7 @@ fn to_host(shared: &Shared, local: u64, pci: u64, n: u64) -> Result<(), End> {
 
 /// End run `gen`: status bits, the model's diagnosis, GO cleared (unless a newer run owns it).
 fn finish(shared: &Shared, gen: u64, chained: bool, end: End) {
+    super::super::shake::point();
     let run = shared.run();
     if run.gen != gen {
         return;
