@@ -7,7 +7,8 @@
 //! The points: before each descriptor a worker moves and before each status writeback or
 //! completion it reports. Each worker draws from its own generator, seeded from the seed and its
 //! name (`sim-qdma-h2c`), so what one worker does at its k-th point is the same in every run with
-//! that seed; what the scheduler makes of it is not, which is why a run repeats with many seeds.
+//! that seed (it acts at each of its first 256 points, then at one in 64); what the scheduler makes
+//! of it is not, which is why a run repeats with many seeds.
 //! Stepped models (no worker thread) are never shaken: their order is the test's. Unset (or 0),
 //! a point costs one thread-local read.
 
@@ -21,7 +22,15 @@ pub const SHAKE_ENV: &str = "PCIBENCH_SIM_SHAKE";
 thread_local! {
     /// This worker's generator state; 0 when the thread is not shaken.
     static STATE: Cell<u64> = const { Cell::new(0) };
+    /// Points this worker has passed.
+    static POINTS: Cell<u64> = const { Cell::new(0) };
 }
+
+/// A worker acts at each of its first `DENSE` points, then at one point in `SPARSE`: the
+/// interleavings a test asserts on are in its first runs, and a benchmark-sized test (thousands
+/// of runs) must not take minutes.
+const DENSE: u64 = 256;
+const SPARSE: u64 = 64;
 
 /// The seed from the environment, read once: a number, or any other word hashed into one.
 pub fn seed() -> Option<u64> {
@@ -55,8 +64,18 @@ pub(crate) fn arm(worker: &str) {
     STATE.with(|s| s.set(mix(seed ^ fnv(worker.as_bytes())).max(1)));
 }
 
-/// One shake point: on a shaken worker, carry on (half the time), yield, or sleep up to 2 ms.
+/// One shake point: on a shaken worker, carry on (half the time), yield, or sleep up to 1 ms.
 pub(crate) fn point() {
+    if STATE.with(|s| s.get()) == 0 {
+        return;
+    }
+    let n = POINTS.with(|p| {
+        p.set(p.get() + 1);
+        p.get()
+    });
+    if n > DENSE && n % SPARSE != 0 {
+        return;
+    }
     let Some(x) = STATE.with(|s| {
         let mut x = s.get();
         if x == 0 {
@@ -75,8 +94,8 @@ pub(crate) fn point() {
     match x % 16 {
         0..=7 => {}
         8..=11 => std::thread::yield_now(),
-        12..=14 => std::thread::sleep(Duration::from_micros(r % 200)),
-        _ => std::thread::sleep(Duration::from_micros(200 + r % 1800)),
+        12..=14 => std::thread::sleep(Duration::from_micros(r % 100)),
+        _ => std::thread::sleep(Duration::from_micros(100 + r % 900)),
     }
 }
 
@@ -90,6 +109,7 @@ mod tests {
         assert_eq!(STATE.with(|s| s.get()), 0);
         // The same seed and name give the same sequence; another name another.
         let draw = |name: &str| {
+            POINTS.with(|p| p.set(0));
             STATE.with(|s| s.set(mix(42 ^ fnv(name.as_bytes())).max(1)));
             let seq: Vec<u64> = (0..8)
                 .map(|_| {
