@@ -66,6 +66,17 @@ pub(crate) fn arm(worker: &str) {
 
 /// One shake point: on a shaken worker, carry on (half the time), yield, or sleep up to 1 ms.
 pub(crate) fn point() {
+    shake(false)
+}
+
+/// A shake point just before a worker reports (a writeback, a completion, an error): held back
+/// more often and longer than at `point` (up to 2 ms), past the driver's periodic status reads,
+/// so a driver that takes a stale writeback for the engine's progress is caught.
+pub(crate) fn before_report() {
+    shake(true)
+}
+
+fn shake(report: bool) {
     if STATE.with(|s| s.get()) == 0 {
         return;
     }
@@ -91,6 +102,14 @@ pub(crate) fn point() {
         return;
     };
     let r = x >> 8;
+    if report {
+        match x % 4 {
+            0 => {}
+            1 => std::thread::yield_now(),
+            _ => std::thread::sleep(Duration::from_micros(100 + r % 1900)),
+        }
+        return;
+    }
     match x % 16 {
         0..=7 => {}
         8..=11 => std::thread::yield_now(),

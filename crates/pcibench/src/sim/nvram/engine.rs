@@ -233,6 +233,7 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
         shared.latch(seen);
     }
     if d.control & SEM_EN != 0 {
+        super::super::shake::point();
         shared
             .host
             .store_u32_release(d.sem, d.control | DMA_COMPLETE | seen)
@@ -304,7 +305,7 @@ fn to_host(shared: &Shared, local: u64, pci: u64, n: u64) -> Result<(), End> {
 
 /// End run `gen`: status bits, the model's diagnosis, GO cleared (unless a newer run owns it).
 fn finish(shared: &Shared, gen: u64, chained: bool, end: End) {
-    super::super::shake::point();
+    super::super::shake::before_report();
     let run = shared.run();
     if run.gen != gen {
         return;

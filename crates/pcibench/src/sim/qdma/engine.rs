@@ -365,7 +365,7 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
 /// whether more descriptors wait. Nothing is written if the contexts changed meanwhile.
 fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) -> bool {
     // A shaken worker may hold back its writeback here, after the data moved.
-    super::super::shake::point();
+    super::super::shake::before_report();
     let Some(q) = shared.queue(dir, qid) else { return false };
     let mut c = q.lock();
     c.in_flight = 0;
@@ -394,7 +394,7 @@ fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) ->
 
 /// Stop queue `qid` on an error: error field in its software context, the fault in words.
 fn fail(shared: &Shared, dir: Direction, qid: usize, gen: u64, cidx: u32, s: Stop) {
-    super::super::shake::point();
+    super::super::shake::before_report();
     let Some(q) = shared.queue(dir, qid) else { return };
     let mut c = q.lock();
     if c.gen != gen {
@@ -406,6 +406,7 @@ fn fail(shared: &Shared, dir: Direction, qid: usize, gen: u64, cidx: u32, s: Sto
     if let Some((write, code)) = s.mm {
         shared.mm_error(dir, write, code, qid as u32, cidx);
     }
+
     c.sw[1] = (c.sw[1] & !(3 << SW1_ERR_SHIFT)) | s.field << SW1_ERR_SHIFT;
     let w1 = c.sw[1];
     if w1 & SW1_WBK_EN != 0 && !shared.mm(dir).withhold.load(Ordering::Acquire) {

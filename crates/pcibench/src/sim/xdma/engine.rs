@@ -236,7 +236,10 @@ fn move_data(shared: &Shared, dir: Direction, d: &Desc) -> Result<(), Stop> {
 
 /// Count a finished descriptor; true to go on with the next one.
 fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, Stop> {
-    super::super::shake::point();
+    if d.control & (DESC_COMPLETED | DESC_STOP) != 0 {
+        // A shaken worker may hold back the writeback (or the end of the run).
+        super::super::shake::before_report();
+    }
     let st = ch.lock();
     if st.gen != gen {
         return Ok(false); // a newer run owns the registers now
@@ -264,7 +267,7 @@ fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, S
 /// The model also writes the word on an error stop (Sts_err set) so a poller sees it at once;
 /// hardware may not, which is why the driver also watches the status register.
 fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String>) {
-    super::super::shake::point();
+    super::super::shake::before_report();
     let st = ch.lock();
     if st.gen != gen {
         return;
