@@ -225,12 +225,14 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
         off += n;
     }
     // An error seen along the way that does not stop the descriptor (an injected one): the
-    // data is damaged, the bits latch, and the semaphore reports them beside DMA_COMPLETE.
+    // data is damaged, the semaphore reports the bits beside DMA_COMPLETE, and they latch. The
+    // semaphore first: the descriptor is done when its error shows in the status register, so
+    // a driver that sees the error there finds the semaphore saying which descriptor had it
+    // (issue #34: the other order let the driver report "0 of 1 descriptors" for a completed one).
     let seen = shared.faults().completion_error.take().unwrap_or(0);
     if seen != 0 {
         damage(shared, d);
         shared.set_fault(format!("injected status {seen:#x} during the descriptor for card {:#x}", d.local));
-        shared.latch(seen);
     }
     if d.control & SEM_EN != 0 {
         super::super::shake::point();
@@ -238,6 +240,9 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
             .host
             .store_u32_release(d.sem, d.control | DMA_COMPLETE | seen)
             .map_err(|f| End::Error(MASTER_ABT, format!("semaphore write failed: {f}")))?;
+    }
+    if seen != 0 {
+        shared.latch(seen);
     }
     if go(shared, gen) {
         shared.latch(DMA_COMPLETE);

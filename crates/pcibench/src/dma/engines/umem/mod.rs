@@ -289,7 +289,13 @@ impl UmemEngine {
                     next_status = elapsed + STATUS_EVERY;
                     let s = self.rd32(DMA_STATUS_CTRL)?;
                     if s & (HARD_ERROR | ANY_ERR) != 0 {
-                        break Outcome::Error(s);
+                        // A descriptor that completed with an error latches it after its
+                        // semaphore: the semaphore, looked at again now, names the descriptor.
+                        let done = last.load(Ordering::Acquire) & DMA_COMPLETE != 0;
+                        break match self.semaphore_errors(part) {
+                            failed @ Outcome::Failed(..) if done => failed,
+                            _ => Outcome::Error(s),
+                        };
                     }
                     if s & GO == 0 {
                         // Idle: the semaphore may have landed just after our last look.
