@@ -13,6 +13,7 @@ pub mod mem;
 pub mod nvram;
 mod placement;
 pub mod qdma;
+pub mod shake;
 mod spin;
 pub mod xdma;
 

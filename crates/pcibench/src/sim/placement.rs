@@ -128,8 +128,10 @@ pub(crate) fn spawn<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<T>> {
     let driver = Driver::here();
+    let shaken = name.clone();
     std::thread::Builder::new().name(name).spawn(move || {
         keep_off(driver);
+        super::shake::arm(&shaken);
         f()
     })
 }

@@ -5,10 +5,13 @@
 //! only, is the whole change for one); nothing outside this module knows which engines exist.
 
 pub mod edu;
+pub(crate) mod freshest;
 pub mod probe_bar;
 #[cfg(test)]
 mod progress_tests;
 pub mod qdma;
+#[cfg(test)]
+mod stepped_tests;
 #[cfg(test)]
 mod toy;
 #[cfg(test)]

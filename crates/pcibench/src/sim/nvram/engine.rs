@@ -66,8 +66,30 @@ pub(crate) fn worker(shared: Arc<Shared>) {
             }
         };
         shared.waker.at_start(prev, served, slept);
+        run(&shared, served, start);
+    }
+}
+
+/// Stepped mode: serve the latest GO edge now, on the caller's thread (the driver's GO write
+/// or a test's step), unless it was served already; whether it ran.
+pub(crate) fn run_now(shared: &Shared) -> bool {
+    let (gen, start) = {
+        let mut run = shared.run();
+        if run.gen == run.served {
+            return false;
+        }
+        run.served = run.gen;
+        (run.gen, run.start)
+    };
+    run(shared, gen, start);
+    true
+}
+
+/// Serve GO edge `gen`: the chain (or the one register-programmed transfer), then the status.
+fn run(shared: &Shared, served: u64, start: Start) {
+    {
         let end = if start.control & CHAIN_EN != 0 {
-            chain(&shared, served, start.desc)
+            chain(shared, served, start.desc)
         } else {
             let d = Desc {
                 pci: start.pci,
@@ -77,12 +99,12 @@ pub(crate) fn worker(shared: Arc<Shared>) {
                 sem: start.sem,
                 control: start.control,
             };
-            match transfer(&shared, served, &d) {
+            match transfer(shared, served, &d) {
                 Ok(()) => End::Done,
                 Err(e) => e,
             }
         };
-        finish(&shared, served, start.control & CHAIN_EN != 0, end);
+        finish(shared, served, start.control & CHAIN_EN != 0, end);
     }
 }
 
@@ -110,6 +132,7 @@ fn chain(shared: &Shared, gen: u64, mut addr: u64) -> End {
                  64-byte descriptors), so no driver ever showed the card one"
             ));
         }
+        super::super::shake::point();
         let d = match fetch(shared, addr) {
             Ok(d) => d,
             Err(e) => return e,
@@ -187,7 +210,8 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
             if !go(shared, gen) {
                 return Err(End::Stopped);
             }
-            if !shared.faults().stalled {
+            // Stepped, a stall is taken before the run starts (`NvramModel::step` runs it anyway).
+            if !shared.faults().stalled || shared.cfg.stepped {
                 break;
             }
             std::thread::sleep(Duration::from_micros(200));
@@ -201,18 +225,24 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
         off += n;
     }
     // An error seen along the way that does not stop the descriptor (an injected one): the
-    // data is damaged, the bits latch, and the semaphore reports them beside DMA_COMPLETE.
+    // data is damaged, the semaphore reports the bits beside DMA_COMPLETE, and they latch. The
+    // semaphore first: the descriptor is done when its error shows in the status register, so
+    // a driver that sees the error there finds the semaphore saying which descriptor had it
+    // (issue #34: the other order let the driver report "0 of 1 descriptors" for a completed one).
     let seen = shared.faults().completion_error.take().unwrap_or(0);
     if seen != 0 {
         damage(shared, d);
         shared.set_fault(format!("injected status {seen:#x} during the descriptor for card {:#x}", d.local));
-        shared.latch(seen);
     }
     if d.control & SEM_EN != 0 {
+        super::super::shake::point();
         shared
             .host
             .store_u32_release(d.sem, d.control | DMA_COMPLETE | seen)
             .map_err(|f| End::Error(MASTER_ABT, format!("semaphore write failed: {f}")))?;
+    }
+    if seen != 0 {
+        shared.latch(seen);
     }
     if go(shared, gen) {
         shared.latch(DMA_COMPLETE);
@@ -280,6 +310,7 @@ fn to_host(shared: &Shared, local: u64, pci: u64, n: u64) -> Result<(), End> {
 
 /// End run `gen`: status bits, the model's diagnosis, GO cleared (unless a newer run owns it).
 fn finish(shared: &Shared, gen: u64, chained: bool, end: End) {
+    super::super::shake::before_report();
     let run = shared.run();
     if run.gen != gen {
         return;

@@ -157,6 +157,14 @@ impl NvramModel {
             run.gen += 1;
             s.gen_hint.store(run.gen, Ordering::Release);
             s.scr.store(control | status, Ordering::Release);
+            if s.cfg.stepped {
+                drop(run);
+                // GO is the step: the chain runs before the write returns.
+                if !s.faults().stalled {
+                    super::engine::run_now(s);
+                }
+                return Ok(());
+            }
             s.waker.at_doorbell(run.gen, run.parked);
             s.wake.notify_all();
             drop(run);
@@ -187,6 +195,12 @@ impl NvramModel {
 
     pub fn card_write(&self, addr: u64, data: &[u8]) -> Result<()> {
         self.shared.card.write(addr, data)
+    }
+
+    /// Test step (stepped mode): run the pending GO edge (one a stall held back) now; whether
+    /// there was one.
+    pub fn step(&self) -> bool {
+        super::engine::run_now(&self.shared)
     }
 
     /// Test hook: a hung engine accepts GO but moves nothing until GO is cleared.

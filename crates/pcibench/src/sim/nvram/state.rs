@@ -111,11 +111,15 @@ pub struct NvramModelConfig {
     /// A conventional PCI card: PCI_COMMAND's MWI Enable and the latency timer are writable
     /// (PCI Express hardwires both to 0).
     pub conventional_pci: bool,
+    /// Stepped (deterministic) mode for tests (issue #34): no worker thread; the engine runs a
+    /// chain inside the driver's GO write (or a test's `step`), so the order of events is the
+    /// test's, never the scheduler's.
+    pub stepped: bool,
 }
 
 impl Default for NvramModelConfig {
     fn default() -> Self {
-        NvramModelConfig { card_size: 1 << 30, magic: 0x5c, battery: 0, conventional_pci: false }
+        NvramModelConfig { card_size: 1 << 30, magic: 0x5c, battery: 0, conventional_pci: false, stepped: false }
     }
 }
 
@@ -151,6 +155,8 @@ pub(crate) struct RunState {
     pub start: Start,
     /// The worker waits on `wake` (a GO edge records its CPU for the worker to keep off).
     pub parked: bool,
+    /// Stepped mode: the last GO edge served (the worker keeps its own count).
+    pub served: u64,
 }
 
 pub(crate) struct Shared {

@@ -31,12 +31,16 @@ const BURST: u32 = 64;
 struct Stop {
     field: u32,
     log: u32,
+    /// An MM engine data error to log: (a write, its ERR_CODE_ENABLE bit). Logged when the queue
+    /// stops, after the descriptors before it are accounted for (consumer index, writeback), as
+    /// the engine completes in order: whoever sees the error sees their progress too.
+    mm: Option<(bool, u32)>,
     why: String,
 }
 
 impl Stop {
     fn dsc(log: u32, why: String) -> Stop {
-        Stop { field: 1, log, why }
+        Stop { field: 1, log, mm: None, why }
     }
 }
 
@@ -100,8 +104,20 @@ fn wait_for_kick(shared: &Shared, mm: &Mm, seen: u64) -> bool {
     woken
 }
 
+/// Stepped mode: serve what is pending until nothing moves (the engine is idle, stalled,
+/// stopped or waiting on a held queue). Runs on the caller's thread: the driver's doorbell or
+/// run-bit write, or a test's step. Returns whether any descriptor moved.
+pub(crate) fn advance(shared: &Shared, dir: Direction) -> bool {
+    let mm = shared.mm(dir);
+    let mut moved = false;
+    while mm.running() && !mm.stalled.load(Ordering::Acquire) && serve(shared, dir) {
+        moved = true;
+    }
+    moved
+}
+
 /// One pass over the queues with pending doorbells; true if any descriptor moved.
-fn serve(shared: &Shared, dir: Direction) -> bool {
+pub(crate) fn serve(shared: &Shared, dir: Direction) -> bool {
     let mm = shared.mm(dir);
     let mut moved = false;
     for (w, word) in mm.pending.iter().enumerate() {
@@ -135,6 +151,11 @@ struct Plan {
 /// Serve up to `BURST` descriptors of one queue: (moved any, more work waiting).
 fn burst(shared: &Shared, dir: Direction, qid: usize) -> (bool, bool) {
     let Some(q) = shared.queue(dir, qid) else { return (false, false) };
+    if shared.cfg.stepped && shared.mm(dir).held.get(qid).is_some_and(|h| h.load(Ordering::Acquire)) {
+        // Stepped: the hold would wait on the thread that must release it; the queue keeps its
+        // doorbell pending and is served once released and stepped.
+        return (false, true);
+    }
     let plan = {
         let mut c = q.lock();
         match plan(shared, dir, qid, &mut c) {
@@ -153,6 +174,7 @@ fn burst(shared: &Shared, dir: Direction, qid: usize) -> (bool, bool) {
     let mut done = 0u32;
     let mut stop = None;
     for k in 0..plan.n {
+        super::super::shake::point();
         let slot = (plan.cidx + k) % plan.ring;
         let desc = match &plan.fetched {
             Some(f) => f.get(k as usize).copied().flatten().ok_or_else(|| {
@@ -300,9 +322,11 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
     }
     let card = &shared.card;
     let master = shared.bus_master.load(Ordering::Acquire);
-    let data = |write: bool, code: u32, why: String| {
-        shared.mm_error(dir, write, code, qid, slot);
-        Stop { field: 2, log: 0, why: format!("{dir} queue {qid} slot {slot}: {why}") }
+    let data = |write: bool, code: u32, why: String| Stop {
+        field: 2,
+        log: 0,
+        mm: Some((write, code)),
+        why: format!("{dir} queue {qid} slot {slot}: {why}"),
     };
     let past = |a: u64| format!("card address {a:#x} + {len:#x} is past card memory ({:#x} bytes)", card.size);
     match dir {
@@ -340,6 +364,8 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
 /// Account for `done` descriptors: consumer index, status writeback. Returns
 /// whether more descriptors wait. Nothing is written if the contexts changed meanwhile.
 fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) -> bool {
+    // A shaken worker may hold back its writeback here, after the data moved.
+    super::super::shake::before_report();
     let Some(q) = shared.queue(dir, qid) else { return false };
     let mut c = q.lock();
     c.in_flight = 0;
@@ -353,7 +379,8 @@ fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) ->
     // Hardware context word 1: descriptors pending [8] while the ring has work; a valid queue
     // never shows "invalid, nothing pending" [9] (`QDMA_HW_CTXT_W1_*`).
     c.hw[1] = if idle { 0 } else { HW1_DSC_PND };
-    if done > 0 && (p.wb == 2 || (p.wb == 1 && idle)) {
+    let withheld = shared.mm(dir).withhold.load(Ordering::Acquire);
+    if done > 0 && (p.wb == 2 || (p.wb == 1 && idle)) && !withheld {
         let at = p.base + p.ring as u64 * DESC_BYTES;
         if shared.host.store_u32_release(at, pidx | cidx << 16).is_err() {
             let s = Stop::dsc(shared.ip.dsc_ur_ca(), format!("{dir} queue {qid}: status writeback to {at:#x} failed"));
@@ -367,6 +394,7 @@ fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) ->
 
 /// Stop queue `qid` on an error: error field in its software context, the fault in words.
 fn fail(shared: &Shared, dir: Direction, qid: usize, gen: u64, cidx: u32, s: Stop) {
+    super::super::shake::before_report();
     let Some(q) = shared.queue(dir, qid) else { return };
     let mut c = q.lock();
     if c.gen != gen {
@@ -375,9 +403,13 @@ fn fail(shared: &Shared, dir: Direction, qid: usize, gen: u64, cidx: u32, s: Sto
     if s.log != 0 {
         shared.dsc_error(dir, qid as u32, cidx, s.log);
     }
+    if let Some((write, code)) = s.mm {
+        shared.mm_error(dir, write, code, qid as u32, cidx);
+    }
+
     c.sw[1] = (c.sw[1] & !(3 << SW1_ERR_SHIFT)) | s.field << SW1_ERR_SHIFT;
     let w1 = c.sw[1];
-    if w1 & SW1_WBK_EN != 0 {
+    if w1 & SW1_WBK_EN != 0 && !shared.mm(dir).withhold.load(Ordering::Acquire) {
         let entries = shared.ring_entries(c.ring_idx()).max(2);
         let at = c.ring_base() + (entries as u64 - 1) * DESC_BYTES;
         if shared.host.store_u32_release(at, c.pidx() | cidx << 16).is_ok() {

@@ -228,6 +228,9 @@ impl QdmaModel {
             // Queues rung while the engine was off start now.
             self.ensure_worker(dir)?;
             mm.wake_worker();
+            if self.shared.cfg.stepped {
+                super::engine::advance(&self.shared, dir);
+            }
         }
         Ok(())
     }
@@ -287,12 +290,16 @@ impl QdmaModel {
         }
         self.ensure_worker(dir)?;
         s.mm(dir).kick(qid as usize);
+        if s.cfg.stepped {
+            // The doorbell is the step: the engine serves what it rang before the write returns.
+            super::engine::advance(s, dir);
+        }
         Ok(())
     }
 
     fn ensure_worker(&self, dir: Direction) -> Result<()> {
         let mm = self.shared.mm(dir);
-        if mm.worker_started.swap(true, Ordering::AcqRel) {
+        if self.shared.cfg.stepped || mm.worker_started.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let shared = Arc::clone(&self.shared);
@@ -329,6 +336,19 @@ impl QdmaModel {
     pub fn set_stalled(&self, dir: Direction, stalled: bool) {
         self.shared.mm(dir).stalled.store(stalled, Ordering::Release);
         self.shared.mm(dir).wake_worker();
+    }
+
+    /// Test step (stepped mode): serve the queues of `dir` with pending doorbells, stalled or
+    /// not, once each (up to a burst of descriptors per queue); whether any descriptor moved.
+    pub fn step(&self, dir: Direction) -> bool {
+        let mm = self.shared.mm(dir);
+        mm.running() && super::engine::serve(&self.shared, dir)
+    }
+
+    /// Test hook: the engine writes no status back (error writebacks included) while set; its
+    /// hardware contexts' consumer indexes still move. A writeback that has not come yet.
+    pub fn withhold_writebacks(&self, dir: Direction, withhold: bool) {
+        self.shared.mm(dir).withhold.store(withhold, Ordering::Release);
     }
 
     /// Test hook: context commands never finish (the busy bit stays set).

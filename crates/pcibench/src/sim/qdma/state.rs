@@ -103,6 +103,10 @@ pub struct QdmaModelConfig {
     /// Fetch descriptors in the doorbell write itself, so a driver that rings before its
     /// descriptors are in memory fetches stale ones (tests of doorbell ordering).
     pub fetch_on_doorbell: bool,
+    /// Stepped (deterministic) mode for tests (issue #34): no worker thread; the engines serve
+    /// the queues inside the driver's doorbell and run-bit writes (or a test's `step`), so the
+    /// order of events is the test's, never the scheduler's.
+    pub stepped: bool,
 }
 
 impl Default for QdmaModelConfig {
@@ -118,6 +122,7 @@ impl Default for QdmaModelConfig {
             fmap_at_reset: (0, 0),
             ctxt_busy_reads: 1,
             fetch_on_doorbell: false,
+            stepped: false,
         }
     }
 }
@@ -208,6 +213,9 @@ pub(crate) struct Mm {
     pub worker_started: AtomicBool,
     /// Test hook, per queue: the engine holds fetched descriptors in flight until released.
     pub held: Vec<AtomicBool>,
+    /// Test hook: the engine writes no status back (the consumer index in the hardware context
+    /// still moves), as when a writeback is still on its way or its interval has not come.
+    pub withhold: AtomicBool,
 }
 
 impl Mm {
@@ -233,6 +241,7 @@ impl Mm {
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
             held: (0..queues).map(|_| AtomicBool::new(false)).collect(),
+            withhold: AtomicBool::new(false),
         }
     }
 

@@ -53,6 +53,23 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
     }
 }
 
+/// Stepped mode: run the channel's latest rising edge of run now, on the caller's thread (the
+/// driver's control write, or a test's step), unless it was served already; whether it ran.
+pub(crate) fn run_now(shared: &Shared, ch: &Channel) -> bool {
+    let (gen, start) = {
+        let mut st = ch.lock();
+        if st.gen == st.served {
+            return false;
+        }
+        st.served = st.gen;
+        (st.gen, st.start)
+    };
+    if let Err((bits, why)) = run_chain(shared, ch, gen, start) {
+        finish(shared, ch, gen, bits, Some(why));
+    }
+    true
+}
+
 fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
     super::super::spin::briefly(|| {
         ch.gen_hint.load(Ordering::Acquire) != *served || shared.shutdown.load(Ordering::Acquire)
@@ -86,7 +103,8 @@ fn current(shared: &Shared, ch: &Channel, gen: u64) -> bool {
 
 /// Wait out the stall test hook; false when run was cleared (or a new run began) meanwhile.
 fn runnable(shared: &Shared, ch: &Channel, gen: u64) -> bool {
-    while ch.stalled.load(Ordering::Acquire) {
+    // Stepped, a stall is taken before the run starts (`XdmaModel::step` runs it anyway).
+    while ch.stalled.load(Ordering::Acquire) && !shared.cfg.stepped {
         if !current(shared, ch, gen) {
             return false;
         }
@@ -117,6 +135,7 @@ fn run_chain(shared: &Shared, ch: &Channel, gen: u64, start: Start) -> Result<()
             finish(shared, ch, gen, ST_IDLE_STOPPED, None);
             return Ok(());
         }
+        super::super::shake::point();
         let d = fetch(shared, addr)?;
         move_data(shared, ch.dir, &d)?;
         ch.perf.moved(d.len as u64);
@@ -218,6 +237,10 @@ fn move_data(shared: &Shared, dir: Direction, d: &Desc) -> Result<(), Stop> {
 
 /// Count a finished descriptor; true to go on with the next one.
 fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, Stop> {
+    if d.control & (DESC_COMPLETED | DESC_STOP) != 0 {
+        // A shaken worker may hold back the writeback (or the end of the run).
+        super::super::shake::before_report();
+    }
     let st = ch.lock();
     if st.gen != gen {
         return Ok(false); // a newer run owns the registers now
@@ -229,7 +252,7 @@ fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, S
     ch.status.fetch_or(events & control, Ordering::AcqRel);
     shared.raise_if_enabled(ch, events & control);
     // Writeback before idle: whoever sees busy clear also sees the word.
-    if completed && control & CTRL_POLL_WB != 0 {
+    if completed && control & CTRL_POLL_WB != 0 && !ch.withhold.load(Ordering::Acquire) {
         if let Err(f) = shared.host.store_u32_release(ch.wb_addr(), count & 0x00ff_ffff) {
             drop(st);
             return Err(host_fault(ST_WRITE_ERROR0, "writeback", f));
@@ -246,6 +269,7 @@ fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, S
 /// The model also writes the word on an error stop (Sts_err set) so a poller sees it at once;
 /// hardware may not, which is why the driver also watches the status register.
 fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String>) {
+    super::super::shake::before_report();
     let st = ch.lock();
     if st.gen != gen {
         return;
@@ -255,7 +279,7 @@ fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String
     // The reason is in the status register before the error writeback tells the driver to look.
     ch.status.fetch_or(logged, Ordering::AcqRel);
     if let Some(mut why) = why {
-        if control & CTRL_POLL_WB != 0 {
+        if control & CTRL_POLL_WB != 0 && !ch.withhold.load(Ordering::Acquire) {
             let count = ch.completed.load(Ordering::Acquire) & 0x00ff_ffff;
             let err = if logged & ST_ERRORS != 0 { 1 << 31 } else { 0 };
             if let Err(f) = shared.host.store_u32_release(ch.wb_addr(), count | err) {

@@ -242,6 +242,14 @@ impl XdmaModel {
                 adj: c.sg_adj.load(Ordering::Relaxed),
             };
             c.gen_hint.store(st.gen, Ordering::Release);
+            if self.shared.cfg.stepped {
+                drop(st);
+                // The run bit is the step: the chain runs before the write returns.
+                if !c.stalled.load(Ordering::Acquire) {
+                    super::engine::run_now(&self.shared, c);
+                }
+                return Ok(());
+            }
             c.waker.at_doorbell(st.gen, st.parked);
             if st.parked {
                 c.wake.notify_one();
@@ -312,6 +320,19 @@ impl XdmaModel {
     /// Test hook: preset a channel's performance counts (to make them saturate).
     pub fn preset_perf(&self, dir: Direction, ch: u8, cycles: u64, beats: u64) -> Result<()> {
         self.chan(dir, ch)?.perf.preset(cycles, beats);
+        Ok(())
+    }
+
+    /// Test step (stepped mode): run the channel's pending run (one a stall held back) now;
+    /// whether there was one.
+    pub fn step(&self, dir: Direction, ch: u8) -> Result<bool> {
+        Ok(super::engine::run_now(&self.shared, self.chan(dir, ch)?))
+    }
+
+    /// Test hook: the channel writes no writeback while set (error writebacks included); its
+    /// completed count (+0x48) still moves. A writeback that has not come yet.
+    pub fn withhold_writebacks(&self, dir: Direction, ch: u8, withhold: bool) -> Result<()> {
+        self.chan(dir, ch)?.withhold.store(withhold, Ordering::Release);
         Ok(())
     }
 

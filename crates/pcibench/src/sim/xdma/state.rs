@@ -61,6 +61,10 @@ pub struct XdmaModelConfig {
     pub addr_align: u8,
     pub len_granularity: u8,
     pub addr_bits: u8,
+    /// Stepped (deterministic) mode for tests (issue #34): no worker thread; a channel runs its
+    /// chain inside the driver's run-bit write (or a test's `step`), so the order of events is
+    /// the test's, never the scheduler's.
+    pub stepped: bool,
 }
 
 impl Default for XdmaModelConfig {
@@ -73,6 +77,7 @@ impl Default for XdmaModelConfig {
             addr_align: 1,
             len_granularity: 1,
             addr_bits: 64,
+            stepped: false,
         }
     }
 }
@@ -90,6 +95,8 @@ pub(crate) struct RunState {
     pub gen: u64,
     pub start: Start,
     pub parked: bool,
+    /// Stepped mode: the last rising edge served (the worker keeps its own count).
+    pub served: u64,
 }
 
 /// A value alone on its cache line (128 bytes covers adjacent-line prefetch on x86-64 and the
@@ -131,6 +138,8 @@ pub(crate) struct Channel {
     /// Test hook: after run is cleared the channel reads busy for this many more status reads
     /// (a long descriptor in flight finishing, PG195 control bit 0); `u32::MAX` never ends.
     pub linger: AtomicU32,
+    /// Test hook: the engine writes no writeback (the completed count at +0x48 still moves).
+    pub withhold: AtomicBool,
     pub last_fault: Mutex<Option<String>>,
     pub worker_started: AtomicBool,
     /// The performance monitor (+0xC0..+0xD0).
@@ -158,6 +167,7 @@ impl Channel {
             gen_hint: CacheLine(AtomicU64::new(0)),
             stalled: AtomicBool::new(false),
             linger: AtomicU32::new(0),
+            withhold: AtomicBool::new(false),
             last_fault: Mutex::new(None),
             worker_started: AtomicBool::new(false),
             perf: Default::default(),

@@ -5,6 +5,7 @@ use super::errors::{self, ErrorRegs};
 use super::regs::*;
 use super::ring::Desc;
 use super::{doorbell, Prepared, QdmaEngine, ERRORS_EVERY, YIELD_AFTER};
+use crate::dma::engines::freshest::completed;
 use crate::dma::watchdog::{no_progress, Watchdog};
 use crate::dma::{Direction, Work};
 use crate::{Error, Result};
@@ -215,6 +216,13 @@ impl QdmaEngine {
     fn fail(&mut self, prep: &Prepared, what: String) -> Error {
         let mut parts = vec![];
         let (ip, present) = (self.info.ip, self.info.mm_present());
+        // Reap every ring once more: a writeback may have landed since the wait loop last looked
+        // (the model, like the IP, logs an error after writing back what completed before it).
+        for r in self.rings.iter_mut() {
+            if let Err(e) = r.reap(self.trace.as_ref()) {
+                parts.push(e.to_string());
+            }
+        }
         let errors = ErrorRegs::read(self.bar(), ip, present);
         let failing = errors.as_ref().ok().and_then(|e| e.failing_queue());
         let mut queues: Vec<(bool, String)> = vec![];
@@ -229,8 +237,16 @@ impl QdmaEngine {
             }
             // A context RAM that does not answer costs its timeout per read: one try is enough.
             let ctx = if readable { Some(self.queue_contexts(r.queue, r.dir)) } else { None };
+            let mut counter = None;
             let (first, ctx) = match ctx {
                 Some(Ok((sw, hw))) => {
+                    // The hardware context's consumer index moves with each descriptor; the
+                    // status writeback only after a burst: descriptors it is past the last
+                    // writeback completed too (at most those posted).
+                    let ahead = (u32::from(hw.cidx) + r.slots - r.cidx) % r.slots;
+                    if u32::from(hw.cidx) < r.slots && ahead <= r.outstanding {
+                        counter = Some(((done + ahead as usize) as u64, "the hardware context"));
+                    }
                     (named || sw.error != 0, format!("software context [{sw}], hardware context [{hw}]"))
                 }
                 Some(Err(e)) => {
@@ -239,7 +255,8 @@ impl QdmaEngine {
                 }
                 None => (named, "contexts not read".into()),
             };
-            let text = format!("{} queue {}: {done} of {total} descriptors completed; {ctx}", r.dir, r.queue);
+            let progress = completed(total as u64, done as u64, "status writeback", counter);
+            let text = format!("{} queue {}: {progress}; {ctx}", r.dir, r.queue);
             queues.push((first, text));
         }
         // The queues an error names first (a stable sort keeps ring order otherwise).

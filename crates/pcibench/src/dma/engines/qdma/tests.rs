@@ -207,7 +207,9 @@ fn a_window_past_card_memory_is_an_axi_error() {
 
 #[test]
 fn a_hung_queue_is_stopped_by_its_timeout() {
-    let card = Card::new(QdmaModelConfig::default());
+    // Stepped: the stall holds from the first doorbell, and what moves after it is released is
+    // the test's step, not a worker's whim after a sleep.
+    let card = Card::new(QdmaModelConfig { stepped: true, ..Default::default() });
     let alloc = card.alloc();
     let mut eng = engine(&card, &alloc, queues(2)).unwrap();
     let buf = alloc.alloc(8192).unwrap();
@@ -219,9 +221,9 @@ fn a_hung_queue_is_stopped_by_its_timeout() {
     assert!(e.contains("hardware context [cidx 0"), "{e}");
     assert!(e.contains("MM h2c engine running"), "{e}");
     assert!(e.ends_with("queues stopped and cleared"), "{e}");
-    // Released, the engine finds the queues cleared: nothing moves.
+    // Released and stepped, the engine finds the queues cleared: nothing moves.
     card.model.set_stalled(H2c, false);
-    std::thread::sleep(Duration::from_millis(20));
+    assert!(!card.model.step(H2c), "the stopped queues' doorbells are void");
     let mut on_card = vec![0u8; 8192];
     card.model.card_read(0, &mut on_card).unwrap();
     assert!(on_card.iter().all(|b| *b == 0), "the stopped queues' descriptors did not run");

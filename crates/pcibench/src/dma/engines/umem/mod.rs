@@ -313,7 +313,13 @@ impl UmemEngine {
                     next_status = elapsed + STATUS_EVERY;
                     let s = self.rd32(DMA_STATUS_CTRL)?;
                     if s & (HARD_ERROR | ANY_ERR) != 0 {
-                        break Outcome::Error(s);
+                        // A descriptor that completed with an error latches it after its
+                        // semaphore: the semaphore, looked at again now, names the descriptor.
+                        let done = last.load(Ordering::Acquire) & DMA_COMPLETE != 0;
+                        break match self.semaphore_errors(part) {
+                            failed @ Outcome::Failed(..) if done => failed,
+                            _ => Outcome::Error(s),
+                        };
                     }
                     if s & GO == 0 {
                         // Idle: the semaphore may have landed just after our last look.
@@ -375,9 +381,11 @@ impl UmemEngine {
                 )))
             }
             Outcome::Error(s) | Outcome::Stopped(s) => {
-                let done = self.completed(n);
                 let memory = self.memory_error(s)?;
                 self.halt()?;
+                // Counted once the engine has stopped: the semaphore chain is the card's own
+                // progress, and one may land while it halts.
+                let done = self.completed(n);
                 let stuck = self.after_error()?;
                 Err(Error::Device(format!(
                     "{model} {dir} DMA stopped after {done} of {n} descriptors: status {}{memory}{stuck}",
@@ -385,8 +393,8 @@ impl UmemEngine {
                 )))
             }
             Outcome::Timeout(s) => {
-                let done = self.completed(n);
                 let after = self.halt()?;
+                let done = self.completed(n);
                 Err(Error::Device(format!(
                     "{model} {dir} DMA: {} ({done} of {n} descriptors done; status {}); \
                      cleared GO to stop it (status now {}). Was error correction on, and the card powered since boot?",

@@ -14,12 +14,13 @@ mod perf_tests;
 pub mod probe;
 pub(crate) mod regs;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 #[cfg(test)]
 mod vendor_tests;
 
 use self::desc::Chain;
 use self::regs::*;
+use super::freshest::freshest;
 use super::{Detected, EngineDriver, EngineOptions, Opened};
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::dma::watchdog::{no_progress, Watchdog};
@@ -356,27 +357,42 @@ impl XdmaEngine {
                 }
                 let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
+                let (done, note) = self.freshest(dir, n, done)?;
                 Err(Error::Device(format!(
-                    "XDMA {dir} channel {ch} stopped after {done} of {n} descriptors: status {}",
+                    "XDMA {dir} channel {ch} stopped after {done} of {n} descriptors{note}: status {}",
                     decode_status(dir, status)
                 )))
             }
             Outcome::Timeout(done) => {
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
                 let (status, idle) = self.settle(dir)?;
+                // After the settle: the descriptor in flight has landed in the counts too.
+                let (done, note) = self.freshest(dir, n, done)?;
                 let stopped = if idle {
                     "cleared run and waited for the channel to go idle".to_string()
                 } else {
                     format!("cleared run; {}", self.still_busy(dir))
                 };
                 Err(Error::Device(format!(
-                    "XDMA {dir} channel {ch}: {} ({done} of {n} descriptors completed); {stopped}; status {}. \
+                    "XDMA {dir} channel {ch}: {} ({done} of {n} descriptors completed{note}); {stopped}; status {}. \
                      Is the engine clocked and out of reset, and does --card-addr point at card memory?",
                     no_progress(timeout),
                     decode_status(dir, status)
                 )))
             }
         }
+    }
+
+    /// Descriptors done when a run failed, from the freshest source (`freshest`): the writeback
+    /// word and the completed-descriptor register read once more now (the wait loop read the
+    /// register once per `STATUS_EVERY`, and `seen` is what it last used).
+    fn freshest(&self, dir: Direction, n: u32, seen: u32) -> Result<(u32, String)> {
+        let w = desc::writeback_word(&*self.wb_mem).load(Ordering::Acquire) & WB_COUNT;
+        let count = self.rd(self.ch_reg(dir, CH_COMPLETED))? & WB_COUNT;
+        let counter = Some((u64::from(count), "the completed-descriptor count (+0x48)"));
+        let (done, note) = freshest(u64::from(n), u64::from(w), "writeback", counter);
+        // What the wait loop saw stands when neither word says more now.
+        Ok(if u64::from(seen) > done { (seen, String::new()) } else { (done as u32, note) })
     }
 
     /// The engine went idle without a complete writeback: done after all (no writeback), or

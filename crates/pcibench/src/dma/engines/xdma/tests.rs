@@ -12,12 +12,12 @@ use crate::sim::xdma::model::{XdmaModel, XdmaModelConfig, CARD_MEMORY_SIZE};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(super) const LONG: Duration = Duration::from_secs(20);
+pub(crate) const LONG: Duration = Duration::from_secs(20);
 /// Control: run, every ie_* status enable, poll-mode writeback.
 pub(super) const CTRL_ALL: u32 = 1 | 0x7e | 0x1f << 9 | 0x1f << 14 | 0x1f << 19 | 1 << 26;
 
 /// The sim card opened with a custom XDMA model, keeping the model for direct card-memory checks.
-pub(super) struct Card {
+pub(crate) struct Card {
     dev: SimDevice,
     model: Arc<XdmaModel>,
 }
@@ -29,7 +29,7 @@ impl Card {
         Ok(Card { dev, model })
     }
 
-    pub(super) fn xdma_model(&self) -> &XdmaModel {
+    pub(crate) fn xdma_model(&self) -> &XdmaModel {
         &self.model
     }
 }
@@ -41,7 +41,7 @@ impl std::ops::Deref for Card {
     }
 }
 
-pub(super) fn dev_with(cfg: XdmaModelConfig) -> (Card, Box<dyn BarRegion>) {
+pub(crate) fn dev_with(cfg: XdmaModelConfig) -> (Card, Box<dyn BarRegion>) {
     let dev = Card::with_xdma(cfg).unwrap();
     crate::access::set_bus_master(&dev.dev, true).unwrap();
     let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
@@ -73,7 +73,7 @@ pub(super) fn desc(ctrl: u32, adj: u32, len: u32, src: u64, dst: u64, next: u64)
 // DMA buffers are shared with the device by nature: a mutable view from a shared handle is the
 // point (the engine writes through its own pointer meanwhile, never while a test holds a view).
 #[allow(clippy::mut_from_ref)]
-pub(super) fn bytes(buf: &dyn DmaBuffer) -> &mut [u8] {
+pub(crate) fn bytes(buf: &dyn DmaBuffer) -> &mut [u8] {
     // SAFETY: the buffer is `len` bytes of memory owned by `buf`; tests use one view at a time.
     unsafe { std::slice::from_raw_parts_mut(buf.as_ptr(), buf.len()) }
 }
@@ -376,12 +376,12 @@ fn clearing_run_stops_an_endless_chain() {
     assert_eq!(r(bar, 0x48), count, "nothing moves after the stop");
 }
 
-pub(super) fn engine(dev: &Card, alloc: &dyn DmaAllocator, opts: XdmaOptions) -> XdmaEngine {
+pub(crate) fn engine(dev: &Card, alloc: &dyn DmaAllocator, opts: XdmaOptions) -> XdmaEngine {
     let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).unwrap();
     XdmaEngine::new(bar, alloc, opts).unwrap()
 }
 
-pub(super) fn transfer(dir: Direction, len: u64, card_addr: u64) -> Transfer {
+pub(crate) fn transfer(dir: Direction, len: u64, card_addr: u64) -> Transfer {
     Transfer { dir, buf_offset: 0, card_addr, len }
 }
 
