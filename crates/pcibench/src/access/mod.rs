@@ -234,7 +234,7 @@ pub fn open_device(
                 Via::VfioNoiommu => caps(&[CAP_SYS_RAWIO, CAP_SYS_ADMIN, CAP_IPC_LOCK]),
                 _ => caps(&[CAP_IPC_LOCK]),
             };
-            keep_only(keep, &format!("opening {addr}'s VFIO group and device"));
+            keep_only(keep, &format!("opening {addr}'s VFIO group and device"))?;
             Ok(Box::new(dev))
         }
         (Some("vfio-pci"), Some(_)) => Err(Error::Refused(format!(
@@ -263,7 +263,7 @@ pub fn open_device(
             crate::os::privilege::keep_only(
                 crate::os::privilege::caps(&[crate::os::privilege::CAP_IPC_LOCK]),
                 &format!("opening {addr} through sysfs"),
-            );
+            )?;
             Ok(Box::new(dev))
         }
         (None, Some(v)) => Err(Error::Refused(format!(

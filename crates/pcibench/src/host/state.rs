@@ -16,14 +16,15 @@ pub fn link_name(p: &Path) -> Option<String> {
     fs::read_link(p).ok()?.file_name()?.to_str().map(str::to_string)
 }
 
-/// The exact command that lets a non-root user open no-IOMMU groups with this executable.
+/// The exact command that lets a non-root user open no-IOMMU groups: a root-owned copy with the
+/// capability (a capability on a copy its user can rewrite, such as ~/.cargo/bin/pcibench, is
+/// root for whoever rewrites it: the kernel keeps it across a write by the file's owner).
 pub fn setcap_hint() -> String {
-    let exe = std::env::current_exe()
-        .ok()
-        .and_then(|p| fs::canonicalize(&p).ok().or(Some(p)))
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "/path/to/pcibench".to_string());
-    format!("no-IOMMU VFIO needs CAP_SYS_RAWIO: run as root, or sudo setcap cap_sys_rawio=ep {exe}")
+    let exe = crate::os::privilege::exe_path();
+    format!(
+        "no-IOMMU VFIO needs CAP_SYS_RAWIO: run as root, or install a root-owned copy with the capability: {}",
+        crate::os::privilege::install_line(&exe)
+    )
 }
 
 /// `/sys/bus/pci/devices/ADDR`, for a PCI address as sysfs names it (`0000:15:00.0`).

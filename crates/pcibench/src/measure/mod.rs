@@ -116,7 +116,7 @@ impl Measuring {
     /// Place the measuring thread on `session`'s device and start watching its link. Everything
     /// privileged is open by now: the capabilities go before any measuring thread starts.
     pub fn start(session: &Session, common: &Common) -> Result<Measuring> {
-        session.drop_privilege();
+        session.drop_privilege()?;
         let context = session.place(common.placement(), &common.command_line)?;
         let health = session.health();
         let health_start = health.as_ref().map(|h| h.snapshot());

@@ -179,30 +179,47 @@ pub fn drops() -> Vec<String> {
 /// When elevated, give up every capability but `keep` (effective, permitted and inheritable
 /// sets, and the ambient set), and set no_new_privs so no later exec can regain any. `after`
 /// says what was opened that needed them ("opening VFIO group 7"). Does nothing when pcibench
-/// was not elevated (root keeps root), or when nothing beyond `keep` is left.
-pub fn keep_only(keep: u64, after: &str) {
+/// was not elevated (root keeps root), or when nothing beyond `keep` is left. A `capset` the
+/// kernel refuses, or a capability beyond `keep` still held afterwards, is an error: the run
+/// must not go on holding what it meant to give up.
+pub fn keep_only(keep: u64, after: &str) -> Result<()> {
     if !elevated() {
-        return;
+        return Ok(());
     }
-    let Ok(now) = rustix::thread::capabilities(None) else { return };
+    let now = rustix::thread::capabilities(None)
+        .map_err(|e| Error::Refused(format!("cannot read this thread's capabilities after {after} ({e}): stopping")))?;
     let held = now.effective.bits() | now.permitted.bits() | now.inheritable.bits();
     let nnp = rustix::thread::no_new_privs().unwrap_or(false);
     if held & !keep == 0 && nnp {
-        return;
+        return Ok(());
     }
-    // Errors are not fatal: each call only removes privilege, and the status lines recorded
-    // below show what the kernel holds afterwards.
-    let _ = rustix::thread::set_no_new_privs(true);
-    let _ = rustix::thread::clear_ambient_capability_set();
+    let failed = |what: &str, e: rustix::io::Errno| {
+        Error::Refused(format!(
+            "cannot give up {} after {after}: {what} failed ({e}): stopping rather than run with them",
+            cap_names(held & !keep)
+        ))
+    };
+    rustix::thread::set_no_new_privs(true).map_err(|e| failed("prctl(PR_SET_NO_NEW_PRIVS)", e))?;
+    rustix::thread::clear_ambient_capability_set().map_err(|e| failed("clearing the ambient set", e))?;
     let keep_set = CapabilitySet::from_bits_retain(keep);
-    let _ = rustix::thread::set_capabilities(
+    rustix::thread::set_capabilities(
         None,
         CapabilitySets {
             effective: now.effective & keep_set,
             permitted: now.permitted & keep_set,
             inheritable: CapabilitySet::empty(),
         },
-    );
+    )
+    .map_err(|e| failed("capset", e))?;
+    // Trust what the kernel holds now, not what was asked of it.
+    let after_drop = rustix::thread::capabilities(None).map_err(|e| failed("reading the capabilities back", e))?;
+    let left = (after_drop.effective.bits() | after_drop.permitted.bits() | after_drop.inheritable.bits()) & !keep;
+    if left != 0 {
+        return Err(Error::Refused(format!(
+            "capabilities {} are still held after giving them up ({after}): stopping rather than run with them",
+            cap_names(left)
+        )));
+    }
     let status = crate::file::read_string(std::path::Path::new("/proc/self/status"), crate::file::read::KERNEL_MAX)
         .unwrap_or_default();
     let lines: Vec<String> = status
@@ -220,6 +237,77 @@ pub fn keep_only(keep: u64, after: &str) {
             lines.join(", ")
         ));
     }
+    Ok(())
+}
+
+/// A set-id exec: the effective uid or gid is not the caller's, or AT_SECURE with no file
+/// capability to explain it. pcibench refuses to run so: a setuid-root copy keeps euid 0 (and with
+/// it every file it writes and every path it follows is root's), and no capability drop undoes
+/// that; a file capability on a root-owned copy gives exactly what opening a device needs.
+pub fn set_id(p: &Privilege) -> bool {
+    p.ruid != p.euid || p.rgid != p.egid || (p.secure && (p.effective | p.permitted) == 0)
+}
+
+/// The safe way to let users run pcibench with CAP_SYS_RAWIO: a root-owned copy in a root-owned
+/// directory (nobody else can rewrite it; the kernel keeps a file capability across a write
+/// through a shared mapping by the file's owner), with the capability on that copy.
+pub fn install_line(exe: &std::path::Path) -> String {
+    format!(
+        "sudo install -o root -g root -m 0755 {} /usr/local/bin/pcibench && sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench",
+        exe.display()
+    )
+}
+
+/// This executable's path, for hints ("/path/to/pcibench" when it cannot be told).
+pub fn exe_path() -> std::path::PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::canonicalize(&p).ok().or(Some(p)))
+        .unwrap_or_else(|| std::path::PathBuf::from("/path/to/pcibench"))
+}
+
+/// Refuse a set-id exec (`set_id`) in one line naming the safe install.
+pub fn refuse_set_id(p: &Privilege) -> Result<()> {
+    if !set_id(p) {
+        return Ok(());
+    }
+    let mut why = Vec::new();
+    if p.ruid != p.euid {
+        why.push(format!("effective uid {} is not the caller's {}", p.euid, p.ruid));
+    }
+    if p.rgid != p.egid {
+        why.push(format!("effective gid {} is not the caller's {}", p.egid, p.rgid));
+    }
+    if why.is_empty() {
+        why.push("AT_SECURE is set with no file capability".to_string());
+    }
+    let exe = exe_path();
+    Err(Error::Refused(format!(
+        "refusing to run set-user-ID or set-group-ID ({}): a set-id pcibench gives its caller the owner's identity \
+         for every file it writes; remove the bit (sudo chmod u-s,g-s {}) and give a root-owned copy the one \
+         capability it needs: {}",
+        why.join("; "),
+        exe.display(),
+        install_line(&exe)
+    )))
+}
+
+/// When elevated, make the process untraceable and keep it from dumping core before anything is
+/// opened: once the capabilities are dropped it has only the caller's uids, and the kernel lets
+/// a same-uid caller PTRACE_ATTACH or pidfd_getfd(2) a dumpable process (kernel/ptrace.c,
+/// __ptrace_may_access: a non-dumpable mm needs CAP_SYS_PTRACE), which would hand it the device
+/// and DMA descriptors; a core would write the buffers out. Never set back.
+pub fn lock_down(p: &Privilege) -> Result<()> {
+    if !p.elevated() {
+        return Ok(());
+    }
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).map_err(|e| {
+        Error::Refused(format!("cannot make pcibench undumpable (prctl PR_SET_DUMPABLE 0: {e}): stopping"))
+    })?;
+    let zero = rustix::process::Rlimit { current: Some(0), maximum: Some(0) };
+    rustix::process::setrlimit(rustix::process::Resource::Core, zero)
+        .map_err(|e| Error::Refused(format!("cannot turn core dumps off (setrlimit RLIMIT_CORE 0: {e}): stopping")))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -272,6 +360,29 @@ mod tests {
         assert_eq!(cap_names(1 << 40), "cap_40");
     }
 
+    #[test]
+    fn set_id_is_refused_with_the_safe_install_line() {
+        let mut setuid = p(false, 1000, 0, u64::MAX);
+        assert!(set_id(&setuid));
+        let e = refuse_set_id(&setuid).unwrap_err().to_string();
+        assert!(
+            e.starts_with("refusing to run set-user-ID or set-group-ID (effective uid 0 is not the caller's 1000)"),
+            "{e}"
+        );
+        assert!(e.contains("sudo install -o root -g root -m 0755 ") && !e.contains('\n'), "{e}");
+        assert!(e.ends_with("&& sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench"), "{e}");
+        setuid.euid = 1000;
+        setuid.egid = 5;
+        assert!(refuse_set_id(&setuid).unwrap_err().to_string().contains("effective gid 5 is not the caller's 0"));
+        // AT_SECURE with nothing to show for it (an LSM, a setuid-to-self): refused too.
+        let e = refuse_set_id(&p(true, 1000, 1000, 0)).unwrap_err().to_string();
+        assert!(e.contains("AT_SECURE is set with no file capability"), "{e}");
+        // A file-capability copy and plain runs are not set-id.
+        refuse_set_id(&p(true, 1000, 1000, 1 << CAP_SYS_RAWIO)).unwrap();
+        refuse_set_id(&p(false, 0, 0, u64::MAX)).unwrap();
+        refuse_set_id(&p(false, 1000, 1000, 0)).unwrap();
+    }
+
     /// The test process is not elevated (root or a plain user): nothing is dropped or recorded.
     #[test]
     fn keep_only_leaves_an_unelevated_process_alone() {
@@ -279,7 +390,8 @@ mod tests {
             return; // run under a capability-carrying harness: covered by the CLI test instead
         }
         let before = rustix::thread::capabilities(None).unwrap();
-        keep_only(0, "a test");
+        keep_only(0, "a test").unwrap();
+        lock_down(at_start()).unwrap();
         assert_eq!(rustix::thread::capabilities(None).unwrap(), before);
         assert!(drops().is_empty());
     }

@@ -28,7 +28,7 @@ pub fn allocator(
     // CAP_SYS_RAWIO or CAP_SYS_ADMIN. CAP_IPC_LOCK stays: VFIO checks it at each DMA map
     // (drivers/vfio/vfio_iommu_type1.c, vfio_dma_do_map).
     use crate::os::privilege::{caps, keep_only, CAP_IPC_LOCK};
-    keep_only(caps(&[CAP_IPC_LOCK]), &format!("opening the DMA buffers ({source})"));
+    keep_only(caps(&[CAP_IPC_LOCK]), &format!("opening the DMA buffers ({source})"))?;
     Ok(match dev.tracer() {
         Some(t) => Box::new(traced::TracedAllocator::new(alloc, t.clone())),
         None => alloc,
