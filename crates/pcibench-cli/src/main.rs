@@ -127,6 +127,17 @@ fn main() -> ExitCode {
         eprintln!("pcibench: {e}");
         return ExitCode::from(Outcome::of_error(&e).code());
     }
+    let sysroot = match &cli.sysroot {
+        Some(r) => Some(("--sysroot", r.clone())),
+        None => std::env::var_os(pcibench::host::SYSROOT_ENV).map(|r| ("$PCIBENCH_SYSROOT", PathBuf::from(r))),
+    };
+    if let Some((given, root)) = &sysroot {
+        let sudo = std::env::var_os("SUDO_UID");
+        if let Err(e) = pcibench::os::privilege::refuse_sysroot_for_root(privilege, given, root, sudo.as_deref()) {
+            eprintln!("pcibench: {e}");
+            return ExitCode::from(Outcome::of_error(&e).code());
+        }
+    }
     if opens_no_device(&cli.command) {
         // Nothing this command does needs a capability: give them all up before it reads a file.
         if let Err(e) = pcibench::os::privilege::keep_only(0, "starting a command that opens no device") {

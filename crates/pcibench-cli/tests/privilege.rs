@@ -352,3 +352,45 @@ fn commands_that_open_no_device_hold_no_capability() {
     }
     assert!(!svg.exists());
 }
+
+/// M2, sudo-shaped: root with SUDO_UID set takes no fixture root, and root without sudo takes
+/// only a tree root owns throughout; a root-owned tree's link out of it is never followed.
+#[test]
+fn root_takes_no_fixture_root_through_sudo_nor_a_users_tree() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("privilege: not root: the sudo-shaped sysroot test did not run");
+        return;
+    }
+    let (_t, f) = fixture();
+    let bin = env!("CARGO_BIN_EXE_pcibench");
+    let o =
+        Command::new(bin).args(["list"]).env("PCIBENCH_SYSROOT", f.root()).env("SUDO_UID", "65534").output().unwrap();
+    let e = common::err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.starts_with("pcibench: refusing $PCIBENCH_SYSROOT ") && e.contains("through sudo (SUDO_UID=65534)"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(common::out(&o).is_empty());
+    // A secret outside the tree, and a link to it where info reads the link speed.
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("shadow");
+    std::fs::write(&secret, "root:$6$secret\n").unwrap();
+    let dev = f.root().join("sys/bus/pci/devices/0000:00:04.0");
+    let _ = std::fs::remove_file(dev.join("current_link_speed"));
+    std::os::unix::fs::symlink(&secret, dev.join("current_link_speed")).unwrap();
+    let root = f.root().to_str().unwrap();
+    let o = Command::new(bin)
+        .args(["--sysroot", root, "info", "00:04.0", "--json"])
+        .env_remove("SUDO_UID")
+        .output()
+        .unwrap();
+    assert!(!common::out(&o).contains("secret") && !common::err(&o).contains("secret"), "{}", common::out(&o));
+    // The same tree with one file of another user's: refused as a whole, before anything is read.
+    std::os::unix::fs::lchown(dev.join("current_link_speed"), Some(65534), None).unwrap();
+    let o = Command::new(bin).args(["--sysroot", root, "list"]).env_remove("SUDO_UID").output().unwrap();
+    let e = common::err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("current_link_speed belongs to uid 65534") && e.contains("root owns all of it"), "{e}");
+}

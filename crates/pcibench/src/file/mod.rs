@@ -13,6 +13,7 @@
 //!   new one, never part of one, and a failure leaves nothing behind. A device node, FIFO or
 //!   socket is never replaced; stdout (`-`) is the way to write to one.
 
+pub mod beneath;
 pub mod read;
 pub mod write;
 

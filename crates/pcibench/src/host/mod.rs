@@ -39,8 +39,12 @@ impl Host {
         }
     }
 
+    /// A host whose /sys, /proc, /dev and /boot are under `root`; every file under a root other
+    /// than `/` is opened beneath it (`file::beneath`), so no link in the tree leads out.
     pub fn with_root(root: impl Into<PathBuf>) -> Self {
-        Host { root: root.into(), procs: Arc::default() }
+        let root = root.into();
+        crate::file::beneath::register(&root);
+        Host { root, procs: Arc::default() }
     }
 
     /// The /proc scan of this command: taken on first use, then the same for every device.

@@ -126,6 +126,70 @@ pub fn refuse_steering(
     )))
 }
 
+/// Refuse a fixture root (`given`: "--sysroot" or "$PCIBENCH_SYSROOT", naming `root`) to root
+/// when it came through sudo (`sudo_uid` is `$SUDO_UID`), or when anything in the tree belongs to
+/// someone else: a restricted sudo rule (`pcibench doctor *`) must not let its user hand root a
+/// tree of their own, whose links would lead root's reads and writes anywhere. Not root: the
+/// caller's own tree is the caller's business (an elevated caller is refused by `refuse_steering`).
+pub fn refuse_sysroot_for_root(
+    p: &Privilege,
+    given: &str,
+    root: &std::path::Path,
+    sudo_uid: Option<&std::ffi::OsStr>,
+) -> Result<()> {
+    if p.euid != 0 || root == std::path::Path::new("/") || root.as_os_str().is_empty() {
+        return Ok(());
+    }
+    let shown = crate::text::one_line(&root.display().to_string());
+    if let Some(uid) = sudo_uid.filter(|u| !u.is_empty()) {
+        return Err(Error::Refused(format!(
+            "refusing {given} {shown}: pcibench runs as root through sudo (SUDO_UID={}), and a fixture root would let \
+             the caller choose what root reads and writes; fixture roots are for tests: run without sudo",
+            crate::text::one_line(&uid.to_string_lossy())
+        )));
+    }
+    if let Some(why) = not_roots(root) {
+        return Err(Error::Refused(format!(
+            "refusing {given} {shown}: {why}; root takes a fixture root only when root owns all of it (another user's \
+             tree could link anywhere): chown -R root:root it, or run as that user"
+        )));
+    }
+    Ok(())
+}
+
+/// The first thing under `root` (not following links) that is not root's, in words; a tree
+/// too large to check whole counts as not root's.
+fn not_roots(root: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    const MOST: usize = 200_000;
+    let mut todo = vec![root.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(p) = todo.pop() {
+        seen += 1;
+        if seen > MOST {
+            return Some(format!("it holds more than {MOST} entries, too many to check that root owns them all"));
+        }
+        let m = match std::fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            // No tree at all: nothing in it to follow (the simulated cards read nothing there).
+            Err(e) if p == root && e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => return Some(format!("cannot look at {} ({e})", crate::text::one_line(&p.display().to_string()))),
+        };
+        if m.uid() != 0 {
+            return Some(format!("{} belongs to uid {}", crate::text::one_line(&p.display().to_string()), m.uid()));
+        }
+        if m.is_dir() {
+            match std::fs::read_dir(&p) {
+                Ok(d) => todo.extend(d.flatten().map(|e| e.path())),
+                Err(e) => {
+                    return Some(format!("cannot list {} ({e})", crate::text::one_line(&p.display().to_string())))
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Capability bits pcibench may need after opening a device (include/uapi/linux/capability.h).
 pub const CAP_SYS_ADMIN: u32 = 21;
 pub const CAP_SYS_RAWIO: u32 = 17;
@@ -313,7 +377,7 @@ pub fn lock_down(p: &Privilege) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::OsString;
+    use std::ffi::{OsStr, OsString};
 
     fn p(secure: bool, ruid: u32, euid: u32, eff: u64) -> Privilege {
         Privilege { secure, ruid, euid, rgid: 0, egid: 0, effective: eff, permitted: eff }
@@ -351,6 +415,29 @@ mod tests {
         assert!(e.contains("more privilege than its caller") && !e.contains('\n'), "{e}");
         let e = refuse_steering(&capped, false, vars()).unwrap_err().to_string();
         assert!(e.starts_with("refusing $PCIBENCH_SYSROOT: "), "{e}");
+    }
+
+    #[test]
+    fn root_takes_a_fixture_root_only_without_sudo_and_only_its_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = p(false, 0, 0, u64::MAX);
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("sys/bus")).unwrap();
+        std::fs::write(t.path().join("sys/bus/x"), "1").unwrap();
+        let e =
+            refuse_sysroot_for_root(&root, "--sysroot", t.path(), Some(OsStr::new("1000"))).unwrap_err().to_string();
+        assert!(e.starts_with("refusing --sysroot ") && e.contains("through sudo (SUDO_UID=1000)"), "{e}");
+        // Not root: nothing to refuse here (an elevated caller is refused by refuse_steering).
+        refuse_sysroot_for_root(&p(false, 1000, 1000, 0), "--sysroot", t.path(), Some(OsStr::new("1000"))).unwrap();
+        if !rustix::process::geteuid().is_root() {
+            return; // chown needs root
+        }
+        refuse_sysroot_for_root(&root, "$PCIBENCH_SYSROOT", t.path(), None).unwrap();
+        let x = t.path().join("sys/bus/x");
+        std::os::unix::fs::chown(&x, Some(1000), None).unwrap();
+        std::fs::set_permissions(&x, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = refuse_sysroot_for_root(&root, "$PCIBENCH_SYSROOT", t.path(), None).unwrap_err().to_string();
+        assert!(e.contains("sys/bus/x belongs to uid 1000") && e.contains("root owns all of it"), "{e}");
     }
 
     #[test]

@@ -37,12 +37,12 @@ pub struct RealSystem;
 impl System for RealSystem {
     fn write(&self, path: &Path, data: &str) -> std::io::Result<()> {
         // No create: a missing attribute is an error, not a new file in /sys.
-        let mut f = crate::file::open_regular_with(path, fs::OpenOptions::new().write(true).truncate(true))?;
+        let mut f = crate::file::open_regular_with(path, rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::TRUNC)?;
         f.write_all(data.as_bytes())
     }
 
     fn write_at(&self, path: &Path, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        crate::file::open_regular_with(path, fs::OpenOptions::new().write(true))?.write_all_at(data, offset)
+        crate::file::open_regular_with(path, rustix::fs::OFlags::WRONLY)?.write_all_at(data, offset)
     }
 
     fn run(&self, program: &str, args: &[&str]) -> Result<()> {

@@ -112,7 +112,7 @@ impl UDmaBuf {
         let p = self.class.join(attr);
         let write = |p: &Path| -> std::io::Result<()> {
             use std::io::Write;
-            crate::file::open_regular_with(p, OpenOptions::new().write(true).truncate(true))?
+            crate::file::open_regular_with(p, rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::TRUNC)?
                 .write_all(value.as_bytes())
         };
         write(&p).map_err(|e| {
