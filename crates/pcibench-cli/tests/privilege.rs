@@ -394,3 +394,88 @@ fn root_takes_no_fixture_root_through_sudo_nor_a_users_tree() {
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("current_link_speed belongs to uid 65534") && e.contains("root owns all of it"), "{e}");
 }
+
+/// pcibench as root under sudo by uid/gid 65534 (`SUDO_UID`/`SUDO_GID` set, as sudo sets them).
+fn sudo_shaped(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pcibench"))
+        .args(args)
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .env("SUDO_USER", "nobody")
+        .env_remove("PCIBENCH_SYSROOT")
+        .output()
+        .unwrap()
+}
+
+/// A directory of `uid` with `mode`, in a scratch directory everyone can enter.
+fn dir_of(t: &tempfile::TempDir, name: &str, uid: u32, mode: u32) -> PathBuf {
+    let d = t.path().join(name);
+    std::fs::create_dir(&d).unwrap();
+    std::os::unix::fs::chown(&d, Some(uid), Some(uid)).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+    d
+}
+
+/// M3/L4/L5, sudo-shaped: outputs are created as the user who ran sudo, so a directory only root
+/// may write refuses them (nothing written), and what is written belongs to that user, 0600 for
+/// saved runs and traces; `man DIR` goes the same way.
+#[test]
+fn under_sudo_outputs_are_written_as_the_invoking_user() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("privilege: not root: the sudo-shaped output test did not run");
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root_only = dir_of(&t, "etc", 0, 0o755);
+    let users = dir_of(&t, "home", 65534, 0o755);
+    let p = |d: &Path, n: &str| d.join(n).to_str().unwrap().to_string();
+    let pio = ["dma", "sim", "--size", "4K", "--total", "8K"];
+    for (flag, name) in [("--save", "x.json"), ("--trace", "x.so")] {
+        let o = sudo_shaped(&[&pio[..], &[flag, &p(&root_only, name)]].concat());
+        let e = common::err(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {e}");
+        assert!(e.contains("permission denied"), "{flag}: {e}");
+    }
+    let o = sudo_shaped(&["man", &p(&root_only, "man")]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::err(&o));
+    assert_eq!(std::fs::read_dir(&root_only).unwrap().count(), 0, "written where the user could not write");
+    // Where the user may write: their files, saved run and trace readable by them alone.
+    let o = sudo_shaped(&[&pio[..], &["--save", &p(&users, "run.json"), "--trace", &p(&users, "t.jsonl")]].concat());
+    assert!(o.status.success(), "{}", common::err(&o));
+    for (n, mode) in [("run.json", 0o600), ("t.jsonl", 0o600)] {
+        let m = std::fs::metadata(users.join(n)).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (65534, 65534, mode), "{n}");
+    }
+    let o = sudo_shaped(&["man", &p(&users, "man")]);
+    assert!(o.status.success(), "{}", common::err(&o));
+    let m = std::fs::metadata(users.join("man/pcibench.1")).unwrap();
+    assert_eq!(m.uid(), 65534);
+}
+
+/// L4: root (no sudo) does not write a trace into a file another user planted in a sticky
+/// directory; a new trace is created 0600.
+#[test]
+fn a_trace_refuses_a_file_root_does_not_own() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("privilege: not root: the planted-trace test did not run");
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let t = tempfile::tempdir().unwrap();
+    let tmp = dir_of(&t, "tmp", 0, 0o1777);
+    let planted = tmp.join("trace.jsonl");
+    std::fs::write(&planted, "theirs\n").unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    let bin = env!("CARGO_BIN_EXE_pcibench");
+    let o = Command::new(bin).args(["info", "sim", "--trace"]).arg(&planted).env_remove("SUDO_UID").output().unwrap();
+    let e = common::err(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("belongs to uid 65534, not to the user writing the trace (uid 0)"), "{e}");
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), "theirs\n");
+    let new = tmp.join("new.jsonl");
+    let o = Command::new(bin).args(["info", "sim", "--trace"]).arg(&new).env_remove("SUDO_UID").output().unwrap();
+    assert!(o.status.success(), "{}", common::err(&o));
+    assert_eq!(std::fs::metadata(&new).unwrap().mode() & 0o777, 0o600);
+}
