@@ -327,7 +327,7 @@ impl Session {
             BufferSource::Reserved { start, size, .. } => BufferSource::Reserved { start, size, force: req.force },
             b => b,
         };
-        let alloc = buffers::allocator(&self.host, self.dev.as_ref(), &source, bits)?;
+        let alloc = buffers::allocator_forced(&self.host, self.dev.as_ref(), &source, bits, req.force)?;
         let opened = driver.open(&found, &self.device.info, self.dev.as_ref(), alloc.as_ref(), &options)?;
         Ok(DmaRig { engine: opened.engine, alloc, card_offset: opened.card_offset })
     }

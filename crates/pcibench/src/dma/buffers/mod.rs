@@ -23,7 +23,19 @@ pub fn allocator(
     source: &BufferSource,
     dma_bits: u32,
 ) -> Result<Box<dyn DmaAllocator>> {
-    let alloc = open_allocator(host, dev, source, dma_bits)?;
+    allocator_forced(host, dev, source, dma_bits, false)
+}
+
+/// `allocator`, where `force_heap` (`dma --force --buffer heap`) takes movable heap pages
+/// without an IOMMU (`physical`'s module docs say why they are refused otherwise).
+pub fn allocator_forced(
+    host: &Host,
+    dev: &dyn DeviceAccess,
+    source: &BufferSource,
+    dma_bits: u32,
+    force_heap: bool,
+) -> Result<Box<dyn DmaAllocator>> {
+    let alloc = open_allocator(host, dev, source, dma_bits, force_heap)?;
     // The buffers' source is open (/dev/mem, pagemap, the u-dma-buf node): nothing later needs
     // CAP_SYS_RAWIO or CAP_SYS_ADMIN. CAP_IPC_LOCK stays: VFIO checks it at each DMA map
     // (drivers/vfio/vfio_iommu_type1.c, vfio_dma_do_map).
@@ -40,6 +52,7 @@ fn open_allocator(
     dev: &dyn DeviceAccess,
     source: &BufferSource,
     dma_bits: u32,
+    force_heap: bool,
 ) -> Result<Box<dyn DmaAllocator>> {
     let huge = *source == BufferSource::Hugepage;
     Ok(match (dev.dma_path()?, source) {
@@ -58,7 +71,7 @@ fn open_allocator(
             )))
         }
         (DmaPath::Physical, BufferSource::Heap | BufferSource::Hugepage) => {
-            Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge))
+            Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge, force_heap))
         }
         (DmaPath::Physical, BufferSource::UDmaBuf(name)) => Box::new(udmabuf::UDmaBufAllocator::open(host, name, dma_bits)?),
         (DmaPath::Physical, BufferSource::Reserved { start, size, force }) => {
