@@ -845,3 +845,30 @@ fn vfio_takes_back_a_sysfs_grant_and_refuses_another_users_node() {
     assert!(whats(&ch).contains(&"--force: took /dev/vfio/7 from uid 4343"), "{ch:?}");
     assert_eq!(k.owner(&t.path("dev/vfio/7")).unwrap().0, USER_UID);
 }
+
+/// M4 (issue 36): a vfio-bound device whose resource file another user still holds fails doctor
+/// and is not opened through VFIO (which would turn Bus Master on under them).
+#[test]
+fn a_bound_device_with_a_users_resource_file_fails_doctor_and_is_not_opened() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("setup: not root: chown needs it; the resource-owner test did not run");
+        return;
+    }
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 7).module("vfio").module("vfio_pci").module("vfio_iommu_type1").node("vfio", 0o666);
+    let k = FakeKernel::new(&t);
+    k.link_driver(EDU, "vfio-pci");
+    let res0 = t.path(&format!("{}/resource0", t.devdir(EDU)));
+    std::os::unix::fs::chown(&res0, Some(USER_UID), Some(USER_UID)).unwrap();
+    let r = doctor::run_as(&t.host(), &Target::Pci(edu()), &root()).unwrap();
+    let c = r.checks.iter().find(|c| c.name == "resource-owners").unwrap_or_else(|| panic!("{:?}", r.checks));
+    assert_eq!(c.severity, doctor::Severity::Fail);
+    assert!(c.evidence.contains("resource0 (uid 4242)"), "{}", c.evidence);
+    let info = pcibench::device::describe(&t.host(), &Target::Pci(edu())).unwrap();
+    let e = pcibench::access::open_device(&t.host(), &edu(), &info, None).err().unwrap().to_string();
+    assert!(e.starts_with("refusing to open 0000:00:04.0 through VFIO: its resource files belong to another user (resource0 (uid 4242))"), "{e}");
+    // Root's again: no such finding.
+    std::os::unix::fs::chown(&res0, Some(0), Some(0)).unwrap();
+    let r = doctor::run_as(&t.host(), &Target::Pci(edu()), &root()).unwrap();
+    assert!(!r.checks.iter().any(|c| c.name == "resource-owners"));
+}

@@ -224,6 +224,17 @@ pub fn open_device(
     }
     match (info.driver.as_deref(), via) {
         (Some("vfio-pci"), None | Some(Via::Vfio) | Some(Via::VfioNoiommu)) => {
+            // VFIO is the path that turns Bus Master on: not while another user holds the
+            // resource files, who could then point the engine anywhere (issue 36 M4).
+            let foreign = crate::host::state::foreign_resource_files(host, addr);
+            if !foreign.is_empty() {
+                return Err(Error::Refused(format!(
+                    "refusing to open {addr} through VFIO: its resource files belong to another user ({}), who could \
+                     rewrite its DMA engine's addresses once Bus Master is on; take the grant back first: sudo \
+                     pcibench setup {addr} --release",
+                    foreign.join(", ")
+                )));
+            }
             let dev = vfio::VfioDevice::open(host, addr, via)?;
             // The group is open, attached and the device fd taken: what CAP_SYS_RAWIO was for on
             // a no-IOMMU group (vfio_group_fops_open, vfio_noiommu_open). Without an IOMMU the DMA
