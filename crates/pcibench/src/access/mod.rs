@@ -126,6 +126,11 @@ pub trait DeviceAccess: Send + Sync {
     }
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// The descriptor and offset at which a pwrite(2) reaches config space (VFIO's config
+    /// region), for `emergency`: a forced exit clears Bus Master through it. None elsewhere.
+    fn config_fd(&self) -> Option<(std::os::fd::RawFd, u64)> {
+        None
+    }
     /// The device's interrupt delivered to this process, for engines that can complete by
     /// interrupt. Only VFIO routes a device's MSI to user space (an eventfd); the other paths
     /// say in one line why there is none.
@@ -283,6 +288,8 @@ pub fn open_device(
     }
 }
 
+pub mod emergency;
+
 /// Set or clear Bus Master Enable (command register bit 2, PCI Local Bus 3.0 §6.2.2) through
 /// the device's config space on any access path; returns the command register as it was.
 pub fn set_bus_master(dev: &dyn DeviceAccess, on: bool) -> Result<u16> {
@@ -306,12 +313,17 @@ pub struct BusMaster<'a> {
 impl<'a> BusMaster<'a> {
     pub fn enable(dev: &'a dyn DeviceAccess) -> Result<Self> {
         let old = set_bus_master(dev, true)?;
-        Ok(BusMaster { dev, was_on: old & crate::pci::config::CMD_BUS_MASTER != 0 })
+        let was_on = old & crate::pci::config::CMD_BUS_MASTER != 0;
+        if let (false, Some((fd, at))) = (was_on, dev.config_fd()) {
+            emergency::arm(fd, at, old & !crate::pci::config::CMD_BUS_MASTER);
+        }
+        Ok(BusMaster { dev, was_on })
     }
 }
 
 impl Drop for BusMaster<'_> {
     fn drop(&mut self) {
+        emergency::disarm();
         if !self.was_on {
             // Best effort on the way out: the run's own result matters more than this error.
             let _ = set_bus_master(self.dev, false);
