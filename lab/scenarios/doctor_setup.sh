@@ -2,7 +2,9 @@
 # (twice: the second run changes nothing), after (vfio behind an IOMMU, vfio-noiommu on pc and virt; the user is
 # told the chown, and without an IOMMU the setcap line), --release (back to no driver, twice), setup through sudo
 # (no grant without --user), --vfio --user (the user gets the group node, pio works as that user with an IOMMU,
-# --release takes it back: the node's owner checked before and after), then --sysfs-user for the user.
+# --release takes it back: the node's owner checked before and after), then --sysfs-user for the user; then
+# --vfio --user for another uid takes that grant back first and the node is not re-owned without --force (issue 36
+# M4), and without an IOMMU `dma --buffer heap` is refused unless --force (M5).
 # machines: pc q35-iommu virt virt-smmuv3
 # timeout: 90
 . /lab/lib.sh
@@ -93,3 +95,20 @@ expect_out 'gave user \(1000:1000\) resource0' pcibench setup "$a" --sysfs-user 
 expect_rc "0 1" '^recommended: sysfs: ready$' as_user pcibench doctor "$a"
 expect_out "^pcibench pio $a via sysfs" as_user pcibench pio "$a" --via sysfs --bar 0 --map uc --dir c2h --size 4K --total 64K
 expect_out 'nothing to change' pcibench setup "$a" --sysfs-user user
+
+# A --sysfs-user grant ends where VFIO begins: --vfio for another user takes resource0 back before binding.
+expect_out "took back the --sysfs-user grant first: gave /sys/bus/pci/devices/$a/resource0 back to 0:0" pcibench setup "$a" --vfio --user 1001
+[ "$(stat -c %u "$SYS/$a/resource0")" = 0 ] || fail "resource0 is uid $(stat -c %u "$SYS/$a/resource0") after setup --vfio --user 1001"
+ok "setup --vfio --user 1001 took user's resource0 back"
+node=/dev/vfio/$node_prefix$(group_of "$a")
+[ "$(stat -c %u "$node")" = 1001 ] || fail "$node is uid $(stat -c %u "$node") after --user 1001"
+# The node is uid 1001's now: handing it to user is refused without --force, and nothing changes.
+expect_rc 1 "refusing to give user $node: it belongs to uid 1001" pcibench setup "$a" --vfio --user user
+[ "$(stat -c %u "$node")" = 1001 ] || fail "$node re-owned to uid $(stat -c %u "$node") without --force"
+ok "$node stays uid 1001's without --force"
+if [ "$LAB_VFIO" = noiommu ]; then
+	# Without an IOMMU the card gets physical addresses: 4 KiB heap pages (movable) only with --force.
+	expect_rc "1 4" 'buffer heap is refused without an IOMMU' pcibench dma "$a" --engine edu --buffer heap --dma-bits 32 --total 8K --allow-dma
+	expect_out 'warning: --force --buffer heap' pcibench dma "$a" --engine edu --buffer heap --force --dma-bits 32 --total 8K --allow-dma
+fi
+expect_out 'unbound it from vfio-pci' pcibench setup "$a" --release

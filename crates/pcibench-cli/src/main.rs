@@ -104,6 +104,16 @@ Examples:
 }
 
 fn main() -> ExitCode {
+    // First of all, before the command line is read or any file touched: a set-id copy is
+    // refused (it would write and follow paths as its owner), and a capability copy becomes
+    // untraceable and dumps no core before it opens anything (os::privilege::lock_down).
+    let privilege = pcibench::os::privilege::at_start();
+    if let Err(e) =
+        pcibench::os::privilege::refuse_set_id(privilege).and_then(|()| pcibench::os::privilege::lock_down(privilege))
+    {
+        eprintln!("pcibench: {}", pcibench::text::one_line(&e.to_string()));
+        return ExitCode::from(Outcome::of_error(&e).code());
+    }
     // A bug is one line too; unwinding then stops any engine and restores Bus Master on its way up.
     std::panic::set_hook(Box::new(|p| {
         let what = p
@@ -132,10 +142,27 @@ fn main() -> ExitCode {
     };
     // Before anything reads a file: a process with more privilege than its caller takes no
     // paths from the caller (`--sysroot`, PCIBENCH_SYSROOT).
-    let privilege = pcibench::os::privilege::at_start();
     if let Err(e) = pcibench::os::privilege::refuse_steering(privilege, cli.sysroot.is_some(), std::env::vars_os()) {
         eprintln!("pcibench: {e}");
         return ExitCode::from(Outcome::of_error(&e).code());
+    }
+    let sysroot = match &cli.sysroot {
+        Some(r) => Some(("--sysroot", r.clone())),
+        None => std::env::var_os(pcibench::host::SYSROOT_ENV).map(|r| ("$PCIBENCH_SYSROOT", PathBuf::from(r))),
+    };
+    if let Some((given, root)) = &sysroot {
+        let sudo = std::env::var_os("SUDO_UID");
+        if let Err(e) = pcibench::os::privilege::refuse_sysroot_for_root(privilege, given, root, sudo.as_deref()) {
+            eprintln!("pcibench: {e}");
+            return ExitCode::from(Outcome::of_error(&e).code());
+        }
+    }
+    if opens_no_device(&cli.command) {
+        // Nothing this command does needs a capability: give them all up before it reads a file.
+        if let Err(e) = pcibench::os::privilege::keep_only(0, "starting a command that opens no device") {
+            eprintln!("pcibench: {e}");
+            return ExitCode::from(Outcome::of_error(&e).code());
+        }
     }
     if matches!(
         cli.command,
@@ -184,6 +211,20 @@ fn main() -> ExitCode {
             ExitCode::from(if health { UNKNOWN } else { outcome.code() })
         }
     }
+}
+
+/// Commands that never open a device, map a BAR or take DMA memory: they run with no capability.
+fn opens_no_device(c: &Command) -> bool {
+    matches!(
+        c,
+        Command::List(_)
+            | Command::Plot(_)
+            | Command::Compare(_)
+            | Command::Health(_)
+            | Command::Export(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+    )
 }
 
 /// health's exit status when it could not check (bad usage, an error).

@@ -60,7 +60,7 @@ impl Session {
         if device.simulated() {
             // A simulated card is host memory: nothing about it needs privilege, and its engine
             // models start threads of their own, which must not inherit any.
-            crate::os::privilege::keep_only(0, &format!("describing {}, a simulated card", device.name()));
+            crate::os::privilege::keep_only(0, &format!("describing {}, a simulated card", device.name()))?;
         }
         let dev = device.open(host, via)?;
         Ok(Session { host: host.clone(), device, dev, dma_to_come: AtomicBool::new(false) })
@@ -204,7 +204,7 @@ impl Session {
 
     /// Everything privileged is open by now (the device, and the DMA buffers unless DMA is still
     /// to come): the capabilities go before any measuring thread starts.
-    pub fn drop_privilege(&self) {
+    pub fn drop_privilege(&self) -> Result<()> {
         use crate::os::privilege::{caps, keep_only, CAP_IPC_LOCK, CAP_SYS_ADMIN, CAP_SYS_RAWIO};
         let dma_to_come = self.dma_to_come.load(Ordering::Relaxed);
         let keep = if dma_to_come && self.dev.via() == crate::access::Via::VfioNoiommu {
@@ -212,7 +212,7 @@ impl Session {
         } else {
             caps(&[CAP_IPC_LOCK])
         };
-        keep_only(keep, &format!("opening {}", self.device.name()));
+        keep_only(keep, &format!("opening {}", self.device.name()))
     }
 
     /// `--io syscall` (one pread/pwrite per access) exists only on VFIO: a sysfs resource file of
@@ -328,7 +328,7 @@ impl Session {
             BufferSource::Reserved { start, size, .. } => BufferSource::Reserved { start, size, force: req.force },
             b => b,
         };
-        let alloc = buffers::allocator(&self.host, self.dev.as_ref(), &source, bits)?;
+        let alloc = buffers::allocator_forced(&self.host, self.dev.as_ref(), &source, bits, req.force)?;
         let opened = driver.open(&found, &self.device.info, self.dev.as_ref(), alloc.as_ref(), &options)?;
         Ok(DmaRig { engine: opened.engine, alloc, card_offset: opened.card_offset })
     }

@@ -239,7 +239,7 @@ fn vfio_without_iommu_enables_noiommu_and_binds() {
             &format!("remembered its driver (none) in {} for --release", t.path("run/pcibench/0000:00:04.0").display()),
             "set driver_override to vfio-pci",
             "bound it to vfio-pci (drivers_probe)",
-            "gave user /dev/vfio/noiommu-0 (chown 4242:4242)",
+            "gave user /dev/vfio/noiommu-0 (chown 4242:4242): group 0 holds 0000:00:04.0",
         ]
     );
     assert!(ch[0].warning.as_deref().is_some_and(|w| w.contains("taints the kernel")), "{:?}", ch[0]);
@@ -348,7 +348,7 @@ fn vfio_with_iommu_unbinds_the_driver_and_release_restores_it() {
         whats(&ch)[2..5],
         ["unbound it from e1000e", "set driver_override to vfio-pci", "bound it to vfio-pci (drivers_probe)"]
     );
-    assert_eq!(ch[5].what, "gave user /dev/vfio/7 (chown 4242:4242)");
+    assert_eq!(ch[5].what, "gave user /dev/vfio/7 (chown 4242:4242): group 7 holds 0000:00:04.0");
     assert!(ch[5].warning.as_deref().is_some_and(|w| w.contains("(the IOMMU confines it to that)")), "{:?}", ch[5]);
     assert!(ch[..5].iter().all(|c| c.warning.is_none()));
     assert_eq!(t.read("sys/bus/pci/drivers/e1000e/unbind"), EDU);
@@ -810,4 +810,65 @@ fn a_fixture_root_runs_no_modprobe_and_chowns_nothing_outside_it() {
     assert!(e.contains("leads out of the fixture root"), "{e}");
     let after = fs::metadata(&victim).unwrap();
     assert_eq!((after.uid(), after.gid(), after.mode()), (before.uid(), before.gid(), before.mode()));
+}
+
+/// M4 (issue 36): `--vfio` takes a `--sysfs-user` grant back before it binds (owners and Memory
+/// Space), and a group node another user was given is refused without --force.
+#[test]
+fn vfio_takes_back_a_sysfs_grant_and_refuses_another_users_node() {
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 7).module("vfio").module("vfio_pci").module("vfio_iommu_type1").node("vfio", 0o666);
+    t.file("sys/bus/pci/drivers/vfio-pci/unbind", "").file("sys/bus/pci/drivers/vfio-pci/bind", "");
+    let k = FakeKernel::new(&t);
+    let devdir = t.devdir(EDU);
+    let res0 = t.path(&format!("{devdir}/resource0"));
+    let before = k.owner(&res0).unwrap();
+    setup::sysfs_user(&t.host(), &edu(), "4242", &opts(&k)).unwrap();
+    assert_eq!(k.owner(&res0).unwrap().0, USER_UID);
+    let bob = User { name: "bob".into(), uid: 4343, gid: 4343 };
+    let ch = setup::vfio(&t.host(), &edu(), &SetupOptions { user: Some(bob.clone()), ..opts(&k) }).unwrap();
+    assert_eq!(k.owner(&res0).unwrap(), before, "resource0 went back before the bind: {ch:?}");
+    let w = whats(&ch);
+    let first = w.iter().position(|c| {
+        c.starts_with("took back the --sysfs-user grant first: gave /sys/bus/pci/devices/0000:00:04.0/resource0 back")
+    });
+    let bound = w.iter().position(|c| c.starts_with("bound it to vfio-pci") || c.starts_with("set driver_override"));
+    assert!(first.is_some() && first < bound, "{w:?}");
+    // The edu fixture had Memory Space on already: nothing to restore there, and no record left of it.
+    assert!(!w.iter().any(|c| c.contains("Memory Space")), "{w:?}");
+    assert_eq!(k.owner(&t.path("dev/vfio/7")).unwrap().0, 4343);
+    // The node is bob's now: giving it to the first user is refused, --force hands it over.
+    let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
+    assert!(e.starts_with("refusing to give user /dev/vfio/7: it belongs to uid 4343, given earlier"), "{e}");
+    assert_eq!(k.owner(&t.path("dev/vfio/7")).unwrap().0, 4343);
+    let ch = setup::vfio(&t.host(), &edu(), &SetupOptions { force: true, ..opts(&k) }).unwrap();
+    assert!(whats(&ch).contains(&"--force: took /dev/vfio/7 from uid 4343"), "{ch:?}");
+    assert_eq!(k.owner(&t.path("dev/vfio/7")).unwrap().0, USER_UID);
+}
+
+/// M4 (issue 36): a vfio-bound device whose resource file another user still holds fails doctor
+/// and is not opened through VFIO (which would turn Bus Master on under them).
+#[test]
+fn a_bound_device_with_a_users_resource_file_fails_doctor_and_is_not_opened() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("setup: not root: chown needs it; the resource-owner test did not run");
+        return;
+    }
+    let t = Tree::new();
+    t.edu().iommu().group(EDU, 7).module("vfio").module("vfio_pci").module("vfio_iommu_type1").node("vfio", 0o666);
+    let k = FakeKernel::new(&t);
+    k.link_driver(EDU, "vfio-pci");
+    let res0 = t.path(&format!("{}/resource0", t.devdir(EDU)));
+    std::os::unix::fs::chown(&res0, Some(USER_UID), Some(USER_UID)).unwrap();
+    let r = doctor::run_as(&t.host(), &Target::Pci(edu()), &root()).unwrap();
+    let c = r.checks.iter().find(|c| c.name == "resource-owners").unwrap_or_else(|| panic!("{:?}", r.checks));
+    assert_eq!(c.severity, doctor::Severity::Fail);
+    assert!(c.evidence.contains("resource0 (uid 4242)"), "{}", c.evidence);
+    let info = pcibench::device::describe(&t.host(), &Target::Pci(edu())).unwrap();
+    let e = pcibench::access::open_device(&t.host(), &edu(), &info, None).err().unwrap().to_string();
+    assert!(e.starts_with("refusing to open 0000:00:04.0 through VFIO: its resource files belong to another user (resource0 (uid 4242))"), "{e}");
+    // Root's again: no such finding.
+    std::os::unix::fs::chown(&res0, Some(0), Some(0)).unwrap();
+    let r = doctor::run_as(&t.host(), &Target::Pci(edu()), &root()).unwrap();
+    assert!(!r.checks.iter().any(|c| c.name == "resource-owners"));
 }

@@ -56,13 +56,14 @@ pub fn completions(cmd: clap::Command, a: CompletionsArgs) -> anyhow::Result<Exi
 
 /// pcibench.1 and one page per visible command (pcibench-health.1, ...), as git and cargo ship theirs.
 pub fn man(mut cmd: clap::Command, a: ManArgs) -> anyhow::Result<ExitCode> {
-    std::fs::create_dir_all(&a.dir).map_err(|e| pcibench::Error::io("cannot create", &a.dir, e))?;
+    // Through the one writer (as the invoking user under sudo; never through a link).
+    pcibench::file::create_dir_all(&a.dir)?;
     cmd.build();
     let write = |name: &str, page: clap::Command| -> anyhow::Result<()> {
         let mut buf = Vec::new();
         clap_mangen::Man::new(page).render(&mut buf)?;
         let path = a.dir.join(format!("{name}.1"));
-        std::fs::write(&path, buf).map_err(|e| pcibench::Error::io("cannot write", &path, e))?;
+        pcibench::file::Destination::check("man", "pcibench.1", &path)?.write(&buf)?;
         Ok(())
     };
     let version = cmd.get_version().unwrap_or_default().to_string();

@@ -131,11 +131,16 @@ pub struct DmaArgs {
 
 /// The request the flags ask for.
 pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
-    if a.force && !a.buffer.as_deref().is_some_and(|b| b.starts_with("reserved:")) {
+    if a.force && !a.buffer.as_deref().is_some_and(|b| b.starts_with("reserved:") || b == "heap") {
         return Err(pcibench::Error::usage(
-            "--force applies only with --buffer reserved:START,SIZE (a Reserved range the kernel command line did not reserve): drop --force",
+            "--force applies only with --buffer reserved:START,SIZE (a Reserved range the kernel command line did not reserve) or --buffer heap (movable pages without an IOMMU): drop --force",
         )
         .into());
+    }
+    if a.force && a.buffer.as_deref() == Some("heap") {
+        eprintln!(
+            "pcibench: warning: --force --buffer heap: without an IOMMU the card gets the physical addresses of 4 KiB pages the kernel may move; the run fails if one does"
+        );
     }
     Ok(Request::Dma(DmaRequest {
         device: a.device,

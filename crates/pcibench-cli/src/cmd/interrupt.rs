@@ -32,6 +32,8 @@ fn on_signal(sig: i32, flag: &AtomicBool) {
         Ok(_) => flag.store(true, Ordering::SeqCst),
         Err(first) => {
             if forced((first >> NS_BITS) as i32, first & ((1 << NS_BITS) - 1), sig, ns) {
+                // The engine may still be moving data: Bus Master off first (access::emergency).
+                pcibench::access::emergency::clear_bus_master();
                 signal_hook::low_level::exit(130);
             }
         }

@@ -78,7 +78,8 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
 
 /// `--save FILE` (or `-`: stdout): checked when the flags are parsed, before anything is measured.
 fn parse_save(s: &str) -> Result<Output, String> {
-    Output::check("--save", "run.json", s.as_ref()).map_err(|e| e.to_string())
+    // Created 0600: a saved run holds the command line and the device's bus addresses.
+    Output::check("--save", "run.json", s.as_ref()).map(Output::private).map_err(|e| e.to_string())
 }
 
 /// Options every measuring command takes (`pio`, `dma`, `latency`, `buffers`, `run`), and the one

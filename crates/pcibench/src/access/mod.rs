@@ -135,6 +135,11 @@ pub trait DeviceAccess: Send + Sync {
     }
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// The descriptor and offset at which a pwrite(2) reaches config space (VFIO's config
+    /// region), for `emergency`: a forced exit clears Bus Master through it. None elsewhere.
+    fn config_fd(&self) -> Option<(std::os::fd::RawFd, u64)> {
+        None
+    }
     /// The device's interrupt delivered to this process, for engines that can complete by
     /// interrupt. Only VFIO routes a device's MSI to user space (an eventfd); the other paths
     /// say in one line why there is none.
@@ -245,6 +250,17 @@ pub fn open_device(
     }
     match (info.driver.as_deref(), via) {
         (Some("vfio-pci"), None | Some(Via::Vfio) | Some(Via::VfioNoiommu)) => {
+            // VFIO is the path that turns Bus Master on: not while another user holds the
+            // resource files, who could then point the engine anywhere (issue 36 M4).
+            let foreign = crate::host::state::foreign_resource_files(host, addr);
+            if !foreign.is_empty() {
+                return Err(Error::Refused(format!(
+                    "refusing to open {addr} through VFIO: its resource files belong to another user ({}), who could \
+                     rewrite its DMA engine's addresses once Bus Master is on; take the grant back first: sudo \
+                     pcibench setup {addr} --release",
+                    foreign.join(", ")
+                )));
+            }
             let dev = vfio::VfioDevice::open(host, addr, via)?;
             // The group is open, attached and the device fd taken: what CAP_SYS_RAWIO was for on
             // a no-IOMMU group (vfio_group_fops_open, vfio_noiommu_open). Without an IOMMU the DMA
@@ -255,7 +271,7 @@ pub fn open_device(
                 Via::VfioNoiommu => caps(&[CAP_SYS_RAWIO, CAP_SYS_ADMIN, CAP_IPC_LOCK]),
                 _ => caps(&[CAP_IPC_LOCK]),
             };
-            keep_only(keep, &format!("opening {addr}'s VFIO group and device"));
+            keep_only(keep, &format!("opening {addr}'s VFIO group and device"))?;
             Ok(Box::new(dev))
         }
         (Some("vfio-pci"), Some(_)) => Err(Error::Refused(format!(
@@ -284,7 +300,7 @@ pub fn open_device(
             crate::os::privilege::keep_only(
                 crate::os::privilege::caps(&[crate::os::privilege::CAP_IPC_LOCK]),
                 &format!("opening {addr} through sysfs"),
-            );
+            )?;
             Ok(Box::new(dev))
         }
         (None, Some(v)) => Err(Error::Refused(format!(
@@ -292,6 +308,8 @@ pub fn open_device(
         ))),
     }
 }
+
+pub mod emergency;
 
 /// Set or clear Bus Master Enable (command register bit 2, PCI Local Bus 3.0 §6.2.2) through
 /// the device's config space on any access path; returns the command register as it was.
@@ -316,12 +334,17 @@ pub struct BusMaster<'a> {
 impl<'a> BusMaster<'a> {
     pub fn enable(dev: &'a dyn DeviceAccess) -> Result<Self> {
         let old = set_bus_master(dev, true)?;
-        Ok(BusMaster { dev, was_on: old & crate::pci::config::CMD_BUS_MASTER != 0 })
+        let was_on = old & crate::pci::config::CMD_BUS_MASTER != 0;
+        if let (false, Some((fd, at))) = (was_on, dev.config_fd()) {
+            emergency::arm(fd, at, old & !crate::pci::config::CMD_BUS_MASTER);
+        }
+        Ok(BusMaster { dev, was_on })
     }
 }
 
 impl Drop for BusMaster<'_> {
     fn drop(&mut self) {
+        emergency::disarm();
         if !self.was_on {
             // Best effort on the way out: the run's own result matters more than this error.
             let _ = set_bus_master(self.dev, false);

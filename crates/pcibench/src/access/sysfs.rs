@@ -9,7 +9,7 @@ use crate::os::mmap::Mmap;
 use crate::pci::{sysfs::device_dir, Bar, DeviceInfo, PciAddress};
 use crate::{Error, Result};
 use rustix::io::Errno;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -105,10 +105,11 @@ impl SysfsDevice {
         let path = self.dir.join(name);
         // A resource file is a regular file in sysfs; anything else standing there (a FIFO) is refused
         // without blocking.
-        crate::file::open_regular_with(&path, OpenOptions::new().read(true).write(write)).map_err(|e| {
-            let hint = self.explain(&e);
-            Error::io_hint("cannot open", &path, e, hint)
-        })
+        crate::file::open_regular_with(&path, if write { rustix::fs::OFlags::RDWR } else { rustix::fs::OFlags::RDONLY })
+            .map_err(|e| {
+                let hint = self.explain(&e);
+                Error::io_hint("cannot open", &path, e, hint)
+            })
     }
 }
 

@@ -63,6 +63,10 @@ impl DeviceAccess for TracedDevice {
         }
     }
 
+    fn config_fd(&self) -> Option<(std::os::fd::RawFd, u64)> {
+        self.inner.config_fd()
+    }
+
     fn config_write(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.trace.config(Access::Write, offset, data);
         self.inner.config_write(offset, data).inspect_err(|e| {

@@ -119,6 +119,12 @@ pub trait DmaBuffer: Send + Sync {
     fn addressing(&self) -> Addressing;
     /// How it was made, e.g. "vfio-mapped heap", "locked hugepage (physical)", "u-dma-buf udmabuf0".
     fn describe(&self) -> String;
+    /// Whether the card's addresses still name this buffer's memory: a no-IOMMU buffer of
+    /// movable pages re-reads its frame numbers and fails with "a buffer page moved" when one
+    /// changed; every other buffer cannot move under the card and says Ok.
+    fn still_in_place(&self) -> crate::Result<()> {
+        Ok(())
+    }
     /// The bus address of byte `offset` when `[offset, offset+len)` is bus-contiguous.
     fn bus_range(&self, offset: u64, len: u64) -> Option<u64> {
         self.segments()

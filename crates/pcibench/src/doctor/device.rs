@@ -15,7 +15,35 @@ pub(super) fn exists(c: &Ctx) -> Finding {
 }
 
 pub(super) fn checks(c: &Ctx) -> Vec<Finding> {
-    vec![driver(c), in_use(c), memory_space(c), bus_master(c)]
+    let mut v = vec![driver(c), in_use(c), memory_space(c), bus_master(c)];
+    v.extend(resource_owners(c));
+    v
+}
+
+/// A bound device (a driver or vfio-pci) whose resource files are not root's: a `--sysfs-user`
+/// grant that outlived the binding lets its holder rewrite the registers under the driver, or
+/// the DMA engine's addresses under a VFIO user. Said only when there is one.
+fn resource_owners(c: &Ctx) -> Option<Finding> {
+    c.driver.as_ref()?;
+    let foreign = crate::host::state::foreign_resource_files(c.host, &c.addr);
+    if foreign.is_empty() {
+        return None;
+    }
+    let mut f = Finding::new(
+        "resource-owners",
+        Severity::Fail,
+        format!(
+            "bound to {}, yet its resource files belong to another user: {}; whoever holds them can rewrite the \
+             card's registers (a DMA engine's addresses once Bus Master is on)",
+            c.driver.as_deref().unwrap_or("?"),
+            foreign.join(", ")
+        ),
+    )
+    .fix(format!("take the grant back: sudo pcibench setup {} --release", c.addr));
+    for v in [Via::Vfio, Via::VfioNoiommu] {
+        f = f.blocks(v, None);
+    }
+    Some(f)
 }
 
 /// What the running system uses the device for (`host::inuse`): any holder fails it.

@@ -41,7 +41,7 @@ fn resource_files(c: &Ctx) -> Finding {
                         denied.push((name, desc));
                     } else if c.caller.live && c.host.is_real() {
                         // Modes are not the whole story (LSMs): open it as mmap would need it.
-                        match crate::file::open_regular_with(&p, fs::OpenOptions::new().read(true).write(true)) {
+                        match crate::file::open_regular_with(&p, rustix::fs::OFlags::RDWR) {
                             Ok(_) => ok.push(name),
                             Err(e) => denied.push((name, format!("{desc}: {e}"))),
                         }

@@ -311,10 +311,7 @@ fn cap_sys_rawio(c: &Ctx) -> Finding {
 
 /// Install to a root-owned place, then give that copy the capability.
 fn install_line(exe: &std::path::Path) -> String {
-    format!(
-        "sudo install -o root -g root -m 0755 {} /usr/local/bin/pcibench && sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench",
-        exe.display()
-    )
+    crate::os::privilege::install_line(exe)
 }
 
 /// Why the executable at `exe` could be rewritten by someone other than root: it or a directory

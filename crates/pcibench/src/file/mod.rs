@@ -13,6 +13,8 @@
 //!   new one, never part of one, and a failure leaves nothing behind. A device node, FIFO or
 //!   socket is never replaced; stdout (`-`) is the way to write to one.
 
+pub mod beneath;
+pub mod identity;
 pub mod read;
 pub mod write;
 
@@ -20,7 +22,7 @@ pub mod write;
 mod tests;
 
 pub use read::{open_regular, open_regular_with, read, read_string, read_trim};
-pub use write::{replace, Destination, Output};
+pub use write::{create_dir_all, replace, Destination, Output};
 
 use std::fs::FileType;
 use std::os::unix::fs::FileTypeExt;

@@ -7,22 +7,20 @@
 use super::kind_words;
 use crate::units::human_size;
 use rustix::fs::OFlags;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The bound for a kernel file (a sysfs attribute is at most a page; /proc/iomem, /proc/meminfo,
 /// /proc/cmdline and the like are well under this).
 pub const KERNEL_MAX: u64 = 1 << 20;
 
-/// `path` opened with `opts` (read, write or both; its custom flags are replaced), refused unless
-/// it is a regular file. Opening does not block whatever the file is; the descriptor is blocking
-/// again once the check passed.
-pub fn open_regular_with(path: &Path, opts: &OpenOptions) -> io::Result<File> {
-    let mut opts = opts.clone();
-    opts.custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32);
-    let f = opts.open(path)?;
+/// `path` opened with `access` (`OFlags::RDONLY`, `WRONLY` or `RDWR`, with `TRUNC` if wanted),
+/// refused unless it is a regular file. Opening does not block whatever the file is; the
+/// descriptor is blocking again once the check passed. Under a fixture root it is opened beneath
+/// that root (`beneath`).
+pub fn open_regular_with(path: &Path, access: OFlags) -> io::Result<File> {
+    let f = super::beneath::open(path, access | OFlags::NONBLOCK | OFlags::NOCTTY, rustix::fs::Mode::empty())?;
     let kind = f.metadata()?.file_type();
     if !kind.is_file() {
         return Err(not_regular(kind));
@@ -41,7 +39,7 @@ pub(crate) fn not_regular(kind: std::fs::FileType) -> io::Error {
 
 /// `path` opened for reading, refused unless it is a regular file (`open_regular_with`).
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    open_regular_with(path, OpenOptions::new().read(true))
+    open_regular_with(path, OFlags::RDONLY)
 }
 
 /// The whole of a regular file of at most `max` bytes; a larger one is refused (by its size

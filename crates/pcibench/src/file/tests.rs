@@ -55,9 +55,8 @@ fn a_fifo_a_device_node_and_a_directory_are_refused_unread() {
     // Opened for writing too (sysfs attributes setup writes), without waiting for a reader.
     let p = t.path().join("bind");
     fifo(&p);
-    let e = within("opening a FIFO for writing", move || {
-        open_regular_with(&p, fs::OpenOptions::new().write(true)).unwrap_err()
-    });
+    let e =
+        within("opening a FIFO for writing", move || open_regular_with(&p, rustix::fs::OFlags::WRONLY).unwrap_err());
     assert!(e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) || e.to_string().contains("FIFO"), "{e}");
 }
 

@@ -6,12 +6,13 @@
 use super::kind_words;
 use crate::text;
 use crate::{Error, Result};
+use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Temporary files are `.pcibench-XXXXXXXX.tmp` in the target's directory: a name of fixed
@@ -39,6 +40,14 @@ impl Output {
         }
         Destination::check(flag, example, Path::new(value)).map(Output::File)
     }
+
+    /// A new file is created 0600 (`Destination::private`).
+    pub fn private(self) -> Output {
+        match self {
+            Output::File(d) => Output::File(d.private()),
+            o => o,
+        }
+    }
 }
 
 /// A file name checked for writing (`check`) and written whole (`write`).
@@ -48,6 +57,9 @@ pub struct Destination {
     path: PathBuf,
     dir: PathBuf,
     name: OsString,
+    /// The mode a new file gets (less the umask): 0666, or 0600 for what holds bus and physical
+    /// addresses and the command line (saved runs, traces).
+    mode: u32,
 }
 
 impl Destination {
@@ -113,12 +125,25 @@ impl Destination {
                 "this filesystem allows names of {name_max} bytes, too short for the temporary file ({TEMP_LEN} bytes) written first"
             )));
         }
-        let dest = Destination { flag: flag.to_string(), path: path.to_path_buf(), dir, name };
+        let dest = Destination { flag: flag.to_string(), path: path.to_path_buf(), dir, name, mode: 0o666 };
         dest.check_target().map_err(Error::usage)?;
         // Creating (and removing) the temporary file is the one test that cannot disagree with the
         // write: permissions, ACLs, a read-only or full filesystem, a security module.
-        make_temp(&dest.dir, 0o600).map_err(|e| usage(create_words(&d, &e)))?;
+        // Under sudo as the invoking user (`identity`): where they cannot write, nothing is written.
+        let who = super::identity::AsInvoker::begin()?;
+        let made = open_dir(&dest.dir).and_then(|dir| {
+            let (tmp, _f) = make_temp_at(&dir, 0o600)?;
+            rustix::fs::unlinkat(&dir, &tmp, rustix::fs::AtFlags::empty()).map_err(io::Error::from)
+        });
+        drop(who);
+        made.map_err(|e| usage(create_words(&d, &e)))?;
         Ok(dest)
+    }
+
+    /// New files are created 0600: only their owner reads them.
+    pub fn private(mut self) -> Destination {
+        self.mode = 0o600;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -156,6 +181,8 @@ impl Destination {
             let euid = rustix::process::geteuid().as_raw();
             let fowner = rustix::thread::capabilities(None)
                 .is_ok_and(|c| c.effective.contains(rustix::thread::CapabilitySet::FOWNER));
+            let euid = if super::identity::invoker().is_some() { super::identity::writer_uid() } else { euid };
+            let fowner = fowner && super::identity::invoker().is_none();
             if dm.mode() & 0o1000 != 0 && m.uid() != euid && dm.uid() != euid && !fowner {
                 return Err(format!(
                     "{flag} {shown} belongs to uid {} in a sticky directory (like /tmp): only its owner may replace it; choose another name",
@@ -167,7 +194,8 @@ impl Destination {
     }
 
     /// Write `bytes` under the name, whole or not at all (see the module docs). A file replaced
-    /// keeps its permission bits; a new one gets 0666 less the umask, as any created file.
+    /// keeps its permission bits; a new one gets 0666 (0600 when `private`) less the umask. Under
+    /// sudo the file is created and renamed as the invoking user (`identity::AsInvoker`).
     pub fn write(&self, bytes: &[u8]) -> Result<()> {
         self.write_with(|f| f.write_all(bytes))
     }
@@ -177,7 +205,10 @@ impl Destination {
     pub fn write_with(&self, fill: impl FnOnce(&mut File) -> io::Result<()>) -> Result<()> {
         let old = self.check_target().map_err(Error::Refused)?;
         let mode = old.map(|m| m.permissions().mode() & 0o777);
-        replace_with(&self.dir, &self.name, mode.unwrap_or(0o666), mode.is_some(), fill).map_err(|e| {
+        let who = super::identity::AsInvoker::begin()?;
+        let written = replace_with(&self.dir, &self.name, mode.unwrap_or(self.mode), mode.is_some(), fill);
+        drop(who);
+        written.map_err(|e| {
             let d = text::one_line(&self.dir.display().to_string());
             let hint = match write_words(&d, &e) {
                 Some(w) => format!("{w}; nothing was written under that name"),
@@ -188,22 +219,47 @@ impl Destination {
     }
 }
 
-/// A new temporary file in `dir`, created with `O_CREAT|O_EXCL|O_NOFOLLOW` (never an existing
-/// file, never through a link), removed again when dropped unless persisted.
-fn make_temp(dir: &Path, mode: u32) -> io::Result<tempfile::NamedTempFile> {
-    tempfile::Builder::new().prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX).rand_bytes(TEMP_RANDOM).make_in(dir, |p| {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(p)
-    })
+/// `mkdir -p dir` for an output directory (`man DIR`), under sudo as the invoking user.
+pub fn create_dir_all(dir: &Path) -> Result<()> {
+    let who = super::identity::AsInvoker::begin()?;
+    let made = fs::create_dir_all(dir);
+    drop(who);
+    made.map_err(|e| Error::io("cannot create", dir, e))
 }
 
-/// Write `bytes` to `dir/name` through a new temporary file in `dir` (`make_temp`, mode `mode`,
-/// exactly when `exact`, else less the umask), synced, then renamed over the name; the directory
-/// is synced so the rename lasts. On any failure the temporary file is removed and the name keeps
+/// `dir` opened as the directory every later step names files relative to (`openat`,
+/// `renameat`): once open, replacing the directory by a link redirects nothing. Under a fixture
+/// root it is opened beneath the root (`beneath`).
+fn open_dir(dir: &Path) -> io::Result<File> {
+    super::beneath::open(dir, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
+}
+
+/// A new temporary file in the open directory `dir`, `.pcibench-XXXXXXXX.tmp`, created with
+/// `O_CREAT|O_EXCL|O_NOFOLLOW` (never an existing file, never through a link); its name and file.
+fn make_temp_at(dir: &File, mode: u32) -> io::Result<(OsString, File)> {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
+    for _ in 0..64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        h.write_u32(std::process::id());
+        let random = format!("{:0width$x}", h.finish() as u32, width = TEMP_RANDOM);
+        let name = OsString::from(format!("{TEMP_PREFIX}{random}{TEMP_SUFFIX}"));
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(dir, name.as_os_str(), flags, Mode::from_raw_mode(mode)) {
+            Ok(fd) => return Ok((name, File::from(fd))),
+            Err(Errno::EXIST) => last = Errno::EXIST.into(),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last)
+}
+
+/// Write `bytes` to `dir/name` through a new temporary file in `dir` (`make_temp_at`, mode
+/// `mode`, exactly when `exact`, else less the umask), synced, then renamed over the name; the
+/// directory is synced so the rename lasts. Every step names files relative to the directory
+/// opened once (`open_dir`). On any failure the temporary file is removed and the name keeps
 /// what it had.
 pub fn replace(dir: &Path, name: &OsStr, bytes: &[u8], mode: u32, exact: bool) -> io::Result<()> {
     replace_with(dir, name, mode, exact, |f| f.write_all(bytes))
@@ -217,17 +273,23 @@ fn replace_with(
     exact: bool,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut tmp = make_temp(dir, mode)?;
-    if exact {
-        tmp.as_file().set_permissions(fs::Permissions::from_mode(mode))?;
+    let d = open_dir(dir)?;
+    let (tmp, mut f) = make_temp_at(&d, mode)?;
+    let written = (|| {
+        if exact {
+            f.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        fill(&mut f)?;
+        f.flush()?;
+        f.sync_all()?;
+        rustix::fs::renameat(&d, tmp.as_os_str(), &d, name)?;
+        Ok(())
+    })();
+    if written.is_err() {
+        let _ = rustix::fs::unlinkat(&d, tmp.as_os_str(), rustix::fs::AtFlags::empty());
+        return written;
     }
-    fill(tmp.as_file_mut())?;
-    tmp.as_file_mut().flush()?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+    let _ = d.sync_all();
     Ok(())
 }
 

@@ -45,9 +45,11 @@ impl Host {
     }
 
     /// The host at `root`: the running kernel is asked for what only it knows when `root` is `/`;
-    /// a fixture root's stand-ins answer otherwise (`inuse::kernel::Fixture`).
+    /// a fixture root's stand-ins answer otherwise (`inuse::kernel::Fixture`). Every file under a
+    /// root other than `/` is opened beneath it (`file::beneath`), so no link in the tree leads out.
     pub fn with_root(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
+        crate::file::beneath::register(&root);
         let kernel: Arc<dyn inuse::kernel::Kernel> =
             if root == Path::new("/") { Arc::new(inuse::kernel::Real) } else { Arc::new(inuse::kernel::Fixture) };
         Host { root, procs: Arc::default(), kernel, netns: Arc::default(), mntns: Arc::default() }

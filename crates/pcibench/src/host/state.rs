@@ -16,14 +16,41 @@ pub fn link_name(p: &Path) -> Option<String> {
     fs::read_link(p).ok()?.file_name()?.to_str().map(str::to_string)
 }
 
-/// The exact command that lets a non-root user open no-IOMMU groups with this executable.
+/// The exact command that lets a non-root user open no-IOMMU groups: a root-owned copy with the
+/// capability (a capability on a copy its user can rewrite, such as ~/.cargo/bin/pcibench, is
+/// root for whoever rewrites it: the kernel keeps it across a write by the file's owner).
 pub fn setcap_hint() -> String {
-    let exe = std::env::current_exe()
-        .ok()
-        .and_then(|p| fs::canonicalize(&p).ok().or(Some(p)))
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "/path/to/pcibench".to_string());
-    format!("no-IOMMU VFIO needs CAP_SYS_RAWIO: run as root, or sudo setcap cap_sys_rawio=ep {exe}")
+    let exe = crate::os::privilege::exe_path();
+    format!(
+        "no-IOMMU VFIO needs CAP_SYS_RAWIO: run as root, or install a root-owned copy with the capability: {}",
+        crate::os::privilege::install_line(&exe)
+    )
+}
+
+/// The device's resource files (`resourceN`, `resourceN_wc`) that belong to a user other than
+/// root, as "resource0 (uid 1000)": a `--sysfs-user` grant still in place. Whoever holds one can
+/// rewrite the card's registers (a DMA engine's addresses) under a driver or a VFIO user.
+pub fn foreign_resource_files(host: &Host, addr: &impl Display) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = device_dir(host, addr);
+    let mut v: Vec<(String, u32)> = fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let rest = name.strip_prefix("resource")?;
+                    let n = rest.strip_suffix("_wc").unwrap_or(rest);
+                    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                        return None;
+                    }
+                    let uid = fs::symlink_metadata(e.path()).ok()?.uid();
+                    (uid != 0).then_some((name, uid))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v.into_iter().map(|(n, u)| format!("{} (uid {u})", crate::text::one_line(&n))).collect()
 }
 
 /// `/sys/bus/pci/devices/ADDR`, for a PCI address as sysfs names it (`0000:15:00.0`).

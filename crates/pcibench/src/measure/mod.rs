@@ -120,7 +120,7 @@ impl Measuring {
         if let Some(t) = session.tracer() {
             t.commit()?;
         }
-        session.drop_privilege();
+        session.drop_privilege()?;
         let context = session.place(common.placement(), &common.command_line)?;
         let health = session.health();
         let health_start = health.as_ref().map(|h| h.snapshot());

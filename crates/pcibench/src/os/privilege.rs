@@ -126,6 +126,70 @@ pub fn refuse_steering(
     )))
 }
 
+/// Refuse a fixture root (`given`: "--sysroot" or "$PCIBENCH_SYSROOT", naming `root`) to root
+/// when it came through sudo (`sudo_uid` is `$SUDO_UID`), or when anything in the tree belongs to
+/// someone else: a restricted sudo rule (`pcibench doctor *`) must not let its user hand root a
+/// tree of their own, whose links would lead root's reads and writes anywhere. Not root: the
+/// caller's own tree is the caller's business (an elevated caller is refused by `refuse_steering`).
+pub fn refuse_sysroot_for_root(
+    p: &Privilege,
+    given: &str,
+    root: &std::path::Path,
+    sudo_uid: Option<&std::ffi::OsStr>,
+) -> Result<()> {
+    if p.euid != 0 || root == std::path::Path::new("/") || root.as_os_str().is_empty() {
+        return Ok(());
+    }
+    let shown = crate::text::one_line(&root.display().to_string());
+    if let Some(uid) = sudo_uid.filter(|u| !u.is_empty()) {
+        return Err(Error::Refused(format!(
+            "refusing {given} {shown}: pcibench runs as root through sudo (SUDO_UID={}), and a fixture root would let \
+             the caller choose what root reads and writes; fixture roots are for tests: run without sudo",
+            crate::text::one_line(&uid.to_string_lossy())
+        )));
+    }
+    if let Some(why) = not_roots(root) {
+        return Err(Error::Refused(format!(
+            "refusing {given} {shown}: {why}; root takes a fixture root only when root owns all of it (another user's \
+             tree could link anywhere): chown -R root:root it, or run as that user"
+        )));
+    }
+    Ok(())
+}
+
+/// The first thing under `root` (not following links) that is not root's, in words; a tree
+/// too large to check whole counts as not root's.
+fn not_roots(root: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    const MOST: usize = 200_000;
+    let mut todo = vec![root.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(p) = todo.pop() {
+        seen += 1;
+        if seen > MOST {
+            return Some(format!("it holds more than {MOST} entries, too many to check that root owns them all"));
+        }
+        let m = match std::fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            // No tree at all: nothing in it to follow (the simulated cards read nothing there).
+            Err(e) if p == root && e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => return Some(format!("cannot look at {} ({e})", crate::text::one_line(&p.display().to_string()))),
+        };
+        if m.uid() != 0 {
+            return Some(format!("{} belongs to uid {}", crate::text::one_line(&p.display().to_string()), m.uid()));
+        }
+        if m.is_dir() {
+            match std::fs::read_dir(&p) {
+                Ok(d) => todo.extend(d.flatten().map(|e| e.path())),
+                Err(e) => {
+                    return Some(format!("cannot list {} ({e})", crate::text::one_line(&p.display().to_string())))
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Capability bits pcibench may need after opening a device (include/uapi/linux/capability.h).
 pub const CAP_SYS_ADMIN: u32 = 21;
 pub const CAP_SYS_RAWIO: u32 = 17;
@@ -179,30 +243,47 @@ pub fn drops() -> Vec<String> {
 /// When elevated, give up every capability but `keep` (effective, permitted and inheritable
 /// sets, and the ambient set), and set no_new_privs so no later exec can regain any. `after`
 /// says what was opened that needed them ("opening VFIO group 7"). Does nothing when pcibench
-/// was not elevated (root keeps root), or when nothing beyond `keep` is left.
-pub fn keep_only(keep: u64, after: &str) {
+/// was not elevated (root keeps root), or when nothing beyond `keep` is left. A `capset` the
+/// kernel refuses, or a capability beyond `keep` still held afterwards, is an error: the run
+/// must not go on holding what it meant to give up.
+pub fn keep_only(keep: u64, after: &str) -> Result<()> {
     if !elevated() {
-        return;
+        return Ok(());
     }
-    let Ok(now) = rustix::thread::capabilities(None) else { return };
+    let now = rustix::thread::capabilities(None)
+        .map_err(|e| Error::Refused(format!("cannot read this thread's capabilities after {after} ({e}): stopping")))?;
     let held = now.effective.bits() | now.permitted.bits() | now.inheritable.bits();
     let nnp = rustix::thread::no_new_privs().unwrap_or(false);
     if held & !keep == 0 && nnp {
-        return;
+        return Ok(());
     }
-    // Errors are not fatal: each call only removes privilege, and the status lines recorded
-    // below show what the kernel holds afterwards.
-    let _ = rustix::thread::set_no_new_privs(true);
-    let _ = rustix::thread::clear_ambient_capability_set();
+    let failed = |what: &str, e: rustix::io::Errno| {
+        Error::Refused(format!(
+            "cannot give up {} after {after}: {what} failed ({e}): stopping rather than run with them",
+            cap_names(held & !keep)
+        ))
+    };
+    rustix::thread::set_no_new_privs(true).map_err(|e| failed("prctl(PR_SET_NO_NEW_PRIVS)", e))?;
+    rustix::thread::clear_ambient_capability_set().map_err(|e| failed("clearing the ambient set", e))?;
     let keep_set = CapabilitySet::from_bits_retain(keep);
-    let _ = rustix::thread::set_capabilities(
+    rustix::thread::set_capabilities(
         None,
         CapabilitySets {
             effective: now.effective & keep_set,
             permitted: now.permitted & keep_set,
             inheritable: CapabilitySet::empty(),
         },
-    );
+    )
+    .map_err(|e| failed("capset", e))?;
+    // Trust what the kernel holds now, not what was asked of it.
+    let after_drop = rustix::thread::capabilities(None).map_err(|e| failed("reading the capabilities back", e))?;
+    let left = (after_drop.effective.bits() | after_drop.permitted.bits() | after_drop.inheritable.bits()) & !keep;
+    if left != 0 {
+        return Err(Error::Refused(format!(
+            "capabilities {} are still held after giving them up ({after}): stopping rather than run with them",
+            cap_names(left)
+        )));
+    }
     let status = crate::file::read_string(std::path::Path::new("/proc/self/status"), crate::file::read::KERNEL_MAX)
         .unwrap_or_default();
     let lines: Vec<String> = status
@@ -220,12 +301,83 @@ pub fn keep_only(keep: u64, after: &str) {
             lines.join(", ")
         ));
     }
+    Ok(())
+}
+
+/// A set-id exec: the effective uid or gid is not the caller's, or AT_SECURE with no file
+/// capability to explain it. pcibench refuses to run so: a setuid-root copy keeps euid 0 (and with
+/// it every file it writes and every path it follows is root's), and no capability drop undoes
+/// that; a file capability on a root-owned copy gives exactly what opening a device needs.
+pub fn set_id(p: &Privilege) -> bool {
+    p.ruid != p.euid || p.rgid != p.egid || (p.secure && (p.effective | p.permitted) == 0)
+}
+
+/// The safe way to let users run pcibench with CAP_SYS_RAWIO: a root-owned copy in a root-owned
+/// directory (nobody else can rewrite it; the kernel keeps a file capability across a write
+/// through a shared mapping by the file's owner), with the capability on that copy.
+pub fn install_line(exe: &std::path::Path) -> String {
+    format!(
+        "sudo install -o root -g root -m 0755 {} /usr/local/bin/pcibench && sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench",
+        exe.display()
+    )
+}
+
+/// This executable's path, for hints ("/path/to/pcibench" when it cannot be told).
+pub fn exe_path() -> std::path::PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::canonicalize(&p).ok().or(Some(p)))
+        .unwrap_or_else(|| std::path::PathBuf::from("/path/to/pcibench"))
+}
+
+/// Refuse a set-id exec (`set_id`) in one line naming the safe install.
+pub fn refuse_set_id(p: &Privilege) -> Result<()> {
+    if !set_id(p) {
+        return Ok(());
+    }
+    let mut why = Vec::new();
+    if p.ruid != p.euid {
+        why.push(format!("effective uid {} is not the caller's {}", p.euid, p.ruid));
+    }
+    if p.rgid != p.egid {
+        why.push(format!("effective gid {} is not the caller's {}", p.egid, p.rgid));
+    }
+    if why.is_empty() {
+        why.push("AT_SECURE is set with no file capability".to_string());
+    }
+    let exe = exe_path();
+    Err(Error::Refused(format!(
+        "refusing to run set-user-ID or set-group-ID ({}): a set-id pcibench gives its caller the owner's identity \
+         for every file it writes; remove the bit (sudo chmod u-s,g-s {}) and give a root-owned copy the one \
+         capability it needs: {}",
+        why.join("; "),
+        exe.display(),
+        install_line(&exe)
+    )))
+}
+
+/// When elevated, make the process untraceable and keep it from dumping core before anything is
+/// opened: once the capabilities are dropped it has only the caller's uids, and the kernel lets
+/// a same-uid caller PTRACE_ATTACH or pidfd_getfd(2) a dumpable process (kernel/ptrace.c,
+/// __ptrace_may_access: a non-dumpable mm needs CAP_SYS_PTRACE), which would hand it the device
+/// and DMA descriptors; a core would write the buffers out. Never set back.
+pub fn lock_down(p: &Privilege) -> Result<()> {
+    if !p.elevated() {
+        return Ok(());
+    }
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).map_err(|e| {
+        Error::Refused(format!("cannot make pcibench undumpable (prctl PR_SET_DUMPABLE 0: {e}): stopping"))
+    })?;
+    let zero = rustix::process::Rlimit { current: Some(0), maximum: Some(0) };
+    rustix::process::setrlimit(rustix::process::Resource::Core, zero)
+        .map_err(|e| Error::Refused(format!("cannot turn core dumps off (setrlimit RLIMIT_CORE 0: {e}): stopping")))?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::OsString;
+    use std::ffi::{OsStr, OsString};
 
     fn p(secure: bool, ruid: u32, euid: u32, eff: u64) -> Privilege {
         Privilege { secure, ruid, euid, rgid: 0, egid: 0, effective: eff, permitted: eff }
@@ -266,10 +418,56 @@ mod tests {
     }
 
     #[test]
+    fn root_takes_a_fixture_root_only_without_sudo_and_only_its_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = p(false, 0, 0, u64::MAX);
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("sys/bus")).unwrap();
+        std::fs::write(t.path().join("sys/bus/x"), "1").unwrap();
+        let e =
+            refuse_sysroot_for_root(&root, "--sysroot", t.path(), Some(OsStr::new("1000"))).unwrap_err().to_string();
+        assert!(e.starts_with("refusing --sysroot ") && e.contains("through sudo (SUDO_UID=1000)"), "{e}");
+        // Not root: nothing to refuse here (an elevated caller is refused by refuse_steering).
+        refuse_sysroot_for_root(&p(false, 1000, 1000, 0), "--sysroot", t.path(), Some(OsStr::new("1000"))).unwrap();
+        if !rustix::process::geteuid().is_root() {
+            return; // chown needs root
+        }
+        refuse_sysroot_for_root(&root, "$PCIBENCH_SYSROOT", t.path(), None).unwrap();
+        let x = t.path().join("sys/bus/x");
+        std::os::unix::fs::chown(&x, Some(1000), None).unwrap();
+        std::fs::set_permissions(&x, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = refuse_sysroot_for_root(&root, "$PCIBENCH_SYSROOT", t.path(), None).unwrap_err().to_string();
+        assert!(e.contains("sys/bus/x belongs to uid 1000") && e.contains("root owns all of it"), "{e}");
+    }
+
+    #[test]
     fn names_capabilities_as_setcap_does() {
         assert_eq!(cap_names(caps(&[CAP_SYS_RAWIO, CAP_IPC_LOCK])), "cap_ipc_lock,cap_sys_rawio");
         assert_eq!(cap_names(0), "none");
         assert_eq!(cap_names(1 << 40), "cap_40");
+    }
+
+    #[test]
+    fn set_id_is_refused_with_the_safe_install_line() {
+        let mut setuid = p(false, 1000, 0, u64::MAX);
+        assert!(set_id(&setuid));
+        let e = refuse_set_id(&setuid).unwrap_err().to_string();
+        assert!(
+            e.starts_with("refusing to run set-user-ID or set-group-ID (effective uid 0 is not the caller's 1000)"),
+            "{e}"
+        );
+        assert!(e.contains("sudo install -o root -g root -m 0755 ") && !e.contains('\n'), "{e}");
+        assert!(e.ends_with("&& sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench"), "{e}");
+        setuid.euid = 1000;
+        setuid.egid = 5;
+        assert!(refuse_set_id(&setuid).unwrap_err().to_string().contains("effective gid 5 is not the caller's 0"));
+        // AT_SECURE with nothing to show for it (an LSM, a setuid-to-self): refused too.
+        let e = refuse_set_id(&p(true, 1000, 1000, 0)).unwrap_err().to_string();
+        assert!(e.contains("AT_SECURE is set with no file capability"), "{e}");
+        // A file-capability copy and plain runs are not set-id.
+        refuse_set_id(&p(true, 1000, 1000, 1 << CAP_SYS_RAWIO)).unwrap();
+        refuse_set_id(&p(false, 0, 0, u64::MAX)).unwrap();
+        refuse_set_id(&p(false, 1000, 1000, 0)).unwrap();
     }
 
     /// The test process is not elevated (root or a plain user): nothing is dropped or recorded.
@@ -279,7 +477,8 @@ mod tests {
             return; // run under a capability-carrying harness: covered by the CLI test instead
         }
         let before = rustix::thread::capabilities(None).unwrap();
-        keep_only(0, "a test");
+        keep_only(0, "a test").unwrap();
+        lock_down(at_start()).unwrap();
         assert_eq!(rustix::thread::capabilities(None).unwrap(), before);
         assert!(drops().is_empty());
     }

@@ -3,8 +3,24 @@
 //! /sys/bus/pci/devices/ADDR symlinks, driver and iommu_group links as on a real system.
 
 use std::fs;
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+
+/// A link at `link` to `target` (both under the fixture root), written relative as sysfs writes
+/// its own (`../../../devices/...`): a fixture's files are opened beneath its root
+/// (`file::beneath`), where an absolute link would lead out.
+pub fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    let from: Vec<_> = link.parent().unwrap_or(Path::new("/")).components().collect();
+    let to: Vec<_> = target.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut rel = PathBuf::new();
+    for _ in common..from.len() {
+        rel.push("..");
+    }
+    for c in &to[common..] {
+        rel.push(c);
+    }
+    std::os::unix::fs::symlink(rel, link)
+}
 
 pub struct Fixture {
     root: PathBuf,
@@ -114,7 +130,7 @@ impl DeviceBuilder {
         fs::create_dir_all(&drv).expect("fixture driver dir");
         let link = self.dir.join("driver");
         let _ = fs::remove_file(&link);
-        symlink(&drv, link).expect("fixture driver link");
+        symlink(&drv, &link).expect("fixture driver link");
         self
     }
 
@@ -122,10 +138,10 @@ impl DeviceBuilder {
         let g = self.root.join("sys/kernel/iommu_groups").join(n.to_string());
         fs::create_dir_all(g.join("devices")).expect("fixture group dir");
         let name = self.dir.file_name().expect("device dir name");
-        let _ = symlink(&self.dir, g.join("devices").join(name));
+        let _ = symlink(&self.dir, &g.join("devices").join(name));
         let link = self.dir.join("iommu_group");
         let _ = fs::remove_file(&link);
-        symlink(&g, link).expect("fixture group link");
+        symlink(&g, &link).expect("fixture group link");
         self
     }
 }

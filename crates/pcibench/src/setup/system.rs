@@ -37,18 +37,18 @@ pub struct RealSystem;
 impl System for RealSystem {
     fn write(&self, path: &Path, data: &str) -> std::io::Result<()> {
         // No create: a missing attribute is an error, not a new file in /sys.
-        let mut f = crate::file::open_regular_with(path, fs::OpenOptions::new().write(true).truncate(true))?;
+        let mut f = crate::file::open_regular_with(path, rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::TRUNC)?;
         f.write_all(data.as_bytes())
     }
 
     fn write_at(&self, path: &Path, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        crate::file::open_regular_with(path, fs::OpenOptions::new().write(true))?.write_all_at(data, offset)
+        crate::file::open_regular_with(path, rustix::fs::OFlags::WRONLY)?.write_all_at(data, offset)
     }
 
     fn run(&self, program: &str, args: &[&str]) -> Result<()> {
         let line = format!("{program} {}", args.join(" "));
-        let out = Command::new(program).args(args).output().map_err(|e| {
-            Error::io_hint("cannot run", program, e, format!("`{line}` needs {program} in PATH (kmod)"))
+        let out = host_command(program, args)?.output().map_err(|e| {
+            Error::io_hint("cannot run", program, e, format!("`{line}` needs {program} (kmod) in /usr/sbin or /sbin"))
         })?;
         if out.status.success() {
             return Ok(());
@@ -98,4 +98,43 @@ fn no_link(path: &Path) -> std::io::Result<rustix::fd::OwnedFd> {
         ));
     }
     Ok(fd)
+}
+
+/// Where setup's host commands live: fixed paths, never `PATH` (whoever runs sudo may set it).
+const COMMANDS: &[(&str, &[&str])] = &[("modprobe", &["/usr/sbin/modprobe", "/sbin/modprobe"])];
+
+/// `program args` as root runs it: the binary from its fixed place (`COMMANDS`), with an
+/// environment cleared to a fixed `PATH` (modprobe reads `MODPROBE_OPTIONS` and would take
+/// options the caller chose; its install commands run through /bin/sh with this `PATH`).
+pub(crate) fn host_command(program: &str, args: &[&str]) -> Result<Command> {
+    let places = COMMANDS.iter().find(|(p, _)| *p == program).map(|(_, w)| *w).unwrap_or(&[]);
+    let Some(bin) = places.iter().map(Path::new).find(|p| p.is_file()) else {
+        return Err(Error::Unsupported(format!(
+            "cannot run {program}: it is in none of {} (install kmod)",
+            if places.is_empty() { "the places pcibench runs commands from".to_string() } else { places.join(", ") }
+        )));
+    };
+    let mut c = Command::new(bin);
+    c.args(args).env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+    Ok(c)
+}
+
+#[cfg(test)]
+mod command_tests {
+    /// L6 (issue 36): modprobe from /usr/sbin (else /sbin), never from PATH, with only a fixed PATH.
+    #[test]
+    fn modprobe_comes_from_a_fixed_place_with_a_cleared_environment() {
+        match super::host_command("modprobe", &["vfio"]) {
+            Ok(c) => {
+                let bin = c.get_program().to_string_lossy().into_owned();
+                assert!(bin == "/usr/sbin/modprobe" || bin == "/sbin/modprobe", "{bin}");
+                let envs: Vec<_> = c.get_envs().collect();
+                assert_eq!(envs.len(), 1, "{envs:?}");
+                assert_eq!(envs[0].0, "PATH");
+            }
+            Err(e) => assert!(e.to_string().contains("/usr/sbin/modprobe, /sbin/modprobe"), "{e}"),
+        }
+        let e = super::host_command("sh", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("cannot run sh: "), "{e}");
+    }
 }

@@ -46,10 +46,39 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
         Some(g) => !group_is_noiommu(host, g),
         None => !iommus(host).is_empty(),
     };
+    revoke_sysfs_grant(host, addr, &dir, opts, &mut ch)?;
     load_modules(host, opts, &a, has_iommu, &mut ch)?;
     bind(host, addr, &dir, driver.as_deref(), has_iommu, opts, &mut ch)?;
     give_node(host, addr, opts, &mut ch)?;
     Ok(ch)
+}
+
+/// A `--sysfs-user` grant ends where VFIO begins: the resource files go back to their recorded
+/// owners and Memory Space as it was, before anything binds. Otherwise the first user keeps
+/// `resource0` while the next one's run enables Bus Master, and can then rewrite the engine's
+/// address registers through the mapping (no-IOMMU: DMA anywhere; type1: into the other's buffers).
+fn revoke_sysfs_grant(
+    host: &Host,
+    addr: &PciAddress,
+    dir: &std::path::Path,
+    opts: &SetupOptions,
+    ch: &mut Vec<Change>,
+) -> Result<()> {
+    let mut rec = record::load(host, addr)?;
+    let granted = rec.owners.iter().any(|o| !o.path.starts_with("/dev/vfio/"));
+    if !granted && rec.command.is_none() {
+        return Ok(());
+    }
+    let mut taken = Vec::new();
+    super::restore_owners(host, opts, &mut rec, |p| !p.starts_with("/dev/vfio/"), &mut taken)?;
+    if let Some(before) = rec.command.take() {
+        taken.extend(super::sysfs::restore_memory(&dir.join("config"), before, opts)?);
+    }
+    record::save(host, addr, &rec)?;
+    for c in taken {
+        ch.push(Change::new(format!("took back the --sysfs-user grant first: {}", c.what)));
+    }
+    Ok(())
 }
 
 /// vfio-pci takes endpoints only: a bridge is refused with the endpoints below it.
@@ -159,11 +188,30 @@ fn give_node(host: &Host, addr: &PciAddress, opts: &SetupOptions, ch: &mut Vec<C
         ));
         return Ok(());
     };
+    // A node another user was given is theirs until taken back: re-owning it silently would cut
+    // them off mid-run, or hand the next user a group the first still holds open.
+    let (uid, _, _) = opts.system.owner(&node).map_err(|e| Error::io("cannot read the owner of", &node, e))?;
+    if uid != 0 && uid != u.uid {
+        if !opts.force {
+            return Err(Error::Refused(format!(
+                "refusing to give {} {shown}: it belongs to uid {uid}, given earlier; take it back first (sudo \
+                 pcibench setup {addr} --release), or --force hands it over",
+                u.name
+            )));
+        }
+        let what = format!("--force: took {shown} from uid {uid}");
+        if let Some(n) = &opts.notify {
+            n(&format!("{addr}: {what}"));
+        }
+        ch.push(Change::warn(what, format!("uid {uid} can no longer open {shown}")));
+    }
     let mut rec = record::load(host, addr)?;
     let (chown, chmod) = super::give(host, addr, opts, &mut rec, &node, &shown, u)?;
     if chown {
+        // The node opens every device of the group: each is named, the other members too.
+        let members = group_members(host, g);
         ch.push(Change::warn(
-            format!("gave {} {shown} (chown {}:{})", u.name, u.uid, u.gid),
+            format!("gave {} {shown} (chown {}:{}): group {g} holds {}", u.name, u.uid, u.gid, members.join(", ")),
             grant_warning(addr, &shown, u, noiommu),
         ));
     }
@@ -171,6 +219,15 @@ fn give_node(host: &Host, addr: &PciAddress, opts: &SetupOptions, ch: &mut Vec<C
         ch.push(Change::new(format!("made {shown} read+write for its owner")));
     }
     Ok(())
+}
+
+/// The devices of IOMMU group `g`, as sysfs lists them (sorted).
+fn group_members(host: &Host, g: u32) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(host.path(format!("/sys/kernel/iommu_groups/{g}/devices")))
+        .map(|d| d.flatten().map(|e| crate::text::one_line(&e.file_name().to_string_lossy())).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 /// What a user given the group node can do, and how to take it back.

@@ -278,7 +278,8 @@ mod tests {
         let node = Path::new("/dev/vfio/noiommu-0");
         let m = open_error_hint(Some(Errno::PERM), GroupKind::NoIommu, node, &addr());
         let exe = fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
-        assert!(m.ends_with(&format!("sudo setcap cap_sys_rawio=ep {}", exe.display())), "{m}");
+        let want = format!("sudo install -o root -g root -m 0755 {} /usr/local/bin/pcibench && ", exe.display());
+        assert!(m.contains(&want) && m.ends_with("sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench"), "{m}");
         let m = open_error_hint(Some(Errno::ACCESS), GroupKind::Iommu, Path::new("/dev/vfio/5"), &addr());
         assert_eq!(
             m,

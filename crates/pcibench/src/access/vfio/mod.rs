@@ -178,6 +178,12 @@ impl DeviceAccess for VfioDevice {
         self.device.config_write(offset, data)
     }
 
+    fn config_fd(&self) -> Option<(std::os::fd::RawFd, u64)> {
+        use std::os::fd::AsRawFd;
+        let r = self.device.region(ioctl::VFIO_PCI_CONFIG_REGION_INDEX).ok()?;
+        Some((self.device.file().as_raw_fd(), r.offset))
+    }
+
     fn interrupt(&self) -> Result<Box<dyn super::Interrupt>> {
         Ok(Box::new(self.enable_msi()?))
     }

@@ -354,6 +354,9 @@ fn measure(
         Ok(())
     })?;
     let elapsed_s = sampling.clock.now_ns().saturating_sub(t0) as f64 * 1e-9;
+    // Untimed: no-IOMMU heap pages re-read their frames (a page that moved fails the run).
+    cx.bufs.src.still_in_place()?;
+    cx.bufs.dst.still_in_place()?;
     let counters = engine.counters_read()?;
     let overhead_ns = sampling.overhead.median_s * 1e9;
     let runs = sampled.calibration_transfers + sampled.measured();

@@ -24,12 +24,24 @@ pub fn allocator(
     source: &BufferSource,
     dma_bits: u32,
 ) -> Result<Box<dyn DmaAllocator>> {
-    let alloc = open_allocator(host, dev, source, dma_bits)?;
+    allocator_forced(host, dev, source, dma_bits, false)
+}
+
+/// `allocator`, where `force_heap` (`dma --force --buffer heap`) takes movable heap pages
+/// without an IOMMU (`physical`'s module docs say why they are refused otherwise).
+pub fn allocator_forced(
+    host: &Host,
+    dev: &dyn DeviceAccess,
+    source: &BufferSource,
+    dma_bits: u32,
+    force_heap: bool,
+) -> Result<Box<dyn DmaAllocator>> {
+    let alloc = open_allocator(host, dev, source, dma_bits, force_heap)?;
     // The buffers' source is open (/dev/mem, pagemap, the u-dma-buf node): nothing later needs
     // CAP_SYS_RAWIO or CAP_SYS_ADMIN. CAP_IPC_LOCK stays: VFIO checks it at each DMA map
     // (drivers/vfio/vfio_iommu_type1.c, vfio_dma_do_map).
     use crate::os::privilege::{caps, keep_only, CAP_IPC_LOCK};
-    keep_only(caps(&[CAP_IPC_LOCK]), &format!("opening the DMA buffers ({source})"));
+    keep_only(caps(&[CAP_IPC_LOCK]), &format!("opening the DMA buffers ({source})"))?;
     Ok(match dev.tracer() {
         Some(t) => Box::new(traced::TracedAllocator::new(alloc, t.clone())),
         None => alloc,
@@ -41,6 +53,7 @@ fn open_allocator(
     dev: &dyn DeviceAccess,
     source: &BufferSource,
     dma_bits: u32,
+    force_heap: bool,
 ) -> Result<Box<dyn DmaAllocator>> {
     let huge = *source == BufferSource::Hugepage;
     Ok(match (dev.dma_path()?, source) {
@@ -67,7 +80,7 @@ fn open_allocator(
             )))
         }
         (DmaPath::Physical, BufferSource::Heap | BufferSource::Hugepage) => {
-            Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge))
+            Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge, force_heap))
         }
         (DmaPath::Physical, BufferSource::UDmaBuf(name)) => Box::new(udmabuf::UDmaBufAllocator::open(host, name, dma_bits)?),
         (DmaPath::Physical, BufferSource::Reserved { start, size, force }) => {

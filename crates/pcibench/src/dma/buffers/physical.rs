@@ -2,8 +2,14 @@
 //! from /proc/self/pagemap (Documentation/admin-guide/mm/pagemap.rst). Hugepages keep 2 MiB
 //! physically contiguous; 4 KiB pages are coalesced where they happen to be adjacent.
 //!
-//! mlock keeps pages resident; the kernel may still migrate them (compaction), which the
-//! contiguous hugepage or u-dma-buf buffers avoid in practice: prefer them for long runs.
+//! mlock keeps pages resident, but the kernel may still migrate them: compaction moves mlocked
+//! 4 KiB pages while vm.compact_unevictable_allowed is 1, the default (mm/compaction.c), and the
+//! card would then write into a frame that is no longer ours. So without an IOMMU only memory
+//! that does not move is taken: hugetlb pages (not migrated by compaction), u-dma-buf,
+//! /dev/udmabuf or reserved memory; `--buffer heap` only with `--force` (the CLI warns), and then
+//! its frame numbers are read again after each row's transfers (`still_in_place`), failing the
+//! run with "a buffer page moved" if one changed. A missing hugepage reservation is an error
+//! here, not the heap fallback the IOMMU path takes.
 
 use super::mapped::MappedBuffer;
 use super::vfio::host_memory;
@@ -11,6 +17,7 @@ use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
 use crate::host::Host;
 use crate::os::memlock;
 use crate::os::mmap::page_size;
+use crate::os::mmap::{Mmap, HUGE_2M};
 use crate::os::pagemap::physical_pages;
 use crate::units::human_size;
 use crate::{Error, Result};
@@ -52,18 +59,89 @@ pub struct PhysicalAllocator {
     /// opener's CAP_SYS_ADMIN (fs/proc/task_mmu.c, pagemap_read: file_ns_capable on the file),
     /// so it stays usable after a privileged pcibench gives its capabilities up.
     pagemap: std::io::Result<File>,
+    /// `--force`: take movable heap pages anyway.
+    force_heap: bool,
 }
 
 impl PhysicalAllocator {
-    pub fn new(host: &Host, dma_bits: u32, hugepages: bool) -> Self {
+    pub fn new(host: &Host, dma_bits: u32, hugepages: bool, force_heap: bool) -> Self {
         let pagemap = crate::file::open_regular(&host.path("/proc/self/pagemap"));
-        PhysicalAllocator { host: host.clone(), dma_bits, hugepages, pagemap }
+        PhysicalAllocator { host: host.clone(), dma_bits, hugepages, pagemap, force_heap }
+    }
+}
+
+/// The refusal of memory that can move, with the ways to memory that cannot.
+fn movable_refusal(what: &str) -> Error {
+    Error::Refused(format!(
+        "{what}: without an IOMMU the card is given physical addresses, and the kernel may move 4 KiB pages \
+         (compaction) while it holds them; use --buffer hugepage with hugepages reserved (echo 8 | sudo tee \
+         /proc/sys/vm/nr_hugepages), u-dma-buf:NAME or reserved:START,SIZE, or add --force to take heap pages \
+         anyway (checked after each row; the run fails if one moved)"
+    ))
+}
+
+/// A physical buffer of movable pages: its frames read again on demand (`still_in_place`).
+struct MovableBuffer {
+    inner: MappedBuffer,
+    pagemap: File,
+    frames: Vec<u64>,
+}
+
+impl DmaBuffer for MovableBuffer {
+    fn as_ptr(&self) -> *mut u8 {
+        self.inner.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn segments(&self) -> &[Segment] {
+        self.inner.segments()
+    }
+    fn addressing(&self) -> Addressing {
+        self.inner.addressing()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn still_in_place(&self) -> Result<()> {
+        let page = page_size() as u64;
+        let now = physical_pages(&self.pagemap, self.inner.as_ptr() as u64, self.inner.len() as u64, page)?;
+        moved(&self.frames, &now, page)
+    }
+}
+
+/// "a buffer page moved" when any frame in `now` differs from `before`.
+fn moved(before: &[u64], now: &[u64], page: u64) -> Result<()> {
+    match before.iter().zip(now).enumerate().find(|(_, (a, b))| a != b) {
+        None => Ok(()),
+        Some((i, (a, b))) => Err(Error::Refused(format!(
+            "a buffer page moved: the page at buffer offset {:#x} was at physical {a:#x} and is now at {b:#x} \
+             (the kernel migrated it while the card held its address): the figures and data of this run cannot be \
+             trusted; use --buffer hugepage, u-dma-buf:NAME or reserved:START,SIZE",
+            i as u64 * page
+        ))),
     }
 }
 
 impl DmaAllocator for PhysicalAllocator {
     fn alloc(&self, len: usize) -> Result<Box<dyn DmaBuffer>> {
-        let (mem, kind, _) = host_memory(len, self.hugepages)?;
+        if !self.hugepages && !self.force_heap {
+            return Err(movable_refusal("--buffer heap is refused without an IOMMU"));
+        }
+        if len == 0 {
+            return Err(Error::usage("a DMA buffer needs a size above 0"));
+        }
+        let (mem, kind) = if self.hugepages {
+            // No fallback to heap pages here (see the module docs).
+            let size = len.div_ceil(HUGE_2M) * HUGE_2M;
+            let m = Mmap::anonymous(size, true).map_err(|e| {
+                movable_refusal(&format!("no 2 MiB hugepages for a {} DMA buffer ({e})", human_size(size as u64)))
+            })?;
+            (m, "2 MiB hugepages".to_string())
+        } else {
+            let (m, kind, _) = host_memory(len, false)?;
+            (m, kind)
+        };
         let size = mem.len() as u64;
         memlock::check(&self.host, size, &format!("a {} DMA buffer", human_size(size)))?;
         mem.lock().map_err(|e| {
@@ -85,7 +163,12 @@ impl DmaAllocator for PhysicalAllocator {
             segments.len(),
             if segments.len() == 1 { "" } else { "s" }
         );
-        Ok(Box::new(MappedBuffer::new(mem, segments, Addressing::Physical, describe)))
+        let buf = MappedBuffer::new(mem, segments, Addressing::Physical, describe);
+        if self.hugepages {
+            return Ok(Box::new(buf));
+        }
+        let pagemap = pagemap.try_clone().map_err(|e| Error::io("cannot reopen", "/proc/self/pagemap", e))?;
+        Ok(Box::new(MovableBuffer { inner: buf, pagemap, frames: phys }))
     }
 
     fn dma_bits(&self) -> u32 {
@@ -96,7 +179,6 @@ impl DmaAllocator for PhysicalAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::os::mmap::Mmap;
 
     #[test]
     fn coalesces_adjacent_pages() {
@@ -127,7 +209,7 @@ mod tests {
     /// refusal names the fix when we may not.
     #[test]
     fn locks_memory_and_finds_its_physical_pages() {
-        let a = PhysicalAllocator::new(&Host::with_root("/"), 64, false);
+        let a = PhysicalAllocator::new(&Host::with_root("/"), 64, false, true);
         match a.alloc(3 * page_size()) {
             Ok(b) => {
                 assert_eq!(b.addressing(), Addressing::Physical);
@@ -140,6 +222,22 @@ mod tests {
                 assert!(e.contains("CAP_SYS_ADMIN") || e.contains("ulimit -l"), "{e}");
             }
         }
+    }
+
+    /// M5 (issue 36): heap pages are refused without --force, and a frame that changed fails the run.
+    #[test]
+    fn movable_pages_are_refused_and_a_moved_page_fails() {
+        let a = PhysicalAllocator::new(&Host::with_root("/"), 64, false, false);
+        let e = a.alloc(page_size()).err().unwrap().to_string();
+        assert!(e.starts_with("--buffer heap is refused without an IOMMU: ") && e.contains("--force"), "{e}");
+        moved(&[0x1000, 0x2000], &[0x1000, 0x2000], 0x1000).unwrap();
+        let e = moved(&[0x1000, 0x2000], &[0x1000, 0x7000], 0x1000).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "a buffer page moved: the page at buffer offset 0x1000 was at physical 0x2000 and is now at 0x7000"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

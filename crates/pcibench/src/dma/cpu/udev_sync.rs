@@ -15,7 +15,7 @@ use super::udev::{direction_code, sync_word};
 use crate::direction::Direction;
 use crate::dma::buffers::udmabuf::parse_number;
 use crate::{Error, Result};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -44,7 +44,7 @@ struct Attr {
 impl Attr {
     fn open(class: &Path, name: &str) -> Result<Attr> {
         let path = class.join(name);
-        let file = crate::file::open_regular_with(&path, OpenOptions::new().write(true)).map_err(|e| {
+        let file = crate::file::open_regular_with(&path, rustix::fs::OFlags::WRONLY).map_err(|e| {
             let hint = format!("u-dma-buf's sync interface needs write permission: sudo chmod o+w {}", path.display());
             Error::io_hint("cannot open", &path, e, hint)
         })?;

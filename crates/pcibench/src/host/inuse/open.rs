@@ -215,6 +215,13 @@ pub(super) fn holds(host: &Host, nodes: &Nodes, scan: &ProcScan) -> Vec<Hold> {
     let mut by_pid: BTreeMap<u32, Hold> = BTreeMap::new();
     for o in &scan.opens {
         let Some(i) = nodes.find(o.id, &o.path) else { continue };
+        // `config` is world-readable: any user holding it read-only (lspci, a monitor) would
+        // otherwise make the device "in use" and block setup for everyone. Information, not a use.
+        if let Some(fd) = o.fd {
+            if nodes.shown(i, &o.path).ends_with("/config") && fd_access(host, o.pid, fd) == Some((true, false)) {
+                continue;
+            }
+        }
         let h = by_pid.entry(o.pid).or_insert_with(|| Hold {
             pid: o.pid,
             comm: String::new(),

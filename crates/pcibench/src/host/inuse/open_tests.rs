@@ -122,14 +122,16 @@ fn its_vfio_group_node_and_its_sysfs_files_open_or_mapped() {
     t.file("proc/501/comm", "fpga_tool\n").dir("proc/501/fd");
     t.file("proc/502/maps", &format!("7f00-7f01 r--s 00000000 00:99 77 {shown}\n"));
     t.file("proc/502/comm", "sandboxed\n").dir("proc/502/fd");
-    t.fd(503, "setpci", 3, &format!("/{FDIR}/config"), "0");
+    t.fd(503, "setpci", 3, &format!("/{FDIR}/config"), "2");
+    // A reader of the world-readable config (lspci) is no use of the device (issue 36 L3).
+    t.fd(504, "lspci", 3, &format!("/{FDIR}/config"), "0");
     assert_eq!(
         t.inv().reasons(),
         [
             "held open by PID 500 (qemu-system-x86) for reading and writing: /dev/vfio/5",
             &format!("mapped by PID 501 (fpga_tool) for reading and writing: {shown}"),
             &format!("mapped by PID 502 (sandboxed) for reading: {shown}"),
-            &format!("held open by PID 503 (setpci) for reading: /{FDIR}/config"),
+            &format!("held open by PID 503 (setpci) for reading and writing: /{FDIR}/config"),
         ]
     );
     let u = vfio_group_users(&t.host(), F).unwrap();
