@@ -67,8 +67,8 @@ fn configs(report: &Value) -> Vec<Value> {
             let reads_only = r["verify"]["reason"].as_str().is_some_and(|w| w.starts_with("reads only"));
             assert!(r["verify"]["status"] == "ok" || reads_only, "{r}");
             let mut c = r.clone();
-            // Figures, and the pattern (new every run, as the rules say).
-            for k in ["stats", "notes", "limit_mbps", "efficiency_pct", "latency", "batch", "pattern_sha256"] {
+            // Figures (the engine's own counters too), and the pattern (new every run, as the rules say).
+            for k in ["stats", "notes", "limit_mbps", "efficiency_pct", "latency", "batch", "pattern_sha256", "engine"] {
                 c.as_object_mut().unwrap().remove(k);
             }
             c
