@@ -68,7 +68,8 @@ fn configs(report: &Value) -> Vec<Value> {
             assert!(r["verify"]["status"] == "ok" || reads_only, "{r}");
             let mut c = r.clone();
             // Figures (the engine's own counters too), and the pattern (new every run, as the rules say).
-            for k in ["stats", "notes", "limit_mbps", "efficiency_pct", "latency", "batch", "pattern_sha256", "engine"] {
+            for k in ["stats", "notes", "limit_mbps", "efficiency_pct", "latency", "batch", "pattern_sha256", "engine"]
+            {
                 c.as_object_mut().unwrap().remove(k);
             }
             c
