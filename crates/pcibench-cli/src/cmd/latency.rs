@@ -63,7 +63,7 @@ pub struct LatencyArgs {
     offset: String,
     #[arg(long = "width", value_name = "WIDTH", help = format!(
         "Access width: {}, or all (repeatable; default 32; 512 is one 64-byte load, AVX-512F). A device may not decode every width: on aarch64 an access it rejects kills the process (SIGBUS)",
-        super::help::widths(&pcibench::bench::latency::ALL_WIDTHS)
+        super::help::widths(&pcibench::measure::latency::WIDTHS)
     ))]
     widths: Vec<String>,
     /// Access path (default: sysfs when no driver is bound, vfio when bound to vfio-pci).

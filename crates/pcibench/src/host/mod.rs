@@ -5,6 +5,7 @@
 //! A `Host` is made once per command; it keeps what is costly to read and the same for every device
 //! (the /proc scan of open files), so a command reads it once however many devices it asks about.
 
+pub mod install;
 pub mod inuse;
 pub mod iomem;
 pub mod state;

@@ -20,10 +20,10 @@ pub fn link_name(p: &Path) -> Option<String> {
 /// capability (a capability on a copy its user can rewrite, such as ~/.cargo/bin/pcibench, is
 /// root for whoever rewrites it: the kernel keeps it across a write by the file's owner).
 pub fn setcap_hint() -> String {
-    let exe = crate::os::privilege::exe_path();
+    let exe = super::install::exe_path();
     format!(
         "no-IOMMU VFIO needs CAP_SYS_RAWIO: run as root, or install a root-owned copy with the capability: {}",
-        crate::os::privilege::install_line(&exe)
+        super::install::install_line(&exe)
     )
 }
 

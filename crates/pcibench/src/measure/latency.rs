@@ -11,6 +11,9 @@ use crate::bench::result::{Completion, Report};
 use crate::dma::{DmaAllocator, Engine};
 use crate::session::Session;
 use crate::{Error, Result};
+
+/// The access widths `latency --width all` measures (the CLI's help lists them from here).
+pub const WIDTHS: [crate::mmio::Width; 5] = ALL_WIDTHS;
 use std::time::Duration;
 
 /// The plan `r` asks for; `card_addr` is where the engine's window starts (0 without one).

@@ -312,23 +312,8 @@ pub fn set_id(p: &Privilege) -> bool {
     p.ruid != p.euid || p.rgid != p.egid || (p.secure && (p.effective | p.permitted) == 0)
 }
 
-/// The safe way to let users run pcibench with CAP_SYS_RAWIO: a root-owned copy in a root-owned
-/// directory (nobody else can rewrite it; the kernel keeps a file capability across a write
-/// through a shared mapping by the file's owner), with the capability on that copy.
-pub fn install_line(exe: &std::path::Path) -> String {
-    format!(
-        "sudo install -o root -g root -m 0755 {} /usr/local/bin/pcibench && sudo setcap cap_sys_rawio=ep /usr/local/bin/pcibench",
-        exe.display()
-    )
-}
-
-/// This executable's path, for hints ("/path/to/pcibench" when it cannot be told).
-pub fn exe_path() -> std::path::PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| std::fs::canonicalize(&p).ok().or(Some(p)))
-        .unwrap_or_else(|| std::path::PathBuf::from("/path/to/pcibench"))
-}
+// The install line and this executable's path live in `host` (layer 1), which hints with them too.
+pub use crate::host::install::{exe_path, install_line};
 
 /// Refuse a set-id exec (`set_id`) in one line naming the safe install.
 pub fn refuse_set_id(p: &Privilege) -> Result<()> {

@@ -22,20 +22,6 @@ use std::path::PathBuf;
 /// O_SYNC (include/uapi/asm-generic/fcntl.h; the same on x86-64, arm64 and riscv64).
 const O_SYNC: i32 = 0o4010000;
 
-/// u-dma-buf's sync_direction values (the DMA API's): 0 bidirectional, 1 to device, 2 from device.
-pub fn direction_code(dir: Direction) -> u64 {
-    match dir {
-        Direction::H2c => 1,
-        Direction::C2h => 2,
-    }
-}
-
-/// The packed form of a sync command for a region, written to sync_for_cpu / sync_for_device by
-/// drivers that take it: `0x%08X%08X` of the offset, then size | direction << 2 | 1.
-pub fn sync_word(offset: u64, size: u64, dir: Direction) -> String {
-    format!("0x{:08X}{:08X}", offset, size | direction_code(dir) << 2 | 1)
-}
-
 pub struct UDmaBuf {
     host: Host,
     name: String,
@@ -266,13 +252,6 @@ mod tests {
     use super::testing::fixture;
     use super::*;
     use std::fs;
-
-    #[test]
-    fn the_packed_sync_word() {
-        // offset 0x1000, size 0x2000, to device: 0x2000 | 1 << 2 | 1 = 0x2005.
-        assert_eq!(sync_word(0x1000, 0x2000, Direction::H2c), "0x0000100000002005");
-        assert_eq!(sync_word(0, 0x10000, Direction::C2h), "0x0000000000010009");
-    }
 
     #[test]
     fn file_and_mmap_see_the_same_bytes_and_syncs_name_their_region() {

@@ -11,13 +11,26 @@
 //! separate attributes, read back once when the view opens (a region that does not take would
 //! sync something else without a word), then one write each per sync.
 
-use super::udev::{direction_code, sync_word};
 use crate::direction::Direction;
 use crate::dma::buffers::udmabuf::parse_number;
 use crate::{Error, Result};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+/// u-dma-buf's sync_direction values (the DMA API's): 0 bidirectional, 1 to device, 2 from device.
+pub fn direction_code(dir: Direction) -> u64 {
+    match dir {
+        Direction::H2c => 1,
+        Direction::C2h => 2,
+    }
+}
+
+/// The packed form of a sync command for a region, written to sync_for_cpu / sync_for_device by
+/// drivers that take it: `0x%08X%08X` of the offset, then size | direction << 2 | 1.
+pub fn sync_word(offset: u64, size: u64, dir: Direction) -> String {
+    format!("0x{:08X}{:08X}", offset, size | direction_code(dir) << 2 | 1)
+}
 
 /// Whether a u-dma-buf of `driver_version` takes the packed sync command (see the module).
 pub fn takes_packed(driver_version: Option<&str>) -> bool {
@@ -135,6 +148,13 @@ mod tests {
     use super::*;
     use crate::dma::cpu::udev::testing::fixture;
     use std::fs;
+
+    #[test]
+    fn the_packed_sync_word() {
+        // offset 0x1000, size 0x2000, to device: 0x2000 | 1 << 2 | 1 = 0x2005.
+        assert_eq!(sync_word(0x1000, 0x2000, Direction::H2c), "0x0000100000002005");
+        assert_eq!(sync_word(0, 0x10000, Direction::C2h), "0x0000000000010009");
+    }
 
     /// The proof: on a driver that takes the packed command, each sync is one write, to
     /// sync_for_cpu or sync_for_device, and nothing else is written; on one that does not, the

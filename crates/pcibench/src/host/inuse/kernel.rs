@@ -22,7 +22,6 @@ use crate::host::Host;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{openat, FileType, Mode, OFlags, CWD};
 use rustix::io::Errno;
-use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::Path;
 
@@ -44,32 +43,8 @@ pub enum Exclusive {
     Failed(String),
 }
 
-/// One network interface of a namespace (RTM_NEWLINK, include/uapi/linux/if_link.h).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct NsLink {
-    pub index: i32,
-    pub name: String,
-    /// IFF_UP in its flags.
-    pub up: bool,
-    /// IFLA_MASTER: the bond, bridge or team it is enslaved to.
-    pub master: Option<i32>,
-    /// IFLA_LINK: the interface it sits on (a VLAN's or macvlan's lower device).
-    pub link: Option<i32>,
-    /// IFLA_PARENT_DEV_BUS_NAME: the bus of the device it belongs to (`pci`, `virtio`).
-    pub parent_bus: Option<String>,
-    /// IFLA_PARENT_DEV_NAME: that device's name (`0000:01:00.0`, `virtio0`).
-    pub parent: Option<String>,
-}
-
-/// A network namespace as netlink shows it: its interfaces and their addresses.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct NsView {
-    pub links: Vec<NsLink>,
-    /// (interface index, `10.0.0.2/24`): global and site addresses (link-local and host ones left out).
-    pub addrs: Vec<(i32, String)>,
-}
+// The shapes netlink fills live with it (netlink.rs), so the parser does not reach back up here.
+pub use super::netlink::{NsLink, NsView};
 
 /// Why a namespace could not be looked into.
 #[derive(Debug, Clone, PartialEq, Eq)]

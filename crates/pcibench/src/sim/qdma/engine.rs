@@ -356,7 +356,7 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
     }
     let mm = shared.mm(dir);
     if mm.counting() {
-        mm.perf_beats.fetch_add(len.div_ceil(super::model::PERF_BEAT_BYTES as u64), Ordering::AcqRel);
+        mm.perf_beats.fetch_add(len.div_ceil(PERF_BEAT_BYTES as u64), Ordering::AcqRel);
     }
     Ok(())
 }

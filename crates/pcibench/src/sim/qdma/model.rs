@@ -33,8 +33,8 @@ use std::time::Instant;
 
 /// The performance monitor's clock: one cycle per nanosecond of counting time.
 pub const PERF_CLOCK_HZ: f64 = 1e9;
-/// Bytes per counted data beat: a 512-bit datapath.
-pub const PERF_BEAT_BYTES: u32 = 64;
+// The data beat lives with the engine state (state.rs), which the engine counts in.
+pub use super::state::PERF_BEAT_BYTES;
 
 /// The QDMA register block and engines of one sim card.
 pub struct QdmaModel {

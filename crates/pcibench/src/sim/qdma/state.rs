@@ -11,6 +11,9 @@ use crate::direction::Direction;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Bytes per counted data beat: a 512-bit datapath.
+pub const PERF_BEAT_BYTES: u32 = 64;
 use std::time::Instant;
 
 /// Length of the QDMA config BAR the model decodes (queue doorbells end at 0x18000 + 4096 × 16).
