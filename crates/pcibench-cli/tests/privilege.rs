@@ -284,21 +284,29 @@ fn pidfd_getfd(pid: i32) -> std::io::Result<()> {
 fn a_capability_copy_cannot_be_traced_by_its_caller_after_the_drop() {
     let Some((_d, bin)) = capability_copy() else { return };
     // A run long enough to be looked at; killed as soon as it has been.
-    let mut child = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&bin)
         .args(["pio", "sim", "--bar", "2", "--map", "uc", "--width", "64", "--dir", "c2h", "--size", "4K"])
         .args(["--total", "1T"])
         .current_dir("/")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    // A privileged copy refuses every PCIBENCH_* its caller sets (scripts/test-all sets some).
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("PCIBENCH_") {
+            c.env_remove(k);
+        }
+    }
+    let mut child = c.spawn().unwrap();
     let pid = child.id();
     // Wait for the state, not for a time: pcibench itself (setpriv has exec'ed it) with its
     // permitted set emptied. The deadline only ends a broken run.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("pcibench ended early: {st} (run it as nobody with a cap_sys_rawio=ep copy to see why)");
+        }
         let s = status_of(pid).unwrap_or_else(|| panic!("pcibench ended early: {:?}", child.try_wait()));
         if field(&s, "Name:") == "pcibench" && field(&s, "CapPrm:") == "0000000000000000" {
             break s;
