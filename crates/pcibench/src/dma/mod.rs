@@ -242,10 +242,15 @@ pub trait Engine: Send {
     fn completes_by_interrupt(&self) -> bool {
         false
     }
+    /// The interrupts this engine completes by: what it asks the access path for (the kind its
+    /// vendor driver chooses, and a vector per channel or queue it signals on).
+    fn irq_request(&self) -> crate::access::IrqRequest {
+        crate::access::IrqRequest::any(1)
+    }
     /// Run the prepared transfer with the engine's completion interrupt armed and sleep until
     /// `irq` signals it; then check that the engine reports the transfer done (an interrupt
     /// never comes before the completion it signals) and acknowledge the interrupt.
-    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupt, timeout: Duration) -> Result<()> {
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
         let _ = (irq, timeout);
         Err(Error::Unsupported(format!(
             "the {} engine completes by polling only: pcibench arms no completion interrupt on it (edu has one)",

@@ -9,7 +9,7 @@ use super::super::pattern::{verify, Pattern};
 use super::super::result::{Completion, Probe, Report, Row, Verify};
 use super::super::sample::sampler::Sampling;
 use super::row::{default_warmup, finish};
-use crate::access::Interrupt;
+use crate::access::Interrupts;
 use crate::direction::Direction;
 use crate::dma::{DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::units::human_size;
@@ -70,7 +70,7 @@ fn sizes(engine: &dyn Engine, plan: &DmaLatency) -> Result<Vec<u64>> {
 }
 
 /// Check the plan against the engine and the interrupt before anything runs.
-fn check(engine: &dyn Engine, irq: Option<&dyn Interrupt>, plan: &DmaLatency) -> Result<()> {
+fn check(engine: &dyn Engine, irq: Option<&dyn Interrupts>, plan: &DmaLatency) -> Result<()> {
     if plan.completions.contains(&Completion::Msi) {
         if !engine.completes_by_interrupt() {
             return Err(Error::usage(format!(
@@ -92,7 +92,7 @@ fn check(engine: &dyn Engine, irq: Option<&dyn Interrupt>, plan: &DmaLatency) ->
 pub(super) fn rows(
     engine: &mut dyn Engine,
     alloc: &dyn DmaAllocator,
-    irq: Option<&dyn Interrupt>,
+    irq: Option<&dyn Interrupts>,
     plan: &DmaLatency,
     s: &mut Sampling,
     report: &mut Report,
@@ -137,7 +137,7 @@ impl One {
         &self,
         engine: &mut dyn Engine,
         bufs: &mut [Box<dyn DmaBuffer>; 2],
-        irq: Option<&dyn Interrupt>,
+        irq: Option<&dyn Interrupts>,
         plan: &DmaLatency,
         s: &mut Sampling,
         warnings: &mut Vec<String>,
@@ -187,7 +187,7 @@ impl One {
 }
 
 /// Run by interrupt; on failure stop the engine and add its status to the error (as `timed_run`).
-fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupt, timeout: Duration) -> Result<()> {
+fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupts, timeout: Duration) -> Result<()> {
     match engine.run_interrupt(irq, timeout) {
         Ok(()) => Ok(()),
         Err(e) => {

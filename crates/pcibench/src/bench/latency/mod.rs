@@ -79,7 +79,7 @@ pub struct LatencyTarget<'a> {
     /// The DMA engine and the allocator its buffers come from (DMA latency, load).
     pub engine: Option<(&'a mut dyn Engine, &'a dyn DmaAllocator)>,
     /// The device's interrupt, for completion by MSI.
-    pub irq: Option<&'a dyn crate::access::Interrupt>,
+    pub irq: Option<&'a dyn crate::access::Interrupts>,
 }
 
 /// One access of `w` at a BAR offset: a volatile load or store through the mapping, one AVX-512

@@ -150,7 +150,7 @@ fn dma_rows_on_the_sim_card_are_verified_and_exact() {
 #[test]
 fn completion_by_msi_is_refused_where_it_cannot_be_had() {
     let s = session("sim");
-    let e = s.dev.interrupt().err().unwrap().to_string();
+    let e = s.dev.interrupts(crate::access::IrqRequest::any(1)).err().unwrap().to_string();
     assert!(e.contains("simulated card raises no interrupts"), "{e}");
     let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
     let clock = MonotonicClock;
