@@ -49,6 +49,7 @@ Examples:
   pcibench latency sim --width all                          MMIO read latency per width (simulated card)
   pcibench latency sim --load all                           and under DMA load (register reads beside DMA throughput)
   pcibench latency sim --dma                                DMA latency, 64 B to 4 KiB, both directions
+  pcibench latency sim --dma --rate sweep                   DMA latency against offered load, to the knee
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
   pcibench latency 00:01.0 --dma --irq --allow-dma --dma-bits 32    poll against MSI (VFIO)"
 )]
@@ -104,6 +105,11 @@ pub struct LatencyArgs {
     /// Samples per DMA row (default: the engine's default total over the size, at most 10000; edu: 4).
     #[arg(long)]
     dma_samples: Option<u64>,
+    #[arg(long, value_name = "RATE", help = super::help::rate())]
+    rate: Option<String>,
+    /// With --rate sweep: stop once a row's p99 latency passes this (default 100us).
+    #[arg(long, value_name = "TIME")]
+    until_p99: Option<String>,
     #[arg(long, help = super::help::dma_buffer())]
     buffer: Option<String>,
     /// Address bits the device can drive (default 64; edu: 28, QEMU's default dma_mask).
@@ -142,7 +148,12 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
     if let Some((flag, _)) = engine_opts.iter().find(|(_, given)| *given).filter(|_| !dma && a.load.is_none()) {
         anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency or load: add --dma or --load")));
     }
-    for (flag, given) in [("--size", !a.sizes.is_empty()), ("--dma-samples", a.dma_samples.is_some())] {
+    for (flag, given) in [
+        ("--size", !a.sizes.is_empty()),
+        ("--dma-samples", a.dma_samples.is_some()),
+        ("--rate", a.rate.is_some()),
+        ("--until-p99", a.until_p99.is_some()),
+    ] {
         if given && !dma {
             anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency: add --dma")));
         }
@@ -187,6 +198,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                     sizes: parse_sizes(&a.sizes)?,
                     irq: a.irq,
                     samples: a.dma_samples,
+                    rate: super::help::rate_request(a.rate.as_deref(), a.until_p99.as_deref())?,
                 })
             })
             .transpose()?,

@@ -40,6 +40,7 @@ pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<Lat
             samples: d.samples,
             card_addr,
             timeout,
+            rate: d.rate.clone(),
         }),
         load: r.load.as_ref().map(|l| LoadPlan {
             modes: l.modes.clone(),

@@ -149,7 +149,8 @@ pub fn table(r: &Report) -> String {
     let mut s = header(r);
     let names: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     let _ = writeln!(s, "{}  verify", line(&names));
-    for x in &r.results {
+    // Open-loop rows have their own section (`rate::table`).
+    for x in r.results.iter().filter(|x| x.rate.is_none()) {
         let _ = writeln!(s, "{}", row_line(x));
         for n in load_note(x).into_iter().chain(lines(x).into_iter().zip(notes_of(x)).map(|(l, n)| match n {
             // A latency row's samples are counted, not sized by --total.
@@ -164,6 +165,7 @@ pub fn table(r: &Report) -> String {
     }
     s.push_str(&under_load(r));
     s.push_str(&poll_vs_msi(r));
+    s.push_str(&super::rate::table(r));
     super::notes::tail(&mut s, r);
     s
 }
@@ -273,7 +275,8 @@ pub fn seed(r: &Report) -> Result<String> {
         }
         let _ = writeln!(s, "| {:<21} |             |                |             |", format!("({n} reads' average)"));
     }
-    let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma) && x.latency.is_some()).collect();
+    let dma: Vec<&Row> =
+        r.results.iter().filter(|x| x.probe == Some(Probe::Dma) && x.latency.is_some() && x.rate.is_none()).collect();
     if !dma.is_empty() {
         let _ = writeln!(s, "\n## DMA latency ({} engine, one transfer at a time)", r.engine.as_deref().unwrap_or("-"));
         for dir in [Direction::H2c, Direction::C2h] {
@@ -299,6 +302,7 @@ pub fn seed(r: &Report) -> Result<String> {
             }
         }
     }
+    s.push_str(&super::rate::seed(r));
     if s.trim().is_empty() || !s.contains("|") {
         return Err(Error::usage(
             "--format seed prints the QDMA benchmark's latency tables, which need rows under DMA load (--load) or DMA latency (--dma): add one, or use --format table",

@@ -10,10 +10,12 @@ pub mod spec;
 
 use self::open_loop::{EngineSubmit, OpenLoop, Schedule};
 pub use self::spec::{parse_latency, Rate, Rates};
-use super::dma::{bytes, bytes_mut, card_copy, put, timed_run};
+use super::dma::{bytes, bytes_mut, card_copy, put, timed_run, DmaSetup};
 use super::pattern::{verify, Pattern};
-use super::result::{Completion, LatencyFigures, Note, Probe, RateFigures, Report, Row, Verify};
+use super::result::{Completion, Kind, LatencyFigures, Note, Probe, RateFigures, Report, Row, Verify};
 use super::sample::clock::Clock;
+use super::sample::sampler::Sampling;
+use crate::access::BusMaster;
 use crate::direction::Direction;
 use crate::dma::{DmaAllocator, DmaBuffer, Engine, Transfer, Work};
 use crate::units::human_size;
@@ -58,8 +60,38 @@ pub struct RatePlan {
     pub rate: RateRequest,
     /// Transfers per row (None: about 0.2 s of schedule, at most `DEFAULT_TRANSFERS`).
     pub transfers: Option<u64>,
+    /// Or bytes per row (`dma --total`), turned into transfers per size.
+    pub total: Option<u64>,
     pub card_addr: u64,
     pub timeout: Duration,
+}
+
+/// `dma --rate`: the report of every curve on the device `s` opened, Bus Master on meanwhile.
+pub fn run(s: DmaSetup, plan: &RatePlan, sampling: &mut Sampling) -> Result<Report> {
+    let most_q = plan.queues.iter().copied().max().unwrap_or(1) as u64;
+    let extent = plan.sizes.iter().copied().max().unwrap_or(0).saturating_mul(most_q);
+    s.dev.populate_card_memory(plan.card_addr, extent);
+    let _bm = BusMaster::enable(s.dev)?;
+    let simulated = s.device.simulated();
+    let mut report = Report::new(Kind::Dma, s.device.name(), simulated, s.dev.via(), sampling.overhead.median_s * 1e9);
+    report.engine = Some(s.engine.name().into());
+    let engine = s.engine;
+    // A panic mid-run must not leave the engine moving data into buffers about to be freed.
+    let measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rows(&mut *engine, s.alloc, plan, sampling.clock, sampling.stop, &mut report)
+    }));
+    match measured {
+        Ok(Ok(rows)) => {
+            report.interrupted = rows.iter().any(|r| r.notes.iter().any(|n| matches!(n, Note::Interrupted { .. })));
+            report.results = rows;
+            Ok(report)
+        }
+        Ok(Err(e)) => Err(e),
+        Err(panic) => {
+            let _ = engine.stop();
+            std::panic::resume_unwind(panic)
+        }
+    }
 }
 
 /// Every row of the plan, with `report` told the buffer, the engine's limits and the host's.
@@ -114,6 +146,13 @@ fn check(engine: &dyn Engine, plan: &RatePlan, most_q: u16, largest: u64) -> Res
     }
     if plan.sizes.contains(&0) {
         return Err(Error::usage("--size 0: a transfer moves at least one byte; give a size such as 4K"));
+    }
+    if largest > engine.max_transfer() {
+        return Err(Error::usage(format!(
+            "transfer size {largest:#x} exceeds what the {} engine takes in one transfer ({:#x})",
+            engine.name(),
+            engine.max_transfer()
+        )));
     }
     if most_q > 1 && !engine.posts() {
         return Err(Error::usage(format!(
@@ -252,7 +291,8 @@ impl Curve<'_> {
 
     /// One open-loop run at `offered` transfers a second.
     fn at(&self, engine: &mut dyn Engine, clock: &dyn Clock, stop: &AtomicBool, offered: f64) -> Result<OpenLoop> {
-        let count = self.plan.transfers.unwrap_or_else(|| {
+        let asked = self.plan.transfers.or(self.plan.total.map(|t| (t / self.size).max(1)));
+        let count = asked.unwrap_or_else(|| {
             let floor = MIN_TRANSFERS.min(offered * 2.0);
             (offered * ROW_SCHEDULE_S).max(floor).min(DEFAULT_TRANSFERS as f64).max(1.0) as u64
         });

@@ -8,7 +8,6 @@ use super::open_loop::{self, Schedule, Submit, LATE_NS};
 use super::*;
 use crate::access::sim::SimDevice;
 use crate::access::{DeviceAccess, IoMode, Mapping, Via};
-use crate::bench::result::Kind;
 use crate::bench::sample::clock::FakeClock;
 use crate::dma::buffers::sim::SimAllocator;
 use crate::dma::engines::qdma::{QdmaEngine, QdmaOptions};
@@ -222,6 +221,7 @@ fn plan(rates: Rates, queues: Vec<u16>) -> RatePlan {
         queues,
         rate: RateRequest { rates, until_p99_ns: None },
         transfers: Some(500),
+        total: None,
         card_addr: 0,
         timeout: Duration::from_secs(5),
     }
