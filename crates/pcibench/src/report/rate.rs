@@ -204,7 +204,7 @@ mod tests {
     fn the_table_shows_offered_against_achieved_and_names_the_host_when_it_is_the_limit() {
         let t = dma_table(&report());
         assert!(t.contains("1.000 M/s"), "{t}");
-        assert!(t.contains("    1.200  4915.20"), "{t}");
+        assert!(t.contains("   1.200   4915.20"), "{t}");
         // 40 of 1000 late: the host, not the card, limited the second row.
         assert_eq!(t.lines().filter(|l| l.ends_with("ok !host")).count(), 1, "{t}");
         assert!(
