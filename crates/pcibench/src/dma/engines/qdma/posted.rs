@@ -76,3 +76,52 @@ impl QdmaEngine {
         res
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::{QdmaEngine, QdmaOptions};
+    use crate::dma::{Direction, DmaAllocator, Engine, Transfer, Work};
+    use crate::sim::qdma::model::QdmaModelConfig;
+
+    #[test]
+    fn posted_transfers_complete_per_queue_in_order_and_a_full_ring_refuses_more() {
+        // Stepped and stalled: doorbells are accepted and nothing moves until the test steps.
+        let card = Card::new(QdmaModelConfig { stepped: true, ..Default::default() });
+        let alloc = card.alloc();
+        let opts = QdmaOptions { queues: 2, ring_size: Some(64), ..Default::default() };
+        let mut eng = QdmaEngine::new(card.bar(), &alloc, opts).unwrap();
+        assert!(eng.posts());
+        let buf = alloc.alloc(8192).unwrap();
+        pattern(3, bytes(&*buf));
+        let work: Vec<Work> = (0..2u16)
+            .map(|q| Work {
+                buf: &*buf,
+                t: Transfer { dir: Direction::H2c, buf_offset: q as u64 * 4096, card_addr: q as u64 * 4096, len: 4096 },
+                queue: q,
+            })
+            .collect();
+        eng.prepare_batch(&work).unwrap();
+        card.model.set_stalled(Direction::H2c, true);
+        // A ring of 64 holds 63 descriptors: one transfer of one descriptor each.
+        for _ in 0..63 {
+            assert!(Engine::post(&mut eng, 0).unwrap());
+        }
+        assert!(!Engine::post(&mut eng, 0).unwrap(), "the 64th does not fit");
+        assert!(Engine::post(&mut eng, 1).unwrap(), "queue 1 has its own ring");
+        let mut done = [0u32; 2];
+        eng.reap(&mut done).unwrap();
+        assert_eq!(done, [0, 0]);
+        card.model.set_stalled(Direction::H2c, false);
+        assert!(card.model.step(Direction::H2c));
+        eng.reap(&mut done).unwrap();
+        assert_eq!(done, [63, 1]);
+        // Room again, and the data is what queue q's transfer carries.
+        assert!(Engine::post(&mut eng, 0).unwrap());
+        let mut on_card = vec![0u8; 8192];
+        card.model.card_read(0, &mut on_card).unwrap();
+        assert!(on_card[..] == bytes(&*buf)[..]);
+        let e = Engine::post(&mut eng, 2).unwrap_err().to_string();
+        assert!(e.starts_with("queue 2 has no prepared transfer to post"), "{e}");
+    }
+}
