@@ -44,7 +44,9 @@ pub fn curves(inputs: &[Input]) -> (Vec<RateCurve>, usize) {
     for (file, input) in inputs.iter().enumerate() {
         for (r, x) in input.run.rows() {
             let Some((offered, mbps, l)) = usable(x) else { continue };
-            let key = crate::text::clip(&Config::of(r, x).label(), 200).into_owned();
+            // One curve across offered rates: the configuration without its rate.
+            let key = Config { offered_ops: None, ..Config::of(r, x) }.label();
+            let key = crate::text::clip(&key, 200).into_owned();
             let full = out.len() >= MAX_CURVES;
             match out.iter_mut().find(|(c, _)| c.file == file && c.key == key) {
                 Some((c, rates)) => {
