@@ -48,6 +48,7 @@ CLOCK_MONOTONIC), else CLOCK_MONOTONIC.
 Examples:
   pcibench latency sim --width all                          MMIO read latency per width (simulated card)
   pcibench latency sim --load all                           and under DMA load (register reads beside DMA throughput)
+  pcibench latency sim --load h2c --load-rate 500MB/s       under a DMA load held at a rate (seed 004's AXI-Lite rows)
   pcibench latency sim --dma                                DMA latency, 64 B to 4 KiB, both directions
   pcibench latency sim --dma --rate sweep                   DMA latency against offered load, to the knee
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
@@ -94,6 +95,9 @@ pub struct LatencyArgs {
     /// CPU for the load thread (default: one other than the measuring thread's).
     #[arg(long, value_name = "N")]
     load_cpu: Option<u32>,
+    /// Hold the load at this rate in each direction it streams (2GB/s, 500MB/s, or transfers a second: 5K); default: flat out.
+    #[arg(long, value_name = "RATE")]
+    load_rate: Option<String>,
     #[arg(long, value_parser = parse_engine, help = super::help::engine())]
     engine: Option<String>,
     /// DMA transfer sizes: 64, a list 64,4K, or a range 64..4K (default 64,256,1K,4K, within what the engine takes).
@@ -139,6 +143,7 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
         ("--dma-samples", a.dma_samples.is_some()),
         ("--load-size", a.load_size.is_some()),
         ("--load-cpu", a.load_cpu.is_some()),
+        ("--load-rate", a.load_rate.is_some()),
         ("--engine", a.engine.is_some()),
         ("--buffer", a.buffer.is_some()),
         ("--dma-bits", a.dma_bits.is_some()),
@@ -158,7 +163,11 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
             anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency: add --dma")));
         }
     }
-    for (flag, given) in [("--load-size", a.load_size.is_some()), ("--load-cpu", a.load_cpu.is_some())] {
+    for (flag, given) in [
+        ("--load-size", a.load_size.is_some()),
+        ("--load-cpu", a.load_cpu.is_some()),
+        ("--load-rate", a.load_rate.is_some()),
+    ] {
         if given && a.load.is_none() {
             anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to --load")));
         }
@@ -214,6 +223,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                     },
                     size: a.load_size.as_deref().map(parse_size).transpose()?,
                     cpu: a.load_cpu,
+                    rate: a.load_rate.as_deref().map(str::parse::<pcibench::measure::Rate>).transpose()?,
                 })
             })
             .transpose()?,

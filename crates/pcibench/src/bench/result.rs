@@ -418,6 +418,9 @@ pub struct LoadFigures {
     /// The CPU the load thread was pinned to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// The rate the load was held at in each direction (`--load-rate`), MB/s; absent: flat out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_mbps: Option<f64>,
 }
 
 impl LoadFigures {

@@ -47,6 +47,7 @@ pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<Lat
             width: latency::load_width(&widths),
             size: l.size,
             cpu: l.cpu,
+            rate: l.rate,
             card_addr,
             timeout,
         }),

@@ -168,6 +168,9 @@ pub struct LoadRequest {
     pub size: Option<u64>,
     /// The load thread's CPU (None: one other than the measuring thread's).
     pub cpu: Option<u32>,
+    /// Hold the load at this rate in each direction it streams (`--load-rate`; None: flat out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
 }
 
 /// `pcibench latency`.
@@ -342,7 +345,12 @@ mod tests {
                     samples: None,
                     rate: Some(RateRequest { rates: Rates::Sweep, until_p99_ns: Some(50_000) }),
                 }),
-                load: Some(LoadRequest { modes: LoadMode::ALL.to_vec(), size: None, cpu: Some(0) }),
+                load: Some(LoadRequest {
+                    modes: LoadMode::ALL.to_vec(),
+                    size: None,
+                    cpu: Some(0),
+                    rate: Some(Rate::Bytes(6e9)),
+                }),
                 engine: EngineRequest::default(),
                 timeout_ms: 500,
                 allow_dma: false,

@@ -125,7 +125,12 @@ fn notes_of(x: &Row) -> impl Iterator<Item = Option<&Note>> {
 fn load_note(x: &Row) -> Option<String> {
     let l = x.load.as_ref()?;
     let rate = |d: &str, v: Option<f64>| v.map(|v| format!("{d} {v:.2} MB/s"));
-    let rates: Vec<String> = [rate("h2c", l.h2c_mbps), rate("c2h", l.c2h_mbps)].into_iter().flatten().collect();
+    let mut rates: Vec<String> = [rate("h2c", l.h2c_mbps), rate("c2h", l.c2h_mbps)].into_iter().flatten().collect();
+    if let Some(h) = l.held_mbps {
+        let reached = [l.h2c_mbps, l.c2h_mbps].into_iter().flatten().fold(f64::MAX, f64::min);
+        let short = if reached < 0.95 * h { ": not reached (the engine, or this host, is slower)" } else { "" };
+        rates.push(format!("held at {h:.2} MB/s a direction (--load-rate){short}"));
+    }
     Some(format!(
         "load: {} streamed {} ({}, {} transfers of {} in {:.3} s{}): {}",
         l.engine,
@@ -352,6 +357,7 @@ mod tests {
             transfers: 100,
             elapsed_s: 0.5,
             cpu: Some(1),
+            held_mbps: None,
         });
         r
     }

@@ -225,6 +225,7 @@ fn reads_under_load_carry_the_load_and_its_verified_data() {
             width: Width::B64,
             size: Some(64 << 10),
             cpu: None,
+            rate: None,
             card_addr: 0,
             timeout: Duration::from_secs(2),
         });
@@ -252,6 +253,36 @@ fn reads_under_load_carry_the_load_and_its_verified_data() {
         let _bm = crate::access::BusMaster::enable(s.dev.as_ref()).unwrap();
         rig.engine.run(Duration::from_secs(2)).unwrap();
     }
+}
+
+#[test]
+fn a_load_held_at_a_rate_never_runs_ahead_of_it() {
+    // 64 KiB transfers held at 2 MB/s: one every 32.8 ms, the first at once. However the
+    // threads are scheduled, the load moves at most one transfer more than its schedule allows.
+    let s = session("sim");
+    let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
+    let _bm = crate::access::BusMaster::enable(s.dev.as_ref()).unwrap();
+    let plan = LoadPlan {
+        modes: vec![LoadMode::H2c],
+        width: Width::B32,
+        size: Some(64 << 10),
+        cpu: None,
+        rate: Some(crate::bench::rate::Rate::Bytes(2e6)),
+        card_addr: 0,
+        timeout: Duration::from_secs(2),
+    };
+    let mut load = super::load::Rig::new(rig.engine.as_mut(), rig.alloc.as_ref(), &plan).unwrap();
+    let stop = AtomicBool::new(false);
+    // The measurement under the load: 100 ms of nothing (the load's schedule is what is tested).
+    let (_, l, v) = load
+        .under(LoadMode::H2c, &stop, || {
+            std::thread::sleep(Duration::from_millis(100));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!((v, l.held_mbps), (Verify::Ok, Some(2.0)));
+    let allowed = (l.elapsed_s * 2e6 / 65536.0).floor() as u64 + 1;
+    assert!(l.transfers >= 1 && l.transfers <= allowed, "{} transfers in {} s", l.transfers, l.elapsed_s);
 }
 
 #[test]

@@ -131,7 +131,7 @@ fn latency_times_its_transfers_and_reads_under_its_load() {
                 samples: Some(20),
                 rate: None,
             }),
-            load: Some(LoadRequest { modes: LoadMode::ALL.to_vec(), size: None, cpu: None }),
+            load: Some(LoadRequest { modes: LoadMode::ALL.to_vec(), size: None, cpu: None, rate: None }),
             engine: EngineRequest::default(),
             timeout_ms: 2000,
             allow_dma: false,
