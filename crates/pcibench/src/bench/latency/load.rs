@@ -308,7 +308,11 @@ fn stream(
         }
     }
     drop(ended);
-    Ok(Streamed { bytes, transfers, elapsed: t0.elapsed() })
+    // A held load owns its schedule: a row shorter than the time its bytes were due at (the end
+    // of the last transfer's interval) counts that time, so one quick transfer does not read as
+    // faster than the rate it was held at.
+    let due = pace.map_or(Duration::ZERO, |r| Duration::from_secs_f64(bytes[0].max(bytes[1]) as f64 / r));
+    Ok(Streamed { bytes, transfers, elapsed: t0.elapsed().max(due) })
 }
 
 /// Wait until `due`, or a flag (then true): sleep while more than 200 µs off (a sleep wakes some
