@@ -219,11 +219,25 @@ impl Submit for EngineSubmit<'_> {
     }
 }
 
-/// A card that completes every transfer the moment it is posted, one in flight: what is left
-/// of a transfer's time is the loop's own.
-#[derive(Debug, Default)]
+/// A card that completes every transfer the moment it is posted (seen at the next reap), `depth`
+/// in flight at most (`Default`: one): what is left of a transfer's time is the loop's own.
+#[derive(Debug)]
 pub struct NullSubmit {
     pending: u32,
+    depth: u32,
+}
+
+impl Default for NullSubmit {
+    fn default() -> NullSubmit {
+        NullSubmit::deep(1)
+    }
+}
+
+impl NullSubmit {
+    /// Up to `depth` in flight: a schedule faster than one transfer a turn can be kept.
+    pub fn deep(depth: u32) -> NullSubmit {
+        NullSubmit { pending: 0, depth: depth.max(1) }
+    }
 }
 
 impl Submit for NullSubmit {
@@ -234,10 +248,10 @@ impl Submit for NullSubmit {
         false
     }
     fn post(&mut self, _queue: u16) -> Result<bool> {
-        if self.pending > 0 {
+        if self.pending >= self.depth {
             return Ok(false);
         }
-        self.pending = 1;
+        self.pending += 1;
         Ok(true)
     }
     fn reap(&mut self, done: &mut [u32]) -> Result<()> {
