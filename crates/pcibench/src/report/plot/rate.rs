@@ -12,8 +12,10 @@ use crate::bench::result::{LatencyFigures, Row};
 use crate::results::config::Config;
 use std::fmt::Write;
 
-/// The percentiles drawn, with their stroke width and dash.
-const PERCENTILES: [(&str, fn(&LatencyFigures) -> f64, f64, &str); 3] =
+/// A percentile drawn: its name, where it is in the figures, its stroke width and dash.
+type Percentile = (&'static str, fn(&LatencyFigures) -> f64, f64, &'static str);
+
+const PERCENTILES: [Percentile; 3] =
     [("p50", |l| l.p50_ns, 2.2, ""), ("p99", |l| l.p99_ns, 1.5, "7 4"), ("p99.9", |l| l.p999_ns, 1.0, "2 3")];
 
 /// One curve: a configuration's rows of one file, by offered rate.
