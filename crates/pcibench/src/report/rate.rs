@@ -214,6 +214,20 @@ mod tests {
     }
 
     #[test]
+    fn csv_adds_the_rate_columns_only_where_a_report_has_open_loop_rows() {
+        let doc = super::super::csv::document([&report()]);
+        let head: Vec<&str> = doc.lines().next().unwrap().split(',').collect();
+        assert_eq!(head.len(), super::super::csv::COLUMNS.len() + CSV_COLUMNS.len());
+        assert_eq!(&head[head.len() - CSV_COLUMNS.len()..], CSV_COLUMNS);
+        let second = doc.lines().nth(2).unwrap();
+        assert!(second.ends_with(",2000000,1200000,4915.2,0,1000,40,0,25,true"), "{second}");
+        let mut plain = report();
+        plain.results.iter_mut().for_each(|x| x.rate = None);
+        let doc = super::super::csv::document([&plain]);
+        assert_eq!(doc.lines().next().unwrap().split(',').count(), super::super::csv::COLUMNS.len());
+    }
+
+    #[test]
     fn seed_prints_the_dma_latency_table_shape() {
         let s = seed(&report());
         assert!(s.starts_with("\n## DMA latency under offered load (- engine, open loop)\n\n### H2C\n"), "{s}");
