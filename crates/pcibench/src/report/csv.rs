@@ -224,11 +224,23 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
 }
 
 /// The header, then every row of every report in order.
+/// Open-loop rows (`--rate`) add `rate::CSV_COLUMNS` at the end: files without them keep the
+/// common columns alone.
 pub fn document<'a>(reports: impl IntoIterator<Item = &'a Report>) -> String {
-    let mut s = line(&COLUMNS.iter().map(|c| c.to_string()).collect::<Vec<_>>());
+    let reports: Vec<&Report> = reports.into_iter().collect();
+    let rates = reports.iter().any(|r| super::rate::has_rates(r));
+    let mut head: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+    if rates {
+        head.extend(super::rate::CSV_COLUMNS.iter().map(|c| c.to_string()));
+    }
+    let mut s = line(&head);
     for r in reports {
         for x in &r.results {
-            s.push_str(&line(&row_fields(r, x)));
+            let mut v = row_fields(r, x);
+            if rates {
+                v.extend(super::rate::csv_fields(x));
+            }
+            s.push_str(&line(&v));
         }
     }
     s

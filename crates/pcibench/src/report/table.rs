@@ -20,6 +20,7 @@ impl Table {
     fn part(&self, r: &Report, notes: bool) -> String {
         let mut s = match r.kind {
             Kind::Pio => pio(r, notes),
+            Kind::Dma if super::rate::has_rates(r) => super::rate::dma_table(r),
             Kind::Dma => dma(r, notes),
             Kind::Buffers => super::buffers::table(r),
             Kind::Latency => super::latency::table(r),
