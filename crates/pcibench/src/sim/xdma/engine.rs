@@ -23,17 +23,17 @@ const DESC_STOP: u32 = 1 << 0;
 const DESC_COMPLETED: u32 = 1 << 1;
 const MAX_LEN: u32 = 0x0fff_ffff;
 
-struct Desc {
-    control: u32,
-    nxt_adj: u32,
-    len: u32,
-    src: u64,
-    dst: u64,
-    next: u64,
+pub(super) struct Desc {
+    pub control: u32,
+    pub nxt_adj: u32,
+    pub len: u32,
+    pub src: u64,
+    pub dst: u64,
+    pub next: u64,
 }
 
 /// Why the engine stopped: the status bits to log (if enabled) and the model's own words.
-type Stop = (u32, String);
+pub(super) type Stop = (u32, String);
 
 fn le32(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
@@ -47,6 +47,10 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
     let Some(ch) = shared.channel(dir, index) else { return };
     let mut served = 0u64;
     while let Some((gen, start)) = wait_for_start(&shared, ch, &mut served) {
+        if shared.cfg.stream {
+            super::stream::serve(&shared, ch, gen, start);
+            continue;
+        }
         if let Err((bits, why)) = run_chain(&shared, ch, gen, start) {
             finish(&shared, ch, gen, bits, Some(why));
         }
@@ -64,6 +68,10 @@ pub(crate) fn run_now(shared: &Shared, ch: &Channel) -> bool {
         st.served = st.gen;
         (st.gen, st.start)
     };
+    if shared.cfg.stream {
+        super::stream::start(shared, ch, gen, start);
+        return true;
+    }
     if let Err((bits, why)) = run_chain(shared, ch, gen, start) {
         finish(shared, ch, gen, bits, Some(why));
     }
@@ -113,7 +121,7 @@ fn runnable(shared: &Shared, ch: &Channel, gen: u64) -> bool {
     current(shared, ch, gen)
 }
 
-fn check_block(addr: u64, extra: u32) -> Result<(), Stop> {
+pub(super) fn check_block(addr: u64, extra: u32) -> Result<(), Stop> {
     if addr % 32 != 0 {
         return Err((ST_ALIGN_MISMATCH, format!("descriptor address {addr:#x} is not 32-byte aligned")));
     }
@@ -152,7 +160,7 @@ fn run_chain(shared: &Shared, ch: &Channel, gen: u64, start: Start) -> Result<()
     }
 }
 
-fn fetch(shared: &Shared, addr: u64) -> Result<Desc, Stop> {
+pub(super) fn fetch(shared: &Shared, addr: u64) -> Result<Desc, Stop> {
     let mut b = [0u8; 32];
     if !shared.bus_master.load(Ordering::Acquire) {
         return Err((ST_DESC_ERROR0, "descriptor fetch with Bus Master Enable off (command register bit 2)".into()));
@@ -236,7 +244,7 @@ fn move_data(shared: &Shared, dir: Direction, d: &Desc) -> Result<(), Stop> {
 }
 
 /// Count a finished descriptor; true to go on with the next one.
-fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, Stop> {
+pub(super) fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, Stop> {
     if d.control & (DESC_COMPLETED | DESC_STOP) != 0 {
         // A shaken worker may hold back the writeback (or the end of the run).
         super::super::shake::before_report();
@@ -268,7 +276,7 @@ fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, S
 /// Stop the run `gen`: log `bits` where enabled, write back the error (poll mode), clear busy.
 /// The model also writes the word on an error stop (Sts_err set) so a poller sees it at once;
 /// hardware may not, which is why the driver also watches the status register.
-fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String>) {
+pub(super) fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String>) {
     super::super::shake::before_report();
     let st = ch.lock();
     if st.gen != gen {

@@ -87,6 +87,9 @@ impl XdmaModel {
             config: regs(),
             common: regs(),
             violations: Mutex::new(Vec::new()),
+            loops: (0..if cfg.stream { cfg.h2c_channels.min(cfg.c2h_channels) } else { 0 })
+                .map(|_| Default::default())
+                .collect(),
         };
         // Config block (PG195 "Config Block Registers"): MPS 256 (code 1) and MRRS 512 (code 2)
         // as the sim config space reports, system ID 0xff01, 64-bit PCIe data width (code 0).
@@ -103,7 +106,10 @@ impl XdmaModel {
     }
 
     fn identifier(&self, target: u32, ch: u32) -> u32 {
-        0x1fc0_0000 | target << 16 | ch << 8 | self.shared.cfg.version as u32
+        // Channel identifiers carry bit 15 on AXI4-Stream channels (PG195 "H2C Channel
+        // Identifier (0x00)": Stream; libxdma.c engine_init tests 0x8000).
+        let stream = if self.shared.cfg.stream && matches!(target, T_H2C | T_C2H) { 1 << 15 } else { 0 };
+        0x1fc0_0000 | target << 16 | ch << 8 | stream | self.shared.cfg.version as u32
     }
 
     fn target_channel(&self, target: u32, ch: u32) -> Option<&Channel> {
@@ -226,6 +232,11 @@ impl XdmaModel {
         if !may_start {
             // The closure never returns None, so this cannot fail.
             let _ = c.control.fetch_update(Ordering::AcqRel, Ordering::Acquire, update);
+            if self.shared.cfg.stream {
+                // A stream channel waiting for data or room has no descriptor in flight: it
+                // stops now (on this thread, stepped or not).
+                super::stream::pump(&self.shared, c.index as usize);
+            }
             return Ok(());
         }
         let mut st = c.lock();
@@ -340,6 +351,16 @@ impl XdmaModel {
     /// interrupt raised where nothing services one), in words, oldest first.
     pub fn violations(&self) -> Vec<String> {
         self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Stream mode: bytes waiting in loopback `pair`'s FIFO between H2C and C2H (back-pressure).
+    pub fn loopback_queued(&self, pair: u8) -> Option<usize> {
+        self.shared.loops.get(pair as usize).map(|l| l.queued())
+    }
+
+    /// Stream mode: move what can move on loopback `pair` now (a stepped test's step).
+    pub fn pump(&self, pair: u8) {
+        super::stream::pump(&self.shared, pair as usize)
     }
 
     /// Why the channel last stopped on an error, in words (the model's own diagnosis).

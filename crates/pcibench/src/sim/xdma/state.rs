@@ -65,6 +65,9 @@ pub struct XdmaModelConfig {
     /// chain inside the driver's run-bit write (or a test's `step`), so the order of events is
     /// the test's, never the scheduler's.
     pub stepped: bool,
+    /// AXI4-Stream channels (identifier bit 15) with the vendor's loopback example design as the
+    /// far end (`stream.rs`), instead of memory-mapped channels over card memory.
+    pub stream: bool,
 }
 
 impl Default for XdmaModelConfig {
@@ -78,6 +81,7 @@ impl Default for XdmaModelConfig {
             len_granularity: 1,
             addr_bits: 64,
             stepped: false,
+            stream: false,
         }
     }
 }
@@ -203,6 +207,8 @@ pub(crate) struct Shared {
     /// What the model saw a driver do that the real engine would act on badly (an interrupt
     /// raised where nothing services interrupts), in words; tests assert it stays empty.
     pub violations: Mutex<Vec<String>>,
+    /// Stream mode: the loopback between H2C and C2H channel N, one per pair (empty otherwise).
+    pub loops: Vec<super::stream::Loopback>,
 }
 
 /// The IRQ block's channel interrupt enable register (0x10), as a word index into `Shared::irq`.
