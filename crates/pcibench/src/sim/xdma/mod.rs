@@ -8,4 +8,4 @@ pub(super) mod engine;
 pub mod model;
 pub mod perf;
 pub(super) mod state;
-pub(super) mod stream;
+pub mod stream;

@@ -90,10 +90,12 @@ impl XdmaStreamEngine {
                          channel pair of one kind; choose another --channel"
                     )))
                 }
-                None => return Err(Error::Unsupported(format!(
+                None => {
+                    return Err(Error::Unsupported(format!(
                     "XDMA stream channel {ch} has no {dir} partner: the loopback example design pairs H2C {ch} with \
                          C2H {ch}; choose a --channel present both ways"
-                ))),
+                )))
+                }
             }
         }
         if window == 0 {
@@ -278,8 +280,20 @@ impl XdmaStreamEngine {
         format!("C2H writeback records: {}", parts.join(", "))
     }
 
+    /// Check the records of the last run against the prepared packet.
+    pub(super) fn check_records(&self) -> Result<()> {
+        let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
+        self.check_chain_records(&p.c2h, p.h2c.bytes)
+    }
+
+    /// Where the C2H writeback records live (tests: a card that writes them wrong).
+    #[cfg(test)]
+    pub(super) fn records_mem(&self) -> &dyn DmaBuffer {
+        &*self.records
+    }
+
     /// Check every record of a finished C2H chain against the packet that was sent.
-    fn check_records(&self, c2h: &Chain, sent: u64) -> Result<()> {
+    fn check_chain_records(&self, c2h: &Chain, sent: u64) -> Result<()> {
         let n = c2h.descriptors.len();
         let mut total = 0u64;
         for (i, d) in c2h.descriptors.iter().enumerate() {
@@ -418,8 +432,7 @@ impl XdmaStreamEngine {
         // (engine_service_shutdown -> xdma_engine_stop).
         self.wr(self.ch_reg(Direction::H2c, CH_CONTROL_W1C), RUN)?;
         self.wr(self.ch_reg(Direction::C2h, CH_CONTROL_W1C), RUN)?;
-        let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
-        self.check_records(&p.c2h, p.h2c.bytes)
+        self.check_records()
     }
 }
 
