@@ -55,6 +55,7 @@ pub const COLUMNS: &[&str] = &[
     "transfer_max_us",
     "limit_mbps",
     "efficiency_pct",
+    "packets_per_s",
     "latency_samples",
     "latency_warmup",
     "latency_overhead_ns",
@@ -195,6 +196,7 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
     v.extend(stats_fields(x.stats.as_ref()));
     v.push(o(x.limit_mbps));
     v.push(o(x.efficiency_pct));
+    v.push(o(x.packets_per_s));
     v.extend(latency_fields(x));
     let p = x.parts.as_ref();
     v.extend([
