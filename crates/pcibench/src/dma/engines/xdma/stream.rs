@@ -32,15 +32,6 @@ use crate::{Error, Result};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// Host buffer per C2H descriptor: a page, as libxdma's `char_sgdma` read maps the user's buffer
-/// page by page (one scatterlist entry, one descriptor each).
-pub const C2H_BUF: u64 = 4096;
-/// A C2H stream writeback record: 32 bytes, status at +0, length at +4 (libxdma.h `struct xdma_result`).
-pub(crate) const RESULT_BYTES: u64 = 32;
-/// Status bits 31:16 of a record the engine wrote (libxdma.h `C2H_WB`; PG195 "C2H Stream Writeback").
-pub(crate) const RESULT_MAGIC: u32 = 0x52b4;
-/// Status bit 0: this buffer holds the packet's last byte (libxdma.h `RX_STATUS_EOP`).
-pub(crate) const RESULT_EOP: u32 = 1 << 0;
 /// Offsets of the two poll-mode writeback words in their buffer (each on its own line).
 const WB_H2C: usize = 0;
 const WB_C2H: usize = 64;

@@ -2,7 +2,8 @@
 //! register level (hand-made descriptors, stepped: the order of events is the test's), then the
 //! stream driver against it. Each test breaks if the stream rule it names is broken.
 
-use super::stream::{XdmaStreamEngine, C2H_BUF, RESULT_EOP, RESULT_MAGIC};
+use super::regs::{C2H_BUF, RESULT_EOP, RESULT_MAGIC};
+use super::stream::XdmaStreamEngine;
 use super::tests::{bus, bytes, ch, desc, dev_with, pattern, r, w, Card};
 use crate::access::{BarRegion, DeviceAccess};
 use crate::dma::buffers::sim::SimAllocator;
