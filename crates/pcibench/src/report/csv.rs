@@ -55,7 +55,6 @@ pub const COLUMNS: &[&str] = &[
     "transfer_max_us",
     "limit_mbps",
     "efficiency_pct",
-    "packets_per_s",
     "latency_samples",
     "latency_warmup",
     "latency_overhead_ns",
@@ -88,6 +87,8 @@ pub const COLUMNS: &[&str] = &[
     "pattern_sha256",
     "flags",
     "notes",
+    // Added after the rest so readers of older files' columns by position still line up.
+    "packets_per_s",
 ];
 
 /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180).
@@ -196,7 +197,6 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
     v.extend(stats_fields(x.stats.as_ref()));
     v.push(o(x.limit_mbps));
     v.push(o(x.efficiency_pct));
-    v.push(o(x.packets_per_s));
     v.extend(latency_fields(x));
     let p = x.parts.as_ref();
     v.extend([
@@ -222,6 +222,7 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
     // The unverified reason, as the table's note lines show it.
     notes.extend(lines(x).into_iter().skip(x.notes.len()));
     v.push(notes.join("; "));
+    v.push(o(x.packets_per_s));
     v
 }
 
