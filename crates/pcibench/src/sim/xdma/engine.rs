@@ -47,10 +47,6 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
     let Some(ch) = shared.channel(dir, index) else { return };
     let mut served = 0u64;
     while let Some((gen, start)) = wait_for_start(&shared, ch, &mut served) {
-        if shared.cfg.stream {
-            super::stream::serve(&shared, ch, gen, start);
-            continue;
-        }
         if let Err((bits, why)) = run_chain(&shared, ch, gen, start) {
             finish(&shared, ch, gen, bits, Some(why));
         }
@@ -60,25 +56,24 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
 /// Stepped mode: run the channel's latest rising edge of run now, on the caller's thread (the
 /// driver's control write, or a test's step), unless it was served already; whether it ran.
 pub(crate) fn run_now(shared: &Shared, ch: &Channel) -> bool {
-    let (gen, start) = {
-        let mut st = ch.lock();
-        if st.gen == st.served {
-            return false;
-        }
-        st.served = st.gen;
-        (st.gen, st.start)
-    };
-    if shared.cfg.stream {
-        super::stream::start(shared, ch, gen, start);
-        return true;
-    }
+    let Some((gen, start)) = pending(ch) else { return false };
     if let Err((bits, why)) = run_chain(shared, ch, gen, start) {
         finish(shared, ch, gen, bits, Some(why));
     }
     true
 }
 
-fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
+/// Stepped mode: the channel's latest rising edge of run if not served yet, marked served.
+pub(super) fn pending(ch: &Channel) -> Option<(u64, Start)> {
+    let mut st = ch.lock();
+    if st.gen == st.served {
+        return None;
+    }
+    st.served = st.gen;
+    Some((st.gen, st.start))
+}
+
+pub(super) fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
     super::super::spin::briefly(|| {
         ch.gen_hint.load(Ordering::Acquire) != *served || shared.shutdown.load(Ordering::Acquire)
     });

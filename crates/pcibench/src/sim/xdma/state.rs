@@ -207,8 +207,6 @@ pub(crate) struct Shared {
     /// What the model saw a driver do that the real engine would act on badly (an interrupt
     /// raised where nothing services interrupts), in words; tests assert it stays empty.
     pub violations: Mutex<Vec<String>>,
-    /// Stream mode: the loopback between H2C and C2H channel N, one per pair (empty otherwise).
-    pub loops: Vec<super::stream::Loopback>,
 }
 
 /// The IRQ block's channel interrupt enable register (0x10), as a word index into `Shared::irq`.

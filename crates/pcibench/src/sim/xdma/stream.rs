@@ -27,7 +27,7 @@ use super::state::*;
 use crate::direction::Direction;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// C2H stream writeback magic, status bits 31:16 (libxdma.h `C2H_WB`).
@@ -99,10 +99,26 @@ impl Loopback {
     }
 }
 
+/// A stream channel's worker thread: serve each rising edge of run.
+pub(crate) fn worker(shared: Arc<Shared>, loops: Arc<Vec<Loopback>>, dir: Direction, index: usize) {
+    let Some(ch) = shared.channel(dir, index) else { return };
+    let mut served = 0u64;
+    while let Some((gen, first)) = super::engine::wait_for_start(&shared, ch, &mut served) {
+        serve(&shared, &loops, ch, gen, first);
+    }
+}
+
+/// Stepped mode: start the channel's pending run now (moving what can move); whether there was one.
+pub(crate) fn run_now(shared: &Shared, loops: &[Loopback], ch: &Channel) -> bool {
+    let Some((gen, first)) = super::engine::pending(ch) else { return false };
+    start(shared, loops, ch, gen, first);
+    true
+}
+
 /// A rising edge of run on stream channel `ch` (`gen`, chain at `start`): point its cursor at
 /// the chain and move what can move now.
-pub(crate) fn start(shared: &Shared, ch: &Channel, gen: u64, start: Start) {
-    let Some(lb) = shared.loops.get(ch.index as usize) else {
+fn start(shared: &Shared, loops: &[Loopback], ch: &Channel, gen: u64, start: Start) {
+    let Some(lb) = loops.get(ch.index as usize) else {
         // No partner channel: nothing consumes (or produces) this channel's stream.
         finish(
             shared,
@@ -124,13 +140,13 @@ pub(crate) fn start(shared: &Shared, ch: &Channel, gen: u64, start: Start) {
             return;
         }
     }
-    pump(shared, ch.index as usize);
+    pump(shared, loops, ch.index as usize);
 }
 
 /// Threaded: serve run `gen` of `ch` until its chain is done, stopped or superseded.
-pub(crate) fn serve(shared: &Shared, ch: &Channel, gen: u64, first: Start) {
-    start(shared, ch, gen, first);
-    let Some(lb) = shared.loops.get(ch.index as usize) else { return };
+fn serve(shared: &Shared, loops: &[Loopback], ch: &Channel, gen: u64, first: Start) {
+    start(shared, loops, ch, gen, first);
+    let Some(lb) = loops.get(ch.index as usize) else { return };
     loop {
         let st = lb.lock();
         let cur = match ch.dir {
@@ -142,7 +158,7 @@ pub(crate) fn serve(shared: &Shared, ch: &Channel, gen: u64, first: Start) {
         }
         let (st, _) = lb.moved.wait_timeout(st, WAIT).unwrap_or_else(|e| e.into_inner());
         drop(st);
-        pump(shared, ch.index as usize);
+        pump(shared, loops, ch.index as usize);
     }
 }
 
@@ -155,8 +171,8 @@ fn cursor(st: &mut LoopState, dir: Direction) -> &mut Cursor {
 
 /// Move everything that can move on loopback `i` now: H2C into the FIFO, the FIFO into C2H's
 /// buffers, until neither side can go on. Channels whose run was cleared stop (idle_stopped).
-pub(crate) fn pump(shared: &Shared, i: usize) {
-    let (Some(lb), Some(h2c), Some(c2h)) = (shared.loops.get(i), shared.h2c.get(i), shared.c2h.get(i)) else {
+pub(crate) fn pump(shared: &Shared, loops: &[Loopback], i: usize) {
+    let (Some(lb), Some(h2c), Some(c2h)) = (loops.get(i), shared.h2c.get(i), shared.c2h.get(i)) else {
         return;
     };
     let mut st = lb.lock();
