@@ -642,6 +642,7 @@ golden! {
     dma_sim_qdma_json: None Json ["dma", "sim-qdma", "--size", "4K", "--total", "64K", "--json"];
     dma_sim_xdma_st: None Text ["dma", "sim-xdma-st", "--size", "64,4K,64K", "--dir", "both", "--total", "256K"];
     dma_sim_xdma_st_json: None Json ["dma", "sim-xdma-st", "--size", "4K", "--total", "64K", "--json"];
+    dma_sim_xdma_st_card_addr: None Text ["dma", "sim-xdma-st", "--card-addr", "0x10", "--size", "64"];
     dma_sim_xdma_st_csv: None Csv ["dma", "sim-xdma-st", "--size", "64", "--total", "16K", "--format", "csv"];
     dma_sim_nvram: None Text ["dma", "sim-nvram", "--size", "8K", "--size", "1M", "--total", "4M"];
     dma_sim_nvram_seed: None Text ["dma", "sim-nvram", "--size", "1M", "--total", "2M", "--format", "seed"];

@@ -343,17 +343,41 @@ impl XdmaStreamEngine {
     }
 
     /// Post the C2H buffers, send the packet, poll both writebacks, check the records.
+    /// The three steps are apart so that completion by interrupt (`Engine::run_interrupt`, not
+    /// implemented for streams yet) can replace the middle one: `submit`, then wait (`wait_polled`
+    /// here), then `complete`.
     fn run_polled(&mut self, timeout: Duration) -> Result<()> {
+        self.submit()?;
+        self.wait_polled(timeout)?;
+        self.complete()
+    }
+
+    /// Zero the records, post the C2H buffers, send the packet.
+    fn submit(&self) -> Result<()> {
         let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
-        let (nh, nc) = (p.h2c.descriptors.len() as u32, p.c2h.descriptors.len() as u32);
         // Records are zeroed before each run (libxdma.c transfer_build memsets them), so a record
         // left from the last run cannot pass for this one's.
-        for i in 0..nc as usize {
+        for i in 0..p.c2h.descriptors.len() {
             word(&*self.records, i * RESULT_BYTES as usize).store(0, Ordering::Relaxed);
             word(&*self.records, i * RESULT_BYTES as usize + 4).store(0, Ordering::Relaxed);
         }
         self.start(Direction::C2h, &p.c2h)?;
-        self.start(Direction::H2c, &p.h2c)?;
+        self.start(Direction::H2c, &p.h2c)
+    }
+
+    /// Both chains ended on STOP: clear run as libxdma does when a transfer completes
+    /// (engine_service_shutdown -> xdma_engine_stop), then check the records.
+    fn complete(&self) -> Result<()> {
+        self.wr(self.ch_reg(Direction::H2c, CH_CONTROL_W1C), RUN)?;
+        self.wr(self.ch_reg(Direction::C2h, CH_CONTROL_W1C), RUN)?;
+        self.check_records()
+    }
+
+    /// Poll both writeback words until both chains are done, one fails, or nothing moves for
+    /// `timeout` (then both channels are stopped and the error says what they and the records said).
+    fn wait_polled(&self, timeout: Duration) -> Result<()> {
+        let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
+        let (nh, nc) = (p.h2c.descriptors.len() as u32, p.c2h.descriptors.len() as u32);
         let largest = p.h2c.descriptors.iter().map(|d| u64::from(d.len)).max().unwrap_or(0);
         let timeout = timeout.max(Duration::from_micros(largest / 50));
         let (wh, wc) = (word(&*self.wb, WB_H2C), word(&*self.wb, WB_C2H));
@@ -417,13 +441,11 @@ impl XdmaStreamEngine {
             std::hint::spin_loop();
         }
         if let Some(t) = &self.trace {
-            t.writeback("xdma-st", "writeback", 0, Width::B32, u64::from(wc.load(Ordering::Acquire)));
+            let bus = |at| self.wb.bus_range(at as u64, 4).unwrap_or_default();
+            t.writeback("xdma-st", "h2c writeback", bus(WB_H2C), Width::B32, u64::from(wh.load(Ordering::Acquire)));
+            t.writeback("xdma-st", "c2h writeback", bus(WB_C2H), Width::B32, u64::from(wc.load(Ordering::Acquire)));
         }
-        // Both chains ended on STOP; clear run as libxdma does when a transfer completes
-        // (engine_service_shutdown -> xdma_engine_stop).
-        self.wr(self.ch_reg(Direction::H2c, CH_CONTROL_W1C), RUN)?;
-        self.wr(self.ch_reg(Direction::C2h, CH_CONTROL_W1C), RUN)?;
-        self.check_records()
+        Ok(())
     }
 }
 
