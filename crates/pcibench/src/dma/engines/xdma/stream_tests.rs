@@ -216,6 +216,20 @@ fn a_chain_ending_without_eop_is_flagged() {
     assert!(v.len() == 1 && v[0].contains("without EOP"), "{v:?}");
 }
 
+/// A record address off the 32-byte grid the vendor lays records on: written, and flagged.
+#[test]
+fn a_misaligned_record_address_is_flagged() {
+    let (d, bar, alloc) = stepped();
+    let b = bufs(&alloc, 4096);
+    put_desc(&*b.c2h_desc, 0, desc(LAST, 0, 4096, bus(&*b.recs, 8), bus(&*b.dst, 0), 0));
+    start(&*bar, Direction::C2h, bus(&*b.c2h_desc, 0), b.wb_bus(Direction::C2h));
+    put_desc(&*b.h2c_desc, 0, desc(LAST, 0, 64, bus(&*b.src, 0), 0, 0));
+    start(&*bar, Direction::H2c, bus(&*b.h2c_desc, 0), b.wb_bus(Direction::H2c));
+    assert_eq!(le32(bytes(&*b.recs), 12), 64, "the record is written where the descriptor says");
+    let v = d.xdma_model().violations();
+    assert!(v.len() == 1 && v[0].contains("not 32-byte aligned"), "{v:?}");
+}
+
 fn engine(dev: &Card, alloc: &SimAllocator, window: u64) -> XdmaStreamEngine {
     let bar = dev.open_bar(4, crate::access::Mapping::Uc, crate::access::IoMode::Mmap).unwrap();
     XdmaStreamEngine::new(bar, alloc, 0, window).unwrap()
