@@ -113,6 +113,15 @@ impl XdmaStreamEngine {
         for dir in [Direction::H2c, Direction::C2h] {
             e.wr(e.ch_reg(dir, CH_IE_MASK), IE_MASK_POLL)?;
         }
+        // The pair's bits in the IRQ block, numbered as libxdma.c probe_engines does (H2C first,
+        // then C2H; only channels below the first gap have one), as `XdmaEngine::poll_mode` clears them.
+        let present =
+            |l: &[super::XdmaChannel]| (0..4u8).take_while(|i| l.iter().any(|c| c.index == *i)).count() as u32;
+        let (h, c, n) = (present(&e.info.h2c), present(&e.info.c2h), u32::from(ch));
+        let bits = if n < h { 1 << n } else { 0 } | if n < c { 1 << (h + n) } else { 0 };
+        if bits != 0 {
+            e.wr(reg(T_IRQ, 0, IRQ_CHANNEL_ENABLE_W1C), bits)?;
+        }
         Ok(e)
     }
 

@@ -260,6 +260,21 @@ fn the_driver_sends_and_receives_packets_through_the_loopback() {
     }
 }
 
+/// Opening the stream pair puts it in poll mode as the memory-mapped driver does: the vendor's
+/// error-only interrupt mask on both channels, their IRQ-block enables cleared.
+#[test]
+fn opening_a_stream_pair_sets_poll_mode() {
+    let (dev, bar) = dev_with(XdmaModelConfig { stepped: true, stream: true, ..Default::default() });
+    let alloc = SimAllocator::new(dev.host_map().clone());
+    w(&*bar, 0x2014, 0x3);
+    assert_eq!(r(&*bar, 0x2010), 0x3);
+    let _e = engine(&dev, &alloc, 1 << 16);
+    assert_eq!(r(&*bar, 0x2010), 0, "channel interrupt enables cleared");
+    for off in [0x0090, 0x1090] {
+        assert_eq!(r(&*bar, off), super::regs::IE_MASK_POLL, "interrupt enable mask at {off:#x}");
+    }
+}
+
 /// A loopback that returns nothing (C2H stalled) fails the run within its timeout, the engine
 /// stopped, and the error names what the writeback records said.
 #[test]
