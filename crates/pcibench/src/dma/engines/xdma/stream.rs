@@ -6,11 +6,15 @@
 //! `transfer_init` ends every transfer with STOP | EOP | COMPLETED, `xdma_xfer_submit` adds up
 //! the results' lengths) and PG195 ("Descriptors", "C2H Stream Writeback").
 //!
-//! One transfer is one packet. A run posts the C2H side first (one descriptor per host buffer of
-//! at most `C2H_BUF` bytes, each with its writeback record), then starts the H2C chain (the packet's
-//! pieces, EOP on the last), and polls both poll-mode writeback words. Then every record is
-//! checked: magic 0x52B4, EOP on the last buffer only, each buffer full but the last, and the
-//! lengths adding up to what was sent. The data itself the runner verifies.
+//! One transfer is one packet, and one run moves a batch of them (`max_batch`, as libxdma's
+//! stream path queues many transfers on one engine): one H2C chain carrying every packet, EOP on
+//! each packet's last descriptor and STOP on the chain's last, and one C2H chain of host buffers
+//! (at most `C2H_BUF` bytes each, every packet starting in a fresh one, each with its writeback
+//! record). A run posts the C2H chain first, then starts the H2C one, and polls both poll-mode
+//! writeback words (memory, not registers); so the register traffic (about twenty accesses) is
+//! paid once per batch, not per packet. Then every packet's records are checked from memory:
+//! magic 0x52B4, EOP on its last buffer only, each buffer full but the last, and the lengths
+//! adding up to what was sent. The data itself the runner verifies.
 //!
 //! The loopback stands in for card memory: the engine keeps a host buffer (`peer`, `--card-size`
 //! bytes) as the far side of each transfer. An h2c transfer sends the caller's buffer and receives
@@ -25,7 +29,7 @@ use super::regs::*;
 use super::{decode_status, probe, Interface, XdmaInfo};
 use crate::access::BarRegion;
 use crate::dma::watchdog::{no_progress, Watchdog};
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
 use crate::mmio::Width;
 use crate::trace::Tracer;
 use crate::{Error, Result};
@@ -38,11 +42,24 @@ const WB_C2H: usize = 64;
 const STATUS_EVERY: Duration = Duration::from_millis(1);
 const IDLE_WAIT: Duration = Duration::from_secs(2);
 const MAX_DESCRIPTORS: usize = 65536;
+/// Most packets one run moves: as many as the runner keeps in flight per queue
+/// (`bench::dma::layout::MAX_DEPTH`), so 64-byte packets go 1024 to a run.
+pub const MAX_BATCH: usize = 1024;
 
-/// A prepared packet: both chains (the C2H one with its records' addresses in the sources).
+/// One packet of a prepared batch: its bytes and its C2H buffers (records `first..first + n`).
+#[derive(Debug, Clone, Copy)]
+struct Packet {
+    len: u64,
+    first: usize,
+    n: usize,
+}
+
+/// A prepared batch: both chains (the C2H one with its records' addresses in the sources) and
+/// where each packet's C2H buffers are.
 struct Prepared {
     h2c: Chain,
     c2h: Chain,
+    packets: Vec<Packet>,
 }
 
 /// The stream driver for one channel pair.
@@ -93,10 +110,13 @@ impl XdmaStreamEngine {
             return Err(Error::usage("--card-size 0: the stream's host window needs at least one byte"));
         }
         let len = usize::try_from(window).map_err(|_| Error::usage("--card-size is too large for this host"))?;
-        let pieces = (window.div_ceil(4096) + 2) as usize;
-        let c2h_max = (window.div_ceil(C2H_BUF) as usize + pieces).min(MAX_DESCRIPTORS);
+        // A batch moves at most `window` bytes (its card offsets do not overlap) in at most
+        // MAX_BATCH packets, each cut at page boundaries: a page's worth of descriptors per 4 KiB
+        // plus two per packet for its partial first and last pages.
+        let pieces = (window.div_ceil(4096) as usize + 2 * MAX_BATCH).min(MAX_DESCRIPTORS);
+        let c2h_max = (window.div_ceil(C2H_BUF) as usize + 2 * MAX_BATCH).min(MAX_DESCRIPTORS);
         let peer = alloc.alloc(len)?;
-        let h2c_desc = alloc.alloc(pieces.min(MAX_DESCRIPTORS) * DESC_BYTES as usize)?;
+        let h2c_desc = alloc.alloc(pieces * DESC_BYTES as usize)?;
         let c2h_desc = alloc.alloc(c2h_max * DESC_BYTES as usize)?;
         let records = alloc.alloc(c2h_max * RESULT_BYTES as usize)?;
         let wb = alloc.alloc(128)?;
@@ -153,39 +173,50 @@ impl XdmaStreamEngine {
         }
     }
 
-    /// The H2C chain for `len` bytes of `buf` at `off`: one descriptor per bus-contiguous piece,
-    /// the last with STOP | COMPLETED | EOP (the packet ends there; libxdma.c transfer_init).
-    fn h2c_chain(&self, buf: &dyn DmaBuffer, off: u64, len: u64) -> Result<Chain> {
-        let pieces = desc::split(buf.segments(), off, len, 0)?;
-        self.fits(&pieces, &*self.h2c_desc, "H2C")?;
+    /// `len` bytes of `buf` at `off` as pieces that are bus-contiguous and end at C2H buffer
+    /// boundaries of the bus address where `cut` (as pages of a user buffer are).
+    fn pieces(buf: &dyn DmaBuffer, off: u64, len: u64, cut: bool, out: &mut Vec<Piece>) -> Result<()> {
+        for p in desc::split(buf.segments(), off, len, 0)? {
+            if !cut {
+                out.push(p);
+                continue;
+            }
+            let mut at = 0;
+            while at < p.len {
+                let n = (C2H_BUF - (p.host + at) % C2H_BUF).min(p.len - at);
+                out.push(Piece { host: p.host + at, card: 0, len: n });
+                at += n;
+            }
+        }
+        Ok(())
+    }
+
+    /// The H2C chain of a batch: one descriptor per bus-contiguous piece of each packet, EOP on
+    /// each packet's last (the packet ends there; libxdma.c transfer_init), STOP | COMPLETED on
+    /// the chain's last. `ends[k]`: the index of packet k's last piece.
+    fn h2c_chain(&self, pieces: &[Piece], ends: &[usize]) -> Result<Chain> {
+        self.fits(pieces, &*self.h2c_desc, "H2C")?;
         let mem = &*self.h2c_desc;
-        let chain = desc::link(Direction::H2c, &pieces, |i| mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES))?;
+        let mut chain = desc::link(Direction::H2c, pieces, |i| mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES))?;
+        for &e in ends {
+            chain.descriptors[e].word0 |= DESC_EOP;
+        }
         desc::write_chain(mem, &chain)?;
         Ok(chain)
     }
 
-    /// The C2H chain receiving `len` bytes into `buf` at `off`: one descriptor per host buffer of
-    /// at most `C2H_BUF` bytes, its source the bus address of its writeback record.
-    fn c2h_chain(&self, buf: &dyn DmaBuffer, off: u64, len: u64) -> Result<Chain> {
-        let mut pieces = Vec::new();
-        for p in desc::split(buf.segments(), off, len, 0)? {
-            let mut at = 0;
-            while at < p.len {
-                // Cut at page boundaries of the bus address, as pages of a user buffer are.
-                let n = (C2H_BUF - (p.host + at) % C2H_BUF).min(p.len - at);
-                pieces.push(Piece { host: p.host + at, card: 0, len: n });
-                at += n;
-            }
-        }
-        self.fits(&pieces, &*self.c2h_desc, "C2H")?;
+    /// The C2H chain of a batch: one descriptor per host buffer, its source the bus address of
+    /// its writeback record (libxdma.c transfer_build).
+    fn c2h_chain(&self, pieces: &[Piece]) -> Result<Chain> {
+        self.fits(pieces, &*self.c2h_desc, "C2H")?;
         if pieces.len() * RESULT_BYTES as usize > self.records.len() {
             return Err(Error::Unsupported(format!(
-                "{} C2H buffers need more writeback records than allocated",
+                "{} C2H buffers need more writeback records than allocated: use fewer or smaller packets",
                 pieces.len()
             )));
         }
         let mem = &*self.c2h_desc;
-        let mut chain = desc::link(Direction::C2h, &pieces, |i| mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES))?;
+        let mut chain = desc::link(Direction::C2h, pieces, |i| mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES))?;
         for (i, d) in chain.descriptors.iter_mut().enumerate() {
             d.src = self.records.bus_range(i as u64 * RESULT_BYTES, RESULT_BYTES).ok_or_else(|| {
                 Error::Device(format!("writeback record {i} has no bus address in the record buffer"))
@@ -199,8 +230,8 @@ impl XdmaStreamEngine {
         let capacity = mem.len() / DESC_BYTES as usize;
         if pieces.len() > capacity {
             return Err(Error::Unsupported(format!(
-                "this packet needs {} {side} descriptors; descriptor memory holds {capacity}: use a smaller --size \
-                 or a buffer with larger contiguous segments (hugepages)",
+                "this batch of packets needs {} {side} descriptors; descriptor memory holds {capacity}: use a \
+                 smaller --size or a buffer with larger contiguous segments (hugepages)",
                 pieces.len()
             )));
         }
@@ -262,8 +293,9 @@ impl XdmaStreamEngine {
         (word(&*self.records, at).load(Ordering::Acquire), word(&*self.records, at + 4).load(Ordering::Acquire))
     }
 
-    /// What the C2H writeback records say, for an error line (the first ones and the last).
-    fn records_text(&self, n: usize) -> String {
+    /// What C2H writeback records `first..first + count` (of `n` in the chain) say, for an error
+    /// line (the first ones and the last).
+    fn records_text(&self, first: usize, count: usize, n: usize) -> String {
         let show = |i: usize| {
             let (s, l) = self.record(i);
             if s == 0 && l == 0 {
@@ -273,17 +305,32 @@ impl XdmaStreamEngine {
                 format!("#{i} magic {:#06x} length {l}{eop}", s >> 16)
             }
         };
-        let mut parts: Vec<String> = (0..n.min(4)).map(show).collect();
-        if n > 4 {
-            parts.push(format!("... {}", show(n - 1)));
+        let end = (first + count).min(n);
+        let mut parts: Vec<String> = (first..end.min(first + 4)).map(show).collect();
+        if end > first + 4 {
+            parts.push(format!("... {}", show(end - 1)));
         }
         format!("C2H writeback records: {}", parts.join(", "))
     }
 
-    /// Check the records of the last run against the prepared packet.
+    /// Check the records of the last run against the prepared packets.
     pub(super) fn check_records(&self) -> Result<()> {
         let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
-        self.check_chain_records(&p.c2h, p.h2c.bytes)
+        let n = p.c2h.descriptors.len();
+        for (k, pk) in p.packets.iter().enumerate() {
+            self.check_packet(&p.c2h, k, p.packets.len(), pk).map_err(|w| {
+                Error::Device(format!(
+                    "XDMA C2H stream channel {}: packet {k} of {}: {w}: the packet that came back is not the {}-byte \
+                     packet sent on H2C {} ({})",
+                    self.ch,
+                    p.packets.len(),
+                    pk.len,
+                    self.ch,
+                    self.records_text(pk.first, pk.n, n)
+                ))
+            })?;
+        }
+        Ok(())
     }
 
     /// Where the C2H writeback records live (tests: a card that writes them wrong).
@@ -292,16 +339,18 @@ impl XdmaStreamEngine {
         &*self.records
     }
 
-    /// Check every record of a finished C2H chain against the packet that was sent.
-    fn check_chain_records(&self, c2h: &Chain, sent: u64) -> Result<()> {
+    /// Check packet `k`'s records: magic, EOP on its last buffer only, every buffer but the last
+    /// full, and the lengths adding up to what was sent. What is wrong, in words.
+    fn check_packet(&self, c2h: &Chain, k: usize, of: usize, pk: &Packet) -> std::result::Result<(), String> {
         let n = c2h.descriptors.len();
         let mut total = 0u64;
-        for (i, d) in c2h.descriptors.iter().enumerate() {
+        for i in pk.first..pk.first + pk.n {
+            let d = &c2h.descriptors[i];
             let (status, len) = self.record(i);
             if let Some(t) = &self.trace {
                 t.writeback("xdma-st", "c2h-record", d.src, Width::B32, status.into());
             }
-            let last = i + 1 == n;
+            let last = i + 1 == pk.first + pk.n;
             let wrong = if status >> 16 != RESULT_MAGIC {
                 Some(format!("magic {:#06x}, not {RESULT_MAGIC:#06x}", status >> 16))
             } else if (status & RESULT_EOP != 0) != last {
@@ -312,22 +361,12 @@ impl XdmaStreamEngine {
                 None
             };
             if let Some(w) = wrong {
-                return Err(Error::Device(format!(
-                    "XDMA C2H stream channel {}: writeback record {i} of {n} has {w}: the packet that came back is not the \
-                     {sent}-byte packet sent on H2C {} ({})",
-                    self.ch,
-                    self.ch,
-                    self.records_text(n)
-                )));
+                return Err(format!("writeback record {i} of {n} has {w}"));
             }
             total += u64::from(len);
         }
-        if total != sent {
-            return Err(Error::Device(format!(
-                "XDMA C2H stream channel {}: {total} bytes came back, {sent} were sent ({})",
-                self.ch,
-                self.records_text(n)
-            )));
+        if total != pk.len {
+            return Err(format!("{total} bytes came back in packet {k} of {of}, {} were sent", pk.len));
         }
         Ok(())
     }
@@ -347,7 +386,7 @@ impl XdmaStreamEngine {
                 Err(e) => parts.push(format!("{dir}: {e}")),
             }
         }
-        parts.push(self.records_text(n_c2h));
+        parts.push(self.records_text(0, n_c2h, n_c2h));
         Error::Device(parts.join("; "))
     }
 
@@ -387,8 +426,7 @@ impl XdmaStreamEngine {
     fn wait_polled(&self, timeout: Duration) -> Result<()> {
         let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
         let (nh, nc) = (p.h2c.descriptors.len() as u32, p.c2h.descriptors.len() as u32);
-        let largest = p.h2c.descriptors.iter().map(|d| u64::from(d.len)).max().unwrap_or(0);
-        let timeout = timeout.max(Duration::from_micros(largest / 50));
+        let timeout = timeout.max(Duration::from_micros(p.h2c.bytes / 50));
         let (wh, wc) = (word(&*self.wb, WB_H2C), word(&*self.wb, WB_C2H));
         let mut dog = Watchdog::new(timeout);
         let (mut next_status, mut spins, mut progress) = (STATUS_EVERY, 0u32, 0u64);
@@ -481,29 +519,72 @@ impl Engine for XdmaStreamEngine {
     }
 
     fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
+        self.prepare_batch(&[Work { buf, t: *t, queue: 0 }])
+    }
+
+    /// One channel pair is one queue.
+    fn queues(&self) -> u16 {
+        1
+    }
+
+    fn max_batch(&self) -> usize {
+        MAX_BATCH
+    }
+
+    /// Lay out a batch of packets (either direction, mixed: `--dir bidir` sends the h2c ones from
+    /// the caller's buffers and the c2h ones from the window, through the one loopback): both
+    /// chains written once here, so `run` only zeroes records, starts, polls and checks.
+    fn prepare_batch(&mut self, work: &[Work]) -> Result<()> {
         self.prepared = None;
-        if t.len == 0 {
-            return Err(Error::usage(
-                "a stream packet needs at least 1 byte (an H2C descriptor of length 0 is invalid)",
-            ));
-        }
-        if t.buf_offset.checked_add(t.len).is_none_or(|e| e > buf.len() as u64) {
-            return Err(Error::usage(format!("a {}-byte packet does not fit the {}-byte buffer", t.len, buf.len())));
-        }
-        if t.card_addr.checked_add(t.len).is_none_or(|e| e > self.window) {
+        if work.is_empty() || work.len() > MAX_BATCH {
             return Err(Error::usage(format!(
-                "a {}-byte packet at offset {:#x} does not fit the stream's {:#x}-byte host window (--card-size)",
-                t.len, t.card_addr, self.window
+                "an XDMA stream run takes 1 to {MAX_BATCH} packets; this batch has {}",
+                work.len()
             )));
         }
-        let peer = &*self.peer;
-        let (h2c, c2h) = match t.dir {
-            Direction::H2c => (self.h2c_chain(buf, t.buf_offset, t.len)?, self.c2h_chain(peer, t.card_addr, t.len)?),
-            Direction::C2h => (self.h2c_chain(peer, t.card_addr, t.len)?, self.c2h_chain(buf, t.buf_offset, t.len)?),
-        };
+        let (mut h2c, mut c2h) = (Vec::new(), Vec::new());
+        let (mut ends, mut packets) = (Vec::with_capacity(work.len()), Vec::with_capacity(work.len()));
+        for w in work {
+            let t = &w.t;
+            if w.queue != 0 {
+                return Err(Error::usage(format!(
+                    "an XDMA stream channel pair is one queue; work names queue {}",
+                    w.queue
+                )));
+            }
+            if t.len == 0 {
+                return Err(Error::usage(
+                    "a stream packet needs at least 1 byte (an H2C descriptor of length 0 is invalid)",
+                ));
+            }
+            if t.buf_offset.checked_add(t.len).is_none_or(|e| e > w.buf.len() as u64) {
+                return Err(Error::usage(format!(
+                    "a {}-byte packet does not fit the {}-byte buffer",
+                    t.len,
+                    w.buf.len()
+                )));
+            }
+            if t.card_addr.checked_add(t.len).is_none_or(|e| e > self.window) {
+                return Err(Error::usage(format!(
+                    "a {}-byte packet at offset {:#x} does not fit the stream's {:#x}-byte host window (--card-size)",
+                    t.len, t.card_addr, self.window
+                )));
+            }
+            let peer = &*self.peer;
+            let (from, from_off, to, to_off) = match t.dir {
+                Direction::H2c => (w.buf, t.buf_offset, peer, t.card_addr),
+                Direction::C2h => (peer, t.card_addr, w.buf, t.buf_offset),
+            };
+            Self::pieces(from, from_off, t.len, false, &mut h2c)?;
+            ends.push(h2c.len() - 1);
+            let first = c2h.len();
+            Self::pieces(to, to_off, t.len, true, &mut c2h)?;
+            packets.push(Packet { len: t.len, first, n: c2h.len() - first });
+        }
+        let (h2c, c2h) = (self.h2c_chain(&h2c, &ends)?, self.c2h_chain(&c2h)?);
         self.trace_chain(&h2c, &*self.h2c_desc);
         self.trace_chain(&c2h, &*self.c2h_desc);
-        self.prepared = Some(Prepared { h2c, c2h });
+        self.prepared = Some(Prepared { h2c, c2h, packets });
         Ok(())
     }
 
