@@ -43,8 +43,8 @@ const STATUS_EVERY: Duration = Duration::from_millis(1);
 const IDLE_WAIT: Duration = Duration::from_secs(2);
 const MAX_DESCRIPTORS: usize = 65536;
 /// Most packets one run moves: as many as the runner keeps in flight per queue
-/// (`bench::dma::layout::MAX_DEPTH`), so 64-byte packets go 1024 to a run.
-pub const MAX_BATCH: usize = 1024;
+/// (`bench::dma::layout::MAX_DEPTH`, 1024) in each direction, both at once with `--dir bidir`.
+pub const MAX_BATCH: usize = 2048;
 
 /// One packet of a prepared batch: its bytes and its C2H buffers (records `first..first + n`).
 #[derive(Debug, Clone, Copy)]

@@ -446,7 +446,7 @@ fn a_bad_record_names_its_packet_in_the_batch() {
     let err = e.check_records().unwrap_err().to_string();
     assert!(err.contains("packet 1 of 4: writeback record 2 of 14 has no EOP on the packet's last buffer"), "{err}");
     assert!(err.contains("the 5000-byte packet"), "{err}");
-    assert!(e.prepare_batch(&[]).unwrap_err().to_string().contains("1 to 1024 packets"));
+    assert!(e.prepare_batch(&[]).unwrap_err().to_string().contains("1 to 2048 packets"));
     let many = vec![(0u64, 0u64, 1u64); super::stream::MAX_BATCH + 1];
     assert!(e.prepare_batch(&work(&*buf, Direction::H2c, &many)).is_err());
 }
