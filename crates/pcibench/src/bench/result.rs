@@ -188,6 +188,10 @@ pub struct Row {
     /// the row's `latency` is then measured from each transfer's scheduled submission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateFigures>,
+    /// DMA on a stream (XDMA AXI4-Stream): packets per second at the median rate, one packet
+    /// per transfer (absent elsewhere, and in runs saved before streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets_per_s: Option<f64>,
     /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
     pub limit_mbps: Option<f64>,
     pub efficiency_pct: Option<f64>,
@@ -230,6 +234,7 @@ impl Row {
             completion: None,
             load: None,
             rate: None,
+            packets_per_s: None,
             limit_mbps: None,
             efficiency_pct: None,
             verify: None,

@@ -218,6 +218,11 @@ pub trait Engine: Send {
     fn take_notes(&mut self) -> Vec<String> {
         Vec::new()
     }
+    /// Whether each transfer is a packet on a stream (XDMA AXI4-Stream channels): reports then
+    /// give packets per second beside MB/s.
+    fn packets(&self) -> bool {
+        false
+    }
     /// Queues (or channels) the engine was opened with: `Work::queue` is below this.
     fn queues(&self) -> u16 {
         1

@@ -87,6 +87,8 @@ pub const COLUMNS: &[&str] = &[
     "pattern_sha256",
     "flags",
     "notes",
+    // Added after the rest so readers of older files' columns by position still line up.
+    "packets_per_s",
 ];
 
 /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180).
@@ -220,6 +222,7 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
     // The unverified reason, as the table's note lines show it.
     notes.extend(lines(x).into_iter().skip(x.notes.len()));
     v.push(notes.join("; "));
+    v.push(o(x.packets_per_s));
     v
 }
 
