@@ -338,10 +338,20 @@ impl<'a> Sampling<'a> {
     /// sample is the clock's difference around the call less the timing shell's own cost, kept
     /// in a log-linear histogram, so millions of samples cost no memory. Samples are taken in
     /// runs of `CHAIN`; the histogram, progress and link health are updated between runs.
-    pub fn single(
+    pub fn single(&mut self, warmup: u64, samples: u64, bytes: u64, op: impl FnMut() -> Result<()>) -> Result<Single> {
+        self.single_within(warmup, samples, None, bytes, op)
+    }
+
+    /// `single`, and with `budget_ns` (no `--samples` given: `ROW_BUDGET_NS`) sized by time as
+    /// `run_within` is (issue 43): `samples` is then the cap, the samples stop once they took the
+    /// budget (at least `stats::MIN_SAMPLES` of them), and the warm-up stops after a tenth of it.
+    /// The first `MIN_SAMPLES` samples are the calibration: runs after them are sized from their
+    /// rate, so a slow access overshoots the budget by one sample's time, not a whole run's.
+    pub fn single_within(
         &mut self,
         warmup: u64,
         samples: u64,
+        budget_ns: Option<u64>,
         bytes: u64,
         mut op: impl FnMut() -> Result<()>,
     ) -> Result<Single> {
@@ -349,21 +359,41 @@ impl<'a> Sampling<'a> {
         let mut health = Vec::new();
         let mut interrupted = false;
         let mut warmed = 0;
+        let warm_start = self.clock.now_ns();
         while warmed < warmup && !interrupted {
             interrupted = self.stop.load(Ordering::Relaxed);
+            if budget_ns.is_some_and(|b| warmed > 0 && self.clock.now_ns().saturating_sub(warm_start) >= b / 10) {
+                break;
+            }
             if !interrupted {
                 op()?;
                 warmed += 1;
             }
         }
+        let min = super::stats::MIN_SAMPLES as u64;
         let overhead_ns = self.shell_overhead_ns();
         let mut hist = LatencyHistogram::new();
         let mut diffs = [0u64; CHAIN];
         let (mut done, mut elapsed_ns) = (0u64, 0u64);
         let mut last_check = self.clock.now_ns();
-        while done < samples && !interrupted {
-            let want = (samples - done).min(CHAIN as u64) as usize;
-            let (n, stopped) = self.chain(&mut diffs[..want], 1, bytes, &mut op)?;
+        let mut planned = samples;
+        while done < planned && !interrupted {
+            let mut want = (planned - done).min(CHAIN as u64);
+            if let Some(b) = budget_ns {
+                if done >= min && elapsed_ns >= b {
+                    break;
+                }
+                // The calibration run, then runs that end about when the budget does.
+                want = match done {
+                    0 => want.min(min),
+                    _ => want.min(
+                        (b.saturating_sub(elapsed_ns) / (elapsed_ns / done).max(1))
+                            .max(min.saturating_sub(done))
+                            .max(1),
+                    ),
+                };
+            }
+            let (n, stopped) = self.chain(&mut diffs[..want as usize], 1, bytes, &mut op)?;
             interrupted = stopped;
             for d in &diffs[..n] {
                 hist.record(d.saturating_sub(overhead_ns));
@@ -372,9 +402,12 @@ impl<'a> Sampling<'a> {
             if done == 0 && n > 0 {
                 // The first run of samples is the calibration: what all of them will take.
                 let per = elapsed_ns as f64 / n as f64;
+                if let Some(b) = budget_ns {
+                    planned = samples.min(((b as f64 / per).ceil() as u64).max(min));
+                }
                 self.progress.estimate(
-                    (samples - n as u64) as f64 * per * 1e-9,
-                    &format!("{samples} samples"),
+                    planned.saturating_sub(n as u64) as f64 * per * 1e-9,
+                    &format!("{planned} samples"),
                     "--samples",
                 );
             }
