@@ -47,7 +47,16 @@ fn interrupt(child: &Child) {
 #[test]
 fn a_long_request_is_estimated_before_it_runs_and_shows_no_bar_in_a_pipe() {
     for (args, work) in [
-        (&["dma", "sim", "--size", "1", "--total", "1G"][..], "for 1 GiB in 1 B transfers; --total sets it"),
+        // Two configurations (h2c, c2h), summed before either runs.
+        (
+            &["dma", "sim", "--size", "1", "--total", "1G"][..],
+            "for 2 configurations, the longest 1 GiB in 1 B transfers; --total sets it",
+        ),
+        // A size that is fast after one that is slow: each row's own cost, summed.
+        (
+            &["dma", "sim", "--size", "1,1M", "--dir", "h2c", "--total", "1G"],
+            "for 2 configurations, the longest 1 GiB in 1 B transfers; --total sets it",
+        ),
         (&["latency", "sim", "--samples", "1000000000"], "for 1000000000 samples; --samples sets it"),
         (&["buffers", "--buffer", "heap", "--size", "64K", "--total", "1T"], "in 64 KiB transfers; --total sets it"),
     ] {
@@ -115,7 +124,7 @@ fn the_progress_bar_shows_on_a_terminal() {
     }
     let text = String::from_utf8_lossy(&seen);
     assert!(
-        text.contains("pcibench: about ") && text.contains("for 1 GiB in 1 B transfers; --total sets it"),
+        text.contains("pcibench: about ") && text.contains("the longest 1 GiB in 1 B transfers; --total sets it"),
         "{text}"
     );
     assert!(text.contains("[") && text.contains("eta"), "{text}");

@@ -56,6 +56,8 @@ pub fn measure(host: &Host, session: Option<&Session>, r: &BuffersRequest, hooks
         budget_ns: r.total.is_none().then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
     };
     let bytes = plan.total.saturating_mul(2 * bufs.len() as u64);
+    // A total given: the whole run (every buffer, access and sync) is estimated first.
+    let probe = plan.budget_ns.is_none();
     Measuring::on_host(context)
-        .run(&MONOTONIC, "buffers", bytes, hooks, |s| buffers::run(&bufs, &unavailable, &plan, s))
+        .run_summed(&MONOTONIC, "buffers", bytes, hooks, probe, |s| buffers::run(&bufs, &unavailable, &plan, s))
 }

@@ -81,6 +81,12 @@ pub const ROW_BUDGET_NS: u64 = 500_000_000;
 /// rate they show is taken for the whole configuration's estimate.
 const ESTIMATE_AFTER_NS: u64 = 100_000_000;
 
+/// A probe pass (`estimate::Probe`) times a configuration's batches for at most this long past its
+/// calibration.
+const PROBE_NS: u64 = 50_000_000;
+/// And at most this many batches.
+const PROBE_BATCHES: usize = 1000;
+
 /// Where a run reports its progress (a progress bar; nothing, with `()`).
 pub trait Progress {
     /// A part of the run that will move about `bytes` bytes starts.
@@ -98,6 +104,16 @@ pub trait Progress {
     /// its timed samples: the caller decides what is long enough to say (the library never prints).
     fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
         let _ = (secs, work, flag);
+    }
+    /// A probe pass (`estimate::Probe`): each configuration stops after its calibration, its
+    /// estimate made from it.
+    fn probing(&self) -> bool {
+        false
+    }
+    /// Whether estimates are wanted at all: a run whose whole estimate was said, or a suite's
+    /// parts of its own default size (`estimate::Said`), want none, and get no probe pass.
+    fn estimates(&self) -> bool {
+        true
     }
 }
 
@@ -204,16 +220,48 @@ impl<'a> Sampling<'a> {
         let want = self.overhead.min_sample_ns().max(self.clock.sample_floor_ns());
         let mut calibration = 1;
         let mut n = 1u64;
-        let batch = loop {
+        let (batch, took) = loop {
             let took = timed(n, &mut op)?;
             calibration += n;
             if took >= want || n >= MAX_BATCH {
-                break n;
+                break (n, took);
             }
             // Aim past the target from this run's rate, at least doubling.
             let per = (took as f64 / n as f64).max(1e-3);
             n = ((want as f64 / per * 1.5).ceil() as u64).clamp(n * 2, MAX_BATCH);
         };
+        if self.progress.probing() {
+            // Batches like the calibration's last for PROBE_NS (at most PROBE_BATCHES, and no more
+            // than the plan): the later half of them gives the cost per transfer (the first ones
+            // still pay for wake-ups and cold caches: a sim engine's 1-byte transfers showed 8
+            // times their steady cost in the first ten). The planned transfers (or what the budget
+            // holds of them) at that cost are the configuration's time.
+            let mut times = vec![took];
+            let mut spent = took;
+            while times.len() < PROBE_BATCHES && spent < PROBE_NS && (times.len() as u64 + 1) * batch <= planned {
+                let t = timed(batch, &mut op)?;
+                times.push(t);
+                spent += t;
+            }
+            calibration += (times.len() as u64 - 1) * batch;
+            let later = &times[times.len() / 2..];
+            let per = later.iter().sum::<u64>() as f64 / (later.len() as u64 * batch) as f64;
+            let k = times.len() as u64;
+            let moved = budget_ns.map_or(planned, |b| planned.min(((b as f64 / per).ceil() as u64).max(1)));
+            let work =
+                format!("{} in {} transfers", crate::units::approx_size(moved.saturating_mul(size)), human_size(size));
+            self.progress.estimate(moved as f64 * per * 1e-9, &work, "--total");
+            let mut samples = Samples::new(size, batch);
+            samples.secs.push(spent as f64 * 1e-9 / k as f64);
+            let calibration_transfers = calibration - batch;
+            return Ok(Sampled {
+                samples,
+                planned: batch,
+                calibration_transfers,
+                interrupted: false,
+                health: Vec::new(),
+            });
+        }
         // Fewer planned transfers than one batch: one sample of them all (flagged as short by
         // the statistics). More samples than we keep: batch more per sample.
         let batch = batch.min(planned).max(planned.div_ceil(MAX_SAMPLES));
