@@ -32,6 +32,9 @@ pub enum Via {
     Sim,
     /// A device model in another process, over the vfio-user protocol (`vfio-user:SOCKET`).
     VfioUser,
+    /// No device and no path to one: host memory measured from the CPU (`pcibench buffers`).
+    /// Saved runs before it said `sim` there.
+    Host,
 }
 
 impl fmt::Display for Via {
@@ -42,6 +45,7 @@ impl fmt::Display for Via {
             Via::VfioNoiommu => "vfio-noiommu",
             Via::Sim => "sim",
             Via::VfioUser => "vfio-user",
+            Via::Host => "host",
         })
     }
 }

@@ -116,8 +116,9 @@ pub fn run(
     plan: &BufferPlan,
     s: &mut Sampling,
 ) -> Result<Report> {
-    let mut report = Report::new(Kind::Buffers, "host", false, Via::Sim, s.overhead.median_s * 1e9);
-    report.via = Via::Sim;
+    // Host memory, reached by the CPU alone: no device's access path (each buffer names its own
+    // kind and file, a real u-dma-buf as one).
+    let mut report = Report::new(Kind::Buffers, "host", false, Via::Host, s.overhead.median_s * 1e9);
     let sizes: Vec<u64> = buffers.iter().map(|b| plan.size.unwrap_or(b.len() as u64)).collect();
     check_total(plan.total, &sizes)?;
     for (name, why) in unavailable {
