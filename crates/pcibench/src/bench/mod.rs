@@ -13,3 +13,4 @@ pub mod pattern;
 pub mod pio;
 pub mod result;
 pub mod sample;
+pub mod trace_cost;

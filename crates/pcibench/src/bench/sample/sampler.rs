@@ -151,6 +151,8 @@ pub struct Sampled {
     pub interrupted: bool,
     /// What changed in the link's health while this configuration ran (empty: nothing).
     pub health: Vec<String>,
+    /// Events the timed samples reported to a `--trace` (`trace::events_here`).
+    pub traced: u64,
 }
 
 impl Sampled {
@@ -175,6 +177,8 @@ pub struct Single {
     pub health: Vec<String>,
     /// The samples' time, shells included (ns).
     pub elapsed_ns: u64,
+    /// Events the timed samples reported to a `--trace` (`trace::events_here`).
+    pub traced: u64,
 }
 
 impl<'a> Sampling<'a> {
@@ -260,6 +264,7 @@ impl<'a> Sampling<'a> {
                 calibration_transfers,
                 interrupted: false,
                 health: Vec::new(),
+                traced: 0,
             });
         }
         // Fewer planned transfers than one batch: one sample of them all (flagged as short by
@@ -286,6 +291,7 @@ impl<'a> Sampling<'a> {
         let mut spent_ns = 0u64;
         let mut planned = planned;
         let mut estimated = false;
+        let traced = crate::trace::events_here();
         for i in 0..count {
             if self.stop.load(Ordering::Relaxed) {
                 interrupted = true;
@@ -340,7 +346,15 @@ impl<'a> Sampling<'a> {
         if let (Some(h), Some(b)) = (self.health, &before) {
             health_changes = health::changes(b, &h.snapshot());
         }
-        Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted, health: health_changes })
+        let traced = crate::trace::events_here() - traced;
+        Ok(Sampled {
+            samples,
+            planned,
+            calibration_transfers: calibration,
+            interrupted,
+            health: health_changes,
+            traced,
+        })
     }
 
     /// Up to `diffs.len()` samples back to back: each the clock's difference between the reading
@@ -425,6 +439,7 @@ impl<'a> Sampling<'a> {
         let (mut done, mut elapsed_ns) = (0u64, 0u64);
         let mut last_check = self.clock.now_ns();
         let mut planned = samples;
+        let traced = crate::trace::events_here();
         while done < planned && !interrupted {
             let mut want = (planned - done).min(CHAIN as u64);
             if let Some(b) = budget_ns {
@@ -477,7 +492,8 @@ impl<'a> Sampling<'a> {
         if let (Some(h), Some(b)) = (self.health, &before) {
             health = health::changes(b, &h.snapshot());
         }
-        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns })
+        let traced = crate::trace::events_here() - traced;
+        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns, traced })
     }
 }
 
