@@ -178,7 +178,7 @@ impl Measuring {
         }
         let mut p = Probe::default();
         runner(&mut Sampling::new(clock, hooks.stop, &mut p, self.health.as_ref()))?;
-        if let Some((secs, work)) = p.total() {
+        if let Some((secs, work)) = p.total().filter(|_| !hooks.stop.load(std::sync::atomic::Ordering::Relaxed)) {
             hooks.progress.estimate(secs, &work, "--total");
         }
         self.run_on(clock, what, bytes, hooks.stop, &mut Said(&mut *hooks.progress), runner)

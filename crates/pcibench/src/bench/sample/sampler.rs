@@ -242,7 +242,12 @@ impl<'a> Sampling<'a> {
             // holds of them) at that cost are the configuration's time.
             let mut times = vec![took];
             let mut spent = took;
-            while times.len() < PROBE_BATCHES && spent < PROBE_NS && (times.len() as u64 + 1) * batch <= planned {
+            let stopped = || self.stop.load(Ordering::Relaxed);
+            while times.len() < PROBE_BATCHES
+                && spent < PROBE_NS
+                && (times.len() as u64 + 1) * batch <= planned
+                && !stopped()
+            {
                 let t = timed(batch, &mut op)?;
                 times.push(t);
                 spent += t;
@@ -262,7 +267,8 @@ impl<'a> Sampling<'a> {
                 samples,
                 planned: batch,
                 calibration_transfers,
-                interrupted: false,
+                // Ctrl-C during a probe ends it at once (the run after it stops at its first sample).
+                interrupted: stopped(),
                 health: Vec::new(),
                 traced: 0,
             });
