@@ -60,24 +60,31 @@ fn a_long_request_is_estimated_before_it_runs_and_shows_no_bar_in_a_pipe() {
         (&["latency", "sim", "--samples", "1000000000"], "for 1000000000 samples; --samples sets it"),
         (&["buffers", "--buffer", "heap", "--size", "64K", "--total", "1T"], "in 64 KiB transfers; --total sets it"),
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
-            .args(args)
-            .env("PCIBENCH_SYSROOT", none())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        stderr.read_line(&mut first).unwrap();
-        interrupt(&child);
-        let mut rest = String::new();
-        stderr.read_to_string(&mut rest).unwrap();
-        let o = child.wait_with_output().unwrap();
+        let (first, rest, code) = first_line_then_ctrl_c(args);
         assert!(first.starts_with("pcibench: about ") && first.trim_end().ends_with(work), "{args:?}: {first}{rest}");
-        assert_eq!(o.status.code(), Some(130), "{args:?}: {first}{rest}");
+        assert_eq!(code, Some(130), "{args:?}: {first}{rest}");
         assert!(!rest.contains('\r') && !rest.contains("eta"), "{args:?}: a bar in a pipe: {rest:?}");
     }
+}
+
+/// Run pcibench with `args`, its stderr a pipe; once it printed its first stderr line, SIGINT.
+/// Returns that line, the rest of stderr and the exit code.
+fn first_line_then_ctrl_c(args: &[&str]) -> (String, String, Option<i32>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
+        .args(args)
+        .env("PCIBENCH_SYSROOT", none())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    interrupt(&child);
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let o = child.wait_with_output().unwrap();
+    (first, rest, o.status.code())
 }
 
 /// On a terminal (a pty from util-linux `script`) the long run shows its bar; the same run's
@@ -205,23 +212,10 @@ fn latency_rows_without_samples_are_sized_by_time_and_a_long_count_is_estimated(
     }
     assert!(err(&o).is_empty(), "nothing long to announce: {}", err(&o));
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
-        .args(["latency", &dev, "--samples", "100000000"])
-        .env("PCIBENCH_SYSROOT", none())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    stderr.read_line(&mut first).unwrap();
-    interrupt(&child);
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).unwrap();
-    let o = child.wait_with_output().unwrap();
+    let (first, rest, code) = first_line_then_ctrl_c(&["latency", &dev, "--samples", "100000000"]);
     assert!(
         first.starts_with("pcibench: about ") && first.trim_end().ends_with("for 100000000 samples; --samples sets it"),
         "{first}{rest}"
     );
-    assert_eq!(o.status.code(), Some(130), "{first}{rest}");
+    assert_eq!(code, Some(130), "{first}{rest}");
 }

@@ -87,19 +87,12 @@ mod tests {
     #[test]
     fn the_sampler_counts_the_events_its_samples_traced() {
         use crate::bench::sample::sampler::Sampling;
-        use crate::bench::sample::timer::TimerOverhead;
         let dir = tempfile::tempdir().unwrap();
         let t = Tracer::create(&dir.path().join("t.jsonl"), u64::MAX, &[]).unwrap();
         let clock = FakeClock::new(20, 100, u64::MAX);
         let stop = std::sync::atomic::AtomicBool::new(false);
         let mut progress = ();
-        let mut s = Sampling {
-            clock: &clock,
-            overhead: TimerOverhead::measure(&clock),
-            stop: &stop,
-            progress: &mut progress,
-            health: None,
-        };
+        let mut s = Sampling::new(&clock, &stop, &mut progress, None);
         let sampled = s
             .run(64, 64 * 1000, |k| {
                 for i in 0..k {

@@ -497,13 +497,7 @@ fn a_probe_pass_sums_what_each_configuration_costs() {
     let clock = FakeClock::new(10, 2000, 2000);
     let stop = AtomicBool::new(false);
     let mut probe = Probe::default();
-    let mut s = Sampling {
-        clock: &clock,
-        overhead: TimerOverhead::measure(&clock),
-        stop: &stop,
-        progress: &mut probe,
-        health: None,
-    };
+    let mut s = Sampling::new(&clock, &stop, &mut probe, None);
     let p = DmaPlan { sizes: vec![64, 0x10000], ..plan() };
     let r = run(setup(&dev, &mut e), &p, &mut s).unwrap();
     assert_eq!(r.results.len(), 4, "every configuration probed");
