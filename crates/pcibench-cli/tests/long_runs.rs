@@ -206,9 +206,12 @@ fn latency_rows_without_samples_are_sized_by_time_and_a_long_count_is_estimated(
         let l = &r["latency"];
         let n = l["samples"].as_u64().unwrap();
         assert!((10..=100_000).contains(&n), "{l}");
-        // The budget, one run of samples past it at most, and the shells subtracted from the mean.
+        // Sized by time: fewer than the cap, or the whole cap within the half second (the mean has
+        // the shells subtracted, so it is at most the row's own time); bounded either way, however
+        // loaded the host.
         let secs = n as f64 * l["mean_ns"].as_f64().unwrap() * 1e-9;
-        assert!(secs < 1.5, "{secs} s measured in {n} samples");
+        assert!(n < 100_000 || secs < 0.5, "{secs} s measured in {n} samples");
+        assert!(secs < 5.0, "{secs} s measured in {n} samples");
     }
     assert!(err(&o).is_empty(), "nothing long to announce: {}", err(&o));
 
