@@ -5,7 +5,70 @@
 //! cost per transfer; the planned transfers at that cost are its time. The run itself then says
 //! no configuration's estimate again.
 
-use super::sampler::Progress;
+use super::sampler::{Progress, Sampled, Sampling};
+use super::stats::Samples;
+use crate::units::{approx_size, human_size};
+use crate::Result;
+use std::sync::atomic::Ordering;
+
+/// A probe times a configuration's batches for at most this long past its calibration.
+const PROBE_NS: u64 = 50_000_000;
+/// And at most this many batches.
+const PROBE_BATCHES: usize = 1000;
+
+/// A configuration at the end of its calibration (`Sampling::run_within`).
+pub(super) struct Calibrated {
+    /// Bytes per transfer, transfers planned, the time budget (no --total given).
+    pub size: u64,
+    pub planned: u64,
+    pub budget_ns: Option<u64>,
+    /// The calibrated batch and the time its last run took (ns).
+    pub batch: u64,
+    pub took: u64,
+    /// Transfers run so far (warm-up and calibration).
+    pub transfers: u64,
+}
+
+impl Sampling<'_> {
+    /// The probe of one configuration: batches like the calibration's last for PROBE_NS (at most
+    /// PROBE_BATCHES, and no more than the plan), `timed(k)` running k transfers and returning
+    /// their ns. The later half of them gives the cost per transfer (the first ones still pay for
+    /// wake-ups and cold caches: a sim engine's 1-byte transfers showed 8 times their steady cost
+    /// in the first ten). The planned transfers (or what the budget holds of them) at that cost are
+    /// the configuration's time, said to `Progress::estimate`; one sample of the mean batch is
+    /// returned, so the runner makes its row (and checks its data) as it always does.
+    pub(super) fn probe(&mut self, c: Calibrated, mut timed: impl FnMut(u64) -> Result<u64>) -> Result<Sampled> {
+        let mut times = vec![c.took];
+        let mut spent = c.took;
+        let stopped = |s: &Self| s.stop.load(Ordering::Relaxed);
+        while times.len() < PROBE_BATCHES
+            && spent < PROBE_NS
+            && (times.len() as u64 + 1) * c.batch <= c.planned
+            && !stopped(self)
+        {
+            let t = timed(c.batch)?;
+            times.push(t);
+            spent += t;
+        }
+        let k = times.len() as u64;
+        let later = &times[times.len() / 2..];
+        let per = later.iter().sum::<u64>() as f64 / (later.len() as u64 * c.batch) as f64;
+        let moved = c.budget_ns.map_or(c.planned, |b| c.planned.min(((b as f64 / per).ceil() as u64).max(1)));
+        let work = format!("{} in {} transfers", approx_size(moved.saturating_mul(c.size)), human_size(c.size));
+        self.progress.estimate(moved as f64 * per * 1e-9, &work, "--total");
+        let mut samples = Samples::new(c.size, c.batch);
+        samples.secs.push(spent as f64 * 1e-9 / k as f64);
+        Ok(Sampled {
+            samples,
+            planned: c.batch,
+            calibration_transfers: c.transfers + (k - 1) * c.batch - c.batch,
+            // Ctrl-C during a probe ends it at once (the run after it stops at its first sample).
+            interrupted: stopped(self),
+            health: Vec::new(),
+            traced: 0,
+        })
+    }
+}
 
 /// What a probe pass learned: each configuration's estimated seconds and work (`1 GiB in 1 B
 /// transfers`). `Sampling::run_within` stops a configuration after its calibration when its

@@ -8,6 +8,7 @@
 //! trait so runners can be tested with exact figures.
 
 use super::clock::Clock;
+use super::estimate::Calibrated;
 use super::histogram::LatencyHistogram;
 use super::stats::Samples;
 use super::timer::TimerOverhead;
@@ -80,12 +81,6 @@ pub const ROW_BUDGET_NS: u64 = 500_000_000;
 /// A configuration's samples are timed this long (or `stats::MIN_SAMPLES` of them) before the
 /// rate they show is taken for the whole configuration's estimate.
 const ESTIMATE_AFTER_NS: u64 = 100_000_000;
-
-/// A probe pass (`estimate::Probe`) times a configuration's batches for at most this long past its
-/// calibration.
-const PROBE_NS: u64 = 50_000_000;
-/// And at most this many batches.
-const PROBE_BATCHES: usize = 1000;
 
 /// Where a run reports its progress (a progress bar; nothing, with `()`).
 pub trait Progress {
@@ -235,43 +230,8 @@ impl<'a> Sampling<'a> {
             n = ((want as f64 / per * 1.5).ceil() as u64).clamp(n * 2, MAX_BATCH);
         };
         if self.progress.probing() {
-            // Batches like the calibration's last for PROBE_NS (at most PROBE_BATCHES, and no more
-            // than the plan): the later half of them gives the cost per transfer (the first ones
-            // still pay for wake-ups and cold caches: a sim engine's 1-byte transfers showed 8
-            // times their steady cost in the first ten). The planned transfers (or what the budget
-            // holds of them) at that cost are the configuration's time.
-            let mut times = vec![took];
-            let mut spent = took;
-            let stopped = || self.stop.load(Ordering::Relaxed);
-            while times.len() < PROBE_BATCHES
-                && spent < PROBE_NS
-                && (times.len() as u64 + 1) * batch <= planned
-                && !stopped()
-            {
-                let t = timed(batch, &mut op)?;
-                times.push(t);
-                spent += t;
-            }
-            calibration += (times.len() as u64 - 1) * batch;
-            let later = &times[times.len() / 2..];
-            let per = later.iter().sum::<u64>() as f64 / (later.len() as u64 * batch) as f64;
-            let k = times.len() as u64;
-            let moved = budget_ns.map_or(planned, |b| planned.min(((b as f64 / per).ceil() as u64).max(1)));
-            let work =
-                format!("{} in {} transfers", crate::units::approx_size(moved.saturating_mul(size)), human_size(size));
-            self.progress.estimate(moved as f64 * per * 1e-9, &work, "--total");
-            let mut samples = Samples::new(size, batch);
-            samples.secs.push(spent as f64 * 1e-9 / k as f64);
-            let calibration_transfers = calibration - batch;
-            return Ok(Sampled {
-                samples,
-                planned: batch,
-                calibration_transfers,
-                // Ctrl-C during a probe ends it at once (the run after it stops at its first sample).
-                interrupted: stopped(),
-                health: Vec::new(),
-                traced: 0,
-            });
+            let calibrated = Calibrated { size, planned, budget_ns, batch, took, transfers: calibration };
+            return self.probe(calibrated, |k| timed(k, &mut op));
         }
         // Fewer planned transfers than one batch: one sample of them all (flagged as short by
         // the statistics). More samples than we keep: batch more per sample.
