@@ -5,7 +5,7 @@
 //! cost per transfer; the planned transfers at that cost are its time. The run itself then says
 //! no configuration's estimate again.
 
-use super::sampler::{Progress, Sampled, Sampling};
+use super::sampler::{Calibrated, Progress, Sampled, Sampling};
 use super::stats::Samples;
 use crate::units::{approx_size, human_size};
 use crate::Result;
@@ -15,19 +15,6 @@ use std::sync::atomic::Ordering;
 const PROBE_NS: u64 = 50_000_000;
 /// And at most this many batches.
 const PROBE_BATCHES: usize = 1000;
-
-/// A configuration at the end of its calibration (`Sampling::run_within`).
-pub(super) struct Calibrated {
-    /// Bytes per transfer, transfers planned, the time budget (no --total given).
-    pub size: u64,
-    pub planned: u64,
-    pub budget_ns: Option<u64>,
-    /// The calibrated batch and the time its last run took (ns).
-    pub batch: u64,
-    pub took: u64,
-    /// Transfers run so far (warm-up and calibration).
-    pub transfers: u64,
-}
 
 impl Sampling<'_> {
     /// The probe of one configuration: batches like the calibration's last for PROBE_NS (at most

@@ -8,7 +8,6 @@
 //! trait so runners can be tested with exact figures.
 
 use super::clock::Clock;
-use super::estimate::Calibrated;
 use super::histogram::LatencyHistogram;
 use super::stats::Samples;
 use super::timer::TimerOverhead;
@@ -81,6 +80,20 @@ pub const ROW_BUDGET_NS: u64 = 500_000_000;
 /// A configuration's samples are timed this long (or `stats::MIN_SAMPLES` of them) before the
 /// rate they show is taken for the whole configuration's estimate.
 const ESTIMATE_AFTER_NS: u64 = 100_000_000;
+
+/// A configuration at the end of its calibration (`Sampling::run_within`), for a probe
+/// (`estimate`).
+pub(super) struct Calibrated {
+    /// Bytes per transfer, transfers planned, the time budget (no --total given).
+    pub size: u64,
+    pub planned: u64,
+    pub budget_ns: Option<u64>,
+    /// The calibrated batch and the time its last run took (ns).
+    pub batch: u64,
+    pub took: u64,
+    /// Transfers run so far (warm-up and calibration).
+    pub transfers: u64,
+}
 
 /// Where a run reports its progress (a progress bar; nothing, with `()`).
 pub trait Progress {
