@@ -74,10 +74,12 @@ pub struct LatencyArgs {
     /// Also time write-then-read: the value read first is written back, then read (not needed for sim).
     #[arg(long)]
     allow_write: bool,
-    /// Samples per MMIO row (and per row under load).
-    #[arg(long, default_value_t = DEFAULT_SAMPLES)]
-    samples: u64,
-    /// Accesses run and discarded before each row (default: 1% of its samples, 1 to 1000).
+    #[arg(long, help = format!(
+        "Samples per MMIO row (and per row under load) [default: as many as half a second takes at the rate of the row's first 10, at most {DEFAULT_SAMPLES}]"
+    ))]
+    samples: Option<u64>,
+    /// Accesses run and discarded before each row (default: 1% of its samples, 1 to 1000; without
+    /// --samples, at most a tenth of the row's half second).
     #[arg(long)]
     warmup: Option<u64>,
     /// Also measure DMA latency: one transfer per sample, submission to completion.
@@ -106,7 +108,8 @@ pub struct LatencyArgs {
     /// DMA directions: h2c, c2h, or both (default).
     #[arg(long, value_enum, default_value = "both")]
     dir: LatDir,
-    /// Samples per DMA row (default: the engine's default total over the size, at most 10000; edu: 4).
+    /// Samples per DMA row (default: as many as half a second takes, at most the engine's default
+    /// total over the size and 10000; edu: 4).
     #[arg(long)]
     dma_samples: Option<u64>,
     #[arg(long, value_name = "RATE", help = super::help::rate())]
@@ -194,7 +197,8 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
         offset: parse_size(&a.offset)?,
         widths,
         allow_write: a.allow_write,
-        samples: a.samples,
+        samples: a.samples.unwrap_or(DEFAULT_SAMPLES),
+        samples_by_time: a.samples.is_none(),
         warmup: a.warmup,
         dma: (a.dma || a.irq)
             .then(|| -> anyhow::Result<DmaLatencyRequest> {

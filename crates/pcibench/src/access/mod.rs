@@ -34,6 +34,9 @@ pub enum Via {
     Sim,
     /// A device model in another process, over the vfio-user protocol (`vfio-user:SOCKET`).
     VfioUser,
+    /// No device and no path to one: host memory measured from the CPU (`pcibench buffers`).
+    /// Saved runs before it said `sim` there.
+    Host,
 }
 
 impl fmt::Display for Via {
@@ -44,6 +47,7 @@ impl fmt::Display for Via {
             Via::VfioNoiommu => "vfio-noiommu",
             Via::Sim => "sim",
             Via::VfioUser => "vfio-user",
+            Via::Host => "host",
         })
     }
 }

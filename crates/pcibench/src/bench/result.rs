@@ -114,6 +114,12 @@ pub enum Note {
     EngineCounters { counters: crate::dma::EngineCounters, bytes: u64, elapsed_s: f64 },
     /// A sync of part of the buffer: what the interface took, or why it failed.
     PartialSync { offset: u64, size: u64, error: Option<String> },
+    /// `--trace` wrote `events` lines during this row's timed samples, each costing about
+    /// `ns_per_event` (measured once, writing to a file beside the trace): `share_pct` of its time.
+    Tracing { events: u64, ns_per_event: f64, share_pct: f64 },
+    /// Each access of this row synced the buffer for the CPU and for the device, which cost about
+    /// `ns_per_access` (measured once when the buffer was opened): `share_pct` of its time.
+    SyncCost { ns_per_access: f64, share_pct: f64 },
 }
 
 impl Note {
@@ -205,6 +211,17 @@ pub struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<super::counters::EngineFigures>,
     pub notes: Vec<Note>,
+    /// What the row's timed samples reported to a `--trace`, for the note on its cost (set by
+    /// the sampler's figures; not saved: the note is).
+    #[serde(skip)]
+    pub traced: Option<Traced>,
+}
+
+/// A row's traced events and the time its samples took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Traced {
+    pub events: u64,
+    pub secs: f64,
 }
 
 impl Row {
@@ -241,6 +258,7 @@ impl Row {
             pattern_sha256: None,
             engine: None,
             notes: Vec::new(),
+            traced: None,
         }
     }
 
@@ -272,6 +290,7 @@ impl Row {
             self.notes.push(Note::Batched { transfers: sampled.samples.batch, timer_overhead_ns: overhead_ns });
         }
         self.stats = sampled.samples.stats();
+        self.traced = Some(Traced { events: sampled.traced, secs: sampled.samples.secs.iter().sum() });
         self.limit_mbps = limit_mbps;
         self.efficiency_pct = match (&self.stats, limit_mbps) {
             (Some(st), Some(l)) if l > 0.0 => Some(st.median_mbps / l * 100.0),

@@ -102,14 +102,17 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
     dma::check(rig.engine.as_ref(), &plan)?;
     let m = Measuring::start(session, &r.common)?;
     let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
-    let setup = DmaSetup {
-        dev: session.dev.as_ref(),
-        device: &session.device,
-        engine: rig.engine.as_mut(),
-        alloc: rig.alloc.as_ref(),
-    };
-    let mut report =
-        m.run(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, |s| dma::run(setup, &plan, s))?;
+    // A total given over several configurations: the whole run is estimated first (not traced).
+    let probe = plan.budget_ns.is_none() && rows > 1 && session.tracer().is_none();
+    let mut report = m.run_summed(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, probe, |s| {
+        let setup = DmaSetup {
+            dev: session.dev.as_ref(),
+            device: &session.device,
+            engine: rig.engine.as_mut(),
+            alloc: rig.alloc.as_ref(),
+        };
+        dma::run(setup, &plan, s)
+    })?;
     report.warnings.extend(window_note);
     Ok(report)
 }

@@ -32,6 +32,7 @@ pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<Lat
         offset: r.offset,
         allow_write: session.may_write(r.allow_write),
         samples: r.samples,
+        budget_ns: r.samples_by_time.then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
         warmup: r.warmup,
         dma: r.dma.as_ref().map(|d| DmaLatency {
             dirs: d.dirs.clone(),

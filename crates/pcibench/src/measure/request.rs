@@ -186,6 +186,10 @@ pub struct LatencyRequest {
     /// Also time write-then-read (consent on a real device).
     pub allow_write: bool,
     pub samples: u64,
+    /// `samples` is the default, not the user's: each row also stops once its samples took
+    /// `sampler::ROW_BUDGET_NS` (issue 43). Absent in older saved runs: a count kept whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub samples_by_time: bool,
     /// None: 1% of the samples, 1 to 1000.
     pub warmup: Option<u64>,
     pub dma: Option<DmaLatencyRequest>,
@@ -337,6 +341,7 @@ mod tests {
                 widths: Some(Widths::These(vec![Width::B32, Width::V512])),
                 allow_write: true,
                 samples: 100,
+                samples_by_time: false,
                 warmup: None,
                 dma: Some(DmaLatencyRequest {
                     dirs: vec![Direction::H2c],

@@ -48,8 +48,10 @@ pub struct LatencyPlan {
     pub strict_width: bool,
     /// Also time write-then-read (the device's BAR is written: consent given, or a sim card).
     pub allow_write: bool,
-    /// Samples per MMIO row (and per load row).
+    /// Samples per MMIO row (and per load row); with `budget_ns`, the most a row takes.
     pub samples: u64,
+    /// No `--samples` given: each row stops once its samples took this long (`ROW_BUDGET_NS`).
+    pub budget_ns: Option<u64>,
     /// Accesses discarded before each row; None: 1% of the samples (1 to 1000).
     pub warmup: Option<u64>,
     pub dma: Option<DmaLatency>,
@@ -293,13 +295,13 @@ fn mmio_row(a: Access, probe: Probe, plan: &LatencyPlan, s: &mut Sampling) -> Re
     let warmup = plan.warmup_for(plan.samples);
     let bytes = a.w.bytes() as u64;
     let single = match probe {
-        Probe::WriteRead => s.single(warmup, plan.samples, bytes, || {
+        Probe::WriteRead => s.single_within(warmup, plan.samples, plan.budget_ns, bytes, || {
             // The value read first goes back, so a register keeps its contents.
             a.write(first, &keep)?;
             differ += (a.read(&mut line)? != first) as u64;
             Ok(())
         })?,
-        _ => s.single(warmup, plan.samples, bytes, || {
+        _ => s.single_within(warmup, plan.samples, plan.budget_ns, bytes, || {
             differ += (a.read(&mut line)? != first) as u64;
             Ok(())
         })?,

@@ -28,6 +28,7 @@ fn plan(widths: Vec<Width>, allow_write: bool) -> LatencyPlan {
         strict_width: false,
         allow_write,
         samples: 500,
+        budget_ns: None,
         warmup: Some(7),
         dma: None,
         load: None,
@@ -77,6 +78,43 @@ fn mmio_rows_are_exact_under_the_fake_clock() {
         assert!(r.results.iter().any(|x| x.skipped() && x.width == Some(Width::V512)));
     }
     assert_eq!(crate::outcome::Outcome::of_report(&r).code(), 0);
+}
+
+/// What a run said it would take.
+#[derive(Default)]
+struct Said(Vec<(f64, String, String)>);
+
+impl Progress for Said {
+    fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
+        self.0.push((secs, work.into(), flag.into()));
+    }
+}
+
+/// Issue 43: with no --samples a row is sized by time. An access of 1 ms (the fake clock's cost
+/// model) makes a half-second row of 500 samples, not the 100,000 the cap allows; the first ten
+/// samples are the calibration, and what the row will take is said after them.
+#[test]
+fn rows_without_a_sample_count_are_sized_by_time() {
+    let s = session("sim");
+    let clock = FakeClock::new(9, 1_000_000, u64::MAX);
+    let stop = AtomicBool::new(false);
+    let mut said = Said::default();
+    let mut p = plan(vec![Width::B32], false);
+    (p.samples, p.budget_ns, p.warmup) = (DEFAULT_SAMPLES, Some(super::super::sample::sampler::ROW_BUDGET_NS), None);
+    let r = run(target(&s), &p, &mut sampling(&clock, &stop, &mut said)).unwrap();
+    let l = r.results[0].latency.as_ref().unwrap();
+    assert_eq!((l.samples, l.min_ns, l.max_ns), (500, 1e6, 1e6));
+    // One sample is the access and one reading (9 ns): 1,000,009 ns; 490 follow the calibration.
+    assert_eq!(said.0.len(), 1);
+    let (secs, work, flag) = &said.0[0];
+    assert!((secs - 490.0 * 1_000_009e-9).abs() < 1e-9, "{secs}");
+    assert_eq!((work.as_str(), flag.as_str()), ("500 samples", "--samples"));
+    // A count given is kept whole, however long it takes.
+    p.budget_ns = None;
+    p.samples = 2000;
+    let r = run(target(&s), &p, &mut sampling(&clock, &stop, &mut said)).unwrap();
+    assert_eq!(r.results[0].latency.as_ref().unwrap().samples, 2000);
+    assert_eq!(said.0[1].1, "2000 samples");
 }
 
 #[test]

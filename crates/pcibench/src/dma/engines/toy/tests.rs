@@ -123,6 +123,7 @@ fn latency_times_its_transfers_and_reads_under_its_load() {
             widths: None,
             allow_write: false,
             samples: 200,
+            samples_by_time: false,
             warmup: None,
             dma: Some(DmaLatencyRequest {
                 dirs: vec![Direction::H2c, Direction::C2h],
