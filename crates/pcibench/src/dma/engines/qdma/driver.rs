@@ -58,7 +58,15 @@ impl EngineDriver for QdmaDriver {
             simulated: info.simulated,
             ..Default::default()
         };
-        let engine = QdmaEngine::new(bar, alloc, o)?;
+        let probed = super::probe::probe(&*bar)?;
+        let stream_only = !probed.mm_h2c && !probed.mm_c2h && (probed.st_h2c || probed.st_c2h);
+        let engine = match probed.user_bar {
+            Some(user) if stream_only && super::st::far_end(info) => {
+                let user = dev.open_bar(user, Mapping::Uc, IoMode::Mmap)?;
+                QdmaEngine::new_stream(bar, user, alloc, o)?
+            }
+            _ => QdmaEngine::new(bar, alloc, o)?,
+        };
         Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }

@@ -73,6 +73,14 @@ impl QdmaInfo {
         self.ring_entries.iter().filter(|e| **e >= 3).map(|e| e - 1).collect()
     }
 
+    /// Whether the IP has the stream engine of `dir`.
+    pub fn has_st(&self, dir: Direction) -> bool {
+        match dir {
+            Direction::H2c => self.st_h2c,
+            Direction::C2h => self.st_c2h,
+        }
+    }
+
     pub fn mm_present(&self) -> [bool; 2] {
         [self.mm_h2c, self.mm_c2h]
     }
