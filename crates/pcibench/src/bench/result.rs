@@ -83,6 +83,11 @@ pub enum Verify {
     Unverified {
         reason: String,
     },
+    /// The far end's own checker rejected what it received (a stream design's H2C checker,
+    /// which says whether, not where): why, in words.
+    Rejected {
+        reason: String,
+    },
 }
 
 /// A remark about a row, as data; `report::notes` puts it in words.
@@ -237,6 +242,14 @@ impl Row {
     pub fn mismatch(&self) -> Option<&Mismatch> {
         match &self.verify {
             Some(Verify::Mismatch { mismatch }) => Some(mismatch),
+            _ => None,
+        }
+    }
+
+    /// Why the far end's checker rejected the row's data, if it did.
+    pub fn rejected(&self) -> Option<&str> {
+        match &self.verify {
+            Some(Verify::Rejected { reason }) => Some(reason),
             _ => None,
         }
     }
@@ -478,7 +491,7 @@ impl Report {
 
     /// Some row's data did not verify.
     pub fn mismatched(&self) -> bool {
-        self.results.iter().any(|r| r.mismatch().is_some())
+        self.results.iter().any(|r| r.mismatch().is_some() || r.rejected().is_some())
     }
 
     /// Rows that were measured (have statistics, or latency figures with samples).

@@ -40,7 +40,9 @@ impl QdmaEngine {
             ));
         }
         s.len = Some(p.len);
-        s.want[r] += p.count as u32;
+        if t.dir == Direction::C2h {
+            s.want[r] += p.count as u32;
+        }
         let host = if t.dir == Direction::C2h { p.stride() } else { t.len };
         if t.buf_offset.checked_add(host).is_none_or(|e| e > w.buf.len() as u64) {
             return Err(Error::usage(format!(
