@@ -8,5 +8,5 @@ pub(super) mod engine;
 pub mod layout;
 pub mod model;
 pub(super) mod state;
-pub mod stream_card;
 mod stream;
+pub mod stream_card;

@@ -165,7 +165,8 @@ impl Shared {
         let mut c = q.lock();
         c.sw[0] = (c.sw[0] & !0xffff) | pidx;
         if !c.enabled() {
-            self.mm(Direction::H2c).set_fault(format!("h2c queue {qid}: doorbell for a queue that is not enabled: ignored"));
+            self.mm(Direction::H2c)
+                .set_fault(format!("h2c queue {qid}: doorbell for a queue that is not enabled: ignored"));
             return;
         }
         let w1 = c.sw[1];
@@ -192,7 +193,9 @@ impl Shared {
             let (len, flags, src) = (le16(&d, 4), le16(&d, 6), le64(&d, 8));
             let mut data = vec![0u8; len as usize];
             if !ok || !self.bus_master.load(Ordering::Acquire) || self.host.read(src, &mut data).is_err() {
-                self.violation(format!("h2c queue {qid} slot {cidx}: descriptor or data read failed (address {src:#x})"));
+                self.violation(format!(
+                    "h2c queue {qid} slot {cidx}: descriptor or data read failed (address {src:#x})"
+                ));
                 c.sw[1] |= 1 << SW1_ERR_SHIFT;
                 break;
             }
@@ -209,7 +212,10 @@ impl Shared {
     fn check(&self, st: &mut StState, qid: u32, sop: bool, eop: bool, data: &[u8]) {
         let part = st.partial.entry(qid).or_default();
         if sop && !part.is_empty() {
-            self.violation(format!("h2c queue {qid}: SOP before the previous packet's EOP ({} bytes pending)", part.len()));
+            self.violation(format!(
+                "h2c queue {qid}: SOP before the previous packet's EOP ({} bytes pending)",
+                part.len()
+            ));
             part.clear();
         }
         if !sop && part.is_empty() && !data.is_empty() {
@@ -305,11 +311,15 @@ impl Shared {
         }
         let size = self.ring_entries((cm_ctx[0] >> 28) as usize).saturating_sub(1);
         let gen = c.gen;
-        let cm = *st.cmpt.entry(qid).and_modify(|m| {
-            if m.gen != gen {
-                *m = Cmpt { gen, color: cm_ctx[0] & 1 << 27 != 0, ..Cmpt::default() };
-            }
-        }).or_insert(Cmpt { gen, color: cm_ctx[0] & 1 << 27 != 0, ..Cmpt::default() });
+        let cm = *st
+            .cmpt
+            .entry(qid)
+            .and_modify(|m| {
+                if m.gen != gen {
+                    *m = Cmpt { gen, color: cm_ctx[0] & 1 << 27 != 0, ..Cmpt::default() };
+                }
+            })
+            .or_insert(Cmpt { gen, color: cm_ctx[0] & 1 << 27 != 0, ..Cmpt::default() });
         if size < 2 || (cm.pidx + 1) % size == cm.cidx {
             self.violation(format!("c2h queue {qid}: completion ring full ({size} entries, none given back)"));
             st.gen_control = 0;

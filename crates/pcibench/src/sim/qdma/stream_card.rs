@@ -64,7 +64,9 @@ impl RegisterModel for ExampleBar {
         if width == Width::B32 {
             return Ok(());
         }
-        Err(Error::usage(format!("BAR{index} of sim-qdma-st holds the example design's 32-bit registers: use --width 32")))
+        Err(Error::usage(format!(
+            "BAR{index} of sim-qdma-st holds the example design's 32-bit registers: use --width 32"
+        )))
     }
     fn read(&self, offset: u64, _width: Width) -> u64 {
         self.0.example_read(offset as u32) as u64

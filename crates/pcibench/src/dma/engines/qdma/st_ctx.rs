@@ -77,7 +77,9 @@ impl CmptCtx {
             | (self.ring_idx as u32 & 0xf) << CM_W0_RNG_SZ_SHIFT;
         let high = ((self.base >> CM_BADDR_HIGH_BIT) as u32) & CM_W2_BADDR_H;
         let w2 = high | (self.desc_size as u32 & 3) << CM_W2_DESC_SZ_SHIFT;
-        let w3 = (self.cidx as u32) << CM_W3_CIDX_SHIFT | b(self.valid, CM_W3_VALID) | (self.err as u32 & 3) << CM_W3_ERR_SHIFT;
+        let w3 = (self.cidx as u32) << CM_W3_CIDX_SHIFT
+            | b(self.valid, CM_W3_VALID)
+            | (self.err as u32 & 3) << CM_W3_ERR_SHIFT;
         let w4 = b(self.ovf_chk_dis, CM_W4_OVF_CHK_DIS);
         if eqdma(ip) {
             let w1 = (self.base >> EQ_CM_BADDR_LOW_BIT) as u32;

@@ -26,9 +26,9 @@ impl QdmaEngine {
     /// Check one stream transfer and append its descriptors to its ring's list.
     pub(super) fn describe_stream(&mut self, w: &Work, per_ring: &mut [Vec<Desc>]) -> Result<()> {
         let t = &w.t;
-        let r = self
-            .ring_of(w.queue, t.dir)
-            .ok_or_else(|| Error::usage(format!("queue {} is not one of the {} queues opened", w.queue, self.opts.queues)))?;
+        let r = self.ring_of(w.queue, t.dir).ok_or_else(|| {
+            Error::usage(format!("queue {} is not one of the {} queues opened", w.queue, self.opts.queues))
+        })?;
         if t.len == 0 {
             return Err(Error::usage("a DMA transfer needs at least 1 byte"));
         }
@@ -53,8 +53,11 @@ impl QdmaEngine {
             )));
         }
         let out = &mut per_ring[r];
-        let unmapped =
-            |at: u64| Error::Device(format!("buffer bytes at {at:#x} are in no bus segment: the buffer's segment list is incomplete"));
+        let unmapped = |at: u64| {
+            Error::Device(format!(
+                "buffer bytes at {at:#x} are in no bus segment: the buffer's segment list is incomplete"
+            ))
+        };
         for j in 0..p.count {
             match t.dir {
                 Direction::C2h => {
@@ -91,8 +94,10 @@ impl QdmaEngine {
             for (k, d) in descs[*next..*next + n].iter().enumerate() {
                 if let Some(t) = &self.trace {
                     let w0 = u64::from_le(d[0]);
-                    let fields = [("queue", ring.queue.into()), ("c2h", (ring.dir == Direction::C2h).into()), ("word0", w0)];
-                    let bytes: Vec<u8> = d.iter().flat_map(|w| u64::from_le(*w).to_le_bytes()).take(ring.desc as usize).collect();
+                    let fields =
+                        [("queue", ring.queue.into()), ("c2h", (ring.dir == Direction::C2h).into()), ("word0", w0)];
+                    let bytes: Vec<u8> =
+                        d.iter().flat_map(|w| u64::from_le(*w).to_le_bytes()).take(ring.desc as usize).collect();
                     t.descriptor("qdma-st", ring.pidx.into(), ring.bus + ring.pidx as u64 * ring.desc, &bytes, &fields);
                 }
                 // SAFETY: a `Desc` is 32 bytes, at least one descriptor of any size.

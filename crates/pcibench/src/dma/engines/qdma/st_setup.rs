@@ -28,7 +28,11 @@ impl QdmaEngine {
             return Ok(());
         }
         let bar = &*self.bar;
-        let tables = [(R_C2H_TIMER_CNT, VENDOR_C2H_TIMERS), (R_C2H_CNT_TH, VENDOR_C2H_COUNTERS), (R_C2H_BUF_SZ, VENDOR_C2H_BUF_SIZES)];
+        let tables = [
+            (R_C2H_TIMER_CNT, VENDOR_C2H_TIMERS),
+            (R_C2H_CNT_TH, VENDOR_C2H_COUNTERS),
+            (R_C2H_BUF_SZ, VENDOR_C2H_BUF_SIZES),
+        ];
         for (base, values) in tables {
             for (i, v) in values.iter().enumerate() {
                 let at = base + 4 * i as u64;
@@ -109,7 +113,8 @@ pub(super) fn cmpt_rings(
     slots: u32,
     ip: super::ip::IpKind,
 ) -> Result<(Vec<Box<dyn crate::dma::DmaBuffer>>, Vec<Option<Cmpt>>)> {
-    let c2h: Vec<(u16, Direction)> = rings.iter().filter(|r| r.dir == Direction::C2h).map(|r| (r.queue, r.dir)).collect();
+    let c2h: Vec<(u16, Direction)> =
+        rings.iter().filter(|r| r.dir == Direction::C2h).map(|r| (r.queue, r.dir)).collect();
     let (mem, made) = super::ring::allocate(alloc, &c2h, slots)?;
     let mut made = made.into_iter();
     let out = rings
