@@ -111,7 +111,11 @@ impl fmt::Display for QdmaInfo {
             } else {
                 format!("{} (pcibench drives these)", mm.join(", "))
             },
-            if st.is_empty() { String::new() } else { format!("; {} (stream: not driven)", st.join(", ")) }
+            match (st.is_empty(), mm.is_empty()) {
+                (true, _) => String::new(),
+                (false, true) => format!("; {} (stream: see the far end)", st.join(", ")),
+                (false, false) => format!("; {} (stream: not driven)", st.join(", ")),
+            }
         )?;
         writeln!(f, "  queues: {} in the IP ({}-bit context ids)", self.max_queues, self.ip.qid_bits())?;
         let sizes = self.ring_sizes();
