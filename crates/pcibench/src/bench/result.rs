@@ -201,6 +201,12 @@ pub struct Row {
     /// DMA: the engine's own figures from its performance counters, beside the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<super::counters::EngineFigures>,
+    /// Stream DMA: the bytes of one packet (a transfer is one or more equal packets) and the
+    /// packets per second at the median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets_per_s: Option<f64>,
     pub notes: Vec<Note>,
 }
 
@@ -235,6 +241,8 @@ impl Row {
             verify: None,
             pattern_sha256: None,
             engine: None,
+            packet_bytes: None,
+            packets_per_s: None,
             notes: Vec::new(),
         }
     }

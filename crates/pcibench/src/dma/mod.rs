@@ -277,6 +277,8 @@ pub trait Engine: Send {
 /// with one, C2H data is the far end's and is compared with `transfer_bytes`, H2C data is
 /// `transfer_bytes` and the far end's checker judges it; without, card memory holds the data.
 pub trait StreamEnd {
+    /// The packets one transfer of `size` bytes is cut into.
+    fn packets(&self, size: u64) -> u64;
     /// Host bytes a C2H transfer of `size` bytes takes (whole receive buffers).
     fn c2h_stride(&self, size: u64) -> u64;
     /// The bytes of a transfer of `size` as the far end generates (C2H) and checks (H2C) them.

@@ -383,6 +383,7 @@ fn measure(
             Direction::C2h => k.write_bps(c.size) / 1e6,
         });
         row.measured(&per_transfer(&sampled, l), limit, overhead_ns);
+        stream::packets(engine, &mut row);
         if l.count() > 1 {
             row.notes.push(Note::InFlight { transfers: l.count(), queues: l.queues });
         }

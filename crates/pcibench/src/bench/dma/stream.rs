@@ -32,6 +32,14 @@ pub(super) fn expected(engine: &mut dyn Engine, parts: &[(Direction, Layout)]) -
     Some(parts.iter().map(|(_, l)| end.transfer_bytes(l.size).repeat(l.count() as usize)).collect())
 }
 
+/// A stream row's packet size and packets per second at the median.
+pub(super) fn packets(engine: &mut dyn Engine, row: &mut crate::bench::result::Row) {
+    let Some(end) = engine.stream_end() else { return };
+    let n = end.packets(row.size).max(1);
+    row.packet_bytes = Some(row.size / n);
+    row.packets_per_s = row.stats.as_ref().map(|s| s.median_mbps * 1e6 / row.size.max(1) as f64 * n as f64);
+}
+
 /// Clear the far end's checker before a row's H2C runs.
 pub(super) fn clear(engine: &mut dyn Engine, parts: &[(Direction, Layout)]) -> Result<()> {
     match engine.stream_end() {

@@ -251,6 +251,10 @@ impl QdmaEngine {
 }
 
 impl crate::dma::StreamEnd for QdmaEngine {
+    fn packets(&self, size: u64) -> u64 {
+        Packets::of(size).count
+    }
+
     fn c2h_stride(&self, size: u64) -> u64 {
         Packets::of(size).stride()
     }
