@@ -113,6 +113,10 @@ pub struct QdmaModelConfig {
     /// Stream queues with the vendor's example design behind them (`stream.rs`): ST doorbells
     /// are served, the user BAR is the design's registers.
     pub stream: bool,
+    /// Benchmarks of the host's stream path: the far end moves no data (H2C packets are
+    /// consumed unread, C2H packets write only their completion entries), so the card costs
+    /// next to nothing. Data is then not verifiable.
+    pub stream_no_data: bool,
 }
 
 impl Default for QdmaModelConfig {
@@ -130,6 +134,7 @@ impl Default for QdmaModelConfig {
             fetch_on_doorbell: false,
             stepped: false,
             stream: false,
+            stream_no_data: false,
         }
     }
 }

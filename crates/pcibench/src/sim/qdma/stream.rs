@@ -187,6 +187,9 @@ impl Shared {
         }
         let base = c.ring_base();
         let mut cidx = c.cidx();
+        if self.cfg.stream_no_data {
+            cidx = pidx;
+        }
         while cidx != pidx {
             let mut d = [0u8; H2C_DESC as usize];
             let ok = self.host.read(base + cidx as u64 * H2C_DESC, &mut d).is_ok();
@@ -262,7 +265,7 @@ impl Shared {
         }
     }
 
-    /// One packet of the generator; false when it cannot go on now.
+    /// Packets of the generator to one queue while they can go; false when none can now.
     fn packet(&self, st: &mut StState) -> bool {
         let (qid, len) = (st.gen_qid, st.gen_len as u64);
         let discard = |st: &mut StState, why: String| {
@@ -327,46 +330,61 @@ impl Shared {
             self.c2h_error(st, C2H_ERR_QFULL);
             return false;
         }
-        // The data, buffer by buffer.
-        let data = pattern(len as usize);
+        // Packets while credits, completion-ring room and the count last: the contexts were read
+        // once above (nothing can change them meanwhile: this runs inside one register write).
+        let data = if self.cfg.stream_no_data { Vec::new() } else { pattern(len as usize) };
         let base = c.ring_base();
-        for k in 0..need {
-            let slot = (cidx + k as u32) % ring;
-            let mut d = [0u8; C2H_DESC as usize];
-            let chunk = &data[(k * buf).min(len) as usize..((k + 1) * buf).min(len) as usize];
-            let fine = self.bus_master.load(Ordering::Acquire)
-                && self.host.read(base + slot as u64 * C2H_DESC, &mut d).is_ok()
-                && self.host.write(le64(&d, 0), chunk).is_ok();
-            if !fine {
-                self.violation(format!("c2h queue {qid} slot {slot}: descriptor read or data write failed"));
-                c.sw[1] |= 2 << SW1_ERR_SHIFT;
-                st.gen_control = 0;
-                return false;
-            }
-        }
-        c.hw[0] = (c.hw[0] & !0xffff) | (cidx + need as u32) % ring;
-        drop(c);
-        // The completion entry, its colour written with the rest of the first word.
         let esz = 8u64 << ((cm_ctx[2] >> 26) & 3);
         let cbase = self.cmpt_base(&cm_ctx);
-        let err = std::mem::take(&mut st.error_next);
-        let w0 = (cm.color as u32) << 1 | (err as u32) << 2 | 1 << 3 | ((len as u32) & 0xffff) << 4;
-        let at = cbase + cm.pidx as u64 * esz;
-        let _ = self.host.write(at + 4, &vec![0u8; esz as usize - 4]);
-        let _ = self.host.store_u32_release(at, w0);
-        let m = st.cmpt.get_mut(&qid).expect("inserted above");
-        m.pidx = (m.pidx + 1) % size;
-        if m.pidx == 0 {
-            m.color = !m.color;
+        let mut m = cm;
+        let mut cidx = cidx;
+        let mut entry = [0u8; 64];
+        loop {
+            for k in (0..need).filter(|_| !self.cfg.stream_no_data) {
+                let slot = (cidx + k as u32) % ring;
+                let mut d = [0u8; C2H_DESC as usize];
+                let chunk = &data[(k * buf).min(len) as usize..((k + 1) * buf).min(len) as usize];
+                let fine = self.bus_master.load(Ordering::Acquire)
+                    && self.host.read(base + slot as u64 * C2H_DESC, &mut d).is_ok()
+                    && self.host.write(le64(&d, 0), chunk).is_ok();
+                if !fine {
+                    self.violation(format!("c2h queue {qid} slot {slot}: descriptor read or data write failed"));
+                    c.sw[1] |= 2 << SW1_ERR_SHIFT;
+                    st.gen_control = 0;
+                    break;
+                }
+            }
+            if st.gen_control & 2 == 0 {
+                break;
+            }
+            cidx = (cidx + need as u32) % ring;
+            // The completion entry, whole (its colour with it: nothing reads the ring while
+            // this register write runs).
+            let err = std::mem::take(&mut st.error_next);
+            let w0 = (m.color as u32) << 1 | (err as u32) << 2 | 1 << 3 | ((len as u32) & 0xffff) << 4;
+            entry[..4].copy_from_slice(&w0.to_le_bytes());
+            let _ = self.host.write(cbase + m.pidx as u64 * esz, &entry[..esz as usize]);
+            m.pidx = (m.pidx + 1) % size;
+            if m.pidx == 0 {
+                m.color = !m.color;
+            }
+            st.entries += 1;
+            st.remaining -= 1;
+            let credits = (pidx + ring - cidx) % ring;
+            if st.remaining == 0 || credits < need as u32 || (m.pidx + 1) % size == m.cidx {
+                break;
+            }
         }
+        c.hw[0] = (c.hw[0] & !0xffff) | cidx;
+        drop(c);
+        st.cmpt.insert(qid, m);
         if cm_ctx[0] & 1 != 0 {
-            // The status descriptor after the last entry (`struct qdma_c2h_cmpt_cmpl_status`).
+            // The status descriptor after the last entry (`struct qdma_c2h_cmpt_cmpl_status`),
+            // once per burst: only its last value can be seen.
             let status = cbase + size as u64 * esz;
             let _ = self.host.write(status + 4, &(m.color as u32).to_le_bytes());
             let _ = self.host.store_u32_release(status, m.pidx | m.cidx << 16);
         }
-        st.entries += 1;
-        st.remaining -= 1;
         true
     }
 
