@@ -181,7 +181,7 @@ impl QdmaEngine {
             let mut busy = false;
             let mut lost = None;
             let mut completed = reaped;
-            for i in 0..self.rings.len() {
+            for (i, left) in left.iter_mut().enumerate() {
                 if self.rings[i].dir == Direction::H2c {
                     if let Err(e) = self.rings[i].reap(self.trace.as_ref()) {
                         lost = Some(e);
@@ -190,14 +190,14 @@ impl QdmaEngine {
                     busy |= self.rings[i].outstanding > 0 || prep.next[i] < prep.per_ring[i].len();
                     completed += (prep.next[i] - self.rings[i].outstanding as usize) as u64;
                 } else {
-                    match self.reap_cmpt(i, len, &mut left[i]) {
+                    match self.reap_cmpt(i, len, left) {
                         Ok(n) => reaped += n as u64,
                         Err(e) => {
                             lost = Some(e);
                             break;
                         }
                     }
-                    busy |= left[i] > 0;
+                    busy |= *left > 0;
                 }
             }
             if let Some(e) = lost {

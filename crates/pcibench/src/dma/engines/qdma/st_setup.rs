@@ -106,13 +106,17 @@ impl QdmaEngine {
     }
 }
 
+/// The buffers completion rings live in (which must outlive them), and the rings, one per
+/// engine ring (None for H2C rings).
+type CmptRings = (Vec<Box<dyn crate::dma::DmaBuffer>>, Vec<Option<Cmpt>>);
+
 /// Completion rings for the C2H rings among `rings` (one each, 8-byte entries).
 pub(super) fn cmpt_rings(
     alloc: &dyn crate::dma::DmaAllocator,
     rings: &[super::ring::Ring],
     slots: u32,
     ip: super::ip::IpKind,
-) -> Result<(Vec<Box<dyn crate::dma::DmaBuffer>>, Vec<Option<Cmpt>>)> {
+) -> Result<CmptRings> {
     let c2h: Vec<(u16, Direction)> =
         rings.iter().filter(|r| r.dir == Direction::C2h).map(|r| (r.queue, r.dir)).collect();
     let (mem, made) = super::ring::allocate(alloc, &c2h, slots)?;
