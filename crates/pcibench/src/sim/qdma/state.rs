@@ -338,7 +338,7 @@ pub(crate) struct Shared {
     /// bump it, and the workers must not pay for that on every descriptor (false sharing).
     pub writes: CacheLine<AtomicU64>,
     /// Stream queues and the example design (`stream.rs`).
-    pub st: Mutex<super::stream::StState>,
+    pub st: Mutex<super::st_state::StState>,
 }
 
 impl Shared {
@@ -382,7 +382,7 @@ impl Shared {
             direct_fmap,
             violations: Mutex::new(Vec::new()),
             writes: CacheLine(AtomicU64::new(0)),
-            st: Mutex::new(super::stream::StState::default()),
+            st: Mutex::new(super::st_state::StState::default()),
         }
     }
 
@@ -484,8 +484,8 @@ impl Shared {
                 self.global_error(self.ip.glbl_mm(dir));
             }
         }
-        if self.st_error_pending() {
-            self.global_error(super::stream::GE_C2H_ST);
+        if self.st.lock().unwrap_or_else(|e| e.into_inner()).c2h_err != 0 {
+            self.global_error(super::st_state::GE_C2H_ST);
         }
     }
 }

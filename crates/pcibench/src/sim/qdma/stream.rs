@@ -24,9 +24,9 @@
 //! a valid ST C2H queue is dropped (counted) and flagged.
 
 use super::layout::Ip;
+use super::st_state::{Cmpt, StState, GE_C2H_ST};
 use super::state::*;
 use crate::direction::Direction;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 pub(crate) const R_C2H_REGS: u32 = 0xa00;
@@ -37,48 +37,11 @@ const R_C2H_ERR_MASK: u32 = 0xaf4;
 const C2H_ERR_INV_Q: u32 = 1 << 12;
 const C2H_ERR_QFULL: u32 = 1 << 13;
 const C2H_ERR_CIDX: u32 = 1 << 14;
-/// GLBL_ERR_STAT's C2H ST leaf.
-pub(crate) const GE_C2H_ST: u32 = 1 << 8;
 const SEL_CMPT: u32 = 6;
 const SEL_PFTCH: u32 = 7;
 const MAX_BUFFERS: u64 = 7;
 const H2C_DESC: u64 = 16;
 const C2H_DESC: u64 = 8;
-
-/// One ST queue's engine-side indexes beyond its contexts.
-#[derive(Debug, Clone, Copy, Default)]
-struct Cmpt {
-    pidx: u32,
-    cidx: u32,
-    /// The colour of the next entry; set from the context when it is (re)written.
-    color: bool,
-    /// The context generation the indexes belong to.
-    gen: u64,
-}
-
-/// The example design's generator and checker, and the ST engine state.
-#[derive(Debug, Default)]
-pub(crate) struct StState {
-    regs: HashMap<u32, u32>,
-    c2h_err: u32,
-    cmpt: HashMap<u32, Cmpt>,
-    // Generator registers and state.
-    gen_qid: u32,
-    gen_len: u32,
-    gen_count: u32,
-    gen_control: u32,
-    remaining: u32,
-    // Checker: packets since the clear, whether all matched, each queue's partial packet.
-    checked: u64,
-    matched: bool,
-    partial: HashMap<u32, Vec<u8>>,
-    /// Packets dropped (no valid queue), C2H_STAT_DESC_RSP_DROP_ACCEPTED's count.
-    pub dropped: u64,
-    /// Test hook: the next completion entry carries the error bit.
-    pub error_next: bool,
-    /// Completion entries written, and packets the checker saw (for tests).
-    pub entries: u64,
-}
 
 /// The example design's data for one packet.
 pub(crate) fn pattern(len: usize) -> Vec<u8> {
@@ -123,11 +86,6 @@ impl Shared {
             st.regs.insert(off, value);
         }
         true
-    }
-
-    /// GLBL_ERR_STAT's C2H ST leaf still holds an error.
-    pub(crate) fn st_error_pending(&self) -> bool {
-        self.st().c2h_err != 0
     }
 
     fn c2h_error(&self, st: &mut StState, bit: u32) {
