@@ -262,14 +262,7 @@ impl QdmaEngine {
         }
         let (mut ring_mem, mut rings) = ring::allocate(alloc, &wanted, slots)?;
         let stream = match ex {
-            Some(ex) => {
-                for r in rings.iter_mut() {
-                    r.desc = if r.dir == Direction::H2c { H2C_ST_DESC_BYTES } else { C2H_ST_DESC_BYTES };
-                }
-                let (mem, cmpt) = st_setup::cmpt_rings(alloc, &rings, slots, info.ip)?;
-                ring_mem.extend(mem);
-                Some(st_run::Stream { ex, want: vec![0; rings.len()], cmpt, len: None })
-            }
+            Some(ex) => Some(st_setup::stream_rings(ex, alloc, &mut rings, &mut ring_mem, slots, info.ip)?),
             None => None,
         };
         let trace = bar.tracer().cloned();
@@ -376,24 +369,7 @@ impl QdmaEngine {
     /// The software context every queue gets.
     fn sw_context(&self, ring: &Ring) -> SwCtx {
         if self.stream.is_some() {
-            // `make_sw_context` for ST: fetch credits on; C2H 8-byte descriptors with no status
-            // writeback (its completion ring reports), H2C 16-byte with the marker disabled.
-            let c2h = ring.dir == Direction::C2h;
-            return SwCtx {
-                func: self.info.func as u16,
-                enabled: true,
-                fetch_credit: true,
-                wbi_chk: !c2h,
-                wbi_intvl: true,
-                fetch_max: FETCH_MAX_NUM,
-                ring_idx: self.ring_idx,
-                desc_size: if c2h { DESC_SZ_8B } else { DESC_SZ_16B },
-                writeback: !c2h,
-                marker_disable: !c2h,
-                is_mm: false,
-                ring_base: ring.bus,
-                ..SwCtx::default()
-            };
+            return self.st_sw_context(ring);
         }
         SwCtx {
             func: self.info.func as u16,

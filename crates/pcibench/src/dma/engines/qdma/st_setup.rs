@@ -10,7 +10,7 @@ use super::ctx::Sel;
 use super::regs::*;
 use super::st::{self, Cmpt, BUF_SZ_IDX};
 use super::st_ctx::{CmptCtx, PrefetchCtx};
-use super::QdmaEngine;
+use super::{QdmaEngine, SwCtx};
 use crate::dma::Direction;
 use crate::{Error, Result};
 
@@ -86,6 +86,28 @@ impl QdmaEngine {
         wr(&*self.bar, reg, st::cmpt_doorbell(0))
     }
 
+    /// The software context of an ST queue.
+    pub(super) fn st_sw_context(&self, ring: &super::ring::Ring) -> SwCtx {
+        // `make_sw_context` for ST: fetch credits on; C2H 8-byte descriptors with no status
+        // writeback (its completion ring reports), H2C 16-byte with the marker disabled.
+        let c2h = ring.dir == Direction::C2h;
+        SwCtx {
+            func: self.info.func as u16,
+            enabled: true,
+            fetch_credit: true,
+            wbi_chk: !c2h,
+            wbi_intvl: true,
+            fetch_max: FETCH_MAX_NUM,
+            ring_idx: self.ring_idx,
+            desc_size: if c2h { DESC_SZ_8B } else { DESC_SZ_16B },
+            writeback: !c2h,
+            marker_disable: !c2h,
+            is_mm: false,
+            ring_base: ring.bus,
+            ..SwCtx::default()
+        }
+    }
+
     /// The contexts a stream queue has beyond the MM ones, for clearing and invalidating.
     pub(super) fn stream_sels(&self, dir: Direction) -> &'static [Sel] {
         match (self.stream.is_some(), dir) {
@@ -104,6 +126,24 @@ impl QdmaEngine {
             let _ = wr(bar, at, v);
         }
     }
+}
+
+/// Stream mode's rings: descriptor sizes set (16-byte H2C, 8-byte C2H descriptors), a
+/// completion ring per C2H ring (its memory joins `mem`).
+pub(super) fn stream_rings(
+    ex: super::st::ExampleDesign,
+    alloc: &dyn crate::dma::DmaAllocator,
+    rings: &mut [super::ring::Ring],
+    mem: &mut Vec<Box<dyn crate::dma::DmaBuffer>>,
+    slots: u32,
+    ip: super::ip::IpKind,
+) -> Result<super::st_run::Stream> {
+    for r in rings.iter_mut() {
+        r.desc = if r.dir == Direction::H2c { H2C_ST_DESC_BYTES } else { C2H_ST_DESC_BYTES };
+    }
+    let (m, cmpt) = cmpt_rings(alloc, rings, slots, ip)?;
+    mem.extend(m);
+    Ok(super::st_run::Stream { ex, want: vec![0; rings.len()], cmpt, len: None })
 }
 
 /// The buffers completion rings live in (which must outlive them), and the rings, one per
