@@ -560,4 +560,6 @@ fn compare(buf: &dyn DmaBuffer, l: &Layout, expected: &[u8]) -> std::result::Res
 #[cfg(test)]
 mod gone_tests;
 #[cfg(test)]
+mod stream_tests;
+#[cfg(test)]
 mod tests;

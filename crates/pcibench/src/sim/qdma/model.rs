@@ -357,6 +357,12 @@ impl QdmaModel {
         self.shared.st_counts()
     }
 
+    /// Test hook: while set, every stream packet's first byte is flipped in flight (the
+    /// generator's C2H packets and the H2C packets the checker sees).
+    pub fn corrupt_stream(&self, on: bool) {
+        self.shared.st_corrupt(on)
+    }
+
     /// Test hook: the next completion entry the generator writes carries the error bit.
     pub fn error_record_next(&self) {
         self.shared.st_error_next()

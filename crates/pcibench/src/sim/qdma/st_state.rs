@@ -37,6 +37,8 @@ pub(crate) struct StState {
     pub dropped: u64,
     /// Test hook: the next completion entry carries the error bit.
     pub error_next: bool,
+    /// Test hook: every packet's first byte is flipped in flight (both directions) while set.
+    pub corrupt: bool,
     /// Completion entries written, and packets the checker saw (for tests).
     pub entries: u64,
 }

@@ -160,6 +160,9 @@ impl Shared {
                 c.sw[1] |= 1 << SW1_ERR_SHIFT;
                 break;
             }
+            if st.corrupt && flags & 2 != 0 && !data.is_empty() {
+                data[0] ^= 1;
+            }
             self.check(st, qid, flags & 2 != 0, flags & 4 != 0, &data);
             cidx = (cidx + 1) % ring;
         }
@@ -290,7 +293,10 @@ impl Shared {
         }
         // Packets while credits, completion-ring room and the count last: the contexts were read
         // once above (nothing can change them meanwhile: this runs inside one register write).
-        let data = if self.cfg.stream_no_data { Vec::new() } else { pattern(len as usize) };
+        let mut data = if self.cfg.stream_no_data { Vec::new() } else { pattern(len as usize) };
+        if st.corrupt && !data.is_empty() {
+            data[0] ^= 1;
+        }
         let base = c.ring_base();
         let esz = 8u64 << ((cm_ctx[2] >> 26) & 3);
         let cbase = self.cmpt_base(&cm_ctx);
@@ -400,5 +406,9 @@ impl Shared {
 
     pub(crate) fn st_error_next(&self) {
         self.st().error_next = true;
+    }
+
+    pub(crate) fn st_corrupt(&self, on: bool) {
+        self.st().corrupt = on;
     }
 }
