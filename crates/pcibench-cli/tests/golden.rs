@@ -639,6 +639,10 @@ golden! {
     dma_sim_qdma_random: None Text ["dma", "sim-qdma", "--pattern", "random", "--window", "1M", "--queues", "2", "--size", "4K", "--total", "256K"];
     dma_sim_qdma_seed: None Text ["dma", "sim-qdma", "--queues", "1..2", "--size", "4K", "--total", "64K", "--format", "seed"];
     dma_sim_qdma_json: None Json ["dma", "sim-qdma", "--size", "4K", "--total", "64K", "--json"];
+    info_sim_qdma_st: None Exact ["info", "sim-qdma-st"];
+    dma_sim_qdma_st_queues: None Text ["dma", "sim-qdma-st", "--queues", "1,2", "--size", "64,64K", "--dir", "all", "--total", "256K"];
+    dma_sim_qdma_st_seed: None Text ["dma", "sim-qdma-st", "--queues", "1..2", "--size", "4K", "--total", "64K", "--format", "seed"];
+    dma_sim_qdma_st_json: None Json ["dma", "sim-qdma-st", "--size", "64K", "--total", "256K", "--json"];
     dma_sim_nvram: None Text ["dma", "sim-nvram", "--size", "8K", "--size", "1M", "--total", "4M"];
     dma_sim_nvram_seed: None Text ["dma", "sim-nvram", "--size", "1M", "--total", "2M", "--format", "seed"];
     dma_sim_nvram_card_size: None Text ["dma", "sim-nvram", "--card-size", "1M", "--total", "2M"];
