@@ -56,6 +56,11 @@ impl EngineDriver for QdmaDriver {
                 (false, super::st::no_far_end())
             };
             found.summary = format!("{}\n  far end: {line}", found.summary.trim_end());
+            // The example design's registers are registers: PIO must not fill them with patterns.
+            let user = found.details.get("user_bar").and_then(|v| v.as_u64());
+            if let Some(b) = user.filter(|_| known) {
+                found.register_bars.push(b as u8);
+            }
             if let Some(map) = found.details.as_object_mut() {
                 map.insert("far_end".into(), serde_json::json!({ "example_design": known, "about": line }));
             }
