@@ -223,7 +223,8 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     super::sample::sampler::check_total(plan.total, &sizes)?;
     let mut pattern = Pattern::fresh();
     let mut configs = configs(engine, plan, &sizes, &queues, pattern.seed)?;
-    let streamed = stream::place(engine, &mut configs).unwrap_or(0);
+    let random = matches!(plan.access, Access::Random { .. });
+    let streamed = stream::place(engine, random, &mut configs)?.unwrap_or(0);
     let extent = |c: &Config| c.parts.iter().flatten().map(|(_, l)| l.host_extent().max(l.bytes())).max().unwrap_or(0);
     let len = configs.iter().map(extent).max().unwrap_or(0).max(streamed).max(1) as usize;
     let mut bufs = Buffers { src: s.alloc.alloc(len)?, dst: s.alloc.alloc(len)? };

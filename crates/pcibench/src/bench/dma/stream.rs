@@ -10,9 +10,18 @@ use crate::dma::{Direction, Engine};
 use crate::Result;
 
 /// Lay every C2H part of `configs` out at the engine's receive-buffer stride; the host bytes
-/// the longest layout then needs. No change (None) for engines without a far end.
-pub(super) fn place(engine: &mut dyn Engine, configs: &mut [Config]) -> Option<u64> {
-    let end = engine.stream_end()?;
+/// the longest layout then needs. No change (None) for engines without a far end. C2H packets
+/// land in the buffers in the order the engine posted them, so random host offsets are refused
+/// for them.
+pub(super) fn place(engine: &mut dyn Engine, random: bool, configs: &mut [Config]) -> Result<Option<u64>> {
+    let Some(end) = engine.stream_end() else { return Ok(None) };
+    let c2h = configs.iter().flat_map(|c| c.parts.iter().flatten()).any(|(d, _)| *d == Direction::C2h);
+    if random && c2h {
+        return Err(crate::Error::usage(
+            "--pattern random applies to stream H2C only: C2H packets land in the receive buffers in the order they \
+             were posted; use --dir h2c, or --pattern seq",
+        ));
+    }
     let mut extent = 0;
     for c in configs.iter_mut() {
         for (dir, l) in c.parts.iter_mut().flatten() {
@@ -23,7 +32,7 @@ pub(super) fn place(engine: &mut dyn Engine, configs: &mut [Config]) -> Option<u
             }
         }
     }
-    Some(extent)
+    Ok(Some(extent))
 }
 
 /// The bytes each part carries: the far end's for a stream engine, else None.
