@@ -83,6 +83,11 @@ pub enum Verify {
     Unverified {
         reason: String,
     },
+    /// The far end's own checker rejected what it received (a stream design's H2C checker,
+    /// which says whether, not where): why, in words.
+    Rejected {
+        reason: String,
+    },
 }
 
 /// A remark about a row, as data; `report::notes` puts it in words.
@@ -210,6 +215,12 @@ pub struct Row {
     /// DMA: the engine's own figures from its performance counters, beside the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<super::counters::EngineFigures>,
+    /// Stream DMA: the bytes of one packet (a transfer is one or more equal packets) and the
+    /// packets per second at the median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets_per_s: Option<f64>,
     pub notes: Vec<Note>,
     /// What the row's timed samples reported to a `--trace`, for the note on its cost (set by
     /// the sampler's figures; not saved: the note is).
@@ -257,6 +268,8 @@ impl Row {
             verify: None,
             pattern_sha256: None,
             engine: None,
+            packet_bytes: None,
+            packets_per_s: None,
             notes: Vec::new(),
             traced: None,
         }
@@ -265,6 +278,14 @@ impl Row {
     pub fn mismatch(&self) -> Option<&Mismatch> {
         match &self.verify {
             Some(Verify::Mismatch { mismatch }) => Some(mismatch),
+            _ => None,
+        }
+    }
+
+    /// Why the far end's checker rejected the row's data, if it did.
+    pub fn rejected(&self) -> Option<&str> {
+        match &self.verify {
+            Some(Verify::Rejected { reason }) => Some(reason),
             _ => None,
         }
     }
@@ -545,7 +566,7 @@ impl Report {
 
     /// Some row's data did not verify.
     pub fn mismatched(&self) -> bool {
-        self.results.iter().any(|r| r.mismatch().is_some())
+        self.results.iter().any(|r| r.mismatch().is_some() || r.rejected().is_some())
     }
 
     /// Rows that were measured (have statistics, or latency figures with samples).

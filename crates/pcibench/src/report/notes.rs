@@ -330,6 +330,7 @@ pub fn verify_text(v: &Option<Verify>) -> String {
         Some(Verify::Ok) => "ok".into(),
         Some(Verify::Mismatch { mismatch }) => format!("MISMATCH: {mismatch}"),
         Some(Verify::Unverified { .. }) => "unverified".into(),
+        Some(Verify::Rejected { reason }) => format!("REJECTED: {reason}"),
     }
 }
 
