@@ -5,7 +5,8 @@
 //! +0x64 interrupt acknowledge. The card side is a 4096-byte buffer at device address 0x40000.
 //! A transfer completes after a ~100 ms virtual-clock timer: edu is a functional target, not a
 //! speed one. Its timer clears the start bit first, then raises the interrupt: as an MSI when
-//! MSI is enabled (VFIO enables it for an eventfd), else INTx (edu_dma_timer, edu_raise_irq).
+//! MSI is enabled (VFIO enables it for an eventfd), else INTx (edu_dma_timer, edu_raise_irq);
+//! the acknowledge lowers INTx once no status bit is left (edu_lower_irq).
 //!
 //! QEMU up to 7.2 checks `end < 0x41000` strictly (edu_check_range) and aborts the whole VM on
 //! failure, so a transfer must end at least one byte before the end of the buffer: 4095 bytes at
@@ -268,7 +269,11 @@ impl Engine for EduEngine {
                 "an interrupt arrived but edu's interrupt status reads {status:#x}, without the DMA-done bit {DMA_IRQ:#x}"
             )));
         }
-        self.bar.write(REG_IRQ_ACK, Width::B32, DMA_IRQ)
+        // The acknowledge clears the status bit; with MSI off, edu_lower_irq then drops INTx. Only
+        // after it is the line unmasked (vfio-pci masked it when it fired: vfio_intx_handler), so
+        // a level still asserted cannot fire again for this transfer; MSI has nothing to unmask.
+        self.bar.write(REG_IRQ_ACK, Width::B32, DMA_IRQ)?;
+        irq.unmask()
     }
 
     fn stop(&mut self) -> Result<String> {
@@ -459,6 +464,34 @@ mod tests {
         silent: bool,
     }
 
+    /// edu's INTx: the fake timer as above; `unmask` records the acknowledge register as it reads
+    /// then (the line must be lowered before it is unmasked).
+    struct FakeIntx {
+        msi: FakeMsi,
+        ack_at_unmask: std::sync::Mutex<Vec<u64>>,
+    }
+
+    impl crate::access::Interrupts for FakeIntx {
+        fn kind(&self) -> crate::access::IrqKind {
+            crate::access::IrqKind::Intx
+        }
+        fn vectors(&self) -> u32 {
+            1
+        }
+        fn wait(&self, timeout: Duration) -> Result<crate::access::Fired> {
+            self.msi.wait(timeout)
+        }
+        fn unmask(&self) -> Result<()> {
+            // SAFETY: `regs` is the live 4 KiB mapping behind the test's BAR.
+            let ack = unsafe { *((self.msi.regs + REG_IRQ_ACK as usize) as *const u32) };
+            self.ack_at_unmask.lock().unwrap().push(ack as u64);
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "fake INTx".into()
+        }
+    }
+
     impl crate::access::Interrupts for FakeMsi {
         fn kind(&self) -> crate::access::IrqKind {
             crate::access::IrqKind::Msi
@@ -514,6 +547,27 @@ mod tests {
         e.prepare(&buf, &t(Direction::H2c, 0, 64)).unwrap();
         let err = e.run_interrupt(&FakeMsi { regs, early: false, silent: true }, Duration::from_millis(1)).unwrap_err();
         assert!(err.to_string().contains("raised no interrupt") && err.to_string().contains("fake MSI"), "{err}");
+    }
+
+    /// With MSI off edu raises INTx: the same completion, then the line unmasked after the
+    /// acknowledge has lowered it, once per transfer.
+    #[test]
+    fn completion_by_intx_unmasks_after_the_acknowledge() {
+        let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x20_0000, len: 4096 }]);
+        let (mut e, regs) = irq_engine();
+        let irq = FakeIntx { msi: FakeMsi { regs, early: false, silent: false }, ack_at_unmask: Default::default() };
+        for _ in 0..2 {
+            e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+            e.run_interrupt(&irq, Duration::from_secs(1)).unwrap();
+            // SAFETY: as in FakeIntx: the next transfer's fake timer sets the status again.
+            unsafe { *((regs + REG_IRQ_ACK as usize) as *mut u32) = 0 };
+        }
+        assert_eq!(*irq.ack_at_unmask.lock().unwrap(), [DMA_IRQ, DMA_IRQ], "acknowledged, then unmasked, each time");
+        // No interrupt: no unmask either (nothing was masked).
+        let silent = FakeIntx { msi: FakeMsi { regs, early: false, silent: true }, ack_at_unmask: Default::default() };
+        e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+        assert!(e.run_interrupt(&silent, Duration::from_millis(1)).is_err());
+        assert!(silent.ack_at_unmask.lock().unwrap().is_empty());
     }
 
     #[test]
