@@ -245,8 +245,16 @@ impl Engine for EduEngine {
 
     fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
         let p = self.prepared.ok_or_else(|| Error::usage("edu: run_interrupt() without prepare()"))?;
-        // Collect anything pending from before, so the wait below is for this transfer.
-        irq.wait(Duration::ZERO)?;
+        // Collect anything pending from before, so the wait below is for this transfer. Something
+        // pending is a cause left from before (a transfer that completed after its run was killed,
+        // which edu then raised on INTx): acknowledge it, so edu lowers the line (edu_lower_irq), and
+        // unmask INTx, which vfio-pci masked when it fired.
+        if !irq.wait(Duration::ZERO)?.is_empty() {
+            if self.bar.read(REG_IRQ_STATUS, Width::B32)? & DMA_IRQ != 0 {
+                self.bar.write(REG_IRQ_ACK, Width::B32, DMA_IRQ)?;
+            }
+            irq.unmask()?;
+        }
         self.start(p.cmd | CMD_IRQ)?;
         if irq.wait(timeout)?.is_empty() {
             let status = self.stop()?;
@@ -469,6 +477,8 @@ mod tests {
     struct FakeIntx {
         msi: FakeMsi,
         ack_at_unmask: std::sync::Mutex<Vec<u64>>,
+        /// An interrupt pending from before the transfer (a stale cause).
+        pending: std::sync::atomic::AtomicBool,
     }
 
     impl crate::access::Interrupts for FakeIntx {
@@ -479,6 +489,9 @@ mod tests {
             1
         }
         fn wait(&self, timeout: Duration) -> Result<crate::access::Fired> {
+            if timeout.is_zero() && self.pending.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                return Ok(crate::access::Fired::from_counts(vec![1]));
+            }
             self.msi.wait(timeout)
         }
         fn unmask(&self) -> Result<()> {
@@ -555,7 +568,7 @@ mod tests {
     fn completion_by_intx_unmasks_after_the_acknowledge() {
         let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x20_0000, len: 4096 }]);
         let (mut e, regs) = irq_engine();
-        let irq = FakeIntx { msi: FakeMsi { regs, early: false, silent: false }, ack_at_unmask: Default::default() };
+        let irq = FakeIntx { msi: FakeMsi { regs, early: false, silent: false }, ack_at_unmask: Default::default(), pending: false.into() };
         for _ in 0..2 {
             e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
             e.run_interrupt(&irq, Duration::from_secs(1)).unwrap();
@@ -564,10 +577,23 @@ mod tests {
         }
         assert_eq!(*irq.ack_at_unmask.lock().unwrap(), [DMA_IRQ, DMA_IRQ], "acknowledged, then unmasked, each time");
         // No interrupt: no unmask either (nothing was masked).
-        let silent = FakeIntx { msi: FakeMsi { regs, early: false, silent: true }, ack_at_unmask: Default::default() };
+        let silent = FakeIntx { msi: FakeMsi { regs, early: false, silent: true }, ack_at_unmask: Default::default(), pending: false.into() };
         e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
         assert!(e.run_interrupt(&silent, Duration::from_millis(1)).is_err());
         assert!(silent.ack_at_unmask.lock().unwrap().is_empty());
+        // An interrupt pending before the command (a transfer that completed after its run was
+        // killed; edu raised it on INTx): its status acknowledged and the line unmasked first.
+        let (mut e, regs) = irq_engine();
+        // SAFETY: as above: the status bit the killed run's transfer left.
+        unsafe { *((regs + REG_IRQ_STATUS as usize) as *mut u32) = DMA_IRQ as u32 };
+        let stale = FakeIntx {
+            msi: FakeMsi { regs, early: false, silent: false },
+            ack_at_unmask: Default::default(),
+            pending: true.into(),
+        };
+        e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+        e.run_interrupt(&stale, Duration::from_secs(1)).unwrap();
+        assert_eq!(*stale.ack_at_unmask.lock().unwrap(), [DMA_IRQ, DMA_IRQ], "unmasked before the command and after");
     }
 
     #[test]
