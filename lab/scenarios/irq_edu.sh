@@ -40,7 +40,10 @@ count() {
 }
 # The other handlers on an INTx line (their interrupts count there too).
 sharers() { grep -F "$(line_of intx)" /proc/interrupts | sed 's/.*-[a-z]*  *//' | tr ',' '\n' | grep -cvF 'vfio-intx' || true; }
-acks() { grep -c '"off":"0x64","w":32,"v":"0x100"' "$1" 2>/dev/null || echo 0; }
+acks() {
+	n=$(grep -c '"off":"0x64","w":32,"v":"0x100"' "$1" 2>/dev/null) || true
+	echo "${n:-0}"
+}
 # One h2c size by polling and by interrupt (h2c only: edu reads host memory, so a transfer still in flight when a
 # run is killed writes nowhere). Called directly, so a background run's $! is pcibench itself.
 lat="latency $e --width 32 --samples 100 --dma --irq --dir h2c --size 64 --dma-bits 32 --allow-dma"
@@ -72,7 +75,9 @@ for k in msi intx; do
 	three() { [ "$(acks $t/${k}_held.jsonl)" -ge 3 ] || ! kill -0 $pid 2>/dev/null; }
 	wait_until 120 "three acknowledged $k interrupts in the trace" three
 	kill -STOP $pid 2>/dev/null || fail "the $k run ended before it was held: $(cat $t/${k}_held.out)"
+	# The count, then the trace as it stands: neither moves while the run is held but for the transfer in flight.
 	c=$(count $k)
+	cp $t/${k}_held.jsonl $t/${k}_at_stop.jsonl
 	shared=0
 	[ $k = msi ] || shared=$(sharers)
 	echo "@@OUT ${k}_count"
@@ -83,7 +88,8 @@ for k in msi intx; do
 	rc=0
 	wait $pid || rc=$?
 	[ $rc = 130 ] || fail "the $k run interrupted by SIGINT exited $rc, want 130: $(cat $t/${k}_held.out)"
-	emit ${k}_held cat $t/${k}_held.jsonl
+	emit ${k}_held cat $t/${k}_at_stop.jsonl
+	emit ${k}_ended cat $t/${k}_held.jsonl
 	torn_down "$k run ended by SIGINT" orderly
 
 	# SIGKILL, which pcibench cannot catch: the kernel's close of the device fd tears the interrupts down.
