@@ -72,6 +72,13 @@ for k in msi intx; do
 	# Held mid-run with SIGSTOP once three interrupts are acknowledged; the kernel's count read while it is held.
 	pcibench $lat --irq-kind $k --dma-samples 60 --trace $t/${k}_held.jsonl >$t/${k}_held.out 2>&1 &
 	pid=$!
+	# The line's count before the first interrupt transfer: a legacy IRQ keeps its count from earlier handlers
+	# (the INTx run above), MSI vectors start at 0. The polled row (60 transfers) runs first, so the line is
+	# there, routed, long before the first command with the IRQ bit, which the trace would show.
+	routed() { [ "$(count $k)" != -1 ] || ! kill -0 $pid 2>/dev/null; }
+	wait_until 120 "the $k line of the held run in /proc/interrupts" routed
+	base=$(count $k)
+	! grep -q '"off":"0x98","w":32,"v":"0x5"' $t/${k}_held.jsonl || fail "an interrupt transfer began before the baseline"
 	three() { [ "$(acks $t/${k}_held.jsonl)" -ge 3 ] || ! kill -0 $pid 2>/dev/null; }
 	wait_until 120 "three acknowledged $k interrupts in the trace" three
 	kill -STOP $pid 2>/dev/null || fail "the $k run ended before it was held: $(cat $t/${k}_held.out)"
@@ -81,7 +88,7 @@ for k in msi intx; do
 	shared=0
 	[ $k = msi ] || shared=$(sharers)
 	echo "@@OUT ${k}_count"
-	echo "$c $shared"
+	echo "$c $base $shared"
 	echo "@@ENDOUT ${k}_count"
 	kill -INT $pid
 	kill -CONT $pid
