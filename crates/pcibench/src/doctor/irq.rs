@@ -8,7 +8,7 @@ use crate::pci::intr::{self, IrqCaps};
 use std::fmt::Write;
 
 pub(super) fn checks(c: &Ctx) -> Vec<Finding> {
-    let dir = c.host.path(&c.sysfs_dir());
+    let dir = c.host.path(c.sysfs_dir());
     // The kernel gives unprivileged readers only the 64-byte header (pci_read_config in
     // drivers/pci/pci-sysfs.c): the capabilities lie beyond it.
     let cfg = crate::file::read(&dir.join("config"), 256).unwrap_or_default();

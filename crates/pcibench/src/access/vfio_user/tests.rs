@@ -138,12 +138,15 @@ fn dma_outside_the_mapped_buffers_is_the_engine_s_one_line_error() {
 
 /// A device whose interrupts the test raises: config space with an INTx pin and MSI-X (4 vectors),
 /// `interrupts` routed through `irq_fds` to eventfds the test keeps (as a kernel would).
+/// The eventfds routed on the test device, per irq index.
+type Routed = Arc<std::sync::Mutex<Vec<(u32, Vec<OwnedFd>)>>>;
+
 struct RaisingDevice {
-    raised: Arc<std::sync::Mutex<Vec<(u32, Vec<OwnedFd>)>>>,
+    raised: Routed,
     calls: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-struct RaisingBackend(Arc<std::sync::Mutex<Vec<(u32, Vec<OwnedFd>)>>>, Arc<std::sync::Mutex<Vec<String>>>);
+struct RaisingBackend(Routed, Arc<std::sync::Mutex<Vec<String>>>);
 
 impl IrqBackend for RaisingBackend {
     fn trigger(&self, index: u32, fds: &[BorrowedFd<'_>]) -> Result<()> {

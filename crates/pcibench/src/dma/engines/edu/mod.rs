@@ -584,7 +584,12 @@ mod tests {
     fn completion_by_intx_unmasks_after_the_acknowledge() {
         let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x20_0000, len: 4096 }]);
         let (mut e, regs) = irq_engine();
-        let irq = FakeIntx { msi: FakeMsi { regs, early: false, silent: false }, ack_at_unmask: Default::default(), pending: false.into(), ack_at_wait: Default::default() };
+        let irq = FakeIntx {
+            msi: FakeMsi { regs, early: false, silent: false },
+            ack_at_unmask: Default::default(),
+            pending: false.into(),
+            ack_at_wait: Default::default(),
+        };
         for _ in 0..2 {
             e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
             e.run_interrupt(&irq, Duration::from_secs(1)).unwrap();
@@ -593,7 +598,12 @@ mod tests {
         }
         assert_eq!(*irq.ack_at_unmask.lock().unwrap(), [DMA_IRQ, DMA_IRQ], "acknowledged, then unmasked, each time");
         // No interrupt: no unmask either (nothing was masked).
-        let silent = FakeIntx { msi: FakeMsi { regs, early: false, silent: true }, ack_at_unmask: Default::default(), pending: false.into(), ack_at_wait: Default::default() };
+        let silent = FakeIntx {
+            msi: FakeMsi { regs, early: false, silent: true },
+            ack_at_unmask: Default::default(),
+            pending: false.into(),
+            ack_at_wait: Default::default(),
+        };
         e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
         assert!(e.run_interrupt(&silent, Duration::from_millis(1)).is_err());
         assert!(silent.ack_at_unmask.lock().unwrap().is_empty());
