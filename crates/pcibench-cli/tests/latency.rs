@@ -105,7 +105,7 @@ fn options_that_do_not_apply_are_refused_in_one_line() {
     let t = tempfile::tempdir().unwrap();
     seed_tree(t.path());
     let cases: &[(&[&str], &str)] = &[
-        (&["latency", "sim", "--irq"], "--irq: a simulated card raises no interrupts"),
+        (&["latency", "sim", "--irq"], "--irq: this simulated card raises no interrupts"),
         (&["latency", "sim", "--format", "seed"], "--format seed prints the QDMA benchmark's latency tables"),
         (&["latency", "sim", "--load-size", "1M"], "--load-size applies to DMA latency or load"),
         (&["latency", "sim", "--dma", "--load-cpu", "0"], "--load-cpu applies to --load"),

@@ -2,6 +2,7 @@ use super::dma::parse_engine;
 use super::pio::ViaArg;
 use super::{parse_target, FormatArg, MeasureArgs, TraceArgs};
 use clap::{Args, ValueEnum};
+use pcibench::access::IrqKind;
 use pcibench::device::Target;
 use pcibench::direction::Direction;
 use pcibench::host::Host;
@@ -38,6 +39,26 @@ pub enum LoadArg {
     All,
 }
 
+/// `--irq-kind`: which interrupt to route (docs/interrupts.md).
+#[derive(Clone, Copy, ValueEnum)]
+enum IrqKindArg {
+    Auto,
+    Msix,
+    Msi,
+    Intx,
+}
+
+impl IrqKindArg {
+    fn kind(self) -> Option<IrqKind> {
+        match self {
+            IrqKindArg::Auto => None,
+            IrqKindArg::Msix => Some(IrqKind::MsiX),
+            IrqKindArg::Msi => Some(IrqKind::Msi),
+            IrqKindArg::Intx => Some(IrqKind::Intx),
+        }
+    }
+}
+
 #[derive(Args)]
 #[command(
     after_help = "Each sample is one access or one transfer, timed alone (never batched), with the timer's own cost
@@ -52,7 +73,8 @@ Examples:
   pcibench latency sim --dma                                DMA latency, 64 B to 4 KiB, both directions
   pcibench latency sim --dma --rate sweep                   DMA latency against offered load, to the knee
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
-  pcibench latency 00:01.0 --dma --irq --allow-dma --dma-bits 32    poll against MSI (VFIO)"
+  pcibench latency 00:01.0 --dma --irq --allow-dma --dma-bits 32    poll against MSI (VFIO)
+  pcibench latency 00:01.0 --dma --irq --irq-kind intx --allow-dma --dma-bits 32    poll against INTx"
 )]
 pub struct LatencyArgs {
     #[arg(value_parser = parse_target, help = super::help::device())]
@@ -85,9 +107,12 @@ pub struct LatencyArgs {
     /// Also measure DMA latency: one transfer per sample, submission to completion.
     #[arg(long)]
     dma: bool,
-    /// Also complete DMA by the device's MSI (VFIO eventfd) beside polling; implies --dma.
+    /// Also complete DMA by the device's interrupt (VFIO or vfio-user eventfd) beside polling; implies --dma.
     #[arg(long)]
     irq: bool,
+    /// The interrupt kind --irq routes: auto (MSI-X, else MSI, else INTx), msix, msi or intx.
+    #[arg(long, value_enum, requires = "irq", value_name = "KIND")]
+    irq_kind: Option<IrqKindArg>,
     /// Also time the reads while the engine streams DMA: h2c, c2h, both, or all three.
     #[arg(long, value_enum)]
     load: Option<LoadArg>,
@@ -210,6 +235,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                     },
                     sizes: parse_sizes(&a.sizes)?,
                     irq: a.irq,
+                    irq_kind: a.irq_kind.and_then(IrqKindArg::kind),
                     samples: a.dma_samples,
                     rate: super::help::rate_request(a.rate.as_deref(), a.until_p99.as_deref())?,
                 })

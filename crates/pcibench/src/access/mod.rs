@@ -5,6 +5,7 @@
 //! `dma` builds on `DeviceAccess::dma_path`.
 
 pub mod irq;
+pub mod irq_fds;
 pub mod mapped;
 pub mod regs;
 pub mod sim;

@@ -28,6 +28,7 @@ mod bridge;
 mod caller;
 mod device;
 mod dma;
+mod irq;
 mod sysfs;
 mod vfio;
 
@@ -70,7 +71,7 @@ impl Severity {
 pub struct Check {
     /// Stable identifier: device, driver, in-use, memory-space, bus-master, resource-files, lockdown,
     /// strict-devmem, iommu, iommu-group, vfio-modules, noiommu-mode, vfio-nodes, cap-sys-rawio,
-    /// memlock, hugepages, link, aer.
+    /// memlock, hugepages, interrupts, intx-mask, link, aer.
     pub name: &'static str,
     pub severity: Severity,
     /// What was found, with the values read (files, bits, modes).
@@ -293,6 +294,7 @@ pub fn run_as_for(host: &Host, target: &Target, caller: &Caller, transfer: Optio
     findings.extend(sysfs::checks(&ctx));
     findings.extend(vfio::checks(&ctx));
     findings.extend(dma::checks(&ctx));
+    findings.extend(irq::checks(&ctx));
     findings.extend(device::link_checks(&ctx));
     // With vfio-pci bound only VFIO applies; with another driver bound VFIO comes first (setup
     // rebinds it and it brings DMA); with no driver sysfs comes first (no rebinding, and WC).
@@ -493,7 +495,7 @@ fn missing_report(host: &Host, addr: &PciAddress) -> Report {
 }
 
 /// Every check name, in report order (the sim card reports each as information).
-pub const CHECK_NAMES: [&str; 18] = [
+pub const CHECK_NAMES: [&str; 20] = [
     "device",
     "driver",
     "in-use",
@@ -510,6 +512,8 @@ pub const CHECK_NAMES: [&str; 18] = [
     "cap-sys-rawio",
     "memlock",
     "hugepages",
+    "interrupts",
+    "intx-mask",
     "link",
     "aer",
 ];

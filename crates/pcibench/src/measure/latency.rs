@@ -91,9 +91,10 @@ pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Resu
         // Consent before anything touches the device: routing the interrupt enables MSI.
         session.check_dma_consent(r.allow_dma)?;
     }
-    // One vector of the best kind: edu signals on vector 0 (engines asking for more: `Engine::irq_request`).
-    let irq = if r.dma.as_ref().is_some_and(|d| d.irq) {
-        Some(session.interrupts(crate::access::IrqRequest::any(1))?)
+    // One vector, of the kind asked for or the best the function has: edu signals on vector 0
+    // (engines asking for more: `Engine::irq_request`).
+    let irq = if let Some(d) = r.dma.as_ref().filter(|d| d.irq) {
+        Some(session.interrupts(crate::access::IrqRequest { kind: d.irq_kind, vectors: 1 })?)
     } else {
         None
     };

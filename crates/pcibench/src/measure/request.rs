@@ -3,7 +3,7 @@
 //! `Request` from its flags; a saved run carries the request that produced it. Every field is a
 //! choice the user made; `None` or an empty list means the library's default for it.
 
-use crate::access::{IoMode, Via};
+use crate::access::{IoMode, IrqKind, Via};
 use crate::device::Target;
 use crate::direction::Direction;
 use crate::mmio::Width;
@@ -153,6 +153,9 @@ pub struct DmaLatencyRequest {
     pub sizes: Vec<u64>,
     /// Also complete by the device's MSI beside polling.
     pub irq: bool,
+    /// The interrupt kind to route for `irq` (None: the best the function has, MSI-X, MSI, INTx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_kind: Option<IrqKind>,
     /// Samples per row (None: the engine's default total over the size, at most 10000).
     pub samples: Option<u64>,
     /// Submit open loop at offered rates (`--rate`), each latency from its due time.
@@ -347,6 +350,7 @@ mod tests {
                     dirs: vec![Direction::H2c],
                     sizes: vec![64],
                     irq: true,
+                    irq_kind: Some(IrqKind::Intx),
                     samples: None,
                     rate: Some(RateRequest { rates: Rates::Sweep, until_p99_ns: Some(50_000) }),
                 }),

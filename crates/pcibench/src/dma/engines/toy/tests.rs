@@ -129,6 +129,7 @@ fn latency_times_its_transfers_and_reads_under_its_load() {
                 dirs: vec![Direction::H2c, Direction::C2h],
                 sizes: vec![64, 4096],
                 irq: false,
+                irq_kind: None,
                 samples: Some(20),
                 rate: None,
             }),
