@@ -199,10 +199,6 @@ pub struct Row {
     /// the row's `latency` is then measured from each transfer's scheduled submission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateFigures>,
-    /// DMA on a stream (XDMA AXI4-Stream): packets per second at the median rate, one packet
-    /// per transfer (absent elsewhere, and in runs saved before streams).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub packets_per_s: Option<f64>,
     /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
     pub limit_mbps: Option<f64>,
     pub efficiency_pct: Option<f64>,
@@ -215,8 +211,9 @@ pub struct Row {
     /// DMA: the engine's own figures from its performance counters, beside the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<super::counters::EngineFigures>,
-    /// Stream DMA: the bytes of one packet (a transfer is one or more equal packets) and the
-    /// packets per second at the median.
+    /// Stream DMA (XDMA AXI4-Stream, QDMA ST): the bytes of one packet (a transfer is one or
+    /// more equal packets) and the packets per second at the median (absent elsewhere, and in
+    /// runs saved before streams).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,7 +259,6 @@ impl Row {
             completion: None,
             load: None,
             rate: None,
-            packets_per_s: None,
             limit_mbps: None,
             efficiency_pct: None,
             verify: None,
