@@ -56,6 +56,11 @@ pub fn measure(host: &Host, session: Option<&Session>, r: &BuffersRequest, hooks
         budget_ns: r.total.is_none().then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
     };
     let bytes = plan.total.saturating_mul(2 * bufs.len() as u64);
-    Measuring::on_host(context)
-        .run(&MONOTONIC, "buffers", bytes, hooks, |s| buffers::run(&bufs, &unavailable, &plan, s))
+    Measuring::on_host(context).watching(session.and_then(|s| s.health())).run(
+        &MONOTONIC,
+        "buffers",
+        bytes,
+        hooks,
+        |s| buffers::run(&bufs, &unavailable, &plan, s),
+    )
 }
