@@ -152,7 +152,7 @@ pub fn gone(device: &str) -> Option<String> {
     }
     let fd = FIRST_FD.load(Ordering::SeqCst);
     let at = FIRST_AT.load(Ordering::SeqCst);
-    let mut what = "a load from its BAR mapping faulted (SIGBUS: the kernel withdrew the mapping, as vfio-pci does while Memory Space is off or a reset is under way)".to_string();
+    let mut what = "a load from its BAR mapping faulted (SIGBUS: the kernel withdrew the mapping, as it does for a reset or Memory Space disabled through VFIO, and for a sysfs mapping when a driver claims the BAR)".to_string();
     if fd >= 0 {
         // Read through the config region while the device is still open (the run ends here).
         let mut b = [0u8; 4];
