@@ -64,8 +64,8 @@ mapped() {
 wait_until 60 "pcibench mapping BAR2 through VFIO" mapped
 ok "pcibench $pid has BAR2 mapped through VFIO: clearing Memory Space Enable"
 before=$(cmd_byte)
+# Not read back: pcibench may stop at once, and closing the device puts the saved command register back.
 printf "\\$(printf %03o $((before & ~2)))" | dd of="$SYS/$a/config" bs=1 seek=4 count=1 conv=notrunc 2>/dev/null
-[ $(($(cmd_byte) & 2)) = 0 ] || fail "Memory Space Enable still set after the config write"
 rc=0
 wait "$pid" || rc=$?
 cat /tmp/card_gone.err
