@@ -270,10 +270,11 @@ impl Session {
         })
     }
 
-    /// The device's interrupt for completion by MSI (`--irq`): only VFIO delivers one to user
-    /// space; elsewhere the option does not apply (a usage error saying why).
-    pub fn interrupt(&self) -> Result<Box<dyn crate::access::Interrupt>> {
-        self.dev.interrupt().map_err(|e| match e {
+    /// The device's interrupts for completion by interrupt (`--irq`), as `req` asks: only VFIO
+    /// and vfio-user deliver them to user space; elsewhere the option does not apply (a usage
+    /// error saying why).
+    pub fn interrupts(&self, req: crate::access::IrqRequest) -> Result<Box<dyn crate::access::Interrupts>> {
+        self.dev.interrupts(req).map_err(|e| match e {
             Error::Unsupported(m) => Error::Usage(format!("--irq: {m}")),
             e => e,
         })

@@ -4,6 +4,7 @@
 //! sysfs.rs, vfio/ and sim.rs implement them. Nothing here knows a DMA engine or a buffer kind:
 //! `dma` builds on `DeviceAccess::dma_path`.
 
+pub mod irq;
 pub mod mapped;
 pub mod regs;
 pub mod sim;
@@ -11,6 +12,8 @@ pub mod sysfs;
 pub mod traced;
 pub mod vfio;
 pub mod vfio_user;
+
+pub use irq::{Fired, Interrupts, IrqKind, IrqRequest};
 
 use crate::host::Host;
 use crate::mmio::{MemType, Width};
@@ -20,7 +23,6 @@ use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `--via`: the access path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -140,14 +142,15 @@ pub trait DeviceAccess: Send + Sync {
     fn config_fd(&self) -> Option<(std::os::fd::RawFd, u64)> {
         None
     }
-    /// The device's interrupt delivered to this process, for engines that can complete by
-    /// interrupt. Only VFIO routes a device's MSI to user space (an eventfd); the other paths
-    /// say in one line why there is none.
-    fn interrupt(&self) -> Result<Box<dyn Interrupt>> {
+    /// The device's interrupts delivered to this process, for engines that complete by interrupt
+    /// (`access::irq`). VFIO and vfio-user route a function's vectors to eventfds; the other
+    /// paths say in one line why there are none.
+    fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
+        let _ = req;
         Err(Error::Unsupported(match self.via() {
-            Via::Sim => "a simulated card raises no interrupts (its engine models complete by polling): completion by MSI needs a device bound to vfio-pci".to_string(),
+            Via::Sim => "this simulated card raises no interrupts (its engine model completes by polling): completion by interrupt needs a device bound to vfio-pci".to_string(),
             via => format!(
-                "interrupts are not available through {via}: only VFIO delivers a device's MSI to user space; bind it to vfio-pci (sudo pcibench setup ADDR --vfio)"
+                "interrupts are not available through {via}: only VFIO delivers a device's interrupts to user space; bind it to vfio-pci (sudo pcibench setup ADDR --vfio)"
             ),
         }))
     }
@@ -187,16 +190,6 @@ pub trait ConfigPort: Send + Sync {
     fn write(&self, offset: u64, data: &[u8]) -> Result<()>;
     /// The device as messages and commands name it: its PCI address, or a simulated card's name.
     fn address(&self) -> String;
-}
-
-/// A device interrupt delivered to this process (VFIO: MSI vector 0 through an eventfd). It is
-/// routed for as long as the value lives.
-pub trait Interrupt: Send + Sync {
-    /// Wait up to `timeout` for interrupts; how many arrived since the last wait (0: timed out).
-    /// `Duration::ZERO` only collects what is pending.
-    fn wait(&self, timeout: Duration) -> Result<u64>;
-    /// What it is, for reports: "MSI vector 0 (VFIO eventfd)".
-    fn describe(&self) -> String;
 }
 
 /// The IOMMU boundary: makes process memory reachable by the device at an I/O virtual address.

@@ -10,7 +10,7 @@
 //! Every method of `DeviceAccess` and `BarRegion` is forwarded here: a method added to either
 //! trait with a default must be forwarded too, or a traced device would take the default.
 
-use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, Interrupt, IoMode, Mapping, Via};
+use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, Interrupts, IoMode, IrqRequest, Mapping, Via};
 use crate::mmio::Width;
 use crate::trace::{Access, Tracer};
 use crate::Result;
@@ -74,8 +74,8 @@ impl DeviceAccess for TracedDevice {
         })
     }
 
-    fn interrupt(&self) -> Result<Box<dyn Interrupt>> {
-        self.inner.interrupt()
+    fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
+        self.inner.interrupts(req)
     }
 
     fn populate_card_memory(&self, addr: u64, len: u64) {

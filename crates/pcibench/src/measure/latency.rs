@@ -40,12 +40,14 @@ pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<Lat
             samples: d.samples,
             card_addr,
             timeout,
+            rate: d.rate.clone(),
         }),
         load: r.load.as_ref().map(|l| LoadPlan {
             modes: l.modes.clone(),
             width: latency::load_width(&widths),
             size: l.size,
             cpu: l.cpu,
+            rate: l.rate,
             card_addr,
             timeout,
         }),
@@ -88,7 +90,12 @@ pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Resu
         // Consent before anything touches the device: routing the interrupt enables MSI.
         session.check_dma_consent(r.allow_dma)?;
     }
-    let irq = if r.dma.as_ref().is_some_and(|d| d.irq) { Some(session.interrupt()?) } else { None };
+    // One vector of the best kind: edu signals on vector 0 (engines asking for more: `Engine::irq_request`).
+    let irq = if r.dma.as_ref().is_some_and(|d| d.irq) {
+        Some(session.interrupts(crate::access::IrqRequest::any(1))?)
+    } else {
+        None
+    };
     let mut rig = None;
     if dma {
         let option = if r.dma.is_some() { "--dma" } else { "--load" };

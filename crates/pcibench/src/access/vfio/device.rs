@@ -172,9 +172,15 @@ impl Msi {
     }
 }
 
-impl crate::access::Interrupt for Msi {
-    fn wait(&self, timeout: Duration) -> Result<u64> {
-        Msi::wait(self, timeout)
+impl crate::access::Interrupts for Msi {
+    fn kind(&self) -> crate::access::IrqKind {
+        crate::access::IrqKind::Msi
+    }
+    fn vectors(&self) -> u32 {
+        1
+    }
+    fn wait(&self, timeout: Duration) -> Result<crate::access::Fired> {
+        Ok(crate::access::Fired::from_counts(vec![Msi::wait(self, timeout)?]))
     }
     fn describe(&self) -> String {
         "MSI vector 0 (VFIO eventfd)".into()

@@ -185,7 +185,18 @@ impl DeviceAccess for VfioDevice {
         Some((self.device.file().as_raw_fd(), r.offset))
     }
 
-    fn interrupt(&self) -> Result<Box<dyn super::Interrupt>> {
+    /// MSI vector 0 for now; MSI-X, several vectors and INTx are the interrupts issue's.
+    fn interrupts(&self, req: super::IrqRequest) -> Result<Box<dyn super::Interrupts>> {
+        match req.kind {
+            None | Some(super::IrqKind::Msi) if req.vectors <= 1 => {}
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "pcibench routes MSI vector 0 only through VFIO; {} vector(s) of {} were asked for",
+                    req.vectors,
+                    req.kind.map_or("any kind".to_string(), |k| k.to_string())
+                )))
+            }
+        }
         Ok(Box::new(self.enable_msi()?))
     }
 

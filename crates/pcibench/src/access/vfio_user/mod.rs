@@ -19,7 +19,10 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
-use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, Interrupt, IoMode, Mapping, SharedMap, Via};
+use super::{
+    BarRegion, ConfigPort, DeviceAccess, DmaPath, Fired, Interrupts, IoMode, IrqKind, IrqRequest, Mapping, SharedMap,
+    Via,
+};
 use crate::mmio::{MemType, Width};
 use crate::os::mmap::{check_access, check_bulk, Mmap};
 use crate::{Error, Result};
@@ -248,7 +251,14 @@ impl DeviceAccess for VfioUserDevice {
     }
 
     /// MSI vector 0 through an eventfd the server signals (DEVICE_SET_IRQS, as VFIO's ioctl).
-    fn interrupt(&self) -> Result<Box<dyn Interrupt>> {
+    fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
+        if !matches!(req.kind, None | Some(IrqKind::Msi)) || req.vectors > 1 {
+            return Err(Error::Unsupported(format!(
+                "pcibench routes MSI vector 0 only over vfio-user; {} vector(s) of {} were asked for",
+                req.vectors,
+                req.kind.map_or("any kind".to_string(), |k| k.to_string())
+            )));
+        }
         if !self.irqs.iter().any(|&(i, n)| i == MSI_IRQ && n > 0) {
             return Err(Error::Unsupported(format!(
                 "the vfio-user server at {} offers no MSI vector (DEVICE_GET_IRQ_INFO): its device completes by polling",
@@ -277,9 +287,16 @@ struct UserMsi {
     client: Arc<Client>,
 }
 
-impl Interrupt for UserMsi {
-    fn wait(&self, timeout: std::time::Duration) -> Result<u64> {
+impl Interrupts for UserMsi {
+    fn kind(&self) -> IrqKind {
+        IrqKind::Msi
+    }
+    fn vectors(&self) -> u32 {
+        1
+    }
+    fn wait(&self, timeout: std::time::Duration) -> Result<Fired> {
         super::vfio::device::eventfd_wait(&self.efd, timeout)
+            .map(|n| Fired::from_counts(vec![n]))
             .map_err(|e| Error::Device(format!("waiting for the vfio-user device's MSI failed: {e}")))
     }
     fn describe(&self) -> String {

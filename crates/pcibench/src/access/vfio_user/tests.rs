@@ -50,7 +50,7 @@ fn served_regions_config_and_the_bounds_the_server_keeps() {
         assert!(c.request(cmd::DMA_MAP, &no_fd, &[]).is_err());
         assert!(map.unmap_shared(0x10_0000, 4096).is_err(), "not a mapping");
         map.unmap_shared(0x10_0000, 8192).unwrap();
-        let e = dev.interrupt().err().unwrap().to_string();
+        let e = dev.interrupts(crate::access::IrqRequest::any(1)).err().unwrap().to_string();
         assert!(e.contains("offers no MSI vector"), "{e}");
         assert!(dev.reset().unwrap_err().to_string().contains("offers no reset"));
     });
@@ -99,9 +99,9 @@ fn msi_arrives_through_the_eventfd_the_server_was_given_and_reset_is_asked_where
     });
     let dev = VfioUserDevice::open(&socket).unwrap();
     dev.reset().unwrap();
-    let irq = dev.interrupt().unwrap();
+    let irq = dev.interrupts(crate::access::IrqRequest::any(1)).unwrap();
     assert!(irq.describe().contains("vfio-user eventfd"));
-    assert_eq!(irq.wait(std::time::Duration::from_secs(60)).unwrap(), 1);
+    assert_eq!(irq.wait(std::time::Duration::from_secs(60)).unwrap().vector(0), 1);
     drop(irq);
     drop(dev);
     server.join().unwrap();

@@ -6,10 +6,11 @@
 
 use super::super::dma::{bytes, bytes_mut, card_copy, default_size, put, timed_run};
 use super::super::pattern::{verify, Pattern};
+use super::super::rate::{self, RatePlan, RateRequest};
 use super::super::result::{Completion, Probe, Report, Row, Verify};
 use super::super::sample::sampler::Sampling;
 use super::row::{default_warmup, finish};
-use crate::access::Interrupt;
+use crate::access::Interrupts;
 use crate::direction::Direction;
 use crate::dma::{DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::units::human_size;
@@ -34,6 +35,8 @@ pub struct DmaLatency {
     /// Card address of the transfers, as an offset in the engine's window.
     pub card_addr: u64,
     pub timeout: Duration,
+    /// Submit open loop at offered rates instead (`--rate`: `bench::rate`).
+    pub rate: Option<RateRequest>,
 }
 
 /// The samples a row takes by default: as many transfers as the engine's default total holds
@@ -70,7 +73,7 @@ fn sizes(engine: &dyn Engine, plan: &DmaLatency) -> Result<Vec<u64>> {
 }
 
 /// Check the plan against the engine and the interrupt before anything runs.
-fn check(engine: &dyn Engine, irq: Option<&dyn Interrupt>, plan: &DmaLatency) -> Result<()> {
+fn check(engine: &dyn Engine, irq: Option<&dyn Interrupts>, plan: &DmaLatency) -> Result<()> {
     if plan.completions.contains(&Completion::Msi) {
         if !engine.completes_by_interrupt() {
             return Err(Error::usage(format!(
@@ -92,7 +95,7 @@ fn check(engine: &dyn Engine, irq: Option<&dyn Interrupt>, plan: &DmaLatency) ->
 pub(super) fn rows(
     engine: &mut dyn Engine,
     alloc: &dyn DmaAllocator,
-    irq: Option<&dyn Interrupt>,
+    irq: Option<&dyn Interrupts>,
     plan: &DmaLatency,
     s: &mut Sampling,
     report: &mut Report,
@@ -129,6 +132,37 @@ pub(super) fn rows(
     Ok(out)
 }
 
+/// `--dma --rate`: the same sizes and directions, open loop on one queue at each offered rate,
+/// completion seen by polling (an engine's completion interrupt is not armed here yet).
+pub(super) fn rate_rows(
+    engine: &mut dyn Engine,
+    alloc: &dyn DmaAllocator,
+    plan: &DmaLatency,
+    rate: &RateRequest,
+    s: &mut Sampling,
+    report: &mut Report,
+) -> Result<Vec<Row>> {
+    if plan.completions.contains(&Completion::Msi) {
+        return Err(Error::usage(
+            "--rate reaps completions by polling: drop --irq (or drop --rate to time MSI one transfer at a time)",
+        ));
+    }
+    if plan.samples == Some(0) {
+        return Err(Error::usage("--dma-samples 0: give at least one sample"));
+    }
+    let p = RatePlan {
+        dirs: plan.dirs.clone(),
+        sizes: sizes(engine, plan)?,
+        queues: vec![1],
+        rate: rate.clone(),
+        transfers: plan.samples,
+        total: None,
+        card_addr: plan.card_addr,
+        timeout: plan.timeout,
+    };
+    rate::rows(engine, alloc, &p, s.clock, s.stop, report)
+}
+
 /// One row: a direction, a size and a way to see completion.
 struct One {
     dir: Direction,
@@ -144,7 +178,7 @@ impl One {
         &self,
         engine: &mut dyn Engine,
         bufs: &mut [Box<dyn DmaBuffer>; 2],
-        irq: Option<&dyn Interrupt>,
+        irq: Option<&dyn Interrupts>,
         plan: &DmaLatency,
         s: &mut Sampling,
         warnings: &mut Vec<String>,
@@ -194,7 +228,7 @@ impl One {
 }
 
 /// Run by interrupt; on failure stop the engine and add its status to the error (as `timed_run`).
-fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupt, timeout: Duration) -> Result<()> {
+fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupts, timeout: Duration) -> Result<()> {
     match engine.run_interrupt(irq, timeout) {
         Ok(()) => Ok(()),
         Err(e) => {

@@ -79,7 +79,7 @@ pub struct LatencyTarget<'a> {
     /// The DMA engine and the allocator its buffers come from (DMA latency, load).
     pub engine: Option<(&'a mut dyn Engine, &'a dyn DmaAllocator)>,
     /// The device's interrupt, for completion by MSI.
-    pub irq: Option<&'a dyn crate::access::Interrupt>,
+    pub irq: Option<&'a dyn crate::access::Interrupts>,
 }
 
 /// One access of `w` at a BAR offset: a volatile load or store through the mapping, one AVX-512
@@ -211,7 +211,7 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
 fn rows(
     dev: &dyn DeviceAccess,
     simulated: bool,
-    irq: Option<&dyn crate::access::Interrupt>,
+    irq: Option<&dyn crate::access::Interrupts>,
     region: &dyn BarRegion,
     accesses: &[std::result::Result<Access, (Width, String)>],
     load_access: Option<Access>,
@@ -245,7 +245,10 @@ fn rows(
     let _bus_master = BusMaster::enable(dev)?;
     report.engine = Some(engine.name().to_string());
     if let Some(d) = &plan.dma {
-        let rows = dma::rows(engine, alloc, irq, d, s, report)?;
+        let rows = match &d.rate {
+            Some(rate) => dma::rate_rows(engine, alloc, d, rate, s, report)?,
+            None => dma::rows(engine, alloc, irq, d, s, report)?,
+        };
         for row in rows {
             if push(report, row) {
                 return Ok(());

@@ -65,6 +65,9 @@ pub struct XdmaModelConfig {
     /// chain inside the driver's run-bit write (or a test's `step`), so the order of events is
     /// the test's, never the scheduler's.
     pub stepped: bool,
+    /// AXI4-Stream channels (identifier bit 15) with the vendor's loopback example design as the
+    /// far end (`stream.rs`), instead of memory-mapped channels over card memory.
+    pub stream: bool,
 }
 
 impl Default for XdmaModelConfig {
@@ -78,6 +81,7 @@ impl Default for XdmaModelConfig {
             len_granularity: 1,
             addr_bits: 64,
             stepped: false,
+            stream: false,
         }
     }
 }

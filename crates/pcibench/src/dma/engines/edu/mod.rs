@@ -242,12 +242,12 @@ impl Engine for EduEngine {
         true
     }
 
-    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupt, timeout: Duration) -> Result<()> {
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
         let p = self.prepared.ok_or_else(|| Error::usage("edu: run_interrupt() without prepare()"))?;
         // Collect anything pending from before, so the wait below is for this transfer.
         irq.wait(Duration::ZERO)?;
         self.start(p.cmd | CMD_IRQ)?;
-        if irq.wait(timeout)? == 0 {
+        if irq.wait(timeout)?.is_empty() {
             let status = self.stop()?;
             return Err(Error::Device(format!(
                 "edu raised no interrupt within {} ms of the DMA command ({}): {status}",
@@ -459,10 +459,16 @@ mod tests {
         silent: bool,
     }
 
-    impl crate::access::Interrupt for FakeMsi {
-        fn wait(&self, timeout: Duration) -> Result<u64> {
+    impl crate::access::Interrupts for FakeMsi {
+        fn kind(&self) -> crate::access::IrqKind {
+            crate::access::IrqKind::Msi
+        }
+        fn vectors(&self) -> u32 {
+            1
+        }
+        fn wait(&self, timeout: Duration) -> Result<crate::access::Fired> {
             if timeout.is_zero() || self.silent {
-                return Ok(0);
+                return Ok(crate::access::Fired::none(1));
             }
             let reg = |off: u64| (self.regs + off as usize) as *mut u32;
             // SAFETY: `regs` is the live 4 KiB mapping behind the test's BAR.
@@ -472,7 +478,7 @@ mod tests {
                 }
                 *reg(REG_IRQ_STATUS) |= DMA_IRQ as u32;
             }
-            Ok(1)
+            Ok(crate::access::Fired::from_counts(vec![1]))
         }
         fn describe(&self) -> String {
             "fake MSI".into()

@@ -28,6 +28,7 @@ pub(super) mod ip;
 #[cfg(test)]
 mod model_tests;
 pub(super) mod perf;
+mod posted;
 pub mod probe;
 pub(super) mod regs;
 pub(super) mod ring;
@@ -120,6 +121,8 @@ struct Saved {
 struct Prepared {
     per_ring: Vec<Vec<Desc>>,
     next: Vec<usize>,
+    /// Open loop (`posted`): descriptors completed per ring short of a whole transfer.
+    carry: Vec<u64>,
 }
 
 /// The driver for one QDMA physical function's MM queues.
@@ -135,6 +138,8 @@ pub struct QdmaEngine {
     found_fmap: Option<Fmap>,
     /// The queues are programmed and may run.
     started: bool,
+    /// Open-loop reaps since open, to look at the error status every so many.
+    reaps: u32,
     saved: Saved,
     prepared: Option<Prepared>,
     notes: Vec<String>,
@@ -226,6 +231,7 @@ impl QdmaEngine {
             dirs,
             found_fmap: Some(fmap),
             started: false,
+            reaps: 0,
             saved: Saved::default(),
             prepared: None,
             notes: Vec::new(),
@@ -506,13 +512,25 @@ impl Engine for QdmaEngine {
             self.describe(w, &mut per_ring)?;
         }
         let next = vec![0; per_ring.len()];
-        self.prepared = Some(Prepared { per_ring, next });
+        self.prepared = Some(Prepared { per_ring, next, carry: Vec::new() });
         Ok(())
     }
 
     fn run(&mut self, timeout: Duration) -> Result<()> {
         self.submit()?;
         self.wait(timeout)
+    }
+
+    fn posts(&self) -> bool {
+        true
+    }
+
+    fn post(&mut self, queue: u16) -> Result<bool> {
+        self.post_again(queue)
+    }
+
+    fn reap(&mut self, done: &mut [u32]) -> Result<()> {
+        self.reap_posted(done)
     }
 
     fn stop(&mut self) -> Result<String> {

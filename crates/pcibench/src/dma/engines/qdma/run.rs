@@ -173,7 +173,7 @@ impl QdmaEngine {
     /// a corrected single-bit ECC error (cleared, leaf first, and noted). Other bits set (a RAM
     /// ECC or stream leaf the vendor's driver enabled before, and pcibench left as found) fail
     /// nothing, as docs/engines/qdma.md says: they are noted once, and left for their owner.
-    fn error_stops_run(&mut self) -> Result<bool> {
+    pub(super) fn error_stops_run(&mut self) -> Result<bool> {
         let glbl = rd(self.bar(), R_GLBL_ERR_STAT)?;
         if glbl == 0 {
             return Ok(false);

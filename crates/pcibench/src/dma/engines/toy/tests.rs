@@ -98,6 +98,7 @@ fn dma_drives_it_both_ways_at_its_default_size() {
             total: None,
             timeout_ms: 2000,
             allow_dma: false,
+            rate: None,
             common: common(),
         }),
     ));
@@ -128,8 +129,9 @@ fn latency_times_its_transfers_and_reads_under_its_load() {
                 sizes: vec![64, 4096],
                 irq: false,
                 samples: Some(20),
+                rate: None,
             }),
-            load: Some(LoadRequest { modes: LoadMode::ALL.to_vec(), size: None, cpu: None }),
+            load: Some(LoadRequest { modes: LoadMode::ALL.to_vec(), size: None, cpu: None, rate: None }),
             engine: EngineRequest::default(),
             timeout_ms: 2000,
             allow_dma: false,
