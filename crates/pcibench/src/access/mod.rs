@@ -308,6 +308,7 @@ pub fn open_device(
 }
 
 pub mod emergency;
+pub mod guard;
 
 /// Set or clear Bus Master Enable (command register bit 2, PCI Local Bus 3.0 §6.2.2) through
 /// the device's config space on any access path; returns the command register as it was.

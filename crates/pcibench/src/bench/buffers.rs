@@ -177,12 +177,21 @@ pub fn run(
                     if dir == Direction::H2c { HostBuf::copy_of(&expected)? } else { HostBuf::zeroed(size as usize)? };
                 let mut parts = Vec::new();
                 let clock = s.clock;
-                let sampled = s.run_within(size, plan.total, plan.budget_ns, |k| {
+                let sampled = match s.run_within(size, plan.total, plan.budget_ns, |k| {
                     for _ in 0..k {
                         parts.push(access(clock, view.as_mut(), (acc, sync, w, mem), dir, &mut host)?);
                     }
                     Ok(())
-                })?;
+                }) {
+                    // The device whose buffers these are stopped answering (the sampler watches
+                    // it between samples): the rows before are kept, the one line says so.
+                    Err(Error::Gone(what)) => {
+                        let device = s.health.and_then(|h| h.functions().next().map(str::to_string));
+                        report.gone = Some(super::gone::line(device.as_deref().unwrap_or("the device"), &what, s));
+                        break 'all;
+                    }
+                    r => r?,
+                };
                 r.measured(&sampled, None, s.overhead.median_s * 1e9);
                 r.parts = Some(parts_of(&parts));
                 if let (Some(ns), Some(t)) = (sync_ns, r.traced.filter(|t| t.secs > 0.0)) {
@@ -289,6 +298,38 @@ mod tests {
             assert_eq!((p.sync_for_cpu_us, p.main_us, p.sync_for_device_us), (0.01, 0.01, 0.01));
         }
         assert_eq!(r.buffers[0].name, "heap");
+    }
+
+    /// The device whose buffers are measured stops answering (its config space reads all-ones):
+    /// the run ends with the card-gone line, not a plain error (issue 37).
+    #[test]
+    fn a_device_that_stops_answering_ends_the_run_with_the_card_gone_line() {
+        let t = tempfile::tempdir().unwrap();
+        let fx = crate::pci::fixture::health_tree(t.path());
+        let host = crate::host::Host::with_root(t.path());
+        let probe = crate::pci::health::HealthProbe::new(&host, &"0000:03:00.0".parse().unwrap());
+        crate::pci::fixture::health_down(&fx);
+        let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(64 << 10, false).unwrap())];
+        // 10 bytes/µs: each 64 KiB access is 6.5 ms, past the 1 ms between checks.
+        let clock = FakeClock::new(10, 0, 10);
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 65536, budget_ns: None };
+        let stop = AtomicBool::new(false);
+        let mut progress = ();
+        let mut s = Sampling {
+            clock: &clock,
+            overhead: TimerOverhead::measure(&clock),
+            stop: &stop,
+            progress: &mut progress,
+            health: Some(&probe),
+        };
+        let r = run(&bufs, &[], &plan, &mut s).expect("a report, not an error");
+        let line = r.gone.as_deref().expect("the device named as gone");
+        assert!(
+            line.starts_with("0000:03:00.0 no longer answers (surprise removal, link down, or a reset): its config space reads vendor id 0xffff; upstream port 0000:00:1c.0: link down"),
+            "{line}"
+        );
+        assert!(r.results.is_empty(), "no row was measured whole");
+        assert_eq!(crate::outcome::Outcome::of_report(&r).code(), 1);
     }
 
     #[test]

@@ -58,8 +58,14 @@ pub fn measure(host: &Host, session: Option<&Session>, r: &BuffersRequest, hooks
     let bytes = plan.total.saturating_mul(2 * bufs.len() as u64);
     // A total given: the whole run (every buffer, access and sync) is estimated first.
     let probe = plan.budget_ns.is_none();
-    Measuring::on_host(context)
-        .run_summed(&MONOTONIC, "buffers", bytes, hooks, probe, |s| buffers::run(&bufs, &unavailable, &plan, s))
+    Measuring::on_host(context).watching(session.and_then(|s| s.health())).run_summed(
+        &MONOTONIC,
+        "buffers",
+        bytes,
+        hooks,
+        probe,
+        |s| buffers::run(&bufs, &unavailable, &plan, s),
+    )
 }
 
 #[cfg(test)]

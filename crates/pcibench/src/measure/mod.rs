@@ -146,6 +146,14 @@ impl Measuring {
         Measuring { context, limit_note: None, health: None, health_start: None }
     }
 
+    /// Watch `health` (a device's link and whether it still answers) while measuring host
+    /// memory: `buffers` of a device's DMA buffers stops with the card-gone line when it goes.
+    pub fn watching(mut self, health: Option<HealthProbe>) -> Measuring {
+        self.health_start = health.as_ref().map(|h| h.snapshot());
+        self.health = health;
+        self
+    }
+
     /// Run `runner` with the sampling loop on `clock`, its progress as `what` over `bytes`, then
     /// attach the context (with what changed in the link's health since the start) and the
     /// limit note to its report.

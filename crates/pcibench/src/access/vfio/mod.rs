@@ -162,7 +162,8 @@ impl DeviceAccess for VfioDevice {
                 format!("BAR{index} at device-fd offset {:#x}", region.offset),
             )
         })?;
-        Ok(Box::new(MappedBar::new(map, index, region.size, Mapping::Uc, self.via)))
+        let bar = MappedBar::new(map, index, region.size, Mapping::Uc, self.via);
+        Ok(Box::new(bar.guarded(&addr, self.config_fd())))
     }
 
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {

@@ -114,7 +114,14 @@ pub(super) fn rows(
             for &c in &plan.completions {
                 pattern = pattern.successor();
                 let one = One { dir, size, completion: c, pattern, card: plan.card_addr, timeout: plan.timeout };
-                let row = one.measure(engine, &mut bufs, irq, plan, s, &mut report.warnings)?;
+                let row = match one.measure(engine, &mut bufs, irq, plan, s, &mut report.warnings) {
+                    // The card stopped answering: the rows measured before stay in the report.
+                    Err(e @ Error::Gone(_)) => {
+                        report.results.append(&mut out);
+                        return Err(e);
+                    }
+                    r => r?,
+                };
                 let stop = row.notes.iter().any(|n| matches!(n, super::super::result::Note::Interrupted { .. }));
                 out.push(row);
                 if stop {

@@ -304,7 +304,12 @@ impl<'a> Sampling<'a> {
             }
             self.progress.add(size * batch);
             if let Some(h) = self.health {
-                // Between samples, untimed: a card that stopped answering ends the run now.
+                // Between samples, untimed: a card that vanished under a BAR mapping (the fault
+                // guard turned its SIGBUS into all-ones reads) ends the run now; one atomic load.
+                if let Some(why) = h.functions().next().and_then(crate::access::guard::gone) {
+                    return Err(Error::Gone(why));
+                }
+                // A card that stopped answering ends the run now.
                 let now = self.clock.now_ns();
                 if now.saturating_sub(last_answer) >= ANSWERING_EVERY_NS {
                     last_answer = now;
@@ -456,7 +461,8 @@ impl<'a> Sampling<'a> {
             done += n as u64;
             self.progress.add(n as u64 * bytes);
             // Between chains, untimed, as in `run`: a card that stopped answering ends the run.
-            if let Some(why) = self.health.and_then(|h| h.not_answering()) {
+            let guard = |h: &HealthProbe| h.functions().next().and_then(crate::access::guard::gone);
+            if let Some(why) = self.health.and_then(|h| guard(h).or_else(|| h.not_answering())) {
                 return Err(Error::Gone(why));
             }
             if let (Some(h), Some(b)) = (self.health, &before) {

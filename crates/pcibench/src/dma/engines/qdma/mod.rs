@@ -606,6 +606,10 @@ impl Engine for QdmaEngine {
         if self.found_fmap.is_some() {
             return Ok("no queue was started".into());
         }
+        // A card that no longer answers: every context command would wait out its timeout.
+        if let Some(gone) = self.gone() {
+            return Ok(format!("queues not stopped: {gone}"));
+        }
         let errors = ErrorRegs::read(self.bar(), self.info.ip, self.info.mm_present())?;
         let left = self.stop_queues()?;
         let n = self.opts.queues;
@@ -675,6 +679,9 @@ impl Drop for QdmaEngine {
     fn drop(&mut self) {
         if self.found_fmap.is_some() {
             return; // never taken: nothing was written
+        }
+        if self.gone().is_some() {
+            return; // the card no longer answers: each context command would wait out its timeout
         }
         let _ = self.stop_queues();
         let bar = &*self.bar;

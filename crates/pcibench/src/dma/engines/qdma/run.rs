@@ -213,6 +213,20 @@ impl QdmaEngine {
         Ok(fails != 0)
     }
 
+    /// The card no longer answers when its identifier register (0x0: 0x1fd3 in its top bits on
+    /// a live card, `qdma_is_config_bar`'s check) and its version register (GLBL2_MISC_CAP 0x134:
+    /// device types 0-2 in its top nibble, so never 0xf) both read all-ones, as XDMA's identifier
+    /// and edu's identification are checked.
+    pub(super) fn gone(&self) -> Option<Error> {
+        let id = rd(self.bar(), R_ID).ok()?;
+        let version = rd(self.bar(), R_MISC_CAP).ok()?;
+        (id == u32::MAX && version == u32::MAX).then(|| {
+            Error::Gone(
+                "QDMA's identifier (0x0, 0x1fd3 in its top bits) and version (GLBL2_MISC_CAP 0x134) registers read 0xffffffff".into(),
+            )
+        })
+    }
+
     fn note_once(&mut self, what: String) {
         if !self.unwatched.contains(&what) {
             self.unwatched.push(what);
@@ -223,6 +237,12 @@ impl QdmaEngine {
     /// queues an error log names or whose software context holds an error first), stop the
     /// queues (waiting for what is in flight), then clear the error bits; the error to return.
     pub(super) fn fail(&mut self, prep: &Prepared, what: String) -> Error {
+        // An error register of all-ones, or no progress, may be the card gone: then its
+        // contexts, which cost a timeout per read, are not worth asking, and the run is stopped
+        // with the card-gone line instead of a failure of the engine's.
+        if let Some(gone) = self.gone() {
+            return gone;
+        }
         let mut parts = vec![];
         let (ip, present) = (self.info.ip, self.info.mm_present());
         // Reap every ring once more: a writeback may have landed since the wait loop last looked
