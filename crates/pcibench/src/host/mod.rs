@@ -26,6 +26,12 @@ pub struct Host {
     /// The other network and mount namespaces, walked on first need; clones share them.
     netns: Arc<OnceLock<Arc<inuse::namespaces::NetScan>>>,
     mntns: Arc<OnceLock<Arc<inuse::namespaces::MountScan>>>,
+    /// The PID under which this process appears in the root's /proc, which the inventory skips
+    /// (our own opens are not a holder): ours on the real host; none in a fixture tree unless a
+    /// test names one (`with_own_pid`). A fixture's PIDs are its own, so one that happened to
+    /// equal the test runner's PID must not vanish from a scan (issue 34: pid_max is 32768 on
+    /// many hosts, and a test failed on a runner whose PID fell among its fixture's).
+    own_pid: Option<u32>,
 }
 
 impl Default for Host {
@@ -53,7 +59,19 @@ impl Host {
         crate::file::beneath::register(&root);
         let kernel: Arc<dyn inuse::kernel::Kernel> =
             if root == Path::new("/") { Arc::new(inuse::kernel::Real) } else { Arc::new(inuse::kernel::Fixture) };
-        Host { root, procs: Arc::default(), kernel, netns: Arc::default(), mntns: Arc::default() }
+        let own_pid = (root == Path::new("/")).then(std::process::id);
+        Host { root, procs: Arc::default(), kernel, netns: Arc::default(), mntns: Arc::default(), own_pid }
+    }
+
+    /// The same host, with `pid` standing for this process in its /proc (fixture trees).
+    pub fn with_own_pid(mut self, pid: u32) -> Self {
+        self.own_pid = Some(pid);
+        self
+    }
+
+    /// The PID under which this process appears in the root's /proc, if it does.
+    pub fn own_pid(&self) -> Option<u32> {
+        self.own_pid
     }
 
     /// The same host asking `kernel` what only the kernel knows (tests: a namespace that goes away

@@ -120,11 +120,11 @@ fn pids(host: &Host) -> Vec<u32> {
 /// `PATHS_KEPT` PIDs in it, and the PIDs whose namespace could not be read.
 fn by_inode(host: &Host, kind: &str) -> (BTreeMap<u64, Vec<u32>>, Vec<u32>, u64) {
     let own = ns_inode(host, &host.path(format!("/proc/self/ns/{kind}"))).unwrap_or(0);
-    let me = std::process::id();
+    let me = host.own_pid();
     let mut map: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     let mut denied = Vec::new();
     let mut over = 0;
-    for pid in pids(host).into_iter().filter(|p| *p != me) {
+    for pid in pids(host).into_iter().filter(|p| Some(*p) != me) {
         match ns_inode(host, &host.path(format!("/proc/{pid}/ns/{kind}"))) {
             Ok(i) if i == own => {}
             Ok(i) => {

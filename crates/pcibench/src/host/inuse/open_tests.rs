@@ -57,7 +57,7 @@ fn processes_holding_its_block_devices_are_named_by_device_number() {
     t.fd(303, "shell", 0, "pipe:[4711]", "0").fd(303, "shell", 1, "socket:[4712]", "02");
     t.fd(303, "shell", 2, "/home/u/notes.txt", "02");
     // This process opens the device itself: no holder.
-    t.fd(std::process::id(), "pcibench", 9, "/dev/vde", "02");
+    t.fd(super::tests::OWN_PID, "pcibench", 9, "/dev/vde", "02");
     let inv = t.inv();
     assert_eq!(
         inv.reasons(),

@@ -131,12 +131,12 @@ pub(crate) fn scan_with(host: &Host, limits: &Limits, privileged: bool) -> ProcS
         Ok(FileId::File { dev, .. }) => Some(dev),
         _ => None,
     };
-    let me = std::process::id();
+    let me = host.own_pid();
     // In PID order, so what is said (and where the limit falls) does not depend on readdir's order.
     let mut pids = Vec::new();
     for e in rd {
         match e {
-            Ok(e) => pids.extend(e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()).filter(|p| *p != me)),
+            Ok(e) => pids.extend(e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()).filter(|p| Some(*p) != me)),
             Err(err) => {
                 s.unchecked.unseen.push(format!("/proc could not be listed to the end ({err})"));
                 break;

@@ -9,6 +9,9 @@ use std::path::{Component, Path};
 pub(super) const F: &str = "0000:01:00.0";
 pub(super) const FDIR: &str = "sys/devices/pci0000:00/0000:00:1c.0/0000:01:00.0";
 
+/// The PID standing for pcibench itself in the fixtures' /proc (no fixture process uses it).
+pub(super) const OWN_PID: u32 = 9999;
+
 pub(super) struct T {
     pub dir: tempfile::TempDir,
 }
@@ -37,8 +40,9 @@ impl T {
         self.dir.path().join(rel)
     }
 
+    /// The fixture host, in whose /proc this process is `OWN_PID`.
     pub(super) fn host(&self) -> Host {
-        Host::with_root(self.dir.path())
+        Host::with_root(self.dir.path()).with_own_pid(OWN_PID)
     }
 
     pub(super) fn file(&self, rel: &str, data: &str) -> &Self {
