@@ -87,8 +87,6 @@ pub const COLUMNS: &[&str] = &[
     "pattern_sha256",
     "flags",
     "notes",
-    // Added after the rest so readers of older files' columns by position still line up.
-    "packets_per_s",
 ];
 
 /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180).
@@ -223,17 +221,21 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
     // The unverified reason, as the table's note lines show it.
     notes.extend(lines(x).into_iter().skip(x.notes.len()));
     v.push(notes.join("; "));
-    v.push(o(x.packets_per_s));
     v
 }
 
 /// The header, then every row of every report in order.
-/// Open-loop rows (`--rate`) add `rate::CSV_COLUMNS` at the end: files without them keep the
-/// common columns alone.
+/// Stream rows add `packets_per_s` and open-loop rows (`--rate`) `rate::CSV_COLUMNS` at the end,
+/// after `notes`: files without them keep the common columns alone, and readers of older files'
+/// columns by position still line up.
 pub fn document<'a>(reports: impl IntoIterator<Item = &'a Report>) -> String {
     let reports: Vec<&Report> = reports.into_iter().collect();
     let rates = reports.iter().any(|r| super::rate::has_rates(r));
+    let packets = reports.iter().any(|r| r.results.iter().any(|x| x.packets_per_s.is_some()));
     let mut head: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+    if packets {
+        head.push("packets_per_s".into());
+    }
     if rates {
         head.extend(super::rate::CSV_COLUMNS.iter().map(|c| c.to_string()));
     }
@@ -241,6 +243,9 @@ pub fn document<'a>(reports: impl IntoIterator<Item = &'a Report>) -> String {
     for r in reports {
         for x in &r.results {
             let mut v = row_fields(r, x);
+            if packets {
+                v.push(o(x.packets_per_s));
+            }
             if rates {
                 v.extend(super::rate::csv_fields(x));
             }
