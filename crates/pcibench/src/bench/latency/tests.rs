@@ -148,26 +148,45 @@ fn dma_rows_on_the_sim_card_are_verified_and_exact() {
 }
 
 #[test]
-fn completion_by_msi_is_refused_where_it_cannot_be_had() {
+fn dma_rows_by_polling_and_by_interrupt_are_both_verified() {
     let s = session("sim");
-    let e = s.dev.interrupts(crate::access::IrqRequest::any(1)).err().unwrap().to_string();
-    assert!(e.contains("simulated card raises no interrupts"), "{e}");
     let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
+    let irq = s.dev.interrupts(rig.engine.irq_request()).unwrap();
     let clock = MonotonicClock;
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
     p.dma = Some(DmaLatency {
-        dirs: vec![Direction::H2c],
-        sizes: vec![],
+        dirs: vec![Direction::H2c, Direction::C2h],
+        sizes: vec![256],
         completions: vec![Completion::Poll, Completion::Msi],
-        samples: Some(2),
+        samples: Some(20),
         card_addr: 0,
-        timeout: Duration::from_secs(2),
+        timeout: Duration::from_secs(20),
     });
+    // Without the interrupt the plan is refused before anything runs.
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
     let e = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap_err();
-    assert!(matches!(e, Error::Usage(_)) && e.to_string().contains("completes by polling only"), "{e}");
+    assert!(matches!(e, Error::Usage(_)) && e.to_string().contains("needs the device's interrupt"), "{e}");
+    let t = LatencyTarget {
+        engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())),
+        irq: Some(irq.as_ref()),
+        ..target(&s)
+    };
+    let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap();
+    let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma)).collect();
+    let modes: Vec<_> = dma.iter().map(|x| (x.dir, x.completion)).collect();
+    use Completion::*;
+    assert_eq!(
+        modes,
+        [
+            (Direction::H2c, Some(Poll)),
+            (Direction::H2c, Some(Msi)),
+            (Direction::C2h, Some(Poll)),
+            (Direction::C2h, Some(Msi))
+        ]
+    );
+    assert!(dma.iter().all(|x| x.verify == Some(Verify::Ok) && x.latency.as_ref().unwrap().samples == 20));
 }
 
 #[test]

@@ -41,6 +41,7 @@ fn session() -> Session {
             (2, SimBar::Memory(Arc::new(Pages::new("BAR2", 64 << 10).unwrap()))),
         ],
         host: crate::sim::host_map::HostMap::new(),
+        irq: None,
     };
     let info = card_info(&SHAPE);
     let dev = SimDevice::from_card(SHAPE.name, &info, card);
