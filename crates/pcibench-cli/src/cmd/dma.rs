@@ -3,7 +3,9 @@ use clap::{Args, ValueEnum};
 use pcibench::access::Via;
 use pcibench::device::Target;
 use pcibench::host::Host;
-use pcibench::measure::{BufferSource, DefaultSize, DmaDirs, DmaPattern, DmaRequest, EngineRequest, Request};
+use pcibench::measure::{
+    BufferSource, CompletionMode, DefaultSize, DmaDirs, DmaPattern, DmaRequest, EngineRequest, Request,
+};
 use pcibench::report;
 use pcibench::units::{parse_size, parse_size_list, parse_sizes};
 use std::process::ExitCode;
@@ -52,6 +54,27 @@ fn parse_queues(s: &str) -> anyhow::Result<Vec<u16>> {
     Ok(out)
 }
 
+/// `--completion`: how the CPU learns a transfer completed.
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+pub enum CompletionArg {
+    /// The engine's status or writeback, polled (the default).
+    Poll,
+    /// The engine's completion interrupt (MSI-X, MSI or INTx), armed and serviced as its vendor's driver does.
+    Irq,
+    /// Both, rows side by side.
+    Both,
+}
+
+impl CompletionArg {
+    pub(crate) fn mode(self) -> CompletionMode {
+        match self {
+            CompletionArg::Poll => CompletionMode::Poll,
+            CompletionArg::Irq => CompletionMode::Irq,
+            CompletionArg::Both => CompletionMode::Both,
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum DmaVia {
     /// VFIO with an IOMMU: the card is given I/O virtual addresses.
@@ -64,6 +87,7 @@ pub enum DmaVia {
 #[command(after_help = "Examples:
   pcibench dma sim                                       the simulated card's XDMA engine, both directions, verified
   pcibench dma sim-qdma --queues 1,2,4,8 --size 64..1M    throughput by size and queue count
+  pcibench dma sim --completion both                     polling and completion by interrupt, side by side
   pcibench dma 03:00.0 --engine xdma --allow-dma --format seed
   pcibench dma 00:01.0 --engine edu --dma-bits 32 --total 16K --allow-dma    QEMU's edu device")]
 pub struct DmaArgs {
@@ -120,6 +144,9 @@ pub struct DmaArgs {
     /// for however long it takes; a hung engine is stopped this long after its last progress.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub timeout_ms: u64,
+    /// How completion is seen: poll (default), irq (the engine's interrupt: xdma, umem, edu), or both side by side.
+    #[arg(long, value_enum)]
+    pub completion: Option<CompletionArg>,
     /// Consent to start DMA on this device (not needed for sim).
     #[arg(long)]
     pub allow_dma: bool,
@@ -176,6 +203,7 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
         total: a.total.as_deref().map(parse_size).transpose()?,
         timeout_ms: a.timeout_ms,
         allow_dma: a.allow_dma,
+        completion: a.completion.map(CompletionArg::mode),
         common: a.common.common()?,
     }))
 }

@@ -50,7 +50,8 @@ Examples:
   pcibench latency sim --load all                           and under DMA load (register reads beside DMA throughput)
   pcibench latency sim --dma                                DMA latency, 64 B to 4 KiB, both directions
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
-  pcibench latency 00:01.0 --dma --irq --allow-dma --dma-bits 32    poll against MSI (VFIO)"
+  pcibench latency sim --dma --completion both              DMA latency by polling and by interrupt, side by side
+  pcibench latency 00:01.0 --dma --completion both --allow-dma --dma-bits 32    poll against MSI (VFIO)"
 )]
 pub struct LatencyArgs {
     #[arg(value_parser = parse_target, help = super::help::device())]
@@ -81,8 +82,11 @@ pub struct LatencyArgs {
     /// Also measure DMA latency: one transfer per sample, submission to completion.
     #[arg(long)]
     dma: bool,
-    /// Also complete DMA by the device's MSI (VFIO eventfd) beside polling; implies --dma.
-    #[arg(long)]
+    /// How DMA completion is seen: poll (default), irq (the engine's interrupt), or both side by side; implies --dma.
+    #[arg(long, value_enum)]
+    completion: Option<super::dma::CompletionArg>,
+    /// The same as --completion irq (kept from before --completion).
+    #[arg(long, conflicts_with = "completion")]
     irq: bool,
     /// Also time the reads while the engine streams DMA: h2c, c2h, both, or all three.
     #[arg(long, value_enum)]
@@ -117,7 +121,7 @@ pub struct LatencyArgs {
     /// for however long it takes; a hung engine is stopped this long after its last progress.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     timeout_ms: u64,
-    /// Consent to start DMA on this device (--dma, --irq, --load; not needed for sim).
+    /// Consent to start DMA on this device (--dma, --completion, --load; not needed for sim).
     #[arg(long)]
     allow_dma: bool,
     #[command(flatten)]
@@ -138,7 +142,7 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
         ("--dma-bits", a.dma_bits.is_some()),
         ("--card-addr", a.card_addr.is_some()),
     ];
-    let dma = a.dma || a.irq;
+    let dma = a.dma || a.irq || a.completion.is_some();
     if let Some((flag, _)) = engine_opts.iter().find(|(_, given)| *given).filter(|_| !dma && a.load.is_none()) {
         anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency or load: add --dma or --load")));
     }
@@ -176,7 +180,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
         allow_write: a.allow_write,
         samples: a.samples,
         warmup: a.warmup,
-        dma: (a.dma || a.irq)
+        dma: (a.dma || a.irq || a.completion.is_some())
             .then(|| -> anyhow::Result<DmaLatencyRequest> {
                 Ok(DmaLatencyRequest {
                     dirs: match a.dir {
@@ -185,7 +189,12 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                         LatDir::Both => vec![Direction::H2c, Direction::C2h],
                     },
                     sizes: parse_sizes(&a.sizes)?,
-                    irq: a.irq,
+                    completion: match (a.completion, a.irq) {
+                        (Some(c), _) => Some(c.mode()),
+                        (None, true) => Some(pcibench::measure::CompletionMode::Irq),
+                        (None, false) => None,
+                    },
+                    irq: false,
                     samples: a.dma_samples,
                 })
             })

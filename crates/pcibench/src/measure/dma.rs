@@ -2,7 +2,7 @@
 //! transfer, batches, queues): the directions, sizes, total and access pattern. One rule gives the
 //! transfer size when none is asked for (`default_size`, in the runner), whichever command asks.
 
-use super::{DefaultSize, DmaDirs, DmaPattern, DmaRequest, Hooks, Measuring};
+use super::{CompletionMode, DefaultSize, DmaDirs, DmaPattern, DmaRequest, Hooks, Measuring};
 use crate::bench::dma::layout::Access;
 use crate::bench::dma::{self, default_size, DmaPlan, DmaSetup};
 use crate::bench::result::Report;
@@ -61,6 +61,7 @@ pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
         timeout: Duration::from_millis(r.timeout_ms),
         queues: r.queues.clone(),
         access,
+        completions: r.completion.map(|c| c.completions()).unwrap_or_default(),
     }
 }
 
@@ -73,7 +74,8 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
         DmaDirs::Both => 2,
         DmaDirs::All => 4,
     };
-    let rows = dirs * r.sizes.len().max(1) * r.queues.len().max(1);
+    let ways = r.completion.map_or(1, |c| c.completions().len());
+    let rows = dirs * r.sizes.len().max(1) * r.queues.len().max(1) * ways;
     if rows > MAX_ROWS {
         return Err(Error::usage(format!(
             "that is {rows} configurations (directions × sizes × queue counts): pcibench measures at most {MAX_ROWS} at once; name fewer"
@@ -94,16 +96,39 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
     let mut rig = session.open_dma(&r.engine, r.queues.iter().copied().max())?;
     let plan = plan(r, &rig, access);
     dma::check(rig.engine.as_ref(), &plan)?;
+    // The vectors the engine signals on, of the best kind the function offers (`--completion`).
+    let irq = match r.completion {
+        Some(c) if c != CompletionMode::Poll => Some(super::completion::route(session, rig.engine.as_ref())?),
+        _ => None,
+    };
+    let out = run(session, r, hooks, &mut rig, irq.as_deref(), &plan, window_note);
+    // The engine first (it puts its interrupt enables back as found), then the routing.
+    drop(rig);
+    drop(irq);
+    out
+}
+
+fn run(
+    session: &Session,
+    r: &DmaRequest,
+    hooks: &mut Hooks,
+    rig: &mut DmaRig,
+    irq: Option<&dyn crate::access::Interrupts>,
+    plan: &DmaPlan,
+    window_note: Option<String>,
+) -> Result<Report> {
     let m = Measuring::start(session, &r.common)?;
-    let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
+    let ways = plan.completions.len().max(1);
+    let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1) * ways;
     let setup = DmaSetup {
         dev: session.dev.as_ref(),
         device: &session.device,
         engine: rig.engine.as_mut(),
         alloc: rig.alloc.as_ref(),
+        irq,
     };
     let mut report =
-        m.run(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, |s| dma::run(setup, &plan, s))?;
+        m.run(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, |s| dma::run(setup, plan, s))?;
     report.warnings.extend(window_note);
     Ok(report)
 }

@@ -7,7 +7,7 @@ use crate::bench::latency::dma::DmaLatency;
 use crate::bench::latency::load::LoadPlan;
 use crate::bench::latency::row::latency_clock;
 use crate::bench::latency::{self, LatencyPlan, LatencyTarget, ALL_WIDTHS, DEFAULT_WIDTH};
-use crate::bench::result::{Completion, Report};
+use crate::bench::result::Report;
 use crate::dma::{DmaAllocator, Engine};
 use crate::session::Session;
 use crate::{Error, Result};
@@ -36,7 +36,7 @@ pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<Lat
         dma: r.dma.as_ref().map(|d| DmaLatency {
             dirs: d.dirs.clone(),
             sizes: d.sizes.clone(),
-            completions: if d.irq { vec![Completion::Poll, Completion::Msi] } else { vec![Completion::Poll] },
+            completions: d.mode().completions(),
             samples: d.samples,
             card_addr,
             timeout,
@@ -88,17 +88,32 @@ pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Resu
         // Consent before anything touches the device: routing the interrupt enables MSI.
         session.check_dma_consent(r.allow_dma)?;
     }
-    // One vector of the best kind: edu signals on vector 0 (engines asking for more: `Engine::irq_request`).
-    let irq = if r.dma.as_ref().is_some_and(|d| d.irq) {
-        Some(session.interrupts(crate::access::IrqRequest::any(1))?)
-    } else {
-        None
-    };
     let mut rig = None;
     if dma {
         let option = if r.dma.is_some() { "--dma" } else { "--load" };
         rig = Some(session.open_dma_for(option, &r.engine)?);
     }
+    // The vectors the engine signals on, of the best kind the function offers.
+    let irq = match (&rig, &r.dma) {
+        (Some(g), Some(d)) if d.mode() != super::CompletionMode::Poll => {
+            Some(super::completion::route(session, g.engine.as_ref())?)
+        }
+        _ => None,
+    };
+    let out = run(session, r, hooks, rig.as_mut(), irq.as_deref());
+    // The engine first (it puts its interrupt enables back as found), then the routing.
+    drop(rig);
+    drop(irq);
+    out
+}
+
+fn run(
+    session: &Session,
+    r: &LatencyRequest,
+    hooks: &mut Hooks,
+    rig: Option<&mut crate::session::DmaRig>,
+    irq: Option<&dyn crate::access::Interrupts>,
+) -> Result<Report> {
     let plan = plan(session, r, rig.as_ref().map_or(0, |g| g.card_offset))?;
     let mut m = Measuring::start(session, &r.common)?;
     let clock = latency_clock(m.context.tsc_invariant);
@@ -106,11 +121,11 @@ pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Resu
     // Bytes read per row, for the progress bar's length (DMA rows are not counted).
     let rows = plan.widths.len() as u64 * (1 + plan.allow_write as u64)
         + plan.load.as_ref().map_or(0, |l| l.modes.len() as u64);
-    let engine: Option<(&mut dyn Engine, &dyn DmaAllocator)> = match rig.as_mut() {
+    let engine: Option<(&mut dyn Engine, &dyn DmaAllocator)> = match rig {
         Some(g) => Some((g.engine.as_mut(), g.alloc.as_ref())),
         None => None,
     };
-    let t = LatencyTarget { dev: session.dev.as_ref(), device: &session.device, engine, irq: irq.as_deref() };
+    let t = LatencyTarget { dev: session.dev.as_ref(), device: &session.device, engine, irq };
     m.run(clock.as_ref(), "latency", r.samples.saturating_mul(4).saturating_mul(rows), hooks, |s| {
         latency::run(t, &plan, s)
     })

@@ -11,6 +11,7 @@
 pub mod dma;
 pub mod load;
 pub mod row;
+pub mod wake;
 
 use self::dma::DmaLatency;
 use self::load::LoadPlan;
@@ -218,6 +219,9 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
             if push(&mut report, row) {
                 return Ok(report);
             }
+        }
+        if d.completions.contains(&super::result::Completion::Irq) {
+            report.irq_wake = Some(wake::eventfd_wake(wake::WAKES)?);
         }
     }
     if let (Some(l), Some(a)) = (&plan.load, load_access) {

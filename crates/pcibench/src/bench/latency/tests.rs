@@ -159,7 +159,7 @@ fn dma_rows_by_polling_and_by_interrupt_are_both_verified() {
     p.dma = Some(DmaLatency {
         dirs: vec![Direction::H2c, Direction::C2h],
         sizes: vec![256],
-        completions: vec![Completion::Poll, Completion::Msi],
+        completions: vec![Completion::Poll, Completion::Irq],
         samples: Some(20),
         card_addr: 0,
         timeout: Duration::from_secs(20),
@@ -181,9 +181,9 @@ fn dma_rows_by_polling_and_by_interrupt_are_both_verified() {
         modes,
         [
             (Direction::H2c, Some(Poll)),
-            (Direction::H2c, Some(Msi)),
+            (Direction::H2c, Some(Irq)),
             (Direction::C2h, Some(Poll)),
-            (Direction::C2h, Some(Msi))
+            (Direction::C2h, Some(Irq))
         ]
     );
     assert!(dma.iter().all(|x| x.verify == Some(Verify::Ok) && x.latency.as_ref().unwrap().samples == 20));

@@ -99,6 +99,7 @@ fn dma_drives_it_both_ways_at_its_default_size() {
             total: None,
             timeout_ms: 2000,
             allow_dma: false,
+            completion: None,
             common: common(),
         }),
     ));
@@ -127,6 +128,7 @@ fn latency_times_its_transfers_and_reads_under_its_load() {
             dma: Some(DmaLatencyRequest {
                 dirs: vec![Direction::H2c, Direction::C2h],
                 sizes: vec![64, 4096],
+                completion: None,
                 irq: false,
                 samples: Some(20),
             }),
