@@ -25,9 +25,6 @@ use std::time::Duration;
 /// How long one sleep on the eventfd lasts before the semaphores are looked at: the watchdog
 /// ends a chain whose interrupt never comes once they stop moving.
 const SLICE: Duration = Duration::from_millis(20);
-/// umem.h DMASCR_ERROR_MASK: the status bits ERR_INT_EN interrupts on, which `mm_interrupt`
-/// takes as its own beside CHAIN_COMPLETE.
-pub(crate) const ERROR_MASK: u32 = MASTER_ABT | TARGET_ABT | SYSTEM_ERR_SIG | PARITY_ERR_DET | MBE_ERR | ANY_ERR;
 
 impl UmemEngine {
     /// Interrupt Disable cleared (its value as found kept) and the prepared chain's descriptors
