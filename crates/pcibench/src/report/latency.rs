@@ -406,9 +406,14 @@ mod tests {
         let both = t.lines().find(|l| l.starts_with("both ")).unwrap();
         assert!(both.contains("2.950") && both.contains("4800.00"), "{both}");
         assert!(
-            t.contains("h2c     64 B: poll p50 1.000 min 0.500; msi p50 3.500 min 1.750; msi - poll p50 +2.500"),
+            t.contains("h2c     64 B: poll p50 1.000 min 0.500; irq p50 3.500 min 1.750; irq - poll p50 +2.500"),
             "{t}"
         );
+        assert!(!t.contains("the interrupt's own cost"), "no wake timed, none shown: {t}");
+        r.irq_wake =
+            Some(crate::bench::result::WakeFigures { samples: 64, min_ns: 2000.0, p50_ns: 4500.0, max_ns: 90000.0 });
+        let t = table(&r);
+        assert!(t.contains("wakes the sleeping one in p50 4.500 µs (min 2.000, max 90.000, 64 wakes)"), "{t}");
     }
 
     #[test]
