@@ -105,11 +105,7 @@ fn options_that_do_not_apply_are_refused_in_one_line() {
     let t = tempfile::tempdir().unwrap();
     seed_tree(t.path());
     let cases: &[(&[&str], &str)] = &[
-        (&["latency", "sim-qdma", "--irq"], "--completion irq: the qdma engine completes by polling only"),
-        (
-            &["latency", "sim-qdma", "--completion", "both"],
-            "--completion irq: the qdma engine completes by polling only",
-        ),
+        (&["latency", "sim", "--completion", "both", "--irq"], "cannot be used with"),
         (&["latency", "sim", "--format", "seed"], "--format seed prints the QDMA benchmark's latency tables"),
         (&["latency", "sim", "--load-size", "1M"], "--load-size applies to DMA latency or load"),
         (&["latency", "sim", "--dma", "--load-cpu", "0"], "--load-cpu applies to --load"),

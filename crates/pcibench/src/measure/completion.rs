@@ -11,7 +11,7 @@ use crate::{Error, Result};
 pub fn route(session: &Session, engine: &dyn Engine) -> Result<Box<dyn Interrupts>> {
     if !engine.completes_by_interrupt() {
         return Err(Error::usage(format!(
-            "--completion irq: the {} engine completes by polling only (xdma, umem and edu complete by interrupt): \
+            "--completion irq: the {} engine completes by polling only (xdma, qdma, umem and edu complete by interrupt): \
              use --completion poll",
             engine.name()
         )));

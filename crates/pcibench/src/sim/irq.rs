@@ -189,6 +189,26 @@ impl SimIrq {
         }
     }
 
+    /// One message on `vector` (MSI-X or MSI: an event with no level behind it, as a QDMA queue's
+    /// writeback interrupt); `what` names it for a violation.
+    pub fn message(&self, vector: u32, what: impl FnOnce() -> String) {
+        let mut s = self.state();
+        let kind = s.routed.as_ref().map(|(k, _)| *k);
+        let n = s.sent.len() as u32;
+        match kind {
+            Some(Signal::MsiX) if vector < n => Self::fire(&mut s, vector),
+            Some(Signal::Msi) => Self::fire(&mut s, vector & (n - 1)),
+            Some(k) => {
+                let v = format!("{} on {k} vector {vector}, which is not routed: the message goes nowhere", what());
+                s.violations.push(v);
+            }
+            None => {
+                let v = format!("{} and nothing services interrupts (no vector is routed)", what());
+                s.violations.push(v);
+            }
+        }
+    }
+
     /// INTx: the handler unmasks the line (vfio-pci's unmask eventfd or VFIO_IRQ_SET_ACTION_UNMASK).
     /// A level still asserted fires again at once; with no cause cleared since it last fired that
     /// is a storm, which the model flags.

@@ -215,10 +215,9 @@ fn configs(engine: &dyn Engine, plan: &DmaPlan, sizes: &[u64], queues: &[u16], s
 /// Every figure of `plan` the engine's facts bound (sizes, batching, queues, the total), checked
 /// before the measurement starts: a refused request leaves no file and moves nothing.
 pub fn check(engine: &dyn Engine, plan: &DmaPlan) -> Result<()> {
-    if plan.completions.contains(&Completion::Irq) && engine.max_batch() > 1 {
+    if plan.completions.contains(&Completion::Irq) && !engine.completes_by_interrupt() {
         return Err(Error::usage(format!(
-            "--completion irq: pcibench arms no completion interrupt on the {} engine's queues yet (it completes by \
-             polling): use --completion poll",
+            "--completion irq: the {} engine completes by polling only: use --completion poll",
             engine.name()
         )));
     }

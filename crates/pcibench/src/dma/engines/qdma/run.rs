@@ -88,11 +88,11 @@ impl QdmaEngine {
             for (k, d) in descs[*next..*next + n].iter().enumerate() {
                 ring.put(d, self.trace.as_ref());
                 if (k as u32 + 1) % batch == 0 {
-                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, self.irq_vectors.is_some())?;
                 }
             }
             if n as u32 % batch != 0 {
-                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, self.irq_vectors.is_some())?;
             }
             *next += n;
             posted += n;
@@ -173,7 +173,7 @@ impl QdmaEngine {
     /// a corrected single-bit ECC error (cleared, leaf first, and noted). Other bits set (a RAM
     /// ECC or stream leaf the vendor's driver enabled before, and pcibench left as found) fail
     /// nothing, as docs/engines/qdma.md says: they are noted once, and left for their owner.
-    fn error_stops_run(&mut self) -> Result<bool> {
+    pub(super) fn error_stops_run(&mut self) -> Result<bool> {
         let glbl = rd(self.bar(), R_GLBL_ERR_STAT)?;
         if glbl == 0 {
             return Ok(false);
@@ -213,7 +213,7 @@ impl QdmaEngine {
     /// Name what went wrong (error registers, progress and contexts of unfinished queues, the
     /// queues an error log names or whose software context holds an error first), stop the
     /// queues (waiting for what is in flight), then clear the error bits; the error to return.
-    fn fail(&mut self, prep: &Prepared, what: String) -> Error {
+    pub(super) fn fail(&mut self, prep: &Prepared, what: String) -> Error {
         let mut parts = vec![];
         let (ip, present) = (self.info.ip, self.info.mm_present());
         // Reap every ring once more: a writeback may have landed since the wait loop last looked
