@@ -459,6 +459,10 @@ pub struct Report {
     /// eventfd wake to user space, timed on this host beside the rows (`bench::latency::wake`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_wake: Option<WakeFigures>,
+    /// `--completion irq|both`: the interrupts the rows completed by, as the access path routed
+    /// them ("MSI-X, 2 vectors (VFIO eventfds)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupts: Option<String>,
 }
 
 /// An eventfd signalled from another thread, until the thread asleep on it runs again: what
@@ -491,6 +495,7 @@ impl Report {
             interrupted: false,
             warnings: Vec::new(),
             irq_wake: None,
+            interrupts: None,
         }
     }
 

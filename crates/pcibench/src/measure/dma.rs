@@ -130,5 +130,6 @@ fn run(
     let mut report =
         m.run(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, |s| dma::run(setup, plan, s))?;
     report.warnings.extend(window_note);
+    report.interrupts = irq.map(|i| i.describe());
     Ok(report)
 }

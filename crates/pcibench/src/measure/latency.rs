@@ -126,7 +126,10 @@ fn run(
         None => None,
     };
     let t = LatencyTarget { dev: session.dev.as_ref(), device: &session.device, engine, irq };
-    m.run(clock.as_ref(), "latency", r.samples.saturating_mul(4).saturating_mul(rows), hooks, |s| {
-        latency::run(t, &plan, s)
-    })
+    let mut report =
+        m.run(clock.as_ref(), "latency", r.samples.saturating_mul(4).saturating_mul(rows), hooks, |s| {
+            latency::run(t, &plan, s)
+        })?;
+    report.interrupts = irq.map(|i| i.describe());
+    Ok(report)
 }

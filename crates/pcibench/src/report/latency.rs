@@ -76,6 +76,9 @@ fn header(r: &Report) -> String {
             r.buffer.as_deref().unwrap_or("-")
         );
     }
+    if let Some(i) = &r.interrupts {
+        let _ = writeln!(s, "  completion by interrupt: {i}");
+    }
     s
 }
 

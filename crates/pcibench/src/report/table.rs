@@ -110,6 +110,9 @@ fn context_lines(s: &mut String, r: &Report) {
     if let Some(n) = &r.limit_note {
         let _ = writeln!(s, "  {n}");
     }
+    if let Some(i) = &r.interrupts {
+        let _ = writeln!(s, "  completion by interrupt: {i}");
+    }
 }
 
 /// The rows, then each kind of note once with the rows it applies to (`label` names a row
