@@ -602,6 +602,7 @@ golden! {
     info_sim: None Exact ["info", "sim"];
     info_sim_qdma: None Exact ["info", "sim-qdma"];
     info_sim_nvram: None Exact ["info", "sim-nvram"];
+    info_sim_xdma_st: None Exact ["info", "sim-xdma-st"];
     info_sim_json: None Exact ["info", "sim", "--json"];
     info_sim_qdma_json: None Exact ["info", "sim-qdma", "--json"];
     info_sim_nvram_json: None Exact ["info", "sim-nvram", "--json"];
@@ -639,6 +640,10 @@ golden! {
     dma_sim_qdma_random: None Text ["dma", "sim-qdma", "--pattern", "random", "--window", "1M", "--queues", "2", "--size", "4K", "--total", "256K"];
     dma_sim_qdma_seed: None Text ["dma", "sim-qdma", "--queues", "1..2", "--size", "4K", "--total", "64K", "--format", "seed"];
     dma_sim_qdma_json: None Json ["dma", "sim-qdma", "--size", "4K", "--total", "64K", "--json"];
+    dma_sim_xdma_st: None Text ["dma", "sim-xdma-st", "--size", "64,4K,64K", "--dir", "both", "--total", "256K"];
+    dma_sim_xdma_st_json: None Json ["dma", "sim-xdma-st", "--size", "4K", "--total", "64K", "--json"];
+    dma_sim_xdma_st_card_addr: None Text ["dma", "sim-xdma-st", "--card-addr", "0x10", "--size", "64"];
+    dma_sim_xdma_st_csv: None Csv ["dma", "sim-xdma-st", "--size", "64", "--total", "16K", "--format", "csv"];
     dma_sim_nvram: None Text ["dma", "sim-nvram", "--size", "8K", "--size", "1M", "--total", "4M"];
     dma_sim_nvram_seed: None Text ["dma", "sim-nvram", "--size", "1M", "--total", "2M", "--format", "seed"];
     dma_sim_nvram_card_size: None Text ["dma", "sim-nvram", "--card-size", "1M", "--total", "2M"];

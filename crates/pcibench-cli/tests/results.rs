@@ -109,6 +109,49 @@ fn save_plot_compare_round_trip_on_the_sim_card() {
     assert_eq!(v["summary"]["questionable"], false);
 }
 
+/// `--rate` end to end (issue 41): a sweep on sim-qdma over 1 and 4 queues saved with every row
+/// verified, `plot` drawing its curves, and two runs at the same listed rates compared row by row.
+/// Where each curve ends depends on this host (a loaded one is named the limit at once), so only
+/// what holds on any host is asserted.
+#[test]
+fn an_offered_load_sweep_is_saved_verified_plotted_and_compared_at_equal_rates() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let sweep = ["dma", "sim-qdma", "--rate", "sweep", "--size", "64", "--queues", "1,4", "--dir", "h2c"];
+    let o = pcibench(d, &[&sweep[..], &["--save", "s.json"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(out(&o).contains("DMA latency under offered load (open loop"), "{}", out(&o));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("s.json")).unwrap()).unwrap();
+    let rows = s["reports"][0]["results"].as_array().unwrap();
+    for q in [1, 4] {
+        let curve: Vec<f64> =
+            rows.iter().filter(|r| r["queues"] == q).map(|r| r["rate"]["offered_ops"].as_f64().unwrap()).collect();
+        assert!(!curve.is_empty() && curve.windows(2).all(|w| w[1] > w[0]), "q{q}: {curve:?}");
+    }
+    assert!(rows.iter().all(|r| r["verify"]["status"] == "ok" && r["rate"]["posted_ahead"] == true), "{rows:?}");
+    let o = pcibench(d, &["plot", "s.json", "-o", "s.svg"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let svg = std::fs::read_to_string(d.join("s.svg")).unwrap();
+    assert!(svg.contains(r#"<g class="panel rate">"#) && svg.contains("achieved throughput (MB/s)"));
+    assert_eq!(svg.matches(r#"<polyline class="rate""#).count(), 6, "two curves, three percentiles each");
+    for name in ["a.json", "b.json"] {
+        let args = ["dma", "sim-qdma", "--rate", "2K,4K", "--size", "64", "--dir", "h2c", "--total", "12800"];
+        let o = pcibench(d, &[&args[..], &["--save", name]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    }
+    let o = pcibench(d, &["compare", "a.json", "b.json", "--json"]);
+    assert!(matches!(o.status.code(), Some(0) | Some(5)), "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    let labels: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(
+        labels,
+        [
+            "dma latency qdma dma poll h2c q1 64 B offered 2.000 K/s",
+            "dma latency qdma dma poll h2c q1 64 B offered 4.000 K/s"
+        ]
+    );
+}
+
 /// The engine's own figures (its performance counters) are saved with each DMA row, read back,
 /// and set beside each other by `compare`.
 #[test]

@@ -88,6 +88,7 @@ pub enum DmaVia {
   pcibench dma sim                                       the simulated card's XDMA engine, both directions, verified
   pcibench dma sim-qdma --queues 1,2,4,8 --size 64..1M    throughput by size and queue count
   pcibench dma sim --completion both                     polling and completion by interrupt, side by side
+  pcibench dma sim-qdma --rate sweep --size 64,4K --queues 1,4    latency against offered load, to the knee
   pcibench dma 03:00.0 --engine xdma --allow-dma --format seed
   pcibench dma 00:01.0 --engine edu --dma-bits 32 --total 16K --allow-dma    QEMU's edu device")]
 pub struct DmaArgs {
@@ -150,6 +151,11 @@ pub struct DmaArgs {
     /// Consent to start DMA on this device (not needed for sim).
     #[arg(long)]
     pub allow_dma: bool,
+    #[arg(long, value_name = "RATE", help = super::help::rate())]
+    pub rate: Option<String>,
+    /// With --rate sweep: stop once a row's p99 latency passes this (default 100us).
+    #[arg(long, value_name = "TIME")]
+    pub until_p99: Option<String>,
     #[command(flatten)]
     pub common: MeasureArgs,
     #[command(flatten)]
@@ -204,6 +210,7 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
         timeout_ms: a.timeout_ms,
         allow_dma: a.allow_dma,
         completion: a.completion.map(CompletionArg::mode),
+        rate: super::help::rate_request(a.rate.as_deref(), a.until_p99.as_deref())?,
         common: a.common.common()?,
     }))
 }

@@ -48,7 +48,9 @@ CLOCK_MONOTONIC), else CLOCK_MONOTONIC.
 Examples:
   pcibench latency sim --width all                          MMIO read latency per width (simulated card)
   pcibench latency sim --load all                           and under DMA load (register reads beside DMA throughput)
+  pcibench latency sim --load h2c --load-rate 500MB/s       under a DMA load held at a rate (seed 004's AXI-Lite rows)
   pcibench latency sim --dma                                DMA latency, 64 B to 4 KiB, both directions
+  pcibench latency sim --dma --rate sweep                   DMA latency against offered load, to the knee
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
   pcibench latency sim --dma --completion both              DMA latency by polling and by interrupt, side by side
   pcibench latency 00:01.0 --dma --completion both --allow-dma --dma-bits 32    poll against MSI (VFIO)"
@@ -97,6 +99,9 @@ pub struct LatencyArgs {
     /// CPU for the load thread (default: one other than the measuring thread's).
     #[arg(long, value_name = "N")]
     load_cpu: Option<u32>,
+    /// Hold the load at this rate in each direction it streams (2GB/s, 500MB/s, or transfers a second: 5K); default: flat out.
+    #[arg(long, value_name = "RATE")]
+    load_rate: Option<String>,
     #[arg(long, value_parser = parse_engine, help = super::help::engine())]
     engine: Option<String>,
     /// DMA transfer sizes: 64, a list 64,4K, or a range 64..4K (default 64,256,1K,4K, within what the engine takes).
@@ -108,6 +113,11 @@ pub struct LatencyArgs {
     /// Samples per DMA row (default: the engine's default total over the size, at most 10000; edu: 4).
     #[arg(long)]
     dma_samples: Option<u64>,
+    #[arg(long, value_name = "RATE", help = super::help::rate())]
+    rate: Option<String>,
+    /// With --rate sweep: stop once a row's p99 latency passes this (default 100us).
+    #[arg(long, value_name = "TIME")]
+    until_p99: Option<String>,
     #[arg(long, help = super::help::dma_buffer())]
     buffer: Option<String>,
     /// Address bits the device can drive (default 64; edu: 28, QEMU's default dma_mask).
@@ -137,6 +147,7 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
         ("--dma-samples", a.dma_samples.is_some()),
         ("--load-size", a.load_size.is_some()),
         ("--load-cpu", a.load_cpu.is_some()),
+        ("--load-rate", a.load_rate.is_some()),
         ("--engine", a.engine.is_some()),
         ("--buffer", a.buffer.is_some()),
         ("--dma-bits", a.dma_bits.is_some()),
@@ -146,12 +157,21 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
     if let Some((flag, _)) = engine_opts.iter().find(|(_, given)| *given).filter(|_| !dma && a.load.is_none()) {
         anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency or load: add --dma or --load")));
     }
-    for (flag, given) in [("--size", !a.sizes.is_empty()), ("--dma-samples", a.dma_samples.is_some())] {
+    for (flag, given) in [
+        ("--size", !a.sizes.is_empty()),
+        ("--dma-samples", a.dma_samples.is_some()),
+        ("--rate", a.rate.is_some()),
+        ("--until-p99", a.until_p99.is_some()),
+    ] {
         if given && !dma {
             anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency: add --dma")));
         }
     }
-    for (flag, given) in [("--load-size", a.load_size.is_some()), ("--load-cpu", a.load_cpu.is_some())] {
+    for (flag, given) in [
+        ("--load-size", a.load_size.is_some()),
+        ("--load-cpu", a.load_cpu.is_some()),
+        ("--load-rate", a.load_rate.is_some()),
+    ] {
         if given && a.load.is_none() {
             anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to --load")));
         }
@@ -196,6 +216,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                     },
                     irq: false,
                     samples: a.dma_samples,
+                    rate: super::help::rate_request(a.rate.as_deref(), a.until_p99.as_deref())?,
                 })
             })
             .transpose()?,
@@ -211,6 +232,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                     },
                     size: a.load_size.as_deref().map(parse_size).transpose()?,
                     cpu: a.load_cpu,
+                    rate: a.load_rate.as_deref().map(str::parse::<pcibench::measure::Rate>).transpose()?,
                 })
             })
             .transpose()?,

@@ -60,6 +60,37 @@ pub mod help {
         )
     }
 
+    /// `--rate` of `dma` and `latency --dma`.
+    pub fn rate() -> String {
+        "Submit transfers open loop at this rate, each one's latency counted from when it was due: transfers a \
+         second (1M, 500K), bytes a second (2GB/s), a list (1M,2M), or sweep (from 5% of the closed loop's rate \
+         until the p99 passes --until-p99 or throughput stops rising); see docs/offered-load.md"
+            .into()
+    }
+
+    /// `--rate` and `--until-p99` into the request's part (one-line refusals).
+    pub fn rate_request(
+        rate: Option<&str>,
+        until: Option<&str>,
+    ) -> anyhow::Result<Option<pcibench::measure::RateRequest>> {
+        use pcibench::measure::{parse_latency, RateRequest, Rates};
+        let Some(rate) = rate else {
+            if until.is_some() {
+                anyhow::bail!(pcibench::Error::usage(
+                    "--until-p99 applies to --rate sweep: add it, or drop --until-p99"
+                ));
+            }
+            return Ok(None);
+        };
+        let rates: Rates = rate.parse()?;
+        if until.is_some() && rates != Rates::Sweep {
+            anyhow::bail!(pcibench::Error::usage(
+                "--until-p99 bounds --rate sweep; a list of rates runs every one: drop --until-p99"
+            ));
+        }
+        Ok(Some(RateRequest { rates, until_p99_ns: until.map(parse_latency).transpose()? }))
+    }
+
     /// `--width` of copy routines, from the widths a command runs.
     pub fn widths(widths: &[Width]) -> String {
         Width::names(widths, " ")

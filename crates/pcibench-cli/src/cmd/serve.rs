@@ -16,7 +16,7 @@ use std::process::ExitCode;
 Serves its clients (each command is one) until SIGINT or SIGTERM (or, with --once, until its first client leaves).
 The card lives as long as the server: what one command writes to its BARs the next one reads.")]
 pub struct ServeArgs {
-    /// The simulated card to serve: sim, sim-qdma, sim-nvram.
+    /// The simulated card to serve: sim, sim-qdma, sim-nvram, sim-xdma-st.
     #[arg(value_parser = parse_card)]
     card: SimId,
     /// The UNIX socket to listen on (a stale socket there is replaced; any other file is refused).

@@ -1,7 +1,7 @@
 //! Measurement, split by what it holds: `sample/` (the clock and its overhead, the one sampling
 //! loop, statistics, the latency histogram), `context` (where a measurement ran), `pattern` (test
 //! patterns), `counters` (the engine's own figures per DMA row), `result` (the rows every runner produces), and the runners: `pio/`, `dma/`,
-//! `latency/`, `buffers`. `measure` plans and calls them; nothing else does.
+//! `latency/`, `buffers`, `rate/` (open loop at an offered rate). `measure` plans and calls them; nothing else does.
 
 pub mod buffers;
 pub mod context;
@@ -11,5 +11,6 @@ pub mod gone;
 pub mod latency;
 pub mod pattern;
 pub mod pio;
+pub mod rate;
 pub mod result;
 pub mod sample;

@@ -184,6 +184,14 @@ pub struct Row {
     /// throughput over the same time (absent: the device was idle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadFigures>,
+    /// Transfers submitted open loop at a rate (`--rate`): what was offered and what came of it;
+    /// the row's `latency` is then measured from each transfer's scheduled submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateFigures>,
+    /// DMA on a stream (XDMA AXI4-Stream): packets per second at the median rate, one packet
+    /// per transfer (absent elsewhere, and in runs saved before streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets_per_s: Option<f64>,
     /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
     pub limit_mbps: Option<f64>,
     pub efficiency_pct: Option<f64>,
@@ -225,6 +233,8 @@ impl Row {
             probe: None,
             completion: None,
             load: None,
+            rate: None,
+            packets_per_s: None,
             limit_mbps: None,
             efficiency_pct: None,
             verify: None,
@@ -359,6 +369,41 @@ impl Completion {
     }
 }
 
+/// An open-loop row (`--rate`): transfers submitted on a schedule whatever became of the ones
+/// before, each one's latency counted from when it was due (no coordinated omission).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RateFigures {
+    /// Transfers a second the schedule asked for.
+    pub offered_ops: f64,
+    /// Transfers completed a second, from the first one's scheduled time to the last completion.
+    pub achieved_ops: f64,
+    /// Bytes (10^6) a second those moved.
+    pub achieved_mbps: f64,
+    /// Transfers the schedule held, posted, and completed.
+    pub scheduled: u64,
+    pub posted: u64,
+    pub completed: u64,
+    /// Posted more than `LATE_NS` after they were due while the card had room: the host did not
+    /// keep the schedule (their latency counts the delay all the same).
+    pub late: u64,
+    /// The most a transfer was posted behind its time for the host's sake, ns.
+    pub worst_lag_ns: f64,
+    /// Never posted: the row's time ran out (the card fell that far behind) or it was stopped.
+    pub dropped: u64,
+    /// The open loop's own cost per transfer on this host (post, reap, clock, record), ns.
+    pub loop_ns: f64,
+    /// The engine posts transfers without waiting (false: each waited for the one before, so
+    /// the rate it keeps is bounded by its closed loop).
+    pub posted_ahead: bool,
+}
+
+impl RateFigures {
+    /// Late posts past 1% of those posted: the host, not the card, limited the row.
+    pub fn host_limited(&self) -> bool {
+        self.late * 100 > self.posted.max(1)
+    }
+}
+
 /// The DMA an engine streamed on a thread of its own while a latency row was measured.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LoadFigures {
@@ -381,6 +426,9 @@ pub struct LoadFigures {
     /// The CPU the load thread was pinned to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// The rate the load was held at in each direction (`--load-rate`), MB/s; absent: flat out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_mbps: Option<f64>,
 }
 
 impl LoadFigures {

@@ -218,6 +218,11 @@ pub trait Engine: Send {
     fn take_notes(&mut self) -> Vec<String> {
         Vec::new()
     }
+    /// Whether each transfer is a packet on a stream (XDMA AXI4-Stream channels): reports then
+    /// give packets per second beside MB/s.
+    fn packets(&self) -> bool {
+        false
+    }
     /// Queues (or channels) the engine was opened with: `Work::queue` is below this.
     fn queues(&self) -> u16 {
         1
@@ -237,6 +242,28 @@ pub trait Engine: Send {
                 work.len()
             ))),
         }
+    }
+    /// Whether the engine can post a transfer without waiting for it (`post`) and report
+    /// completions separately (`reap`): what an open loop at a rate (`--rate`) needs. An engine
+    /// that cannot runs one transfer per `run`, and the rate it keeps is bounded by that closed
+    /// loop. QDMA's rings can (several transfers in flight per queue).
+    fn posts(&self) -> bool {
+        false
+    }
+    /// Post the transfer `prepare_batch` prepared for `queue` once more, without waiting for it:
+    /// Ok(false) when its ring has no room until completions are reaped (the card is behind).
+    fn post(&mut self, queue: u16) -> Result<bool> {
+        let _ = queue;
+        Err(Error::Unsupported(format!(
+            "the {} engine runs one transfer at a time: it cannot post transfers without waiting for each",
+            self.name()
+        )))
+    }
+    /// Add the transfers completed since the last call to `done[queue]` (each queue completes in
+    /// the order it was posted); never waits. An error the engine logged fails it.
+    fn reap(&mut self, done: &mut [u32]) -> Result<()> {
+        let _ = done;
+        Err(Error::Unsupported(format!("the {} engine has no posted transfers to reap", self.name())))
     }
     /// Whether `run_interrupt` can wait for this engine's completion interrupt.
     fn completes_by_interrupt(&self) -> bool {

@@ -5,6 +5,9 @@
 use super::{CompletionMode, DefaultSize, DmaDirs, DmaPattern, DmaRequest, Hooks, Measuring};
 use crate::bench::dma::layout::Access;
 use crate::bench::dma::{self, default_size, DmaPlan, DmaSetup};
+use crate::bench::latency::dma::DEFAULT_SIZES;
+use crate::bench::latency::row::latency_clock;
+use crate::bench::rate::{self, RatePlan, RateRequest};
 use crate::bench::result::Report;
 use crate::bench::sample::clock::MONOTONIC;
 use crate::direction::Direction;
@@ -69,6 +72,9 @@ pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
 pub const MAX_ROWS: usize = super::pio::MAX_ROWS;
 
 pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<Report> {
+    if let Some(rate) = &r.rate {
+        return measure_rate(session, r, rate, hooks);
+    }
     let dirs = match r.dirs {
         DmaDirs::H2c | DmaDirs::C2h | DmaDirs::Bidir => 1,
         DmaDirs::Both => 2,
@@ -132,4 +138,59 @@ fn run(
     report.warnings.extend(window_note);
     report.interrupts = irq.map(|i| i.describe());
     Ok(report)
+}
+
+/// `dma --rate`: open loop at offered rates (`bench::rate`), small transfers by default (64 B to
+/// 4 KiB, as latency), timed with the latency clock (the invariant TSC where there is one).
+fn measure_rate(session: &Session, r: &DmaRequest, rate: &RateRequest, hooks: &mut Hooks) -> Result<Report> {
+    let dirs = match r.dirs {
+        DmaDirs::H2c => vec![Direction::H2c],
+        DmaDirs::C2h => vec![Direction::C2h],
+        DmaDirs::Both => vec![Direction::H2c, Direction::C2h],
+        DmaDirs::Bidir | DmaDirs::All => {
+            return Err(Error::usage("--rate offers one direction at a time: use --dir h2c, c2h or both"))
+        }
+    };
+    if r.pattern != DmaPattern::Seq || r.window.is_some() {
+        return Err(Error::usage(
+            "--rate posts each queue's one transfer again and again: drop --pattern random and --window",
+        ));
+    }
+    let curves = dirs.len() * r.sizes.len().max(DEFAULT_SIZES.len()) * r.queues.len().max(1);
+    if curves > MAX_ROWS {
+        return Err(Error::usage(format!(
+            "that is {curves} curves (directions × sizes × queue counts): pcibench measures at most {MAX_ROWS} at once; name fewer"
+        )));
+    }
+    session.check_dma_consent(r.allow_dma)?;
+    let mut rig = session.open_dma(&r.engine, r.queues.iter().copied().max())?;
+    let sizes = if r.sizes.is_empty() {
+        let most = default_size(rig.engine.as_ref(), rig.card_offset);
+        let mut v: Vec<u64> = DEFAULT_SIZES.iter().map(|s| (*s).min(most)).collect();
+        v.dedup();
+        v
+    } else {
+        r.sizes.clone()
+    };
+    let plan = RatePlan {
+        dirs,
+        sizes,
+        queues: if r.queues.is_empty() { vec![1] } else { r.queues.clone() },
+        rate: rate.clone(),
+        transfers: None,
+        total: r.total,
+        card_addr: rig.card_offset,
+        timeout: Duration::from_millis(r.timeout_ms),
+    };
+    let mut m = Measuring::start(session, &r.common)?;
+    let clock = latency_clock(m.context.tsc_invariant);
+    m.context.clock = clock.name();
+    let setup = DmaSetup {
+        dev: session.dev.as_ref(),
+        device: &session.device,
+        engine: rig.engine.as_mut(),
+        alloc: rig.alloc.as_ref(),
+        irq: None,
+    };
+    m.run(clock.as_ref(), "dma", 0, hooks, |s| rate::run(setup, &plan, s))
 }

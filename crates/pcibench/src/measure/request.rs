@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// The types a request is made of, for its callers: they need no runner's module.
 pub use crate::bench::latency::load::LoadMode;
 pub use crate::bench::latency::DEFAULT_SAMPLES;
+pub use crate::bench::rate::{parse_latency, Rate, RateRequest, Rates};
 pub use crate::bench::result::MapMode;
 pub use crate::dma::cpu::Kind;
 pub use crate::dma::BufferSource;
@@ -165,6 +166,9 @@ pub struct DmaRequest {
     /// saved runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<CompletionMode>,
+    /// Submit open loop at offered rates (`--rate`) instead of timing throughput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateRequest>,
     #[serde(flatten)]
     pub common: Common,
 }
@@ -184,6 +188,9 @@ pub struct DmaLatencyRequest {
     pub irq: bool,
     /// Samples per row (None: the engine's default total over the size, at most 10000).
     pub samples: Option<u64>,
+    /// Submit open loop at offered rates (`--rate`), each latency from its due time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateRequest>,
 }
 
 impl DmaLatencyRequest {
@@ -201,6 +208,9 @@ pub struct LoadRequest {
     pub size: Option<u64>,
     /// The load thread's CPU (None: one other than the measuring thread's).
     pub cpu: Option<u32>,
+    /// Hold the load at this rate in each direction it streams (`--load-rate`; None: flat out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
 }
 
 /// `pcibench latency`.
@@ -354,6 +364,10 @@ mod tests {
                 timeout_ms: 2000,
                 allow_dma: true,
                 completion: Some(CompletionMode::Both),
+                rate: Some(RateRequest {
+                    rates: Rates::These(vec![Rate::Ops(1e6), Rate::Bytes(2e9)]),
+                    until_p99_ns: None,
+                }),
                 common: common(),
             }),
             Request::Latency(LatencyRequest {
@@ -371,8 +385,14 @@ mod tests {
                     completion: Some(CompletionMode::Both),
                     irq: false,
                     samples: None,
+                    rate: Some(RateRequest { rates: Rates::Sweep, until_p99_ns: Some(50_000) }),
                 }),
-                load: Some(LoadRequest { modes: LoadMode::ALL.to_vec(), size: None, cpu: Some(0) }),
+                load: Some(LoadRequest {
+                    modes: LoadMode::ALL.to_vec(),
+                    size: None,
+                    cpu: Some(0),
+                    rate: Some(Rate::Bytes(6e9)),
+                }),
                 engine: EngineRequest::default(),
                 timeout_ms: 500,
                 allow_dma: false,

@@ -116,6 +116,7 @@ fn dma_part(session: &Session, r: &RunRequest, engines: &[Detected]) -> Part {
         timeout_ms: 2000,
         allow_dma: r.allow_dma,
         completion: None,
+        rate: None,
         common: r.common.clone(),
     };
     Part { request: Some(Request::Dma(request)), notes: Vec::new() }

@@ -88,6 +88,8 @@ pub const COLUMNS: &[&str] = &[
     "pattern_sha256",
     "flags",
     "notes",
+    // Added after the rest so readers of older files' columns by position still line up.
+    "packets_per_s",
 ];
 
 /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180).
@@ -222,15 +224,28 @@ pub fn row_fields(r: &Report, x: &Row) -> Vec<String> {
     // The unverified reason, as the table's note lines show it.
     notes.extend(lines(x).into_iter().skip(x.notes.len()));
     v.push(notes.join("; "));
+    v.push(o(x.packets_per_s));
     v
 }
 
 /// The header, then every row of every report in order.
+/// Open-loop rows (`--rate`) add `rate::CSV_COLUMNS` at the end: files without them keep the
+/// common columns alone.
 pub fn document<'a>(reports: impl IntoIterator<Item = &'a Report>) -> String {
-    let mut s = line(&COLUMNS.iter().map(|c| c.to_string()).collect::<Vec<_>>());
+    let reports: Vec<&Report> = reports.into_iter().collect();
+    let rates = reports.iter().any(|r| super::rate::has_rates(r));
+    let mut head: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+    if rates {
+        head.extend(super::rate::CSV_COLUMNS.iter().map(|c| c.to_string()));
+    }
+    let mut s = line(&head);
     for r in reports {
         for x in &r.results {
-            s.push_str(&line(&row_fields(r, x)));
+            let mut v = row_fields(r, x);
+            if rates {
+                v.extend(super::rate::csv_fields(x));
+            }
+            s.push_str(&line(&v));
         }
     }
     s

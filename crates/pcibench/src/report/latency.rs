@@ -128,7 +128,12 @@ fn notes_of(x: &Row) -> impl Iterator<Item = Option<&Note>> {
 fn load_note(x: &Row) -> Option<String> {
     let l = x.load.as_ref()?;
     let rate = |d: &str, v: Option<f64>| v.map(|v| format!("{d} {v:.2} MB/s"));
-    let rates: Vec<String> = [rate("h2c", l.h2c_mbps), rate("c2h", l.c2h_mbps)].into_iter().flatten().collect();
+    let mut rates: Vec<String> = [rate("h2c", l.h2c_mbps), rate("c2h", l.c2h_mbps)].into_iter().flatten().collect();
+    if let Some(h) = l.held_mbps {
+        let reached = [l.h2c_mbps, l.c2h_mbps].into_iter().flatten().fold(f64::MAX, f64::min);
+        let short = if reached < 0.95 * h { ": not reached (the engine, or this host, is slower)" } else { "" };
+        rates.push(format!("held at {h:.2} MB/s a direction (--load-rate){short}"));
+    }
     Some(format!(
         "load: {} streamed {} ({}, {} transfers of {} in {:.3} s{}): {}",
         l.engine,
@@ -152,7 +157,8 @@ pub fn table(r: &Report) -> String {
     let mut s = header(r);
     let names: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     let _ = writeln!(s, "{}  verify", line(&names));
-    for x in &r.results {
+    // Open-loop rows have their own section (`rate::table`).
+    for x in r.results.iter().filter(|x| x.rate.is_none()) {
         let _ = writeln!(s, "{}", row_line(x));
         for n in load_note(x).into_iter().chain(lines(x).into_iter().zip(notes_of(x)).map(|(l, n)| match n {
             // A latency row's samples are counted, not sized by --total.
@@ -167,6 +173,7 @@ pub fn table(r: &Report) -> String {
     }
     s.push_str(&under_load(r));
     s.push_str(&poll_vs_irq(r));
+    s.push_str(&super::rate::table(r));
     super::notes::tail(&mut s, r);
     s
 }
@@ -287,7 +294,8 @@ pub fn seed(r: &Report) -> Result<String> {
         }
         let _ = writeln!(s, "| {:<21} |             |                |             |", format!("({n} reads' average)"));
     }
-    let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma) && x.latency.is_some()).collect();
+    let dma: Vec<&Row> =
+        r.results.iter().filter(|x| x.probe == Some(Probe::Dma) && x.latency.is_some() && x.rate.is_none()).collect();
     if !dma.is_empty() {
         let _ = writeln!(s, "\n## DMA latency ({} engine, one transfer at a time)", r.engine.as_deref().unwrap_or("-"));
         for dir in [Direction::H2c, Direction::C2h] {
@@ -313,6 +321,7 @@ pub fn seed(r: &Report) -> Result<String> {
             }
         }
     }
+    s.push_str(&super::rate::seed(r));
     if s.trim().is_empty() || !s.contains("|") {
         return Err(Error::usage(
             "--format seed prints the QDMA benchmark's latency tables, which need rows under DMA load (--load) or DMA latency (--dma): add one, or use --format table",
@@ -362,6 +371,7 @@ mod tests {
             transfers: 100,
             elapsed_s: 0.5,
             cpu: Some(1),
+            held_mbps: None,
         });
         r
     }

@@ -18,6 +18,7 @@ pub mod notes;
 pub mod openmetrics;
 pub mod plot;
 pub mod queues;
+pub mod rate;
 pub mod seed;
 pub mod setup;
 pub mod table;

@@ -16,7 +16,7 @@ impl Exporter for Seed {
         if r.kind == Kind::Buffers {
             return Ok(super::buffers::seed(r));
         }
-        if r.kind == Kind::Latency {
+        if r.kind == Kind::Latency || super::rate::has_rates(r) {
             return super::latency::seed(r);
         }
         let mut s = String::new();

@@ -20,6 +20,7 @@ impl Table {
     fn part(&self, r: &Report, notes: bool) -> String {
         let mut s = match r.kind {
             Kind::Pio => pio(r, notes),
+            Kind::Dma if super::rate::has_rates(r) => super::rate::dma_table(r),
             Kind::Dma => dma(r, notes),
             Kind::Buffers => super::buffers::table(r),
             Kind::Latency => super::latency::table(r),
@@ -289,9 +290,12 @@ fn dma(r: &Report, notes: bool) -> String {
     // `--completion`: the way each row saw completion, first (rows side by side with `both`).
     let by = r.results.iter().any(|x| x.completion.is_some());
     let by_col = |x: Option<&str>| if by { format!("{:<4} ", x.unwrap_or("-")) } else { String::new() };
+    // Stream rows (one packet per transfer) give packets per second beside MB/s.
+    let packets = r.results.iter().any(|x| x.packets_per_s.is_some());
+    let pkt = |v: &str| if packets { format!(" {v:>9}") } else { String::new() };
     let _ = writeln!(
         s,
-        "{}{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  verify",
+        "{}{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}{} {:>5} {:>10} {:>6} {:>9} {:>9}  verify",
         by_col(Some("by")),
         "dir",
         "size",
@@ -300,6 +304,7 @@ fn dma(r: &Report, notes: bool) -> String {
         "mean MB/s",
         "med MB/s",
         "max MB/s",
+        pkt("Mpkt/s"),
         "cv%",
         "limit MB/s",
         "eff",
@@ -314,7 +319,7 @@ fn dma(r: &Report, notes: bool) -> String {
             let [xfers, min, mean, med, max] = throughput(x);
             let st = x.stats.as_ref();
             format!(
-                "{}{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>5} {:>10} {:>6} {:>9} {:>9}  {}{}",
+                "{}{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}{} {:>5} {:>10} {:>6} {:>9} {:>9}  {}{}",
                 by_col(x.completion.map(|c| c.name())),
                 x.dir.to_string(),
                 human_size(x.size),
@@ -323,6 +328,7 @@ fn dma(r: &Report, notes: bool) -> String {
                 mean,
                 med,
                 max,
+                pkt(&x.packets_per_s.map_or("-".into(), |p| format!("{:.3}", p / 1e6))),
                 cv(x),
                 limit(x),
                 eff(x),

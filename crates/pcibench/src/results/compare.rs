@@ -34,6 +34,13 @@ pub struct Figures {
 
 impl Figures {
     pub fn of(row: &Row) -> Option<Figures> {
+        // An open-loop row: the throughput it achieved at its offered rate, with no spread across
+        // samples to give a band (a change past the threshold is a change).
+        if let (None, Some(f)) = (&row.stats, &row.rate) {
+            let n = row.latency.as_ref().map_or(0, |l| l.samples) as usize;
+            let m = f.achieved_mbps;
+            return Some(Figures { median_mbps: m, p5_mbps: m, p95_mbps: m, samples: n, cv_pct: 0.0 });
+        }
         let s = row.stats.as_ref()?;
         Some(Figures {
             median_mbps: s.median_mbps,
@@ -218,6 +225,19 @@ fn caveats(which: &str, row: &Row) -> Vec<String> {
     out
 }
 
+/// Open-loop rows at the same offered rate: their latency on each side, in words.
+fn latency_words(a: &Row, b: &Row) -> Option<String> {
+    a.rate.as_ref()?;
+    let (la, lb) = (a.latency.as_ref()?, b.latency.as_ref()?);
+    Some(format!(
+        "latency A to B: p50 {:.2} to {:.2} µs, p99 {:.2} to {:.2} µs",
+        la.p50_ns / 1e3,
+        lb.p50_ns / 1e3,
+        la.p99_ns / 1e3,
+        lb.p99_ns / 1e3
+    ))
+}
+
 /// Rows keyed by configuration; a configuration measured twice in a run is told apart by its
 /// occurrence.
 fn keyed(run: &SavedRun) -> Vec<((Config, usize), &Row)> {
@@ -268,6 +288,7 @@ pub fn compare(a: (&str, &SavedRun), b: (&str, &SavedRun), threshold_pct: f64) -
         let (verdict, ratio_low, ratio_high) = verdict(&fa, &fb, threshold_pct);
         let mut notes = caveats("A", ra);
         notes.extend(caveats("B", rb));
+        notes.extend(latency_words(ra, rb));
         out.rows.push(RowChange {
             config: key.0.clone(),
             label,
@@ -289,4 +310,43 @@ pub fn compare(a: (&str, &SavedRun), b: (&str, &SavedRun), threshold_pct: f64) -
         .map(|(k, _)| crate::text::clip(&k.0.label(), 200).into_owned())
         .collect();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Via;
+    use crate::bench::result::{Kind, LatencyFigures, RateFigures, Report};
+    use crate::direction::Direction;
+    use crate::host::Host;
+
+    fn run(points: &[(f64, f64, f64)]) -> SavedRun {
+        let mut r = Report::new(Kind::Dma, "sim-qdma", true, Via::Sim, 0.0);
+        for &(offered, mbps, p99) in points {
+            let mut x = Row::new(Direction::H2c, 64);
+            x.latency = Some(LatencyFigures { samples: 1000, p50_ns: p99 / 2.0, p99_ns: p99, ..Default::default() });
+            x.rate = Some(RateFigures { offered_ops: offered, achieved_mbps: mbps, ..Default::default() });
+            r.results.push(x);
+        }
+        SavedRun::of_report(&Host::default(), None, &r)
+    }
+
+    #[test]
+    fn open_loop_curves_compare_at_equal_offered_rates() {
+        let a = run(&[(1e6, 64.0, 2_000.0), (2e6, 128.0, 4_000.0), (4e6, 200.0, 90_000.0)]);
+        let b = run(&[(2e6, 128.0, 3_000.0), (4e6, 150.0, 200_000.0), (8e6, 150.0, 900_000.0)]);
+        let c = compare(("a", &a), ("b", &b), DEFAULT_THRESHOLD_PCT).unwrap();
+        let got: Vec<(&str, Verdict)> = c.rows.iter().map(|r| (r.label.as_str(), r.verdict)).collect();
+        assert_eq!(
+            got,
+            [
+                ("dma latency h2c 64 B offered 2.000 M/s", Verdict::Same),
+                ("dma latency h2c 64 B offered 4.000 M/s", Verdict::Slower)
+            ]
+        );
+        assert!(c.rows[1]
+            .caveats
+            .contains(&"latency A to B: p50 45.00 to 100.00 µs, p99 90.00 to 200.00 µs".to_string()));
+        assert_eq!((c.only_a.len(), c.only_b.len()), (1, 1));
+    }
 }

@@ -50,7 +50,21 @@ pub struct Config {
     pub completion: Option<Completion>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub load: Vec<Direction>,
+    /// Open loop (`--rate`): the offered rate, transfers a second to three significant digits,
+    /// so rows of two runs match at equal offered rates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_ops: Option<u64>,
     pub size: u64,
+}
+
+/// `ops` to three significant digits (a rate typed as `1M` and one computed from `2GB/s` of 2 KB
+/// transfers are the same).
+fn three_digits(ops: f64) -> u64 {
+    if !(ops.is_finite() && ops >= 1.0) {
+        return 0;
+    }
+    let scale = 10f64.powi(ops.log10().floor() as i32 - 2);
+    ((ops / scale).round() * scale) as u64
 }
 
 impl Config {
@@ -76,6 +90,7 @@ impl Config {
             probe: row.probe,
             completion: row.completion,
             load: row.load.as_ref().map(|l| l.dirs.clone()).unwrap_or_default(),
+            offered_ops: row.rate.as_ref().map(|f| three_digits(f.offered_ops)),
             size: row.size,
         }
     }
@@ -122,6 +137,7 @@ impl Config {
         if self.size > 0 {
             parts.push(human_size(self.size));
         }
+        parts.extend(self.offered_ops.map(|o| format!("offered {}", crate::bench::rate::ops_words(o as f64))));
         parts.join(" ")
     }
 }
@@ -159,5 +175,23 @@ mod tests {
         q.queues = Some(4);
         q.window = Some(1 << 30);
         assert_eq!(Config::of(&r, &q).label(), "dma qdma c2h q4 random in 1 GiB 64 B");
+    }
+
+    #[test]
+    fn open_loop_rows_match_at_equal_offered_rates() {
+        use crate::bench::result::RateFigures;
+        let r = Report::new(Kind::Dma, "sim-qdma", true, Via::Sim, 0.0);
+        let at = |ops: f64| {
+            let mut x = Row::new(Direction::H2c, 2000);
+            x.rate = Some(RateFigures { offered_ops: ops, ..Default::default() });
+            Config::of(&r, &x)
+        };
+        // `1M` and 2 GB/s of 2 KB transfers (1e6 computed) are one rate; 1.01M is another.
+        assert_eq!(at(1e6), at(2e9 / 2000.0 + 1e-7));
+        assert_eq!(at(1e6), at(1.0004e6));
+        assert_ne!(at(1e6), at(1.01e6));
+        assert_eq!(at(1e6).label(), "dma h2c 2000 B offered 1.000 M/s");
+        assert_eq!(at(12_345.0).offered_ops, Some(12_300));
+        assert_eq!(three_digits(0.5), 0);
     }
 }

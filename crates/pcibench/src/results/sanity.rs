@@ -89,6 +89,12 @@ fn row_figures(x: &Row) -> std::result::Result<(), Bad> {
     if let Some(l) = &x.load {
         each(&[("load h2c_mbps", l.h2c_mbps.unwrap_or(0.0)), ("load c2h_mbps", l.c2h_mbps.unwrap_or(0.0))], MBPS)?;
     }
+    if let Some(f) = &x.rate {
+        // Transfers a second: the same range as MB/s serves (a transfer a millennium to 10^12 a second).
+        each(&[("rate offered_ops", f.offered_ops), ("rate achieved_ops", f.achieved_ops)], MBPS)?;
+        each(&[("rate achieved_mbps", f.achieved_mbps)], MBPS)?;
+        each(&[("rate loop_ns", f.loop_ns), ("rate worst_lag_ns", f.worst_lag_ns)], TIME)?;
+    }
     if let Some(l) = &x.latency {
         each(
             &[
@@ -135,6 +141,12 @@ mod tests {
             (Box::new(|r: &mut Row| r.stats.as_mut().unwrap().p95_mbps = 1e300), "p95_mbps is 1e300"),
             (Box::new(|r: &mut Row| r.stats.as_mut().unwrap().max_mbps = f64::NAN), "max_mbps is NaN"),
             (Box::new(|r: &mut Row| r.efficiency_pct = Some(f64::INFINITY)), "efficiency_pct is inf"),
+            (
+                Box::new(|r: &mut Row| {
+                    r.rate = Some(crate::bench::result::RateFigures { achieved_mbps: f64::NAN, ..Default::default() })
+                }),
+                "rate achieved_mbps is NaN",
+            ),
         ] {
             let mut run = card();
             set(&mut run.reports[1].results[2]);

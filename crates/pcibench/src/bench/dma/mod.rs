@@ -413,6 +413,10 @@ fn measure(
             Direction::C2h => k.write_bps(c.size) / 1e6,
         });
         row.measured(&per_transfer(&sampled, l), limit, overhead_ns);
+        if engine.packets() {
+            // One transfer is one packet on a stream engine.
+            row.packets_per_s = row.mops().map(|m| m * 1e6);
+        }
         if l.count() > 1 {
             row.notes.push(Note::InFlight { transfers: l.count(), queues: l.queues });
         }

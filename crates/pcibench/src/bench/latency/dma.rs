@@ -6,6 +6,7 @@
 
 use super::super::dma::{bytes, bytes_mut, card_copy, default_size, interrupt_run, put, timed_run};
 use super::super::pattern::{verify, Pattern};
+use super::super::rate::{self, RatePlan, RateRequest};
 use super::super::result::{Completion, Probe, Report, Row, Verify};
 use super::super::sample::sampler::Sampling;
 use super::row::{default_warmup, finish};
@@ -34,6 +35,8 @@ pub struct DmaLatency {
     /// Card address of the transfers, as an offset in the engine's window.
     pub card_addr: u64,
     pub timeout: Duration,
+    /// Submit open loop at offered rates instead (`--rate`: `bench::rate`).
+    pub rate: Option<RateRequest>,
 }
 
 /// The samples a row takes by default: as many transfers as the engine's default total holds
@@ -120,6 +123,37 @@ pub(super) fn rows(
         }
     }
     Ok(out)
+}
+
+/// `--dma --rate`: the same sizes and directions, open loop on one queue at each offered rate,
+/// completion seen by polling (an engine's completion interrupt is not armed here yet).
+pub(super) fn rate_rows(
+    engine: &mut dyn Engine,
+    alloc: &dyn DmaAllocator,
+    plan: &DmaLatency,
+    rate: &RateRequest,
+    s: &mut Sampling,
+    report: &mut Report,
+) -> Result<Vec<Row>> {
+    if plan.completions.contains(&Completion::Irq) {
+        return Err(Error::usage(
+            "--rate reaps completions by polling: drop --completion irq (or drop --rate to time completion by interrupt one transfer at a time)",
+        ));
+    }
+    if plan.samples == Some(0) {
+        return Err(Error::usage("--dma-samples 0: give at least one sample"));
+    }
+    let p = RatePlan {
+        dirs: plan.dirs.clone(),
+        sizes: sizes(engine, plan)?,
+        queues: vec![1],
+        rate: rate.clone(),
+        transfers: plan.samples,
+        total: None,
+        card_addr: plan.card_addr,
+        timeout: plan.timeout,
+    };
+    rate::rows(engine, alloc, &p, s.clock, s.stop, report)
 }
 
 /// One row: a direction, a size and a way to see completion.

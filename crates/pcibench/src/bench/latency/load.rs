@@ -11,6 +11,7 @@
 
 use super::super::dma::{bytes, bytes_mut, card_copy, put, timed_run};
 use super::super::pattern::{verify, Pattern};
+use super::super::rate::Rate;
 use super::super::result::{LoadFigures, Verify};
 use crate::direction::Direction;
 use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
@@ -54,6 +55,8 @@ pub struct LoadPlan {
     pub size: Option<u64>,
     /// The load thread's CPU; None: one the process may use other than the measuring CPU.
     pub cpu: Option<u32>,
+    /// Hold the load at this rate in each direction (None: flat out).
+    pub rate: Option<Rate>,
     /// Card offset of the load's window (H2C uses its first half, C2H the second).
     pub card_addr: u64,
     pub timeout: Duration,
@@ -102,6 +105,8 @@ pub struct Rig<'a> {
     warning: Option<String>,
     timeout: Duration,
     pattern: Pattern,
+    /// Bytes a second per direction to hold the load at (None: flat out).
+    pace: Option<f64>,
 }
 
 /// The load thread's CPU: the one asked for, else the first the process may use that is not
@@ -136,7 +141,8 @@ impl<'a> Rig<'a> {
         let (src, dst) = (alloc.alloc(len)?, alloc.alloc(len)?);
         let (cpu, warning) = load_cpu(plan.cpu);
         let card = [plan.card_addr, plan.card_addr + room / 2];
-        Ok(Rig { engine, src, dst, size, card, cpu, warning, timeout: plan.timeout, pattern: Pattern::fresh() })
+        let pace = plan.rate.map(|r| r.ops(size) * size as f64);
+        Ok(Rig { engine, src, dst, size, card, cpu, warning, timeout: plan.timeout, pattern: Pattern::fresh(), pace })
     }
 
     pub fn addressing(&self) -> Addressing {
@@ -163,7 +169,7 @@ impl<'a> Rig<'a> {
         let expected = self.seed(&dirs)?;
         let concurrent = dirs.len() > 1 && self.engine.max_batch() >= dirs.len();
         let (quit, state) = (AtomicBool::new(false), AtomicU8::new(STARTING));
-        let (cpu, timeout, size, card) = (self.cpu, self.timeout, self.size, self.card);
+        let (cpu, timeout, size, card, pace) = (self.cpu, self.timeout, self.size, self.card, self.pace);
         let (src, dst): (&dyn DmaBuffer, &dyn DmaBuffer) = (&*self.src, &*self.dst);
         let work: Vec<Work> = dirs
             .iter()
@@ -179,7 +185,7 @@ impl<'a> Rig<'a> {
         let engine = &mut *self.engine;
         let (q, st, w) = (&quit, &state, &work);
         let (measured, streamed) = std::thread::scope(|sc| {
-            let load = sc.spawn(move || stream(engine, w, concurrent, [q, stop], st, cpu, timeout));
+            let load = sc.spawn(move || stream(engine, w, concurrent, [q, stop], st, cpu, timeout, pace));
             let guard = QuitOnDrop(&quit);
             // The load must be running before the measurement starts.
             while state.load(Ordering::Acquire) == STARTING && !stop.load(Ordering::Relaxed) {
@@ -204,6 +210,7 @@ impl<'a> Rig<'a> {
             transfers: streamed.transfers,
             elapsed_s: streamed.elapsed.as_secs_f64(),
             cpu,
+            held_mbps: pace.map(|b| b / 1e6),
         };
         Ok((measured, figures, self.check(&dirs, &expected)?))
     }
@@ -250,7 +257,12 @@ fn mbps(bytes: u64, t: Duration) -> f64 {
     }
 }
 
-/// The load thread: pin, prepare, then run until told to quit (or Ctrl-C), counting bytes.
+/// The load thread: pin, prepare, then run until told to quit (or Ctrl-C), counting bytes; held
+/// at `pace` bytes a second per direction, if given, by waiting after each run until the bytes
+/// moved so far are due (paced at transfer granularity: a 1 MiB transfer at 6 GB/s is 175 µs, so
+/// over a row of thousands of them the rate is the one asked; an engine slower than it runs flat
+/// out, and the figures beside the row say what it reached).
+#[allow(clippy::too_many_arguments)]
 fn stream(
     engine: &mut dyn Engine,
     work: &[Work],
@@ -259,6 +271,7 @@ fn stream(
     state: &AtomicU8,
     cpu: Option<u32>,
     timeout: Duration,
+    pace: Option<f64>,
 ) -> Result<Streamed> {
     let ended = QuitState(state);
     if let Some(c) = cpu {
@@ -286,9 +299,41 @@ fn stream(
         if flags.iter().any(|f| f.load(Ordering::Acquire)) {
             break;
         }
+        if let Some(rate) = pace {
+            let due = t0 + Duration::from_secs_f64(bytes[0].max(bytes[1]) as f64 / rate);
+            // Told to quit while waiting: no transfer ahead of its time.
+            if hold_until(due, flags) {
+                break;
+            }
+        }
     }
     drop(ended);
-    Ok(Streamed { bytes, transfers, elapsed: t0.elapsed() })
+    // A held load owns its schedule: a row shorter than the time its bytes were due at (the end
+    // of the last transfer's interval) counts that time, so one quick transfer does not read as
+    // faster than the rate it was held at.
+    let due = pace.map_or(Duration::ZERO, |r| Duration::from_secs_f64(bytes[0].max(bytes[1]) as f64 / r));
+    Ok(Streamed { bytes, transfers, elapsed: t0.elapsed().max(due) })
+}
+
+/// Wait until `due`, or a flag (then true): sleep while more than 200 µs off (a sleep wakes some
+/// 50 µs late), then spin.
+fn hold_until(due: Instant, flags: [&AtomicBool; 2]) -> bool {
+    loop {
+        if flags.iter().any(|f| f.load(Ordering::Acquire)) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return false;
+        }
+        match due - now {
+            // In slices of at most 10 ms, so a quit is seen soon.
+            left if left > Duration::from_micros(200) => {
+                std::thread::sleep((left - Duration::from_micros(100)).min(Duration::from_millis(10)))
+            }
+            _ => std::hint::spin_loop(),
+        }
+    }
 }
 
 fn count(work: &[Work], bytes: &mut [u64; 2], transfers: &mut u64) {

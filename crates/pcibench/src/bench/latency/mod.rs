@@ -214,7 +214,10 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
     let _bus_master = BusMaster::enable(t.dev)?;
     report.engine = Some(engine.name().to_string());
     if let Some(d) = &plan.dma {
-        let rows = dma::rows(engine, alloc, t.irq, d, s, &mut report)?;
+        let rows = match &d.rate {
+            Some(rate) => dma::rate_rows(engine, alloc, d, rate, s, &mut report)?,
+            None => dma::rows(engine, alloc, t.irq, d, s, &mut report)?,
+        };
         for row in rows {
             if push(&mut report, row) {
                 return Ok(report);

@@ -128,6 +128,7 @@ fn dma_rows_on_the_sim_card_are_verified_and_exact() {
         samples: Some(20),
         card_addr: 0x1000,
         timeout: Duration::from_secs(2),
+        rate: None,
     });
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
     let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap();
@@ -148,6 +149,42 @@ fn dma_rows_on_the_sim_card_are_verified_and_exact() {
 }
 
 #[test]
+fn dma_at_offered_rates_on_an_engine_that_runs_one_at_a_time_says_its_closed_loop_bounds_it() {
+    use crate::bench::rate::{Rate, RateRequest, Rates};
+    let s = session("sim");
+    let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
+    let clock = FakeClock::new(5, 100, 64);
+    let stop = AtomicBool::new(false);
+    let mut none = |_| {};
+    let mut p = plan(vec![Width::B32], false);
+    let dma = DmaLatency {
+        dirs: vec![Direction::H2c, Direction::C2h],
+        sizes: vec![64],
+        completions: vec![Completion::Poll],
+        samples: Some(20),
+        card_addr: 0x1000,
+        timeout: Duration::from_secs(2),
+        rate: Some(RateRequest { rates: Rates::These(vec![Rate::Ops(1e5), Rate::Ops(1e6)]), until_p99_ns: None }),
+    };
+    p.dma = Some(dma.clone());
+    let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
+    let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap();
+    let rated: Vec<&Row> = r.results.iter().filter(|x| x.rate.is_some()).collect();
+    assert_eq!(rated.len(), 4);
+    for x in &rated {
+        let f = x.rate.as_ref().unwrap();
+        assert_eq!((f.completed, f.dropped, f.posted_ahead), (20, 0, false), "{x:?}");
+        assert_eq!((x.verify.clone(), x.latency.as_ref().unwrap().samples), (Some(Verify::Ok), 20));
+    }
+    assert!(r.warnings.iter().any(|w| w.contains("the xdma engine runs one transfer at a time")), "{:?}", r.warnings);
+    // Completion by MSI is not what an open loop reaps: refused in one line.
+    p.dma = Some(DmaLatency { completions: vec![Completion::Poll, Completion::Irq], ..dma });
+    let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
+    let e = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap_err().to_string();
+    assert!(e.starts_with("--rate reaps completions by polling"), "{e}");
+}
+
+#[test]
 fn dma_rows_by_polling_and_by_interrupt_are_both_verified() {
     let s = session("sim");
     let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
@@ -163,6 +200,7 @@ fn dma_rows_by_polling_and_by_interrupt_are_both_verified() {
         samples: Some(20),
         card_addr: 0,
         timeout: Duration::from_secs(20),
+        rate: None,
     });
     // Without the interrupt the plan is refused before anything runs.
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
@@ -206,6 +244,7 @@ fn reads_under_load_carry_the_load_and_its_verified_data() {
             width: Width::B64,
             size: Some(64 << 10),
             cpu: None,
+            rate: None,
             card_addr: 0,
             timeout: Duration::from_secs(2),
         });
@@ -233,6 +272,36 @@ fn reads_under_load_carry_the_load_and_its_verified_data() {
         let _bm = crate::access::BusMaster::enable(s.dev.as_ref()).unwrap();
         rig.engine.run(Duration::from_secs(2)).unwrap();
     }
+}
+
+#[test]
+fn a_load_held_at_a_rate_never_runs_ahead_of_it() {
+    // 64 KiB transfers held at 2 MB/s: one every 32.8 ms, the first at once. However the
+    // threads are scheduled, the load moves at most one transfer more than its schedule allows.
+    let s = session("sim");
+    let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
+    let _bm = crate::access::BusMaster::enable(s.dev.as_ref()).unwrap();
+    let plan = LoadPlan {
+        modes: vec![LoadMode::H2c],
+        width: Width::B32,
+        size: Some(64 << 10),
+        cpu: None,
+        rate: Some(crate::bench::rate::Rate::Bytes(2e6)),
+        card_addr: 0,
+        timeout: Duration::from_secs(2),
+    };
+    let mut load = super::load::Rig::new(rig.engine.as_mut(), rig.alloc.as_ref(), &plan).unwrap();
+    let stop = AtomicBool::new(false);
+    // The measurement under the load: 100 ms of nothing (the load's schedule is what is tested).
+    let (_, l, v) = load
+        .under(LoadMode::H2c, &stop, || {
+            std::thread::sleep(Duration::from_millis(100));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!((v, l.held_mbps), (Verify::Ok, Some(2.0)));
+    let allowed = (l.elapsed_s * 2e6 / 65536.0).floor() as u64 + 1;
+    assert!(l.transfers >= 1 && l.transfers <= allowed, "{} transfers in {} s", l.transfers, l.elapsed_s);
 }
 
 #[test]

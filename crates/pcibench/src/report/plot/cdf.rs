@@ -26,7 +26,8 @@ pub fn curves(inputs: &[Input]) -> (Vec<LatencyCurve>, usize) {
     let mut left_out = 0;
     for (file, input) in inputs.iter().enumerate() {
         for (r, x) in input.run.rows() {
-            let Some(l) = &x.latency else { continue };
+            // Open-loop rows are curves of their own (`rate`), not one CDF each.
+            let Some(l) = x.latency.as_ref().filter(|_| x.rate.is_none()) else { continue };
             if out.len() >= MAX_CURVES {
                 left_out += 1;
                 continue;

@@ -3,13 +3,15 @@
 //! transfer size on a log2 axis, one curve per configuration without its size (direction,
 //! mapping, width, engine, queues, ...), the p5..p95 spread across samples as a band, and the
 //! link model's ceiling for that direction where one bounds the rows. A latency panel where rows
-//! carry latency histograms: their CDF on a tail scale. Several files overlay: one dash pattern
+//! carry latency histograms: their CDF on a tail scale. An offered-load panel where rows were
+//! measured open loop (`--rate`): latency percentiles against the throughput achieved. Several files overlay: one dash pattern
 //! per file, one colour per configuration, every curve labelled by its file's label.
 
 pub mod axis;
 pub mod bandwidth;
 pub mod cdf;
 mod legend;
+pub mod rate;
 pub mod svg;
 
 use crate::results::saved::SavedRun;
@@ -133,7 +135,8 @@ fn default_title(inputs: &[Input]) -> String {
 pub fn svg(inputs: &[Input], title: Option<&str>) -> Result<String> {
     let (curves, curves_left_out) = bandwidth::curves(inputs);
     let (lat, lat_left_out) = cdf::curves(inputs);
-    if curves.is_empty() && lat.is_empty() {
+    let (rated, rated_left_out) = rate::curves(inputs);
+    if curves.is_empty() && lat.is_empty() && rated.is_empty() {
         let names: Vec<&str> = inputs.iter().map(|i| i.label.as_str()).collect();
         return Err(Error::NothingToMeasure(format!(
             "nothing to plot: {} hold{} no measured rows",
@@ -152,6 +155,9 @@ pub fn svg(inputs: &[Input], title: Option<&str>) -> Result<String> {
     let mut styles = Styles::new();
     if !curves.is_empty() {
         y = bandwidth::draw(&mut body, inputs, &curves, curves_left_out, &mut styles, y + 16.0);
+    }
+    if !rated.is_empty() {
+        y = rate::draw(&mut body, inputs, &rated, rated_left_out, &mut styles, y + 16.0);
     }
     if !lat.is_empty() {
         y = cdf::draw(&mut body, inputs, &lat, lat_left_out, &mut styles, y + 16.0);

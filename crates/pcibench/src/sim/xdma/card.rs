@@ -1,6 +1,8 @@
 //! `sim`, the default simulated card: shaped like seed 000's memmapped_blkram (10ee:7024,
 //! BAR0 1 MiB and BAR2 128 KiB of memory, all BARs 64-bit prefetchable, Gen2 x4, MPS 256,
-//! MRRS 512), with an XDMA register block in BAR4 driving 0x128000 bytes of card memory.
+//! MRRS 512), with an XDMA register block in BAR4 driving 0x128000 bytes of card memory; and
+//! `sim-xdma-st`, the same card built with AXI4-Stream channels and the vendor's loopback
+//! example design behind them (`stream.rs`).
 
 use super::super::mem::Pages;
 use super::super::{card_info, CardShape, CardSpec, SimBar, SimCard};
@@ -26,7 +28,30 @@ pub const SHAPE: CardShape = CardShape {
     mrrs: 512,
 };
 
+/// `sim-xdma-st`: the `sim` card's shape with AXI4-Stream channels (the example design's device id
+/// 0x7024 kept: the identifiers, not the id, say stream).
+pub const SHAPE_ST: CardShape = CardShape {
+    name: "sim-xdma-st",
+    device_name: "simulated card (XDMA AXI4-Stream channels, loopback example design)",
+    ..SHAPE
+};
+
 pub struct XdmaCard;
+
+/// The stream card.
+pub struct XdmaStreamCard;
+
+impl CardSpec for XdmaStreamCard {
+    fn name(&self) -> &'static str {
+        SHAPE_ST.name
+    }
+    fn info(&self) -> DeviceInfo {
+        card_info(&SHAPE_ST)
+    }
+    fn build(&self) -> Result<SimCard> {
+        build(XdmaModelConfig { stream: true, ..Default::default() }).map(|(card, _)| card)
+    }
+}
 
 impl CardSpec for XdmaCard {
     fn name(&self) -> &'static str {

@@ -23,17 +23,17 @@ const DESC_STOP: u32 = 1 << 0;
 const DESC_COMPLETED: u32 = 1 << 1;
 const MAX_LEN: u32 = 0x0fff_ffff;
 
-struct Desc {
-    control: u32,
-    nxt_adj: u32,
-    len: u32,
-    src: u64,
-    dst: u64,
-    next: u64,
+pub(super) struct Desc {
+    pub control: u32,
+    pub nxt_adj: u32,
+    pub len: u32,
+    pub src: u64,
+    pub dst: u64,
+    pub next: u64,
 }
 
 /// Why the engine stopped: the status bits to log (if enabled) and the model's own words.
-type Stop = (u32, String);
+pub(super) type Stop = (u32, String);
 
 fn le32(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
@@ -56,21 +56,24 @@ pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
 /// Stepped mode: run the channel's latest rising edge of run now, on the caller's thread (the
 /// driver's control write, or a test's step), unless it was served already; whether it ran.
 pub(crate) fn run_now(shared: &Shared, ch: &Channel) -> bool {
-    let (gen, start) = {
-        let mut st = ch.lock();
-        if st.gen == st.served {
-            return false;
-        }
-        st.served = st.gen;
-        (st.gen, st.start)
-    };
+    let Some((gen, start)) = pending(ch) else { return false };
     if let Err((bits, why)) = run_chain(shared, ch, gen, start) {
         finish(shared, ch, gen, bits, Some(why));
     }
     true
 }
 
-fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
+/// Stepped mode: the channel's latest rising edge of run if not served yet, marked served.
+pub(super) fn pending(ch: &Channel) -> Option<(u64, Start)> {
+    let mut st = ch.lock();
+    if st.gen == st.served {
+        return None;
+    }
+    st.served = st.gen;
+    Some((st.gen, st.start))
+}
+
+pub(super) fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
     super::super::spin::briefly(|| {
         ch.gen_hint.load(Ordering::Acquire) != *served || shared.shutdown.load(Ordering::Acquire)
     });
@@ -113,7 +116,7 @@ fn runnable(shared: &Shared, ch: &Channel, gen: u64) -> bool {
     current(shared, ch, gen)
 }
 
-fn check_block(addr: u64, extra: u32) -> Result<(), Stop> {
+pub(super) fn check_block(addr: u64, extra: u32) -> Result<(), Stop> {
     if addr % 32 != 0 {
         return Err((ST_ALIGN_MISMATCH, format!("descriptor address {addr:#x} is not 32-byte aligned")));
     }
@@ -152,7 +155,7 @@ fn run_chain(shared: &Shared, ch: &Channel, gen: u64, start: Start) -> Result<()
     }
 }
 
-fn fetch(shared: &Shared, addr: u64) -> Result<Desc, Stop> {
+pub(super) fn fetch(shared: &Shared, addr: u64) -> Result<Desc, Stop> {
     let mut b = [0u8; 32];
     if !shared.bus_master.load(Ordering::Acquire) {
         return Err((ST_DESC_ERROR0, "descriptor fetch with Bus Master Enable off (command register bit 2)".into()));
@@ -236,7 +239,7 @@ fn move_data(shared: &Shared, dir: Direction, d: &Desc) -> Result<(), Stop> {
 }
 
 /// Count a finished descriptor; true to go on with the next one.
-fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, Stop> {
+pub(super) fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, Stop> {
     if d.control & (DESC_COMPLETED | DESC_STOP) != 0 {
         // A shaken worker may hold back the writeback (or the end of the run).
         super::super::shake::before_report();
@@ -269,7 +272,7 @@ fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, S
 /// Stop the run `gen`: log `bits` where enabled, write back the error (poll mode), clear busy.
 /// The model also writes the word on an error stop (Sts_err set) so a poller sees it at once;
 /// hardware may not, which is why the driver also watches the status register.
-fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String>) {
+pub(super) fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String>) {
     super::super::shake::before_report();
     let st = ch.lock();
     if st.gen != gen {

@@ -13,6 +13,7 @@ use super::super::irq::{Offers, SimIrq};
 use super::super::mem::Pages;
 use super::state::*;
 pub use super::state::{XdmaModelConfig, CARD_MEMORY_SIZE, XDMA_BAR_LEN};
+use super::stream::Loopback;
 use crate::direction::Direction;
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -22,6 +23,8 @@ use std::thread::JoinHandle;
 /// The XDMA register block and engine of one sim card.
 pub struct XdmaModel {
     shared: Arc<Shared>,
+    /// Stream mode: the loopback between H2C and C2H channel N, one per pair (empty otherwise).
+    loops: Arc<Vec<Loopback>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -87,9 +90,13 @@ impl XdmaModel {
             irq: regs(),
             config: regs(),
             common: regs(),
+            violations: Mutex::new(Vec::new()),
             // PG195: up to 32 MSI-X and 32 MSI vectors, and INTx.
             irq_out: Arc::new(SimIrq::new("XDMA", Offers { msix: 32, msi: 32, intx: true })),
         };
+        let loops = (0..if cfg.stream { cfg.h2c_channels.min(cfg.c2h_channels) } else { 0 })
+            .map(|_| Default::default())
+            .collect();
         // Config block (PG195 "Config Block Registers"): MPS 256 (code 1) and MRRS 512 (code 2)
         // as the sim config space reports, system ID 0xff01, 64-bit PCIe data width (code 0).
         shared.config[0x08 / 4].store(1, Ordering::Relaxed);
@@ -97,7 +104,7 @@ impl XdmaModel {
         shared.config[0x10 / 4].store(0xff01, Ordering::Relaxed);
         shared.config[0x40 / 4].store(0x11, Ordering::Relaxed);
         shared.config[0x44 / 4].store(0x22, Ordering::Relaxed);
-        Ok(XdmaModel { shared: Arc::new(shared), workers: Mutex::new(Vec::new()) })
+        Ok(XdmaModel { shared: Arc::new(shared), loops: Arc::new(loops), workers: Mutex::new(Vec::new()) })
     }
 
     pub fn config(&self) -> &XdmaModelConfig {
@@ -105,7 +112,10 @@ impl XdmaModel {
     }
 
     fn identifier(&self, target: u32, ch: u32) -> u32 {
-        0x1fc0_0000 | target << 16 | ch << 8 | self.shared.cfg.version as u32
+        // Channel identifiers carry bit 15 on AXI4-Stream channels (PG195 "H2C Channel
+        // Identifier (0x00)": Stream; libxdma.c engine_init tests 0x8000).
+        let stream = if self.shared.cfg.stream && matches!(target, T_H2C | T_C2H) { 1 << 15 } else { 0 };
+        0x1fc0_0000 | target << 16 | ch << 8 | stream | self.shared.cfg.version as u32
     }
 
     fn target_channel(&self, target: u32, ch: u32) -> Option<&Channel> {
@@ -240,6 +250,11 @@ impl XdmaModel {
         if !may_start {
             // The closure never returns None, so this cannot fail.
             let _ = c.control.fetch_update(Ordering::AcqRel, Ordering::Acquire, update);
+            if self.shared.cfg.stream {
+                // A stream channel waiting for data or room has no descriptor in flight: it
+                // stops now (on this thread, stepped or not).
+                super::stream::pump(&self.shared, &self.loops, c.index as usize);
+            }
             return Ok(());
         }
         let mut st = c.lock();
@@ -261,7 +276,7 @@ impl XdmaModel {
                 drop(st);
                 // The run bit is the step: the chain runs before the write returns.
                 if !c.stalled.load(Ordering::Acquire) {
-                    super::engine::run_now(&self.shared, c);
+                    self.run_now(c);
                 }
                 return Ok(());
             }
@@ -275,14 +290,25 @@ impl XdmaModel {
         Ok(())
     }
 
+    /// Stepped mode: serve the channel's pending rising edge of run now; whether there was one.
+    fn run_now(&self, c: &Channel) -> bool {
+        if self.shared.cfg.stream {
+            super::stream::run_now(&self.shared, &self.loops, c)
+        } else {
+            super::engine::run_now(&self.shared, c)
+        }
+    }
+
     fn ensure_worker(&self, c: &Channel) -> Result<()> {
         if c.worker_started.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let shared = Arc::clone(&self.shared);
         let (dir, index) = (c.dir, c.index as usize);
-        let handle = super::super::placement::spawn(format!("sim-xdma-{dir}{index}"), move || {
-            super::engine::worker(shared, dir, index)
+        let loops = self.shared.cfg.stream.then(|| Arc::clone(&self.loops));
+        let handle = super::super::placement::spawn(format!("sim-xdma-{dir}{index}"), move || match loops {
+            Some(loops) => super::stream::worker(shared, loops, dir, index),
+            None => super::engine::worker(shared, dir, index),
         })
         .map_err(|e| {
             c.worker_started.store(false, Ordering::Release);
@@ -341,7 +367,7 @@ impl XdmaModel {
     /// Test step (stepped mode): run the channel's pending run (one a stall held back) now;
     /// whether there was one.
     pub fn step(&self, dir: Direction, ch: u8) -> Result<bool> {
-        Ok(super::engine::run_now(&self.shared, self.chan(dir, ch)?))
+        Ok(self.run_now(self.chan(dir, ch)?))
     }
 
     /// Test hook: the channel writes no writeback while set (error writebacks included); its
@@ -354,12 +380,24 @@ impl XdmaModel {
     /// What a driver made the model do that the real engine would act on badly (so far: an
     /// interrupt raised where nothing services one), in words, oldest first.
     pub fn violations(&self) -> Vec<String> {
-        self.shared.irq_out.violations()
+        let mut v = self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.extend(self.shared.irq_out.violations());
+        v
     }
 
     /// The card's interrupts (what the access path routes).
     pub fn irq(&self) -> &Arc<SimIrq> {
         &self.shared.irq_out
+    }
+
+    /// Stream mode: bytes waiting in loopback `pair`'s FIFO between H2C and C2H (back-pressure).
+    pub fn loopback_queued(&self, pair: u8) -> Option<usize> {
+        self.loops.get(pair as usize).map(|l| l.queued())
+    }
+
+    /// Stream mode: move what can move on loopback `pair` now (a stepped test's step).
+    pub fn pump(&self, pair: u8) {
+        super::stream::pump(&self.shared, &self.loops, pair as usize)
     }
 
     /// Why the channel last stopped on an error, in words (the model's own diagnosis).

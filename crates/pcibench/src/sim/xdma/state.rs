@@ -66,6 +66,9 @@ pub struct XdmaModelConfig {
     /// chain inside the driver's run-bit write (or a test's `step`), so the order of events is
     /// the test's, never the scheduler's.
     pub stepped: bool,
+    /// AXI4-Stream channels (identifier bit 15) with the vendor's loopback example design as the
+    /// far end (`stream.rs`), instead of memory-mapped channels over card memory.
+    pub stream: bool,
 }
 
 impl Default for XdmaModelConfig {
@@ -79,6 +82,7 @@ impl Default for XdmaModelConfig {
             len_granularity: 1,
             addr_bits: 64,
             stepped: false,
+            stream: false,
         }
     }
 }
@@ -205,6 +209,8 @@ pub(crate) struct Shared {
     /// driver do that the real engine would act on badly (an interrupt nothing services, a storm)
     /// is among its violations, which tests assert stay empty.
     pub irq_out: Arc<SimIrq>,
+    /// What else the model saw a driver do that the real engine would act on badly, in words.
+    pub violations: Mutex<Vec<String>>,
 }
 
 /// The IRQ block's channel interrupt enable register (0x10), as a word index into `Shared::irq`.
@@ -259,6 +265,10 @@ impl Shared {
             .chain(&self.c2h)
             .filter(|c| c.status.load(Ordering::Acquire) & c.ie_mask.load(Ordering::Acquire) & ST_LOGGABLE != 0)
             .fold(0, |a, c| a | 1 << self.irq_bit(c))
+    }
+
+    pub fn violation(&self, what: String) {
+        self.violations.lock().unwrap_or_else(|e| e.into_inner()).push(what);
     }
 
     pub fn channel(&self, dir: Direction, index: usize) -> Option<&Channel> {

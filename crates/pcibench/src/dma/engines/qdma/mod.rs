@@ -31,6 +31,7 @@ mod irq_tests;
 #[cfg(test)]
 mod model_tests;
 pub(super) mod perf;
+mod posted;
 pub mod probe;
 pub(super) mod regs;
 pub(super) mod ring;
@@ -123,6 +124,8 @@ struct Saved {
 struct Prepared {
     per_ring: Vec<Vec<Desc>>,
     next: Vec<usize>,
+    /// Open loop (`posted`): descriptors completed per ring short of a whole transfer.
+    carry: Vec<u64>,
 }
 
 /// The driver for one QDMA physical function's MM queues.
@@ -138,6 +141,8 @@ pub struct QdmaEngine {
     found_fmap: Option<Fmap>,
     /// The queues are programmed and may run.
     started: bool,
+    /// Open-loop reaps since open, to look at the error status every so many.
+    reaps: u32,
     saved: Saved,
     prepared: Option<Prepared>,
     notes: Vec<String>,
@@ -232,6 +237,7 @@ impl QdmaEngine {
             dirs,
             found_fmap: Some(fmap),
             started: false,
+            reaps: 0,
             saved: Saved::default(),
             prepared: None,
             notes: Vec::new(),
@@ -516,7 +522,7 @@ impl Engine for QdmaEngine {
             self.describe(w, &mut per_ring)?;
         }
         let next = vec![0; per_ring.len()];
-        self.prepared = Some(Prepared { per_ring, next });
+        self.prepared = Some(Prepared { per_ring, next, carry: Vec::new() });
         Ok(())
     }
 
@@ -538,6 +544,18 @@ impl Engine for QdmaEngine {
 
     fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
         self.run_irq(irq, timeout)
+    }
+
+    fn posts(&self) -> bool {
+        true
+    }
+
+    fn post(&mut self, queue: u16) -> Result<bool> {
+        self.post_again(queue)
+    }
+
+    fn reap(&mut self, done: &mut [u32]) -> Result<()> {
+        self.reap_posted(done)
     }
 
     fn stop(&mut self) -> Result<String> {

@@ -100,6 +100,7 @@ fn dma_drives_it_both_ways_at_its_default_size() {
             timeout_ms: 2000,
             allow_dma: false,
             completion: None,
+            rate: None,
             common: common(),
         }),
     ));
@@ -131,8 +132,9 @@ fn latency_times_its_transfers_and_reads_under_its_load() {
                 completion: None,
                 irq: false,
                 samples: Some(20),
+                rate: None,
             }),
-            load: Some(LoadRequest { modes: LoadMode::ALL.to_vec(), size: None, cpu: None }),
+            load: Some(LoadRequest { modes: LoadMode::ALL.to_vec(), size: None, cpu: None, rate: None }),
             engine: EngineRequest::default(),
             timeout_ms: 2000,
             allow_dma: false,

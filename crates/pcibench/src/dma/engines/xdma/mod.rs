@@ -16,6 +16,9 @@ mod perf;
 mod perf_tests;
 pub mod probe;
 pub(crate) mod regs;
+pub mod stream;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 pub(super) mod tests;
 #[cfg(test)]
@@ -619,6 +622,13 @@ impl Drop for XdmaEngine {
     }
 }
 
+/// The interface of channel `ch` in `dir` as detect found it (its details are an `XdmaInfo`).
+fn found_interface(found: &Detected, dir: Direction, ch: u8) -> Option<Interface> {
+    let list = found.details.get(if dir == Direction::H2c { "h2c" } else { "c2h" })?.as_array()?;
+    let c = list.iter().find(|c| c.get("index").and_then(|i| i.as_u64()) == Some(u64::from(ch)))?;
+    Some(if c.get("interface")?.as_str()? == "stream" { Interface::Stream } else { Interface::MemoryMapped })
+}
+
 /// XDMA in the engine registry.
 pub struct XdmaDriver;
 
@@ -636,7 +646,8 @@ impl EngineDriver for XdmaDriver {
             return Ok(None);
         }
         let Some(bar) = find_dma_bar(dev, &super::probe_bar::memory_bars(info))? else { return Ok(None) };
-        super::probe_bar::detected(self.name(), dev, bar, probe).map(Some)
+        let simulated = info.simulated;
+        super::probe_bar::detected(self.name(), dev, bar, |b| probe(b).map(|i| i.with_far_end(simulated))).map(Some)
     }
 
     fn open(
@@ -648,6 +659,19 @@ impl EngineDriver for XdmaDriver {
         opts: &EngineOptions,
     ) -> Result<Opened> {
         let bar = found.register_bars[0];
+        let channel = opts.channel.unwrap_or(0);
+        let stream = |dir| found_interface(found, dir, channel) == Some(Interface::Stream);
+        if stream(Direction::H2c) || stream(Direction::C2h) {
+            if opts.card_addr.is_some() {
+                return Err(Error::usage(format!(
+                    "XDMA channel {channel} is AXI4-Stream: a stream has no card address; drop --card-addr"
+                )));
+            }
+            let window = opts.card_size.unwrap_or(DEFAULT_CARD_SIZE);
+            let engine =
+                stream::XdmaStreamEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, channel, window)?;
+            return Ok(Opened { engine: Box::new(engine), card_offset: 0 });
+        }
         let o = XdmaOptions {
             channel: opts.channel.unwrap_or(0),
             card_addr: opts.card_addr.unwrap_or(0),

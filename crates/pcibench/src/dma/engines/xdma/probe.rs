@@ -68,9 +68,36 @@ pub struct XdmaInfo {
     pub max_read_request: u32,
     pub data_width_bits: u32,
     pub warnings: Vec<String>,
+    /// The far end pcibench takes for the AXI4-Stream channels (the loopback example design:
+    /// H2C N back on C2H N), in words; `None` without stream channels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub far_end: Option<String>,
 }
 
 impl XdmaInfo {
+    /// Say what is behind the stream channel pairs: on a simulated card the loopback example
+    /// design it models; on a card, what `dma` assumes (no register names the user design).
+    pub fn with_far_end(mut self, simulated: bool) -> Self {
+        let pairs: Vec<String> = self
+            .h2c
+            .iter()
+            .filter(|h| h.interface == Interface::Stream)
+            .filter(|h| self.c2h.iter().any(|c| c.index == h.index && c.interface == Interface::Stream))
+            .map(|h| format!("h2c {0} -> c2h {0}", h.index))
+            .collect();
+        if !pairs.is_empty() {
+            self.far_end = Some(if simulated {
+                format!("AXI4-Stream loopback example design: {}", pairs.join(", "))
+            } else {
+                format!(
+                    "AXI4-Stream channels: dma runs them as the vendor's loopback example design ({}); no register names                      the design, and another one times out with nothing received",
+                    pairs.join(", ")
+                )
+            });
+        }
+        self
+    }
+
     pub fn channel(&self, dir: Direction, index: u8) -> Option<&XdmaChannel> {
         let list = match dir {
             Direction::H2c => &self.h2c,
@@ -118,6 +145,9 @@ impl fmt::Display for XdmaInfo {
             "  PCIe max payload {} B, max read request {} B, {}-bit data path",
             self.max_payload, self.max_read_request, self.data_width_bits
         )?;
+        if let Some(far) = &self.far_end {
+            write!(f, "\n  {far}")?;
+        }
         for w in &self.warnings {
             write!(f, "\n  warning: {w}")?;
         }
@@ -157,6 +187,7 @@ pub fn probe(bar: &dyn BarRegion) -> Result<XdmaInfo> {
         max_read_request: 128 << (rd(bar, reg(T_CONFIG, 0, CFG_MAX_READ))? & 0x7).min(5),
         data_width_bits: 64 << (rd(bar, reg(T_CONFIG, 0, CFG_DATA_WIDTH))? & 0x7).min(3),
         warnings: Vec::new(),
+        far_end: None,
     };
     for (dir, target) in [(Direction::H2c, T_H2C), (Direction::C2h, T_C2H)] {
         for ch in 0..4u8 {

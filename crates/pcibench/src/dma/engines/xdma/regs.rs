@@ -164,3 +164,15 @@ pub(crate) const BLOCK_BOUNDARY: u64 = 4096;
 pub(crate) fn reg(target: u32, ch: u8, r: u32) -> u64 {
     (target << 12 | (ch as u32) << 8 | r) as u64
 }
+
+// AXI4-Stream channels (identifier bit 15), driven by `stream.rs`.
+/// Host buffer per C2H stream descriptor: a page, as libxdma's `char_sgdma` read maps the user's
+/// buffer page by page (one scatterlist entry, one descriptor each).
+pub const C2H_BUF: u64 = 4096;
+/// A C2H stream writeback record: 32 bytes, status at +0, length at +4 (libxdma.h `struct
+/// xdma_result`); the C2H descriptor's source address points at it (libxdma.c transfer_build).
+pub(crate) const RESULT_BYTES: u64 = 32;
+/// Status bits 31:16 of a record the engine wrote (libxdma.h `C2H_WB`; PG195 "C2H Stream Writeback").
+pub(crate) const RESULT_MAGIC: u32 = 0x52b4;
+/// Status bit 0: this buffer holds the packet's last byte (libxdma.h `RX_STATUS_EOP`).
+pub(crate) const RESULT_EOP: u32 = 1 << 0;
