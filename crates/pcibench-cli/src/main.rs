@@ -114,6 +114,11 @@ fn main() -> ExitCode {
         eprintln!("pcibench: {}", pcibench::text::one_line(&e.to_string()));
         return ExitCode::from(Outcome::of_error(&e).code());
     }
+    // A card that vanishes under a BAR mapping (another process cleared its Memory Space Enable
+    // or reset it) reads all-ones and is named by the run, instead of SIGBUS ending it (exit 135).
+    if let Err(e) = pcibench::access::guard::install() {
+        eprintln!("pcibench: warning: cannot install the MMIO fault guard ({e}): a card that vanishes mid-run ends pcibench with SIGBUS");
+    }
     // A bug is one line too; unwinding then stops any engine and restores Bus Master on its way up.
     std::panic::set_hook(Box::new(|p| {
         let what = p

@@ -12,16 +12,17 @@ fn list_prints_a_line_per_device() {
     assert!(o.status.success());
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 9, "{out}");
+    assert_eq!(lines.len(), 10, "{out}");
     assert!(lines[0].starts_with("sim ") && lines[0].contains("(simulated)"));
     assert!(lines[1].starts_with("sim-qdma ") && lines[1].contains("[10ee:903f] (simulated)"), "{out}");
     assert!(lines[2].starts_with("sim-nvram ") && lines[2].contains("[1332:5425] (simulated)"), "{out}");
     assert!(lines[3].starts_with("sim-xdma-st ") && lines[3].contains("AXI4-Stream"), "{out}");
+    assert!(lines[4].starts_with("sim-qdma-st ") && lines[4].contains("[10ee:903f] (simulated)"), "{out}");
     assert_eq!(
-        lines[4],
+        lines[5],
         "0000:15:00.0 Memory controller [0580]: Xilinx Corporation Device 7024 [10ee:7024] driver=none"
     );
-    assert!(lines[8].contains("[1332:5425]") && lines[8].ends_with("driver=vfio-pci"));
+    assert!(lines[9].contains("[1332:5425]") && lines[9].ends_with("driver=vfio-pci"));
 
     // The sim-nvram card has seed 001's ids too: -d matches it and the fixture card.
     let o = pcibench(t.path(), &["list", "-d", "1332:5425"]);

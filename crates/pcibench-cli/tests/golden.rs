@@ -644,6 +644,10 @@ golden! {
     dma_sim_xdma_st_json: None Json ["dma", "sim-xdma-st", "--size", "4K", "--total", "64K", "--json"];
     dma_sim_xdma_st_card_addr: None Text ["dma", "sim-xdma-st", "--card-addr", "0x10", "--size", "64"];
     dma_sim_xdma_st_csv: None Csv ["dma", "sim-xdma-st", "--size", "64", "--total", "16K", "--format", "csv"];
+    info_sim_qdma_st: None Exact ["info", "sim-qdma-st"];
+    dma_sim_qdma_st_queues: None Text ["dma", "sim-qdma-st", "--queues", "1,2", "--size", "64,64K", "--dir", "all", "--total", "256K"];
+    dma_sim_qdma_st_seed: None Text ["dma", "sim-qdma-st", "--queues", "1..2", "--size", "4K", "--total", "64K", "--format", "seed"];
+    dma_sim_qdma_st_json: None Json ["dma", "sim-qdma-st", "--size", "64K", "--total", "256K", "--json"];
     dma_sim_nvram: None Text ["dma", "sim-nvram", "--size", "8K", "--size", "1M", "--total", "4M"];
     dma_sim_nvram_seed: None Text ["dma", "sim-nvram", "--size", "1M", "--total", "2M", "--format", "seed"];
     dma_sim_nvram_card_size: None Text ["dma", "sim-nvram", "--card-size", "1M", "--total", "2M"];

@@ -106,6 +106,11 @@ fn options_that_do_not_apply_are_refused_in_one_line() {
     seed_tree(t.path());
     let cases: &[(&[&str], &str)] = &[
         (&["latency", "sim", "--completion", "both", "--irq"], "cannot be used with"),
+        (&["latency", "sim", "--dma", "--irq-kind", "intx"], "--irq-kind applies to completion by interrupt"),
+        (
+            &["latency", "sim", "--completion", "poll", "--irq-kind", "msi"],
+            "--irq-kind applies to completion by interrupt",
+        ),
         (&["latency", "sim", "--format", "seed"], "--format seed prints the QDMA benchmark's latency tables"),
         (&["latency", "sim", "--load-size", "1M"], "--load-size applies to DMA latency or load"),
         (&["latency", "sim", "--dma", "--load-cpu", "0"], "--load-cpu applies to --load"),

@@ -47,28 +47,44 @@ fn interrupt(child: &Child) {
 #[test]
 fn a_long_request_is_estimated_before_it_runs_and_shows_no_bar_in_a_pipe() {
     for (args, work) in [
-        (&["dma", "sim", "--size", "1", "--total", "1G"][..], "for 1 GiB in 1 B transfers; --total sets it"),
+        // Two configurations (h2c, c2h), summed before either runs.
+        (
+            &["dma", "sim", "--size", "1", "--total", "1G"][..],
+            "for 2 configurations, the longest 1 GiB in 1 B transfers; --total sets it",
+        ),
+        // A size that is fast after one that is slow: each row's own cost, summed.
+        (
+            &["dma", "sim", "--size", "1,1M", "--dir", "h2c", "--total", "1G"],
+            "for 2 configurations, the longest 1 GiB in 1 B transfers; --total sets it",
+        ),
         (&["latency", "sim", "--samples", "1000000000"], "for 1000000000 samples; --samples sets it"),
         (&["buffers", "--buffer", "heap", "--size", "64K", "--total", "1T"], "in 64 KiB transfers; --total sets it"),
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
-            .args(args)
-            .env("PCIBENCH_SYSROOT", none())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        stderr.read_line(&mut first).unwrap();
-        interrupt(&child);
-        let mut rest = String::new();
-        stderr.read_to_string(&mut rest).unwrap();
-        let o = child.wait_with_output().unwrap();
+        let (first, rest, code) = first_line_then_ctrl_c(args);
         assert!(first.starts_with("pcibench: about ") && first.trim_end().ends_with(work), "{args:?}: {first}{rest}");
-        assert_eq!(o.status.code(), Some(130), "{args:?}: {first}{rest}");
+        assert_eq!(code, Some(130), "{args:?}: {first}{rest}");
         assert!(!rest.contains('\r') && !rest.contains("eta"), "{args:?}: a bar in a pipe: {rest:?}");
     }
+}
+
+/// Run pcibench with `args`, its stderr a pipe; once it printed its first stderr line, SIGINT.
+/// Returns that line, the rest of stderr and the exit code.
+fn first_line_then_ctrl_c(args: &[&str]) -> (String, String, Option<i32>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
+        .args(args)
+        .env("PCIBENCH_SYSROOT", none())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    interrupt(&child);
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let o = child.wait_with_output().unwrap();
+    (first, rest, o.status.code())
 }
 
 /// On a terminal (a pty from util-linux `script`) the long run shows its bar; the same run's
@@ -115,7 +131,7 @@ fn the_progress_bar_shows_on_a_terminal() {
     }
     let text = String::from_utf8_lossy(&seen);
     assert!(
-        text.contains("pcibench: about ") && text.contains("for 1 GiB in 1 B transfers; --total sets it"),
+        text.contains("pcibench: about ") && text.contains("the longest 1 GiB in 1 B transfers; --total sets it"),
         "{text}"
     );
     assert!(text.contains("[") && text.contains("eta"), "{text}");
@@ -137,4 +153,72 @@ fn pio_rows_without_a_total_are_sized_by_time_and_a_given_total_is_kept() {
     let o = common::pcibench(none(), &[&args[..], &["--total", "64K"]].concat());
     assert!(o.status.success(), "{}", err(&o));
     assert_eq!(common::json(&o)["results"][0]["stats"]["transfers"], 65536, "the total given, whole");
+}
+
+/// `pcibench serve sim --no-mmap` on a socket in a fresh directory: every BAR access of the served
+/// card is a message round trip (tens of µs here), a device whose reads are slow. Killed when dropped.
+struct Served(Child, tempfile::TempDir);
+
+impl Served {
+    fn start() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("dev.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
+            .args(["serve", "sim", "--no-mmap", "--socket", socket.to_str().unwrap()])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Bounded wait for the listener (a slow host takes longer, never a different result).
+        let until = Instant::now() + Duration::from_secs(60);
+        while !socket.exists() {
+            assert!(Instant::now() < until, "pcibench serve never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Served(child, dir)
+    }
+
+    fn device(&self) -> String {
+        format!("vfio-user:{}", self.1.path().join("dev.sock").display())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `latency` without --samples sizes each row by time: on a card whose every read is a socket
+/// round trip, each row's measured time (samples × mean) is about half a second, whatever the
+/// host's speed, where the old fixed 100,000 samples took seconds a row. A count given that would
+/// take long is said first, in one line.
+#[test]
+fn latency_rows_without_samples_are_sized_by_time_and_a_long_count_is_estimated() {
+    let served = Served::start();
+    let dev = served.device();
+    let o = common::pcibench(none(), &["latency", &dev, "--json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v = common::json(&o);
+    let rows = v["results"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for r in rows {
+        let l = &r["latency"];
+        let n = l["samples"].as_u64().unwrap();
+        assert!((10..=100_000).contains(&n), "{l}");
+        // Sized by time: fewer than the cap, or the whole cap within the half second (the mean has
+        // the shells subtracted, so it is at most the row's own time); bounded either way, however
+        // loaded the host.
+        let secs = n as f64 * l["mean_ns"].as_f64().unwrap() * 1e-9;
+        assert!(n < 100_000 || secs < 0.5, "{secs} s measured in {n} samples");
+        assert!(secs < 5.0, "{secs} s measured in {n} samples");
+    }
+    assert!(err(&o).is_empty(), "nothing long to announce: {}", err(&o));
+
+    let (first, rest, code) = first_line_then_ctrl_c(&["latency", &dev, "--samples", "100000000"]);
+    assert!(
+        first.starts_with("pcibench: about ") && first.trim_end().ends_with("for 100000000 samples; --samples sets it"),
+        "{first}{rest}"
+    );
+    assert_eq!(code, Some(130), "{first}{rest}");
 }

@@ -59,6 +59,15 @@ fn dma_on_each_sim_card_traces_its_registers_buffers_descriptors_and_writebacks(
         );
         let report: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert!(report["warnings"].to_string().contains("traced to"), "{card}: the report says it was traced");
+        // Each row says what tracing cost it, from a calibration (issue 43): a positive cost per
+        // line, the lines its timed samples wrote (fewer than the whole trace), a share.
+        for row in report["results"].as_array().unwrap() {
+            let notes = row["notes"].as_array().unwrap();
+            let n = notes.iter().find(|n| n["note"] == "tracing").unwrap_or_else(|| panic!("{card}: {row}"));
+            let (events, ns, pct) =
+                (n["events"].as_u64().unwrap(), n["ns_per_event"].as_f64().unwrap(), n["share_pct"].as_f64().unwrap());
+            assert!(events > 0 && events < l.len() as u64 && ns > 0.0 && pct > 0.0 && pct <= 100.0, "{card}: {n}");
+        }
         assert_eq!(count(&l, "measure"), 1);
         assert_eq!(l.iter().find(|x| x["ev"] == "measure").unwrap()["kind"], "dma");
         // Both directions, each verified: descriptors for every transfer, the writebacks seen.

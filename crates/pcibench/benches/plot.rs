@@ -8,25 +8,14 @@ use pcibench::access::Via;
 use pcibench::bench::result::{Kind, LatencyFigures, Report, Row, Verify};
 use pcibench::bench::sample::stats::Samples;
 use pcibench::direction::Direction;
+use pcibench::host::Host;
 use pcibench::report::plot::{self, Input};
-use pcibench::results::saved::{SavedRun, FORMAT, VERSION};
+use pcibench::results::saved::SavedRun;
 use std::time::Instant;
 
+/// A saved run of `reports` as the library makes one (no device; a host with no kernel state).
 fn run_of(reports: Vec<Report>) -> SavedRun {
-    SavedRun {
-        format: FORMAT.into(),
-        version: VERSION,
-        command: "dma".into(),
-        context: None,
-        device: None,
-        via: Some(Via::Sim),
-        addressing: None,
-        iommu: None,
-        link_health: None,
-        reports,
-        notes: Vec::new(),
-        request: None,
-    }
+    SavedRun::new(&Host::with_root("/nonexistent-root"), "dma", None, reports, Vec::new())
 }
 
 /// `curves` DMA curves (queue counts tell them apart) of `points` sizes each.

@@ -11,10 +11,11 @@ use pcibench::access::Via;
 use pcibench::bench::result::{Kind, Report, Row, Verify};
 use pcibench::bench::sample::stats::Samples;
 use pcibench::direction::Direction;
+use pcibench::host::Host;
 use pcibench::report::openmetrics;
 use pcibench::report::plot::{self, Input};
 use pcibench::results::compare;
-use pcibench::results::saved::{self, SavedRun, FORMAT, VERSION};
+use pcibench::results::saved::{self, SavedRun};
 use std::path::Path;
 use std::time::Instant;
 
@@ -32,20 +33,8 @@ fn run_of(n: usize, scale: f64) -> SavedRun {
             r
         })
         .collect();
-    SavedRun {
-        format: FORMAT.into(),
-        version: VERSION,
-        command: "dma".into(),
-        context: None,
-        device: None,
-        via: Some(Via::Sim),
-        addressing: None,
-        iommu: None,
-        link_health: None,
-        reports,
-        notes: Vec::new(),
-        request: None,
-    }
+    // As the library makes one: no device, a host with no kernel state.
+    SavedRun::new(&Host::with_root("/nonexistent-root"), "dma", None, reports, Vec::new())
 }
 
 /// Seconds `f` takes, the best of `tries` (the least disturbed by the rest of the host).

@@ -100,10 +100,17 @@ fn processes_that_cannot_be_checked_are_a_warning_not_a_pass() {
         Severity::Warn,
         "no use found, but could not check PID 4000 (/proc/PID/fd cannot be listed (Not a directory (os error 20)))",
     );
-    assert_eq!(fix(&r, "in-use"), "run it as root to check every process: sudo pcibench doctor 0000:00:04.0");
-    // Not a use: the path stays ready, with the warning.
+    expect(&r, "in-use", Severity::Warn, "the in-use check was incomplete");
+    // Root is never told to run as root (a sandbox denied it even that): the check from the host.
+    assert_eq!(
+        fix(&r, "in-use"),
+        "run pcibench doctor 0000:00:04.0 on the host itself (outside this container or sandbox), where every process can be read"
+    );
+    // Not a use: the path that takes nothing (sysfs, no driver to unbind) stays ready, with the warning.
     assert!(r.recommended.ready, "{:#?}", r.recommended);
     assert_eq!(r.exit_code(), 1);
+    let r = doc(&t, EDU, &user());
+    assert_eq!(fix(&r, "in-use"), "run it as root to check every process: sudo pcibench doctor 0000:00:04.0");
     // A process mapping its BAR through sysfs is a use, named, even when others cannot be checked.
     let res0 = t.path(&format!("{}/resource0", t.devdir(EDU)));
     let shown = format!("/{}", res0.strip_prefix(t.root()).unwrap().display());
@@ -113,6 +120,38 @@ fn processes_that_cannot_be_checked_are_a_warning_not_a_pass() {
     let r = doc(&t, EDU, &root());
     expect(&r, "in-use", Severity::Fail, &format!("in use by the running system: mapped by PID 4001 (fpga_tool) for reading and writing: {shown}; could not check PID 4000"));
     offers_nothing_that_takes(&r);
+}
+
+/// Issue 43: a device bound to a driver whose in-use check could not read every process (PID 1
+/// denied even to root in a sandbox) is not offered to `setup --vfio` as if it were free: the
+/// check comes first (as another user: the same check as root; as root: from the host itself),
+/// the setup after it.
+#[test]
+fn an_incomplete_in_use_check_comes_before_setup() {
+    let t = Tree::new();
+    t.edu().iommu().bind(EDU, "e1000e").group(EDU, 5);
+    t.file("proc/1/comm", "init\n").file("proc/1/fd", "");
+    let r = doc(&t, EDU, &root());
+    let rec = &r.recommended;
+    assert!(!rec.ready && rec.via.is_none(), "{rec:#?}");
+    assert_eq!(rec.command, None, "as root nothing here completes the check: {rec:#?}");
+    assert_eq!(rec.then.first().map(String::as_str), Some("sudo pcibench setup 0000:00:04.0 --vfio"));
+    assert!(rec.blocked_by.contains(&"in-use"), "{rec:#?}");
+    assert!(
+        rec.summary.starts_with("none until the in-use check is complete: could not check PID 1 (")
+            && rec.summary.contains("run pcibench doctor 0000:00:04.0 on the host itself")
+            && rec.summary.ends_with("then sudo pcibench setup 0000:00:04.0 --vfio"),
+        "{}",
+        rec.summary
+    );
+    let text = render_text(&r);
+    assert!(!text.contains("run it as root"), "{text}");
+
+    let r = doc(&t, EDU, &user());
+    let rec = &r.recommended;
+    assert_eq!(rec.command.as_deref(), Some("sudo pcibench doctor 0000:00:04.0"), "{rec:#?}");
+    assert_eq!(rec.then.first().map(String::as_str), Some("sudo pcibench setup 0000:00:04.0 --vfio"));
+    assert!(!rec.ready);
 }
 
 #[test]

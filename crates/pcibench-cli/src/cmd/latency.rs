@@ -2,6 +2,7 @@ use super::dma::parse_engine;
 use super::pio::ViaArg;
 use super::{parse_target, FormatArg, MeasureArgs, TraceArgs};
 use clap::{Args, ValueEnum};
+use pcibench::access::IrqKind;
 use pcibench::device::Target;
 use pcibench::direction::Direction;
 use pcibench::host::Host;
@@ -38,6 +39,26 @@ pub enum LoadArg {
     All,
 }
 
+/// `--irq-kind`: which interrupt to route (docs/interrupts.md).
+#[derive(Clone, Copy, ValueEnum)]
+enum IrqKindArg {
+    Auto,
+    Msix,
+    Msi,
+    Intx,
+}
+
+impl IrqKindArg {
+    fn kind(self) -> Option<IrqKind> {
+        match self {
+            IrqKindArg::Auto => None,
+            IrqKindArg::Msix => Some(IrqKind::MsiX),
+            IrqKindArg::Msi => Some(IrqKind::Msi),
+            IrqKindArg::Intx => Some(IrqKind::Intx),
+        }
+    }
+}
+
 #[derive(Args)]
 #[command(
     after_help = "Each sample is one access or one transfer, timed alone (never batched), with the timer's own cost
@@ -53,7 +74,8 @@ Examples:
   pcibench latency sim --dma --rate sweep                   DMA latency against offered load, to the knee
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
   pcibench latency sim --dma --completion both              DMA latency by polling and by interrupt, side by side
-  pcibench latency 00:01.0 --dma --completion both --allow-dma --dma-bits 32    poll against MSI (VFIO)"
+  pcibench latency 00:01.0 --dma --completion both --allow-dma --dma-bits 32    poll against MSI (VFIO)
+  pcibench latency 00:01.0 --dma --completion both --irq-kind intx --allow-dma --dma-bits 32    poll against INTx"
 )]
 pub struct LatencyArgs {
     #[arg(value_parser = parse_target, help = super::help::device())]
@@ -75,10 +97,12 @@ pub struct LatencyArgs {
     /// Also time write-then-read: the value read first is written back, then read (not needed for sim).
     #[arg(long)]
     allow_write: bool,
-    /// Samples per MMIO row (and per row under load).
-    #[arg(long, default_value_t = DEFAULT_SAMPLES)]
-    samples: u64,
-    /// Accesses run and discarded before each row (default: 1% of its samples, 1 to 1000).
+    #[arg(long, help = format!(
+        "Samples per MMIO row (and per row under load) [default: as many as half a second takes at the rate of the row's first 10, at most {DEFAULT_SAMPLES}]"
+    ))]
+    samples: Option<u64>,
+    /// Accesses run and discarded before each row (default: 1% of its samples, 1 to 1000; without
+    /// --samples, at most a tenth of the row's half second).
     #[arg(long)]
     warmup: Option<u64>,
     /// Also measure DMA latency: one transfer per sample, submission to completion.
@@ -90,6 +114,9 @@ pub struct LatencyArgs {
     /// The same as --completion irq (kept from before --completion).
     #[arg(long, conflicts_with = "completion")]
     irq: bool,
+    /// The interrupt kind completion by interrupt routes (with --completion irq or both, or --irq): auto (MSI-X, else MSI, else INTx), msix, msi or intx.
+    #[arg(long, value_enum, value_name = "KIND")]
+    irq_kind: Option<IrqKindArg>,
     /// Also time the reads while the engine streams DMA: h2c, c2h, both, or all three.
     #[arg(long, value_enum)]
     load: Option<LoadArg>,
@@ -110,7 +137,8 @@ pub struct LatencyArgs {
     /// DMA directions: h2c, c2h, or both (default).
     #[arg(long, value_enum, default_value = "both")]
     dir: LatDir,
-    /// Samples per DMA row (default: the engine's default total over the size, at most 10000; edu: 4).
+    /// Samples per DMA row (default: as many as half a second takes, at most the engine's default
+    /// total over the size and 10000; edu: 4).
     #[arg(long)]
     dma_samples: Option<u64>,
     #[arg(long, value_name = "RATE", help = super::help::rate())]
@@ -154,6 +182,13 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
         ("--card-addr", a.card_addr.is_some()),
     ];
     let dma = a.dma || a.irq || a.completion.is_some();
+    let by_irq =
+        a.irq || matches!(a.completion, Some(super::dma::CompletionArg::Irq | super::dma::CompletionArg::Both));
+    if a.irq_kind.is_some() && !by_irq {
+        anyhow::bail!(pcibench::Error::usage(
+            "--irq-kind applies to completion by interrupt: add --completion irq or --completion both (or --irq)"
+        ));
+    }
     if let Some((flag, _)) = engine_opts.iter().find(|(_, given)| *given).filter(|_| !dma && a.load.is_none()) {
         anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency or load: add --dma or --load")));
     }
@@ -198,7 +233,8 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
         offset: parse_size(&a.offset)?,
         widths,
         allow_write: a.allow_write,
-        samples: a.samples,
+        samples: a.samples.unwrap_or(DEFAULT_SAMPLES),
+        samples_by_time: a.samples.is_none(),
         warmup: a.warmup,
         dma: (a.dma || a.irq || a.completion.is_some())
             .then(|| -> anyhow::Result<DmaLatencyRequest> {
@@ -215,6 +251,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                         (None, false) => None,
                     },
                     irq: false,
+                    irq_kind: a.irq_kind.and_then(IrqKindArg::kind),
                     samples: a.dma_samples,
                     rate: super::help::rate_request(a.rate.as_deref(), a.until_p99.as_deref())?,
                 })

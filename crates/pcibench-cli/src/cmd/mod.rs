@@ -357,6 +357,8 @@ pub struct Progress {
     tty: bool,
     /// Seconds past which a configuration's estimate is said.
     long: f64,
+    /// A long estimate was said before the bar began (the whole run's): show it at once.
+    long_said: bool,
 }
 
 /// Work estimated longer than this is said before it starts (`PCIBENCH_LONG_SECS` sets another
@@ -370,7 +372,14 @@ impl Progress {
             .and_then(|s| s.parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s >= 0.0)
             .unwrap_or(LONG.as_secs_f64());
-        Progress { bar: None, start: Instant::now(), shown: false, tty: std::io::stderr().is_terminal(), long }
+        Progress {
+            bar: None,
+            start: Instant::now(),
+            shown: false,
+            tty: std::io::stderr().is_terminal(),
+            long,
+            long_said: false,
+        }
     }
 
     fn show(&mut self) {
@@ -406,6 +415,9 @@ impl pcibench::bench::sample::sampler::Progress for Progress {
         self.bar = Some(bar);
         self.start = Instant::now();
         self.shown = false;
+        if self.long_said {
+            self.show();
+        }
     }
 
     fn add(&mut self, n: u64) {
@@ -422,6 +434,7 @@ impl pcibench::bench::sample::sampler::Progress for Progress {
                 bar.suspend(|| eprintln!("pcibench: {} for {work}; {flag} sets it", about(secs)));
             } else {
                 eprintln!("pcibench: {} for {work}; {flag} sets it", about(secs));
+                self.long_said = true;
             }
             self.show();
         }

@@ -7,6 +7,8 @@ use crate::Result;
 
 /// A BAR mapped into this process: sysfs resourceN[_wc] or a VFIO region mmap.
 pub struct MappedBar {
+    /// Registered with the MMIO fault guard; declared before `map` so it unregisters first.
+    guard: Option<super::guard::Guarded>,
     map: Mmap,
     index: u8,
     mapping: Mapping,
@@ -20,7 +22,15 @@ pub struct MappedBar {
 impl MappedBar {
     pub fn new(map: Mmap, index: u8, size: u64, mapping: Mapping, via: Via) -> Self {
         let size = size.min(map.len() as u64);
-        MappedBar { map, index, mapping, via, size, writable: true }
+        MappedBar { guard: None, map, index, mapping, via, size, writable: true }
+    }
+
+    /// Register the mapping with the MMIO fault guard (`access::guard`) as a BAR of `device`,
+    /// with its config region's descriptor where the path has one: a card that vanishes under it
+    /// then reads all-ones and is named, instead of SIGBUS ending the process.
+    pub fn guarded(mut self, device: &crate::pci::PciAddress, config: Option<(std::os::fd::RawFd, u64)>) -> Self {
+        self.guard = super::guard::register(self.map.as_ptr(), self.map.len(), device, config);
+        self
     }
 
     /// Mark a read-only mapping (`Mmap::file(.., writable: false)`).

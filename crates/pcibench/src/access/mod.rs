@@ -5,6 +5,7 @@
 //! `dma` builds on `DeviceAccess::dma_path`.
 
 pub mod irq;
+pub mod irq_fds;
 pub mod mapped;
 pub mod regs;
 pub mod sim;
@@ -34,6 +35,9 @@ pub enum Via {
     Sim,
     /// A device model in another process, over the vfio-user protocol (`vfio-user:SOCKET`).
     VfioUser,
+    /// No device and no path to one: host memory measured from the CPU (`pcibench buffers`).
+    /// Saved runs before it said `sim` there.
+    Host,
 }
 
 impl fmt::Display for Via {
@@ -44,6 +48,7 @@ impl fmt::Display for Via {
             Via::VfioNoiommu => "vfio-noiommu",
             Via::Sim => "sim",
             Via::VfioUser => "vfio-user",
+            Via::Host => "host",
         })
     }
 }
@@ -303,6 +308,7 @@ pub fn open_device(
 }
 
 pub mod emergency;
+pub mod guard;
 
 /// Set or clear Bus Master Enable (command register bit 2, PCI Local Bus 3.0 §6.2.2) through
 /// the device's config space on any access path; returns the command register as it was.

@@ -98,7 +98,9 @@ impl SysfsDevice {
             let hint = self.explain(&e);
             Error::io_hint("cannot mmap", &path, e, hint)
         })?;
-        Ok(Box::new(MappedBar::new(map, index, bar.size, mapping, Via::Sysfs).writable(write)))
+        Ok(Box::new(
+            MappedBar::new(map, index, bar.size, mapping, Via::Sysfs).writable(write).guarded(&self.addr, None),
+        ))
     }
 
     fn open_file(&self, name: &str, write: bool) -> Result<File> {

@@ -116,8 +116,9 @@ pub fn run(
     plan: &BufferPlan,
     s: &mut Sampling,
 ) -> Result<Report> {
-    let mut report = Report::new(Kind::Buffers, "host", false, Via::Sim, s.overhead.median_s * 1e9);
-    report.via = Via::Sim;
+    // Host memory, reached by the CPU alone: no device's access path (each buffer names its own
+    // kind and file, a real u-dma-buf as one).
+    let mut report = Report::new(Kind::Buffers, "host", false, Via::Host, s.overhead.median_s * 1e9);
     let sizes: Vec<u64> = buffers.iter().map(|b| plan.size.unwrap_or(b.len() as u64)).collect();
     check_total(plan.total, &sizes)?;
     for (name, why) in unavailable {
@@ -169,20 +170,35 @@ pub fn run(
             pattern = pattern.successor();
             let expected = pattern.try_generate(size as usize)?;
             let mut view = buf.open(sync)?;
+            let sync_ns = if sync == Sync::Explicit { Some(sync_cost(s.clock, view.as_mut(), size)?) } else { None };
             for (dir, r) in [(Direction::H2c, &mut wr), (Direction::C2h, &mut rd)] {
                 // Page-aligned host side, as in the PIO runner (mmio::HostBuf says why).
                 let mut host =
                     if dir == Direction::H2c { HostBuf::copy_of(&expected)? } else { HostBuf::zeroed(size as usize)? };
                 let mut parts = Vec::new();
                 let clock = s.clock;
-                let sampled = s.run_within(size, plan.total, plan.budget_ns, |k| {
+                let sampled = match s.run_within(size, plan.total, plan.budget_ns, |k| {
                     for _ in 0..k {
                         parts.push(access(clock, view.as_mut(), (acc, sync, w, mem), dir, &mut host)?);
                     }
                     Ok(())
-                })?;
+                }) {
+                    // The device whose buffers these are stopped answering (the sampler watches
+                    // it between samples): the rows before are kept, the one line says so.
+                    Err(Error::Gone(what)) => {
+                        let device = s.health.and_then(|h| h.functions().next().map(str::to_string));
+                        report.gone = Some(super::gone::line(device.as_deref().unwrap_or("the device"), &what, s));
+                        break 'all;
+                    }
+                    r => r?,
+                };
                 r.measured(&sampled, None, s.overhead.median_s * 1e9);
                 r.parts = Some(parts_of(&parts));
+                if let (Some(ns), Some(t)) = (sync_ns, r.traced.filter(|t| t.secs > 0.0)) {
+                    // Every access syncs once each way: what that costs the row (issue 43).
+                    let share_pct = (ns * sampled.measured() as f64 * 1e-9 / t.secs * 100.0).min(100.0);
+                    r.notes.push(Note::SyncCost { ns_per_access: ns, share_pct });
+                }
                 if sampled.interrupted {
                     r.notes.push(Note::Interrupted { engine: None });
                     report.interrupted = true;
@@ -211,6 +227,26 @@ pub fn run(
         }
     }
     Ok(report)
+}
+
+/// Syncs timed at setup, median taken.
+const SYNC_PROBES: usize = 9;
+
+/// What one access's syncs cost (for the CPU, then for the device, of the whole `size`), timed on
+/// `clock` once per view before its rows: the median of `SYNC_PROBES` pairs, in ns. On u-dma-buf
+/// that is the packed command's write(2) and the driver's dma_sync_single_for_*.
+fn sync_cost(clock: &dyn Clock, view: &mut dyn CpuView, size: u64) -> Result<f64> {
+    let mut t = Vec::with_capacity(SYNC_PROBES);
+    for _ in 0..SYNC_PROBES {
+        let t0 = clock.now_ns();
+        view.sync_for_cpu(0, size, Direction::H2c)?;
+        view.sync_for_device(0, size, Direction::H2c)?;
+        // A fake clock charges two calls of its cost model; a real one measured them.
+        clock.did(2, 0);
+        t.push(clock.now_ns().saturating_sub(t0));
+    }
+    t.sort_unstable();
+    Ok(t[SYNC_PROBES / 2] as f64)
 }
 
 /// Sync the middle half of the buffer alone: the region the interface took is checked by the
@@ -264,6 +300,38 @@ mod tests {
         assert_eq!(r.buffers[0].name, "heap");
     }
 
+    /// The device whose buffers are measured stops answering (its config space reads all-ones):
+    /// the run ends with the card-gone line, not a plain error (issue 37).
+    #[test]
+    fn a_device_that_stops_answering_ends_the_run_with_the_card_gone_line() {
+        let t = tempfile::tempdir().unwrap();
+        let fx = crate::pci::fixture::health_tree(t.path());
+        let host = crate::host::Host::with_root(t.path());
+        let probe = crate::pci::health::HealthProbe::new(&host, &"0000:03:00.0".parse().unwrap());
+        crate::pci::fixture::health_down(&fx);
+        let bufs: Vec<Box<dyn CpuBuffer>> = vec![Box::new(Anon::new(64 << 10, false).unwrap())];
+        // 10 bytes/µs: each 64 KiB access is 6.5 ms, past the 1 ms between checks.
+        let clock = FakeClock::new(10, 0, 10);
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 65536, budget_ns: None };
+        let stop = AtomicBool::new(false);
+        let mut progress = ();
+        let mut s = Sampling {
+            clock: &clock,
+            overhead: TimerOverhead::measure(&clock),
+            stop: &stop,
+            progress: &mut progress,
+            health: Some(&probe),
+        };
+        let r = run(&bufs, &[], &plan, &mut s).expect("a report, not an error");
+        let line = r.gone.as_deref().expect("the device named as gone");
+        assert!(
+            line.starts_with("0000:03:00.0 no longer answers (surprise removal, link down, or a reset): its config space reads vendor id 0xffff; upstream port 0000:00:1c.0: link down"),
+            "{line}"
+        );
+        assert!(r.results.is_empty(), "no row was measured whole");
+        assert_eq!(crate::outcome::Outcome::of_report(&r).code(), 1);
+    }
+
     #[test]
     fn u_dma_buf_every_way_in_verified_in_seed_format() {
         let (_t, h) = crate::dma::cpu::udev::testing::fixture(true);
@@ -288,6 +356,31 @@ mod tests {
             text.contains("mmap write test : sync=0 time=") && text.contains("file read  test : sync=1 time="),
             "{text}"
         );
+    }
+
+    /// Issue 43: the sync is pcibench's own cost in a cached + sync row, measured once at setup
+    /// and said. On a fake clock charging 500 ns a call and 10 ns a reading, a sync pair costs
+    /// 1010 ns; only the explicit-sync rows say it.
+    #[test]
+    fn a_sync_row_says_what_its_syncs_cost_measured_at_setup() {
+        let (_t, h) = crate::dma::cpu::udev::testing::fixture(true);
+        let bufs: Vec<Box<dyn CpuBuffer>> =
+            vec![Box::new(crate::dma::cpu::udev::UDmaBuf::open(&h, "udmabuf0", Some(16384)).unwrap())];
+        let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 16384, budget_ns: None };
+        let r = go(&bufs, &plan, &FakeClock::new(10, 500, 1000)).unwrap();
+        for x in &r.results {
+            let said: Vec<_> = x.notes.iter().filter(|n| matches!(n, Note::SyncCost { .. })).collect();
+            match (x.sync, said.as_slice()) {
+                (Some(Sync::Explicit), [Note::SyncCost { ns_per_access, share_pct }]) => {
+                    assert_eq!(*ns_per_access, 1010.0);
+                    assert!(*share_pct > 0.0 && *share_pct < 100.0, "{share_pct}");
+                    let text = crate::report::notes::text(said[0]);
+                    assert!(text.starts_with("sync cost about 1.0 µs per access"), "{text}");
+                }
+                (Some(Sync::OSync), []) => {}
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -14,3 +14,4 @@ pub mod pio;
 pub mod rate;
 pub mod result;
 pub mod sample;
+pub mod trace_cost;

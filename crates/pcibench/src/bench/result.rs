@@ -83,6 +83,11 @@ pub enum Verify {
     Unverified {
         reason: String,
     },
+    /// The far end's own checker rejected what it received (a stream design's H2C checker,
+    /// which says whether, not where): why, in words.
+    Rejected {
+        reason: String,
+    },
 }
 
 /// A remark about a row, as data; `report::notes` puts it in words.
@@ -114,6 +119,12 @@ pub enum Note {
     EngineCounters { counters: crate::dma::EngineCounters, bytes: u64, elapsed_s: f64 },
     /// A sync of part of the buffer: what the interface took, or why it failed.
     PartialSync { offset: u64, size: u64, error: Option<String> },
+    /// `--trace` wrote `events` lines during this row's timed samples, each costing about
+    /// `ns_per_event` (measured once, writing to a file beside the trace): `share_pct` of its time.
+    Tracing { events: u64, ns_per_event: f64, share_pct: f64 },
+    /// Each access of this row synced the buffer for the CPU and for the device, which cost about
+    /// `ns_per_access` (measured once when the buffer was opened): `share_pct` of its time.
+    SyncCost { ns_per_access: f64, share_pct: f64 },
 }
 
 impl Note {
@@ -188,10 +199,6 @@ pub struct Row {
     /// the row's `latency` is then measured from each transfer's scheduled submission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateFigures>,
-    /// DMA on a stream (XDMA AXI4-Stream): packets per second at the median rate, one packet
-    /// per transfer (absent elsewhere, and in runs saved before streams).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub packets_per_s: Option<f64>,
     /// The link model's limit for this direction and size, where a PCIe link bounds the figure.
     pub limit_mbps: Option<f64>,
     pub efficiency_pct: Option<f64>,
@@ -204,7 +211,25 @@ pub struct Row {
     /// DMA: the engine's own figures from its performance counters, beside the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<super::counters::EngineFigures>,
+    /// Stream DMA (XDMA AXI4-Stream, QDMA ST): the bytes of one packet (a transfer is one or
+    /// more equal packets) and the packets per second at the median (absent elsewhere, and in
+    /// runs saved before streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets_per_s: Option<f64>,
     pub notes: Vec<Note>,
+    /// What the row's timed samples reported to a `--trace`, for the note on its cost (set by
+    /// the sampler's figures; not saved: the note is).
+    #[serde(skip)]
+    pub traced: Option<Traced>,
+}
+
+/// A row's traced events and the time its samples took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Traced {
+    pub events: u64,
+    pub secs: f64,
 }
 
 impl Row {
@@ -234,19 +259,29 @@ impl Row {
             completion: None,
             load: None,
             rate: None,
-            packets_per_s: None,
             limit_mbps: None,
             efficiency_pct: None,
             verify: None,
             pattern_sha256: None,
             engine: None,
+            packet_bytes: None,
+            packets_per_s: None,
             notes: Vec::new(),
+            traced: None,
         }
     }
 
     pub fn mismatch(&self) -> Option<&Mismatch> {
         match &self.verify {
             Some(Verify::Mismatch { mismatch }) => Some(mismatch),
+            _ => None,
+        }
+    }
+
+    /// Why the far end's checker rejected the row's data, if it did.
+    pub fn rejected(&self) -> Option<&str> {
+        match &self.verify {
+            Some(Verify::Rejected { reason }) => Some(reason),
             _ => None,
         }
     }
@@ -272,6 +307,7 @@ impl Row {
             self.notes.push(Note::Batched { transfers: sampled.samples.batch, timer_overhead_ns: overhead_ns });
         }
         self.stats = sampled.samples.stats();
+        self.traced = Some(Traced { events: sampled.traced, secs: sampled.samples.secs.iter().sum() });
         self.limit_mbps = limit_mbps;
         self.efficiency_pct = match (&self.stats, limit_mbps) {
             (Some(st), Some(l)) if l > 0.0 => Some(st.median_mbps / l * 100.0),
@@ -549,7 +585,7 @@ impl Report {
 
     /// Some row's data did not verify.
     pub fn mismatched(&self) -> bool {
-        self.results.iter().any(|r| r.mismatch().is_some())
+        self.results.iter().any(|r| r.mismatch().is_some() || r.rejected().is_some())
     }
 
     /// Rows that were measured (have statistics, or latency figures with samples).

@@ -292,11 +292,33 @@ pub trait Engine: Send {
     fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
         Ok(Vec::new())
     }
+    /// A stream engine's far end, which makes and checks the data (None: the engine moves data
+    /// to and from card memory).
+    fn stream_end(&mut self) -> Option<&mut dyn StreamEnd> {
+        None
+    }
     /// Whether the engine has performance counters at all (edu, umem and the NVRAM have none:
     /// a report says so once).
     fn has_counters(&self) -> bool {
         false
     }
+}
+
+/// A stream engine's far end (the vendor's example design): what it sends and accepts, and its
+/// own verdict on what it received. The runner asks an engine for one (`Engine::stream_end`):
+/// with one, C2H data is the far end's and is compared with `transfer_bytes`, H2C data is
+/// `transfer_bytes` and the far end's checker judges it; without, card memory holds the data.
+pub trait StreamEnd {
+    /// The packets one transfer of `size` bytes is cut into.
+    fn packets(&self, size: u64) -> u64;
+    /// Host bytes a C2H transfer of `size` bytes takes (whole receive buffers).
+    fn c2h_stride(&self, size: u64) -> u64;
+    /// The bytes of a transfer of `size` as the far end generates (C2H) and checks (H2C) them.
+    fn transfer_bytes(&self, size: u64) -> Vec<u8>;
+    /// Clear the far end's checker before the H2C runs of a row.
+    fn clear_checker(&mut self) -> Result<()>;
+    /// The checker's verdict on every H2C packet since it was cleared: Ok, or why not.
+    fn checker(&mut self) -> Result<std::result::Result<(), String>>;
 }
 
 /// Makes buffers a device can reach, on one access path (VFIO type1, no-IOMMU, u-dma-buf, sim).

@@ -56,10 +56,13 @@ fn in_use(c: &Ctx) -> Finding {
              interface, console, driver reference, process holding it open or SR-IOV function in use on it",
         ),
         // Not a pass: a process this user cannot see may hold it; setup (as root) checks again.
-        InUse::Unverified(inv) => {
-            Finding::new("in-use", Severity::Warn, format!("no use found, but {}", inv.unchecked.words()))
-                .fix(format!("run it as root to check every process: sudo pcibench doctor {}", c.addr))
-        }
+        // Never "as root" to root: a sandbox denied it even that.
+        InUse::Unverified(inv) => Finding::new(
+            "in-use",
+            Severity::Warn,
+            format!("the in-use check was incomplete: no use found, but {}", inv.unchecked.words()),
+        )
+        .fix(super::complete_check(c).1),
         InUse::Used(inv) => {
             let steps = inv.free_steps();
             let fix = if !inv.can_be_freed() {

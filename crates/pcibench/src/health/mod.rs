@@ -104,8 +104,40 @@ pub struct FunctionHealth {
     /// Link Status `BWMgmt` (LBMS: the link retrained or changed bandwidth) and `ABWMgmt` (LABS:
     /// it did so on its own) when set; None: not readable.
     pub link_status: Option<Vec<&'static str>>,
+    /// The Command register as read (within the 64 bytes any reader may read); None: not
+    /// readable.
+    pub command: Option<CommandRegister>,
     /// What is wrong now, worst first.
     pub findings: Vec<Finding>,
+}
+
+/// The Command register's bits that say whether a function can be used (PCI Local Bus 3.0
+/// §6.2.2): Memory Space (its memory BARs answer), Bus Master (it may start DMA), Interrupt
+/// Disable (it may not assert INTx).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CommandRegister {
+    pub value: u16,
+    pub memory: bool,
+    pub bus_master: bool,
+    pub intx_disable: bool,
+}
+
+impl CommandRegister {
+    pub fn from_raw(value: u16) -> Self {
+        use crate::pci::config::{CMD_BUS_MASTER, CMD_INTX_DISABLE, CMD_MEMORY};
+        CommandRegister {
+            value,
+            memory: value & CMD_MEMORY != 0,
+            bus_master: value & CMD_BUS_MASTER != 0,
+            intx_disable: value & CMD_INTX_DISABLE != 0,
+        }
+    }
+
+    /// As lspci -vvv's Control line says them: `Mem+ BusMaster- DisINTx+`.
+    pub fn words(&self) -> String {
+        let f = |b: bool| if b { '+' } else { '-' };
+        format!("Mem{} BusMaster{} DisINTx{}", f(self.memory), f(self.bus_master), f(self.intx_disable))
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -223,7 +255,9 @@ pub fn check(host: &Host, named: &[PciAddress], previous: Option<&state::State>)
             without_link += 1;
             continue;
         }
-        functions.push(function(&info, &cfg, &st, pcie, is_named, compare));
+        let mut ignored = Vec::new();
+        let memory_bars = sysfs::read_bars(&dir, &mut ignored).iter().any(|b| b.is_memory());
+        functions.push(function(&info, &cfg, &st, pcie, is_named, compare, memory_bars));
         states.push(st);
     }
     let (changes, previous_time) = match previous {
@@ -280,6 +314,7 @@ fn function(
     pcie: bool,
     named: bool,
     compare: bool,
+    memory_bars: bool,
 ) -> FunctionHealth {
     let mut findings = Vec::new();
     // A link that reads down has no current speed, whatever Link Status' speed field still holds.
@@ -315,6 +350,21 @@ fn function(
                 "does not answer config reads (the header reads all ones): its link is down, or it is in reset or dead"
                     .into(),
         });
+    }
+    // Memory Space Enable off on a function a driver (or vfio-pci) holds: its BARs do not
+    // answer; a driver enables it when it binds (pci_enable_device_mem), so it was cleared since:
+    // a reset (the register reads 0 after one, PCIe Base 6.0 §7.5.1.1.3) or another process.
+    let command = st.command.filter(|c| *c != 0xffff).map(CommandRegister::from_raw);
+    if let (Some(c), Some(_), true) = (command, &info.driver, memory_bars) {
+        if !c.memory {
+            findings.push(Finding {
+                level: Level::Failure,
+                what: format!(
+                    "Memory Space is off: the BARs of {} do not answer (a reset or another process cleared it)",
+                    info.address
+                ),
+            });
+        }
     }
     if let Some(l) = &link {
         if l.up == Some(false) {
@@ -373,6 +423,7 @@ fn function(
         aer,
         device_status: bits(st.devsta, &devsta_names),
         link_status: bits(st.lnksta, &LNKSTA_BITS),
+        command,
         findings,
     }
 }

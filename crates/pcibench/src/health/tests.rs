@@ -1,7 +1,8 @@
 use super::state::{self, State};
 use super::*;
 use crate::pci::fixture::{
-    health_degrade, health_down, health_errors, health_retrain, health_tree, Fixture, ENDPOINT, ROOT_PORT,
+    health_degrade, health_down, health_errors, health_memory_off, health_retrain, health_tree, Fixture, ENDPOINT,
+    ROOT_PORT,
 };
 
 fn tree() -> (tempfile::TempDir, Fixture, Host) {
@@ -263,4 +264,70 @@ fn an_integrated_endpoint_has_no_link_to_judge() {
     let r = run(&h, None);
     assert!(f(&r, "0000:00:08.0").link.is_none());
     assert_eq!(r.status, Status::Healthy);
+}
+
+/// Every function's Command register is read and shown; an endpoint whose driver stays bound
+/// while its Memory Space Enable is cleared (issue 37: another process, or a reset) is a failure
+/// named as such, and the state diff names the change; a bridge without memory BARs, or a
+/// function no driver holds, is not flagged for it.
+#[test]
+fn memory_space_cleared_under_a_bound_driver_is_named() {
+    let (_t, fx, h) = tree();
+    let first = run(&h, None);
+    let ep = f(&first, "0000:03:00.0");
+    let c = ep.command.expect("the command register is within the 64 bytes anyone reads");
+    assert_eq!((c.value, c.memory, c.bus_master, c.intx_disable), (0x0006, true, true, false));
+    assert_eq!(c.words(), "Mem+ BusMaster+ DisINTx-");
+    assert!(ep.findings.is_empty(), "{:?}", ep.findings);
+
+    health_memory_off(&fx);
+    let r = run(&h, Some(&state_of(&first)));
+    assert_eq!(r.status, Status::Failure);
+    let ep = f(&r, "0000:03:00.0");
+    assert_eq!(ep.command.unwrap().words(), "Mem- BusMaster+ DisINTx-");
+    let what: Vec<&str> = ep.findings.iter().map(|x| x.what.as_str()).collect();
+    assert_eq!(
+        what,
+        ["Memory Space is off: the BARs of 0000:03:00.0 do not answer (a reset or another process cleared it)"]
+    );
+    assert_eq!(ep.findings[0].level, Level::Failure);
+    assert_eq!(
+        changes(&r),
+        [(
+            Level::Failure,
+            "Memory Space Enable of 0000:03:00.0 was cleared (command register 0x0006 to 0x0004): its BARs do not answer (a reset, or another process cleared it)".to_string()
+        )]
+    );
+    let table = crate::report::health::table(&r, None, false);
+    assert!(table.lines().nth(1).unwrap().contains("COMMAND"), "{table}");
+    assert!(table.contains("Mem- BusMaster+ DisINTx-"), "{table}");
+
+    // Without a driver, or on a port with no memory BARs, Memory Space off is no finding.
+    fx.at("0000:00:1d.0").config(&{
+        let mut c = crate::pci::fixture::pcie_config(ROOT_PORT, (3, 4), (3, 4), 0, 0);
+        c[4] = 0;
+        c
+    });
+    std::fs::remove_file(fx.at("0000:03:00.0").dir.join("driver")).unwrap();
+    let r = run(&h, None);
+    assert!(f(&r, "0000:03:00.0").findings.is_empty());
+    assert!(f(&r, "0000:00:1d.0").findings.is_empty());
+    assert_eq!(f(&r, "0000:00:1d.0").command.unwrap().words(), "Mem- BusMaster- DisINTx-");
+}
+
+/// A state file written before the Command register was kept still reads, and compares nothing
+/// about it.
+#[test]
+fn an_older_state_without_the_command_register_still_compares() {
+    let (_t, fx, h) = tree();
+    let mut st = state_of(&run(&h, None));
+    for x in &mut st.functions {
+        x.command = None;
+    }
+    let json = serde_json::to_string(&st).unwrap().replace(",\"command\":null", "");
+    assert!(!json.contains("command"), "{json}");
+    let old: State = serde_json::from_str(&json).unwrap();
+    health_memory_off(&fx);
+    let r = run(&h, Some(&old));
+    assert!(changes(&r).is_empty(), "{:?}", changes(&r));
 }

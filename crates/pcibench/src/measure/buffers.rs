@@ -56,6 +56,56 @@ pub fn measure(host: &Host, session: Option<&Session>, r: &BuffersRequest, hooks
         budget_ns: r.total.is_none().then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
     };
     let bytes = plan.total.saturating_mul(2 * bufs.len() as u64);
-    Measuring::on_host(context)
-        .run(&MONOTONIC, "buffers", bytes, hooks, |s| buffers::run(&bufs, &unavailable, &plan, s))
+    // A total given: the whole run (every buffer, access and sync) is estimated first.
+    let probe = plan.budget_ns.is_none();
+    Measuring::on_host(context).watching(session.and_then(|s| s.health())).run_summed(
+        &MONOTONIC,
+        "buffers",
+        bytes,
+        hooks,
+        probe,
+        |s| buffers::run(&bufs, &unavailable, &plan, s),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Via;
+    use crate::measure::{BuffersRequest, Common};
+    use crate::mmio::Width;
+    use std::sync::atomic::AtomicBool;
+
+    /// Issue 43: a real u-dma-buf is host memory reached by the CPU, no device's access path: the
+    /// report says `"via": "host"` (not a simulated card's `sim`) beside `"simulated": false`, and
+    /// the buffer names its kind and its file. A saved run from before `host` (`"via": "sim"`)
+    /// still reads.
+    #[test]
+    fn a_u_dma_buf_is_host_memory_of_its_own_kind_and_file() {
+        let (_t, host) = crate::dma::cpu::udev::testing::fixture(true);
+        let r = BuffersRequest {
+            device: None,
+            kinds: vec![Kind::UDmaBuf("udmabuf0".into()), Kind::Heap],
+            size: Some(4096),
+            total: Some(16 << 10),
+            widths: vec![Width::B64],
+            common: Common::default(),
+        };
+        let stop = AtomicBool::new(false);
+        let mut progress = ();
+        let mut hooks = Hooks { stop: &stop, progress: &mut progress, trace: None };
+        let report = measure(&host, None, &r, &mut hooks).unwrap();
+        assert_eq!((report.device.as_str(), report.via, report.simulated), ("host", Via::Host, false));
+        let kinds: Vec<_> = report.buffers.iter().map(|b| (b.kind.as_deref(), b.path.clone())).collect();
+        let dev = host.path("/dev/udmabuf0").display().to_string();
+        assert_eq!(kinds, [(Some("u-dma-buf"), Some(dev)), (Some("heap"), None)]);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!((&json["via"], &json["simulated"]), (&serde_json::json!("host"), &serde_json::json!(false)));
+        assert!(report.results.iter().all(|x| x.verify == Some(crate::bench::result::Verify::Ok)));
+
+        let mut old = json;
+        old["via"] = "sim".into();
+        let old: Report = serde_json::from_value(old).unwrap();
+        assert_eq!((old.via, old.buffers.len()), (Via::Sim, 2));
+    }
 }

@@ -104,7 +104,7 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
     dma::check(rig.engine.as_ref(), &plan)?;
     // The vectors the engine signals on, of the best kind the function offers (`--completion`).
     let irq = match r.completion {
-        Some(c) if c != CompletionMode::Poll => Some(super::completion::route(session, rig.engine.as_ref())?),
+        Some(c) if c != CompletionMode::Poll => Some(super::completion::route(session, rig.engine.as_ref(), None)?),
         _ => None,
     };
     let out = run(session, r, hooks, &mut rig, irq.as_deref(), &plan, window_note);
@@ -124,17 +124,21 @@ fn run(
     window_note: Option<String>,
 ) -> Result<Report> {
     let m = Measuring::start(session, &r.common)?;
+    // Each configuration once per way of seeing completion (`--completion both`: two rows).
     let ways = plan.completions.len().max(1);
     let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1) * ways;
-    let setup = DmaSetup {
-        dev: session.dev.as_ref(),
-        device: &session.device,
-        engine: rig.engine.as_mut(),
-        alloc: rig.alloc.as_ref(),
-        irq,
-    };
-    let mut report =
-        m.run(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, |s| dma::run(setup, plan, s))?;
+    // A total given over several configurations: the whole run is estimated first (not traced).
+    let probe = plan.budget_ns.is_none() && rows > 1 && session.tracer().is_none();
+    let mut report = m.run_summed(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, probe, |s| {
+        let setup = DmaSetup {
+            dev: session.dev.as_ref(),
+            device: &session.device,
+            engine: rig.engine.as_mut(),
+            alloc: rig.alloc.as_ref(),
+            irq,
+        };
+        dma::run(setup, plan, s)
+    })?;
     report.warnings.extend(window_note);
     report.interrupts = irq.map(|i| i.describe());
     Ok(report)

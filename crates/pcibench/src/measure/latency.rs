@@ -32,6 +32,7 @@ pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<Lat
         offset: r.offset,
         allow_write: session.may_write(r.allow_write),
         samples: r.samples,
+        budget_ns: r.samples_by_time.then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
         warmup: r.warmup,
         dma: r.dma.as_ref().map(|d| DmaLatency {
             dirs: d.dirs.clone(),
@@ -95,10 +96,11 @@ pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Resu
         let option = if r.dma.is_some() { "--dma" } else { "--load" };
         rig = Some(session.open_dma_for(option, &r.engine)?);
     }
-    // The vectors the engine signals on, of the best kind the function offers.
+    // The vectors the engine signals on, of the kind asked for (`--irq-kind`) or the best the
+    // function offers.
     let irq = match (&rig, &r.dma) {
         (Some(g), Some(d)) if d.mode() != super::CompletionMode::Poll => {
-            Some(super::completion::route(session, g.engine.as_ref())?)
+            Some(super::completion::route(session, g.engine.as_ref(), d.irq_kind)?)
         }
         _ => None,
     };

@@ -20,6 +20,7 @@ pub use self::suite::SuiteReport;
 use crate::bench::context::{Context, Placement};
 use crate::bench::result::Report;
 use crate::bench::sample::clock::Clock;
+use crate::bench::sample::estimate::{Probe, Said};
 use crate::bench::sample::sampler::{Progress, Sampling};
 use crate::host::Host;
 use crate::pci::health::{HealthProbe, Snapshot};
@@ -92,6 +93,19 @@ impl Session {
                 t.path().display()
             ));
         }
+        if let Some(t) = self.tracer() {
+            // What that cost each row, measured now that the rows are done (issue 43). A
+            // directory that takes no second file leaves the rows without the figure, not the run.
+            if let Ok(ns) = crate::bench::trace_cost::per_event_ns(t.path(), &crate::bench::sample::clock::MONOTONIC) {
+                let reports = match &mut measured {
+                    Measured::Report(r) => vec![r],
+                    Measured::Suite(s) => s.pio.iter_mut().chain(s.dma.iter_mut()).collect(),
+                };
+                for r in reports {
+                    crate::bench::trace_cost::annotate(r, ns);
+                }
+            }
+        }
         Ok(measured)
     }
 }
@@ -133,6 +147,14 @@ impl Measuring {
         Measuring { context, limit_note: None, health: None, health_start: None }
     }
 
+    /// Watch `health` (a device's link and whether it still answers) while measuring host
+    /// memory: `buffers` of a device's DMA buffers stops with the card-gone line when it goes.
+    pub fn watching(mut self, health: Option<HealthProbe>) -> Measuring {
+        self.health_start = health.as_ref().map(|h| h.snapshot());
+        self.health = health;
+        self
+    }
+
     /// Run `runner` with the sampling loop on `clock`, its progress as `what` over `bytes`, then
     /// attach the context (with what changed in the link's health since the start) and the
     /// limit note to its report.
@@ -144,10 +166,46 @@ impl Measuring {
         hooks: &mut Hooks,
         runner: impl FnOnce(&mut Sampling) -> Result<Report>,
     ) -> Result<Report> {
-        hooks.progress.begin(what, bytes);
-        let mut sampling = Sampling::new(clock, hooks.stop, &mut *hooks.progress, self.health.as_ref());
+        self.run_on(clock, what, bytes, hooks.stop, &mut *hooks.progress, runner)
+    }
+
+    /// `run`, and with `probe` (a run of several configurations, each moving a total the user
+    /// gave) the whole run's time is said first: a probe pass takes each configuration to the end
+    /// of its calibration (`bench::sample::estimate`) and their times are summed, so `--size
+    /// 1,64M` is estimated by what each size costs. The run then says no configuration's again.
+    pub fn run_summed(
+        &self,
+        clock: &dyn Clock,
+        what: &str,
+        bytes: u64,
+        hooks: &mut Hooks,
+        probe: bool,
+        mut runner: impl FnMut(&mut Sampling) -> Result<Report>,
+    ) -> Result<Report> {
+        if !probe || !hooks.progress.estimates() {
+            return self.run_on(clock, what, bytes, hooks.stop, &mut *hooks.progress, runner);
+        }
+        let mut p = Probe::default();
+        runner(&mut Sampling::new(clock, hooks.stop, &mut p, self.health.as_ref()))?;
+        if let Some((secs, work)) = p.total().filter(|_| !hooks.stop.load(std::sync::atomic::Ordering::Relaxed)) {
+            hooks.progress.estimate(secs, &work, "--total");
+        }
+        self.run_on(clock, what, bytes, hooks.stop, &mut Said(&mut *hooks.progress), runner)
+    }
+
+    fn run_on(
+        &self,
+        clock: &dyn Clock,
+        what: &str,
+        bytes: u64,
+        stop: &AtomicBool,
+        progress: &mut dyn Progress,
+        runner: impl FnOnce(&mut Sampling) -> Result<Report>,
+    ) -> Result<Report> {
+        progress.begin(what, bytes);
+        let mut sampling = Sampling::new(clock, stop, &mut *progress, self.health.as_ref());
         let mut report = runner(&mut sampling)?;
-        hooks.progress.end();
+        progress.end();
         let mut context = self.context.clone();
         if let (Some(h), Some(start)) = (&self.health, &self.health_start) {
             context.link_health = Some(crate::pci::health::changes(start, &h.snapshot()));

@@ -57,5 +57,10 @@ pub fn measure(session: &Session, r: &PioRequest, hooks: &mut Hooks) -> Result<R
         )));
     }
     let m = Measuring::start(session, &r.common)?;
-    m.run(&MONOTONIC, "pio", plan.planned_bytes(), hooks, |s| pio::run(session.dev.as_ref(), &session.device, &plan, s))
+    // A total given over several configurations: the whole run is estimated first (not traced:
+    // the trace holds what the user asked for).
+    let probe = plan.budget_ns.is_none() && rows > 1 && session.tracer().is_none();
+    m.run_summed(&MONOTONIC, "pio", plan.planned_bytes(), hooks, probe, |s| {
+        pio::run(session.dev.as_ref(), &session.device, &plan, s)
+    })
 }

@@ -3,7 +3,7 @@
 //! `Request` from its flags; a saved run carries the request that produced it. Every field is a
 //! choice the user made; `None` or an empty list means the library's default for it.
 
-use crate::access::{IoMode, Via};
+use crate::access::{IoMode, IrqKind, Via};
 use crate::device::Target;
 use crate::direction::Direction;
 use crate::mmio::Width;
@@ -186,6 +186,10 @@ pub struct DmaLatencyRequest {
     /// those files mean what they meant; never written.
     #[serde(default, skip_serializing)]
     pub irq: bool,
+    /// The interrupt kind to route for completion by interrupt (None: the best the function has,
+    /// MSI-X, MSI, INTx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_kind: Option<IrqKind>,
     /// Samples per row (None: the engine's default total over the size, at most 10000).
     pub samples: Option<u64>,
     /// Submit open loop at offered rates (`--rate`), each latency from its due time.
@@ -226,6 +230,10 @@ pub struct LatencyRequest {
     /// Also time write-then-read (consent on a real device).
     pub allow_write: bool,
     pub samples: u64,
+    /// `samples` is the default, not the user's: each row also stops once its samples took
+    /// `sampler::ROW_BUDGET_NS` (issue 43). Absent in older saved runs: a count kept whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub samples_by_time: bool,
     /// None: 1% of the samples, 1 to 1000.
     pub warmup: Option<u64>,
     pub dma: Option<DmaLatencyRequest>,
@@ -378,12 +386,14 @@ mod tests {
                 widths: Some(Widths::These(vec![Width::B32, Width::V512])),
                 allow_write: true,
                 samples: 100,
+                samples_by_time: false,
                 warmup: None,
                 dma: Some(DmaLatencyRequest {
                     dirs: vec![Direction::H2c],
                     sizes: vec![64],
                     completion: Some(CompletionMode::Both),
                     irq: false,
+                    irq_kind: Some(IrqKind::Intx),
                     samples: None,
                     rate: Some(RateRequest { rates: Rates::Sweep, until_p99_ns: Some(50_000) }),
                 }),

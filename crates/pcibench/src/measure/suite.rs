@@ -7,6 +7,7 @@ use super::{DefaultSize, DmaDirs, DmaPattern, DmaRequest, Hooks, Measured, PioRe
 use super::{EngineRequest, RunRequest, Widths};
 use crate::access::IoMode;
 use crate::bench::result::Report;
+use crate::bench::sample::estimate::Said;
 use crate::direction::Direction;
 use crate::dma::engines::Detected;
 use crate::mmio::{self, Width};
@@ -143,7 +144,14 @@ pub fn measure(session: &Session, r: &RunRequest, hooks: &mut Hooks) -> Result<S
             report.notes.push(format!("{part} not run: {why} before it"));
             continue;
         }
-        let Measured::Report(measured) = session.measure(&request, hooks)? else { continue };
+        // The suite's own totals are seconds a part: no estimate, and no probe pass to make one.
+        let measured = if r.total.is_none() {
+            let quiet = &mut Said(&mut *hooks.progress);
+            session.measure(&request, &mut Hooks { stop: hooks.stop, progress: quiet, trace: hooks.trace })?
+        } else {
+            session.measure(&request, hooks)?
+        };
+        let Measured::Report(measured) = measured else { continue };
         // A card that stopped answering ends the suite too (its line is in the part's report).
         gone = measured.gone.is_some();
         stopped = measured.interrupted || gone;

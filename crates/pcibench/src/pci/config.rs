@@ -9,6 +9,8 @@ pub const COMMAND: usize = 0x04;
 pub const CMD_IO: u16 = 1 << 0;
 pub const CMD_MEMORY: u16 = 1 << 1;
 pub const CMD_BUS_MASTER: u16 = 1 << 2;
+/// Interrupt Disable (PCI Local Bus 3.0 §6.2.2, bit 10): the function may not assert INTx.
+pub const CMD_INTX_DISABLE: u16 = 1 << 10;
 const STATUS: usize = 0x06;
 const STATUS_CAP_LIST: u16 = 1 << 4;
 const HEADER_TYPE: usize = 0x0e;

@@ -310,13 +310,15 @@ impl DeviceBuilder {
 
 /// A host for `pcibench health`, every link healthy:
 /// - 0000:00:1c.0 root port (Gen3 x8 capable), AER with the long names and root-port totals, and
-///   below it 0000:03:00.0, a Gen3 x8 endpoint (10ee:7024) trained Gen3 x8, AER with the short names
+///   below it 0000:03:00.0, a Gen3 x8 endpoint (10ee:7024, a 64 KiB memory BAR0, Memory Space and
+///   Bus Master on) trained Gen3 x8, AER with the short names
 /// - 0000:00:1d.0 root port (Gen3 x4: the slot is wired x4), below it 0000:04:00.0 an x8 card at
 ///   Gen3 x4: limited by the port, not degraded (lspci would flag the endpoint)
 /// - 0000:00:1e.0 root port with an empty slot (its link is down: no verdict)
 /// - 0000:00:00.0 a host bridge (no PCIe link, no AER: not listed)
 ///
-/// `health_degrade`, `health_errors`, `health_retrain` and `health_down` then break one thing each.
+/// `health_degrade`, `health_errors`, `health_retrain`, `health_down` and `health_memory_off`
+/// then break one thing each.
 pub fn health_tree(root: impl Into<PathBuf>) -> Fixture {
     let f = Fixture::new(root);
     f.device("0000:00:00.0").ids(0x8086, 0x29c0, 0x1af4, 0x1100).class(0x060000);
@@ -330,6 +332,7 @@ pub fn health_tree(root: impl Into<PathBuf>) -> Fixture {
         .ids(0x10ee, 0x7024, 0x10ee, 0x0007)
         .class(0x058000)
         .driver("xdma")
+        .bars(&[(0, 0xf000_0000, 0x10000, 0x40200)])
         .pcie(ENDPOINT, (3, 8), (3, 8), 0, 0)
         .aer(false, 0, 0, 0, false);
     f.device("0000:00:1d.0").ids(0x8086, 0xa111, 0x8086, 0x0000).class(0x060400).driver("pcieport").pcie(
@@ -389,6 +392,15 @@ pub fn health_retrain(f: &Fixture) {
 pub fn health_down(f: &Fixture) {
     f.at("0000:00:1c.0").pcie(ROOT_PORT, (3, 8), (1, 0), 0, 0);
     f.at("0000:03:00.0").config(&[0xff; 256]);
+}
+
+/// `health_tree`'s endpoint 0000:03:00.0 with Memory Space Enable cleared (a reset, or another
+/// process wrote its Command register) while its driver stays bound: command 0x0004.
+pub fn health_memory_off(f: &Fixture) {
+    let dir = f.at("0000:03:00.0");
+    let mut config = fs::read(dir.dir.join("config")).expect("fixture config");
+    config[4..6].copy_from_slice(&0x0004u16.to_le_bytes());
+    dir.config(&config);
 }
 
 /// `n` functions for the health benchmark: root ports each with one endpoint below, every

@@ -70,6 +70,10 @@ pub struct FunctionState {
     /// Device Status and Link Status; None where config space is not readable that far.
     pub devsta: Option<u16>,
     pub lnksta: Option<u16>,
+    /// The Command register (within the 64 bytes any reader may read); None where unread (state
+    /// files written before it was kept).
+    #[serde(default)]
+    pub command: Option<u16>,
 }
 
 impl FunctionState {
@@ -88,6 +92,7 @@ impl FunctionState {
             width: read(dir.join("current_link_width")),
             devsta: reg(DEVSTA),
             lnksta: reg(LNKSTA),
+            command: config.get(4..6).map(|b| u16::from_le_bytes([b[0], b[1]])),
         }
     }
 
@@ -219,6 +224,7 @@ impl HealthProbe {
                 width: read(dir.join("current_link_width")),
                 devsta: reg(DEVSTA),
                 lnksta: reg(LNKSTA),
+                command: id_and_command(dir).map(|(_, command)| command),
             });
         }
         Snapshot { functions }
@@ -291,6 +297,20 @@ pub fn diff(before: &[FunctionState], after: &[FunctionState]) -> Vec<Change> {
                 if new & bit != 0 {
                     push(level, format!("{} reported {words} (Device Status)", a.addr));
                 }
+            }
+        }
+        // Memory Space Enable cleared: the function's BARs stop answering (a reset puts the
+        // register to 0, PCIe Base 6.0 §7.5.1.1.3; or another process wrote it). All-ones is
+        // no reading (a function that does not answer, said by the link and header checks).
+        if let (Some(x), Some(y)) = (b.command, a.command) {
+            if x != 0xffff && y != 0xffff && x & COMMAND_MEMORY != 0 && y & COMMAND_MEMORY == 0 {
+                push(
+                    Level::Failure,
+                    format!(
+                        "Memory Space Enable of {} was cleared (command register {x:#06x} to {y:#06x}): its BARs do not answer (a reset, or another process cleared it)",
+                        a.addr
+                    ),
+                );
             }
         }
         if let (Some(x), Some(y)) = (b.lnksta, a.lnksta) {

@@ -7,6 +7,7 @@ pub mod device;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;
 pub mod health;
+pub mod intr;
 pub mod link;
 pub mod names;
 pub mod partner;

@@ -253,8 +253,9 @@ fn config_size_warning(host: &Host, addr: &PciAddress, cfg: &[u8], pcie: bool, w
     }
 }
 
-/// BARs from `resource`, with the resourceN / resourceN_wc files that exist for each.
-fn read_bars(dir: &Path, w: &mut Vec<String>) -> Vec<super::resource::Bar> {
+/// BARs from `resource`, with the resourceN / resourceN_wc files that exist for each (warnings
+/// to `w`).
+pub fn read_bars(dir: &Path, w: &mut Vec<String>) -> Vec<super::resource::Bar> {
     let mut bars = match read_trim(&dir.join("resource")) {
         Some(text) => parse_resource(&text, w),
         None => {

@@ -160,6 +160,7 @@ fn verify_fields(x: &Row) -> Vec<String> {
         Some(Verify::Ok) => "ok",
         Some(Verify::Mismatch { .. }) => "mismatch",
         Some(Verify::Unverified { .. }) => "unverified",
+        Some(Verify::Rejected { .. }) => "rejected",
     };
     let m = x.mismatch();
     vec![

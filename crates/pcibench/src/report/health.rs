@@ -1,11 +1,12 @@
 //! `pcibench health` as a table: one line per function (its link against what both ends
-//! support, the AER totals, the status bits, the verdict), then the findings, the changes since
+//! support, the AER totals, the status bits, the Command register, the verdict), then the findings, the changes since
 //! the previous run and the verdict. `--watch` redraws it with the cells that changed since the
 //! watch started highlighted.
 
 use crate::health::{gen_width, FunctionHealth, HealthReport, Status};
 
-const HEADER: [&str; 9] = ["DEVICE", "IDS", "DRIVER", "TYPE", "LINK", "CAN", "AER C/NF/F", "STATUS BITS", "LIMITED BY"];
+const HEADER: [&str; 10] =
+    ["DEVICE", "IDS", "DRIVER", "TYPE", "LINK", "CAN", "AER C/NF/F", "STATUS BITS", "COMMAND", "LIMITED BY"];
 
 /// One function's cells, in HEADER's order.
 fn cells(f: &FunctionHealth) -> Vec<String> {
@@ -68,6 +69,7 @@ fn cells(f: &FunctionHealth) -> Vec<String> {
         can,
         aer,
         bits,
+        f.command.map_or_else(|| "not readable".to_string(), |c| c.words()),
         by,
     ]
 }

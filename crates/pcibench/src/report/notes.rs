@@ -28,6 +28,13 @@ pub fn text(n: &Note) -> String {
         Note::PartialSync { offset, size, error: Some(e) } => {
             format!("partial sync of [{offset:#x}, +{size:#x}) FAILED: {e}")
         }
+        Note::SyncCost { ns_per_access, share_pct } => format!(
+            "sync cost about {:.1} µs per access (for the CPU, then for the device; measured when the buffer was opened), {share_pct:.1}% of this row",
+            ns_per_access / 1000.0
+        ),
+        Note::Tracing { events, ns_per_event, share_pct } => format!(
+            "tracing cost about {ns_per_event:.0} ns per access, {share_pct:.1}% of this row ({events} traced events in its timed samples; measured writing to a file beside the trace)"
+        ),
     }
 }
 
@@ -323,6 +330,7 @@ pub fn verify_text(v: &Option<Verify>) -> String {
         Some(Verify::Ok) => "ok".into(),
         Some(Verify::Mismatch { mismatch }) => format!("MISMATCH: {mismatch}"),
         Some(Verify::Unverified { .. }) => "unverified".into(),
+        Some(Verify::Rejected { reason }) => format!("REJECTED: {reason}"),
     }
 }
 

@@ -266,6 +266,11 @@ pub fn health(r: &HealthReport) -> String {
                 e.add("pcibench_link_bandwidth_changed", Gauge, "1 when Link Status BWMgmt (LBMS: the link retrained or changed bandwidth) or ABWMgmt (LABS: on its own) is set; absent where config space is not readable.", with(&[("bit", bit)]), f64::from(u8::from(set.contains(&bit))));
             }
         }
+        if let Some(c) = &f.command {
+            for (bit, on) in [("Mem", c.memory), ("BusMaster", c.bus_master), ("DisINTx", c.intx_disable)] {
+                e.add("pcibench_command", Gauge, "1 when a Command register bit is set (Mem: Memory Space, BusMaster, DisINTx: Interrupt Disable), as lspci names them; absent where config space is not readable.", with(&[("bit", bit)]), f64::from(u8::from(on)));
+            }
+        }
     }
     e.render()
 }

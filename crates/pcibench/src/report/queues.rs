@@ -69,7 +69,7 @@ fn group(x: &Row) -> Group {
 
 fn cell(x: Option<&Row>) -> String {
     match x {
-        Some(r) if r.mismatch().is_some() => "MISMATCH".into(),
+        Some(r) if r.mismatch().is_some() || r.rejected().is_some() => "MISMATCH".into(),
         Some(Row { stats: Some(s), verify: Some(Verify::Ok), .. }) => format!("{:.2}", s.median_mbps / 1000.0),
         Some(Row { stats: Some(s), .. }) => format!("{:.2} (unverified)", s.median_mbps / 1000.0),
         _ => "x".into(),

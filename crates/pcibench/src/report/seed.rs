@@ -80,6 +80,9 @@ fn pattern_line(s: &mut String, x: &Row) {
         Some(Verify::Mismatch { mismatch }) => {
             let _ = writeln!(s, "Test pattern fail: {mismatch}");
         }
+        Some(Verify::Rejected { reason }) => {
+            let _ = writeln!(s, "Test pattern fail: {reason}");
+        }
         _ => {}
     }
 }
@@ -96,7 +99,10 @@ fn queued(r: &Report) -> String {
     let bad: Vec<String> = r
         .results
         .iter()
-        .filter_map(|x| x.mismatch().map(|m| format!("{} {} q{}: {m}", x.dir, x.size, x.queues.unwrap_or(1))))
+        .filter_map(|x| {
+            let why = x.mismatch().map(|m| m.to_string()).or_else(|| x.rejected().map(String::from));
+            why.map(|m| format!("{} {} q{}: {m}", x.dir, x.size, x.queues.unwrap_or(1)))
+        })
         .collect();
     let measured = r.results.iter().filter(|x| x.stats.is_some()).count();
     if bad.is_empty() {

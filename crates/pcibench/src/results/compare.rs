@@ -219,7 +219,7 @@ fn caveats(which: &str, row: &Row) -> Vec<String> {
         })
         .map(|n| format!("{which}: {n}"))
         .collect();
-    if row.mismatch().is_some() {
+    if row.mismatch().is_some() || row.rejected().is_some() {
         out.push(format!("{which}: data did not verify"));
     }
     out

@@ -96,8 +96,13 @@ pub trait CardSpec: Sync {
 }
 
 /// Every simulated card, in the order `pcibench list` shows them.
-pub static CARDS: &[&dyn CardSpec] =
-    &[&xdma::card::XdmaCard, &qdma::card::QdmaCard, &nvram::card::NvramCard, &xdma::card::XdmaStreamCard];
+pub static CARDS: &[&dyn CardSpec] = &[
+    &xdma::card::XdmaCard,
+    &qdma::card::QdmaCard,
+    &nvram::card::NvramCard,
+    &xdma::card::XdmaStreamCard,
+    &qdma::stream_card::QdmaStreamCard,
+];
 
 /// One of `CARDS`, by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

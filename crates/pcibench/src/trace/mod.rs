@@ -25,6 +25,23 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+thread_local! {
+    /// Event lines this thread has had written to any trace.
+    static EVENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Event lines this thread has had written to a trace so far (a read folded into a repeat line
+/// costs a lock, not a line): the sampler takes the difference over a row's timed samples, and the
+/// row says what tracing them cost (issue 43). Per thread, so what an engine's load thread or
+/// another test traces is not counted.
+pub fn events_here() -> u64 {
+    EVENTS.with(|e| e.get())
+}
+
+fn counted() {
+    EVENTS.with(|e| e.set(e.get() + 1));
+}
+
 /// The trace format's version (the first line's `version`): raised when a line changes meaning.
 pub const VERSION: u32 = 1;
 /// Event lines a trace holds unless told otherwise (`--trace-limit`): about 100 MB.
@@ -408,6 +425,7 @@ impl State {
         self.line.push_str("}\n");
         self.write_line();
         self.lines += 1;
+        counted();
     }
 
     fn flush_repeats(&mut self, inner: &Inner) {

@@ -1,21 +1,20 @@
 //! A VFIO device fd: region info (with the sparse-mmap capability), region I/O by pread/pwrite,
-//! config space (region 7) and Bus Master, MSI through an eventfd, reset.
+//! config space (region 7) and Bus Master, interrupts routed to eventfds (`access::irq_fds`), reset.
 
 use super::caps::{parse_region_info, RegionInfo};
 use super::ioctl;
-use crate::access::{BarRegion, Mapping, Via};
+use crate::access::irq_fds::{self, choose, EventfdIrqs, IrqBackend, Offered, INTX_INDEX, MSIX_INDEX, MSI_INDEX};
+use crate::access::{BarRegion, IrqRequest, Mapping, Via};
 use crate::mmio::Width;
 use crate::os::mmap::check_access;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
-use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub struct Device {
     file: File,
@@ -136,21 +135,26 @@ impl Device {
         ioctl::reset(&self.file).map_err(|e| Error::io("VFIO_DEVICE_RESET failed for", label(&self.addr), e))
     }
 
-    /// Route MSI vector 0 to a new eventfd. The returned `Msi` disables MSI again on drop.
-    pub fn enable_msi(self: &Arc<Self>) -> Result<Msi> {
-        let info = ioctl::irq_info(&self.file, ioctl::VFIO_PCI_MSI_IRQ_INDEX)
-            .map_err(|e| Error::io("VFIO_DEVICE_GET_IRQ_INFO failed for", label(&self.addr), e))?;
-        if info.count == 0 || info.flags & ioctl::VFIO_IRQ_INFO_EVENTFD == 0 {
-            return Err(Error::Unsupported(format!(
-                "{} has no MSI capability VFIO can signal through an eventfd",
-                self.addr
-            )));
-        }
-        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
-            .map_err(|e| Error::io("cannot create an eventfd for", label(&self.addr), e.into()))?;
-        ioctl::set_irq_eventfds(&self.file, ioctl::VFIO_PCI_MSI_IRQ_INDEX, [efd.as_fd()])
-            .map_err(|e| Error::io("VFIO_DEVICE_SET_IRQS (MSI) failed for", label(&self.addr), e))?;
-        Ok(Msi { efd, device: self.clone() })
+    /// What the function offers per kind: VFIO_DEVICE_GET_IRQ_INFO's count on the INTx, MSI and
+    /// MSI-X indices, where VFIO signals through an eventfd. vfio-pci counts from config space
+    /// (vfio_pci_get_irq_count): INTx 1 where the pin is set (0 for a VF, or with nointxmask on a
+    /// line that cannot be masked), MSI the Multiple Message Capable vectors, MSI-X the table size.
+    pub fn irqs_offered(&self) -> Result<Offered> {
+        let count = |index: u32| -> Result<u32> {
+            if index >= self.info.num_irqs {
+                return Ok(0);
+            }
+            let info = ioctl::irq_info(&self.file, index)
+                .map_err(|e| Error::io("VFIO_DEVICE_GET_IRQ_INFO failed for", label(&self.addr), e))?;
+            Ok(if info.flags & ioctl::VFIO_IRQ_INFO_EVENTFD == 0 { 0 } else { info.count })
+        };
+        Ok(Offered { intx: count(INTX_INDEX)?, msi: count(MSI_INDEX)?, msix: count(MSIX_INDEX)? })
+    }
+
+    /// Route the interrupts `req` asks for to eventfds (`access::irq_fds`).
+    pub fn interrupts(self: &Arc<Self>, req: IrqRequest) -> Result<EventfdIrqs> {
+        let (kind, vectors) = choose(req, self.irqs_offered()?, &label(&self.addr).display().to_string())?;
+        irq_fds::route(self.clone(), kind, vectors)
     }
 }
 
@@ -158,65 +162,40 @@ fn label(addr: &PciAddress) -> PathBuf {
     PathBuf::from(format!("VFIO device {addr}"))
 }
 
-/// MSI vector 0 of a VFIO device, signalled through an eventfd.
-pub struct Msi {
-    efd: OwnedFd,
-    device: Arc<Device>,
-}
-
-impl Msi {
-    /// Wait up to `timeout` for interrupts; returns how many arrived (0 on timeout).
-    pub fn wait(&self, timeout: Duration) -> Result<u64> {
-        eventfd_wait(&self.efd, timeout)
-            .map_err(|e| Error::io("waiting for MSI failed on", label(&self.device.addr), e))
+/// The ioctls behind `EventfdIrqs` (include/uapi/linux/vfio.h, VFIO_DEVICE_SET_IRQS).
+impl IrqBackend for Device {
+    fn trigger(&self, index: u32, fds: &[BorrowedFd<'_>]) -> Result<()> {
+        ioctl::set_irq_eventfds(&self.file, index, fds).map_err(|e| {
+            let hint = match index {
+                // vfio_intx_enable asks for the line shared only where the function can mask
+                // INTx itself (pci_2_3); an exclusive request fails on a line another device holds.
+                INTX_INDEX => {
+                    "INTx needs a line vfio-pci can have: see pcibench doctor (INTx maskable?), or use --irq-kind msi"
+                }
+                _ => "is another kind already enabled on it, or are vectors short (see /proc/interrupts)?",
+            };
+            Error::io_hint(
+                "VFIO_DEVICE_SET_IRQS (routing interrupts) failed for",
+                label(&self.addr),
+                e,
+                hint.to_string(),
+            )
+        })
     }
-}
-
-impl crate::access::Interrupts for Msi {
-    fn kind(&self) -> crate::access::IrqKind {
-        crate::access::IrqKind::Msi
+    fn disable(&self, index: u32) -> Result<()> {
+        ioctl::set_irq_eventfds(&self.file, index, &[])
+            .map_err(|e| Error::io("VFIO_DEVICE_SET_IRQS (disabling interrupts) failed for", label(&self.addr), e))
     }
-    fn vectors(&self) -> u32 {
-        1
+    fn unmask(&self, index: u32) -> Result<()> {
+        ioctl::unmask_irq(&self.file, index)
+            .map_err(|e| Error::io("VFIO_DEVICE_SET_IRQS (unmasking INTx) failed for", label(&self.addr), e))
     }
-    fn wait(&self, timeout: Duration) -> Result<crate::access::Fired> {
-        Ok(crate::access::Fired::from_counts(vec![Msi::wait(self, timeout)?]))
+    fn via(&self) -> &'static str {
+        "VFIO eventfd"
     }
-    fn describe(&self) -> String {
-        "MSI vector 0 (VFIO eventfd)".into()
+    fn device(&self) -> String {
+        label(&self.addr).display().to_string()
     }
-}
-
-impl Drop for Msi {
-    fn drop(&mut self) {
-        // Best effort: closing the device fd tears the IRQ down anyway (vfio_pci_core_disable).
-        let _ = ioctl::set_irq_eventfds(&self.device.file, ioctl::VFIO_PCI_MSI_IRQ_INDEX, []);
-    }
-}
-
-/// Wait up to `timeout` for the (non-blocking) eventfd; the count of signals since the last wait.
-pub(crate) fn eventfd_wait(efd: &OwnedFd, timeout: Duration) -> io::Result<u64> {
-    let deadline = std::time::Instant::now() + timeout.min(Duration::from_secs(i32::MAX as u64));
-    loop {
-        // Clamped above so the conversion cannot fail (about 68 years).
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let ts = Timespec::try_from(left).map_err(io::Error::other)?;
-        match poll(&mut [PollFd::new(efd, PollFlags::IN)], Some(&ts)) {
-            Ok(0) => return Ok(0),
-            Ok(_) => break,
-            // A signal (Ctrl-C sets the stop flag) ends poll(2) early whatever SA_RESTART says:
-            // wait out the rest, so the interrupt being waited for is not lost mid-transfer.
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    // An eventfd read returns exactly its 8-byte counter (eventfd(2)).
-    let mut v = [0u8; 8];
-    let n = rustix::io::read(efd, &mut v)?;
-    if n != v.len() {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("eventfd read returned {n} bytes, not 8")));
-    }
-    Ok(u64::from_ne_bytes(v))
 }
 
 /// A BAR reached by one pread/pwrite on the device fd per access: no CPU mapping, every access a
@@ -275,22 +254,5 @@ impl BarRegion for SyscallBar {
             self.device.write_region(&self.region, offset + (i * n) as u64, chunk)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eventfd_wait_counts_signals_and_times_out() {
-        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).unwrap();
-        assert_eq!(eventfd_wait(&efd, Duration::from_millis(1)).unwrap(), 0);
-        // Two signals before a wait read as one count of 2, as two MSIs do.
-        for _ in 0..2 {
-            assert_eq!(rustix::io::write(&efd, &1u64.to_ne_bytes()).unwrap(), 8);
-        }
-        assert_eq!(eventfd_wait(&efd, Duration::from_secs(u64::MAX)).unwrap(), 2);
-        assert_eq!(eventfd_wait(&efd, Duration::ZERO).unwrap(), 0);
     }
 }

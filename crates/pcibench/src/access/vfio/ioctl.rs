@@ -6,8 +6,8 @@
 //! Written here, because the crate has no form for them:
 //! - the ioctl numbers: bindgen cannot expand `_IO()`, so they are `_IO(VFIO_TYPE, VFIO_BASE + n)`
 //!   built with rustix's `opcode::none` from the crate's `VFIO_TYPE` and `VFIO_BASE`;
-//! - `IrqSetFds`, `struct vfio_irq_set` with its flexible `data[]` holding N eventfds (the crate's
-//!   `fam-wrappers` IrqSet would pull in vmm-sys-util and a heap wrapper for a one-fd call).
+//! - `set_irqs`' buffer, `struct vfio_irq_set` with its flexible `data[]` holding N eventfds (the
+//!   crate's `fam-wrappers` IrqSet would pull in vmm-sys-util for a byte buffer's worth of work).
 //!
 //! The calls go through `rustix::ioctl`, which returns errors as `Errno` and takes borrowed fds.
 
@@ -54,15 +54,6 @@ const ARGSZ: usize = offset_of!(abi::vfio_region_info, argsz);
 const FLAGS: usize = offset_of!(abi::vfio_region_info, flags);
 const _: () = assert!(ARGSZ == offset_of!(abi::vfio_iommu_type1_info, argsz));
 const _: () = assert!(FLAGS == offset_of!(abi::vfio_iommu_type1_info, flags));
-
-/// `struct vfio_irq_set` followed by N eventfds in its `data[]` (VFIO_IRQ_SET_DATA_EVENTFD: one
-/// s32 per vector).
-#[repr(C)]
-struct IrqSetFds<const N: usize> {
-    head: abi::vfio_irq_set,
-    fds: [RawFd; N],
-}
-const _: () = assert!(offset_of!(IrqSetFds<1>, fds) == offset_of!(abi::vfio_irq_set, data));
 
 fn argsz<T>() -> u32 {
     size_of::<T>() as u32
@@ -234,23 +225,48 @@ pub fn unmap_dma(container: &File, iova: u64, size: u64) -> io::Result<u64> {
     Ok(u.size)
 }
 
-/// VFIO_DEVICE_SET_IRQS: trigger the eventfds on vectors 0..N of `index` (none disables).
-pub fn set_irq_eventfds<const N: usize>(device: &File, index: u32, fds: [BorrowedFd<'_>; N]) -> io::Result<()> {
-    let data = if N == 0 { abi::VFIO_IRQ_SET_DATA_NONE } else { abi::VFIO_IRQ_SET_DATA_EVENTFD };
-    let set = IrqSetFds {
-        head: abi::vfio_irq_set {
-            argsz: argsz::<IrqSetFds<N>>(),
-            flags: abi::VFIO_IRQ_SET_ACTION_TRIGGER | data,
-            index,
-            start: 0,
-            count: N as u32,
-            data: Default::default(),
-        },
-        fds: fds.map(|f| f.as_raw_fd()),
+/// VFIO_DEVICE_SET_IRQS with `flags` on vectors `start..start + count` of `index`, with one
+/// eventfd per vector in `data[]` when `fds` is not empty (VFIO_IRQ_SET_DATA_EVENTFD).
+pub fn set_irqs(
+    device: &File,
+    flags: u32,
+    index: u32,
+    start: u32,
+    count: u32,
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<()> {
+    let head = abi::vfio_irq_set {
+        argsz: (size_of::<abi::vfio_irq_set>() + fds.len() * size_of::<RawFd>()) as u32,
+        flags,
+        index,
+        start,
+        count,
+        data: Default::default(),
     };
-    // SAFETY: the kernel reads argsz bytes, exactly `set`: the header and `count` s32 eventfds,
-    // which stay open for the call (borrowed).
-    unsafe { vfio(device, Call::reads(DEVICE_SET_IRQS, &set)) }.map(drop)
+    // The header and the s32 eventfds as the kernel reads them (vfio_set_irqs_validate_and_prepare
+    // copies argsz - sizeof(struct vfio_irq_set) bytes of data). Bytewise, so no alignment needed.
+    let mut buf = Vec::with_capacity(head.argsz as usize);
+    for v in [head.argsz, head.flags, head.index, head.start, head.count] {
+        buf.extend_from_slice(&v.to_ne_bytes());
+    }
+    for f in fds {
+        buf.extend_from_slice(&f.as_raw_fd().to_ne_bytes());
+    }
+    // SAFETY: buf is a struct vfio_irq_set followed by `fds.len()` s32 eventfds, argsz bytes, all
+    // the kernel reads; the eventfds stay open for the call (borrowed).
+    unsafe { vfio(device, Call::reads(DEVICE_SET_IRQS, buf.as_slice())) }.map(drop)
+}
+
+/// VFIO_DEVICE_SET_IRQS: trigger the eventfds on vectors 0..N of `index` (none disables).
+pub fn set_irq_eventfds(device: &File, index: u32, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let data = if fds.is_empty() { abi::VFIO_IRQ_SET_DATA_NONE } else { abi::VFIO_IRQ_SET_DATA_EVENTFD };
+    set_irqs(device, abi::VFIO_IRQ_SET_ACTION_TRIGGER | data, index, 0, fds.len() as u32, fds)
+}
+
+/// VFIO_DEVICE_SET_IRQS ACTION_UNMASK | DATA_NONE on vector 0 of `index`: INTx, which vfio-pci
+/// masked when it fired (vfio_pci_set_intx_unmask → vfio_pci_intx_unmask).
+pub fn unmask_irq(device: &File, index: u32) -> io::Result<()> {
+    set_irqs(device, abi::VFIO_IRQ_SET_ACTION_UNMASK | abi::VFIO_IRQ_SET_DATA_NONE, index, 0, 1, &[])
 }
 
 pub fn reset(device: &File) -> io::Result<()> {
@@ -287,6 +303,12 @@ mod tests {
         assert_eq!((VFIO_DMA_MAP_FLAG_READ, VFIO_DMA_MAP_FLAG_WRITE, VFIO_IRQ_INFO_EVENTFD), (1, 2, 1));
         let irq = (abi::VFIO_IRQ_SET_DATA_NONE, abi::VFIO_IRQ_SET_DATA_EVENTFD, abi::VFIO_IRQ_SET_ACTION_TRIGGER);
         assert_eq!(irq, (1, 4, 32));
+        assert_eq!(
+            (abi::VFIO_IRQ_SET_ACTION_UNMASK, abi::VFIO_IRQ_INFO_MASKABLE, abi::VFIO_IRQ_INFO_AUTOMASKED),
+            (16, 2, 4)
+        );
+        let index = (abi::VFIO_PCI_INTX_IRQ_INDEX, abi::VFIO_PCI_MSI_IRQ_INDEX, abi::VFIO_PCI_MSIX_IRQ_INDEX);
+        assert_eq!(index, (super::super::super::irq_fds::INTX_INDEX, 1, super::super::super::irq_fds::MSIX_INDEX));
     }
 
     /// Sizes and offsets of the fixed structs as the kernel lays them out (x86-64 and arm64).
@@ -298,7 +320,6 @@ mod tests {
         assert_eq!(size_of::<vfio_irq_info>(), 16);
         assert_eq!((offset_of!(vfio_irq_info, index), offset_of!(vfio_irq_info, count)), (8, 12));
         assert_eq!((size_of::<vfio_irq_set>(), offset_of!(vfio_irq_set, data)), (20, 20));
-        assert_eq!((size_of::<IrqSetFds<0>>(), size_of::<IrqSetFds<1>>()), (20, 24));
         let dma_map = (offset_of!(vfio_iommu_type1_dma_map, vaddr), offset_of!(vfio_iommu_type1_dma_map, size));
         assert_eq!((size_of::<vfio_iommu_type1_dma_map>(), dma_map), (32, (8, 24)));
         assert_eq!((size_of::<vfio_iommu_type1_dma_unmap>(), offset_of!(vfio_iommu_type1_dma_unmap, size)), (24, 16));
@@ -310,6 +331,7 @@ mod tests {
         let e = get_api_version(&f).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::NOTTY.raw_os_error()), "{e}");
         assert!(region_info(&f, 0).is_err());
-        assert!(set_irq_eventfds(&f, VFIO_PCI_MSI_IRQ_INDEX, []).is_err());
+        assert!(set_irq_eventfds(&f, VFIO_PCI_MSI_IRQ_INDEX, &[]).is_err());
+        assert!(unmask_irq(&f, 0).is_err());
     }
 }

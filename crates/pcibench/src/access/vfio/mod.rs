@@ -15,7 +15,7 @@ use crate::os::mmap::Mmap;
 use crate::pci::PciAddress;
 use crate::{Error, Result};
 use container::{Container, IommuType};
-use device::{Device, Msi, SyscallBar};
+use device::{Device, SyscallBar};
 use group::{Group, GroupKind};
 use std::sync::Arc;
 
@@ -87,11 +87,6 @@ impl VfioDevice {
     /// VFIO_DEVICE_RESET, where the device offers one.
     pub fn reset(&self) -> Result<()> {
         self.device.reset()
-    }
-
-    /// MSI vector 0 through an eventfd (optional completion wait).
-    pub fn enable_msi(&self) -> Result<Msi> {
-        self.device.enable_msi()
     }
 }
 
@@ -167,7 +162,8 @@ impl DeviceAccess for VfioDevice {
                 format!("BAR{index} at device-fd offset {:#x}", region.offset),
             )
         })?;
-        Ok(Box::new(MappedBar::new(map, index, region.size, Mapping::Uc, self.via)))
+        let bar = MappedBar::new(map, index, region.size, Mapping::Uc, self.via);
+        Ok(Box::new(bar.guarded(&addr, self.config_fd())))
     }
 
     fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
@@ -184,19 +180,9 @@ impl DeviceAccess for VfioDevice {
         Some((self.device.file().as_raw_fd(), r.offset))
     }
 
-    /// MSI vector 0 for now; MSI-X, several vectors and INTx are the interrupts issue's.
+    /// MSI-X, MSI or INTx routed to eventfds (`access::irq_fds`; `None` picks as libxdma does).
     fn interrupts(&self, req: super::IrqRequest) -> Result<Box<dyn super::Interrupts>> {
-        match req.kind {
-            None | Some(super::IrqKind::Msi) if req.vectors <= 1 => {}
-            _ => {
-                return Err(Error::Unsupported(format!(
-                    "pcibench routes MSI vector 0 only through VFIO; {} vector(s) of {} were asked for",
-                    req.vectors,
-                    req.kind.map_or("any kind".to_string(), |k| k.to_string())
-                )))
-            }
-        }
-        Ok(Box::new(self.enable_msi()?))
+        Ok(Box::new(self.device.interrupts(req)?))
     }
 
     fn config_port(&self) -> Result<Arc<dyn super::ConfigPort>> {

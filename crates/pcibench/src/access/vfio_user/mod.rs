@@ -12,6 +12,7 @@
 //! allocates whatever size the peer names.
 
 pub mod client;
+mod forward;
 pub mod info;
 pub mod server;
 pub mod wire;
@@ -19,10 +20,8 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
-use super::{
-    BarRegion, ConfigPort, DeviceAccess, DmaPath, Fired, Interrupts, IoMode, IrqKind, IrqRequest, Mapping, SharedMap,
-    Via,
-};
+use super::irq_fds::{self, choose, IrqBackend, Offered, INTX_INDEX, MSIX_INDEX, MSI_INDEX};
+use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, Interrupts, IoMode, IrqRequest, Mapping, SharedMap, Via};
 use crate::mmio::{MemType, Width};
 use crate::os::mmap::{check_access, check_bulk, Mmap};
 use crate::{Error, Result};
@@ -46,11 +45,18 @@ pub const DEVICE_RESET: u32 = 1 << 0;
 pub const DEVICE_PCI: u32 = 1 << 1;
 /// struct vfio_region_info: argsz, flags, index, cap_offset (u32 each), size, offset (u64).
 pub const REGION_INFO_LEN: usize = 32;
-/// VFIO_PCI_MSI_IRQ_INDEX, and vfio_irq_set flags: DATA_NONE, DATA_EVENTFD, ACTION_TRIGGER.
-pub const MSI_IRQ: u32 = 1;
+/// vfio_irq_set flags: DATA_NONE, DATA_BOOL, DATA_EVENTFD, ACTION_MASK, ACTION_UNMASK, ACTION_TRIGGER.
 pub const IRQ_DATA_NONE: u32 = 1 << 0;
+pub const IRQ_DATA_BOOL: u32 = 1 << 1;
 pub const IRQ_DATA_EVENTFD: u32 = 1 << 2;
+pub const IRQ_ACTION_MASK: u32 = 1 << 3;
+pub const IRQ_ACTION_UNMASK: u32 = 1 << 4;
 pub const IRQ_ACTION_TRIGGER: u32 = 1 << 5;
+/// vfio_irq_info flags: EVENTFD, MASKABLE, AUTOMASKED, NORESIZE.
+pub const IRQ_INFO_EVENTFD: u32 = 1 << 0;
+pub const IRQ_INFO_MASKABLE: u32 = 1 << 1;
+pub const IRQ_INFO_AUTOMASKED: u32 = 1 << 2;
+pub const IRQ_INFO_NORESIZE: u32 = 1 << 3;
 /// DMA_MAP flags: the device may read and write the memory.
 pub const DMA_READ_WRITE: u32 = 0b11;
 /// Regions and capabilities a server may describe: far more than a PCI device has.
@@ -250,64 +256,43 @@ impl DeviceAccess for VfioUserDevice {
         Ok(DmaPath::Shared(Arc::new(Dma(Arc::clone(&self.client)))))
     }
 
-    /// MSI vector 0 through an eventfd the server signals (DEVICE_SET_IRQS, as VFIO's ioctl).
+    /// MSI-X, MSI or INTx through eventfds the server signals (DEVICE_SET_IRQS, as VFIO's
+    /// ioctl; `access::irq_fds` chooses and waits), INTx unmasked by message.
     fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
-        if !matches!(req.kind, None | Some(IrqKind::Msi)) || req.vectors > 1 {
-            return Err(Error::Unsupported(format!(
-                "pcibench routes MSI vector 0 only over vfio-user; {} vector(s) of {} were asked for",
-                req.vectors,
-                req.kind.map_or("any kind".to_string(), |k| k.to_string())
-            )));
-        }
-        if !self.irqs.iter().any(|&(i, n)| i == MSI_IRQ && n > 0) {
-            return Err(Error::Unsupported(format!(
-                "the vfio-user server at {} offers no MSI vector (DEVICE_GET_IRQ_INFO): its device completes by polling",
-                self.client.path()
-            )));
-        }
-        use rustix::event::{eventfd, EventfdFlags};
-        use std::os::fd::AsFd;
-        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
-            .map_err(|e| Error::Device(format!("cannot create an eventfd for the vfio-user device's MSI: {e}")))?;
-        set_irqs(&self.client, IRQ_DATA_EVENTFD, 1, &[efd.as_fd()])?;
-        Ok(Box::new(UserMsi { efd, client: Arc::clone(&self.client) }))
+        let count = |index: u32| self.irqs.iter().find(|&&(i, _)| i == index).map_or(0, |&(_, n)| n);
+        let offered = Offered { intx: count(INTX_INDEX), msi: count(MSI_INDEX), msix: count(MSIX_INDEX) };
+        let backend = UserIrqs(Arc::clone(&self.client));
+        let (kind, vectors) = choose(req, offered, &backend.device())?;
+        Ok(Box::new(irq_fds::route(Arc::new(backend), kind, vectors)?))
     }
 }
 
-/// DEVICE_SET_IRQS on MSI vectors 0..count (struct vfio_irq_set: argsz, flags, index, start,
-/// count; the eventfds travel as descriptors).
-fn set_irqs(client: &Client, data: u32, count: u32, fds: &[BorrowedFd<'_>]) -> Result<()> {
-    let payload = Put::default().u32(20).u32(data | IRQ_ACTION_TRIGGER).u32(MSI_IRQ).u32(0).u32(count).0;
-    client.request(cmd::DEVICE_SET_IRQS, &payload, fds).map(|_| ())
-}
+/// DEVICE_SET_IRQS messages (struct vfio_irq_set: argsz, flags, index, start, count; the eventfds
+/// travel as descriptors, SCM_RIGHTS).
+struct UserIrqs(Arc<Client>);
 
-/// MSI vector 0 of a vfio-user device; routed for as long as it lives.
-struct UserMsi {
-    efd: OwnedFd,
-    client: Arc<Client>,
-}
-
-impl Interrupts for UserMsi {
-    fn kind(&self) -> IrqKind {
-        IrqKind::Msi
-    }
-    fn vectors(&self) -> u32 {
-        1
-    }
-    fn wait(&self, timeout: std::time::Duration) -> Result<Fired> {
-        super::vfio::device::eventfd_wait(&self.efd, timeout)
-            .map(|n| Fired::from_counts(vec![n]))
-            .map_err(|e| Error::Device(format!("waiting for the vfio-user device's MSI failed: {e}")))
-    }
-    fn describe(&self) -> String {
-        format!("MSI vector 0 (vfio-user eventfd, {})", self.client.path())
+impl UserIrqs {
+    fn set(&self, flags: u32, index: u32, count: u32, fds: &[BorrowedFd<'_>]) -> Result<()> {
+        let payload = Put::default().u32(20).u32(flags).u32(index).u32(0).u32(count).0;
+        self.0.request(cmd::DEVICE_SET_IRQS, &payload, fds).map(|_| ())
     }
 }
 
-impl Drop for UserMsi {
-    fn drop(&mut self) {
-        // Best effort: a server that is gone has nothing left to signal.
-        let _ = set_irqs(&self.client, IRQ_DATA_NONE, 0, &[]);
+impl IrqBackend for UserIrqs {
+    fn trigger(&self, index: u32, fds: &[BorrowedFd<'_>]) -> Result<()> {
+        self.set(IRQ_DATA_EVENTFD | IRQ_ACTION_TRIGGER, index, fds.len() as u32, fds)
+    }
+    fn disable(&self, index: u32) -> Result<()> {
+        self.set(IRQ_DATA_NONE | IRQ_ACTION_TRIGGER, index, 0, &[])
+    }
+    fn unmask(&self, index: u32) -> Result<()> {
+        self.set(IRQ_DATA_NONE | IRQ_ACTION_UNMASK, index, 1, &[])
+    }
+    fn via(&self) -> &'static str {
+        "vfio-user eventfd"
+    }
+    fn device(&self) -> String {
+        format!("the vfio-user server at {}", self.0.path())
     }
 }
 

@@ -5,6 +5,7 @@
 //! host map at the IOVAs the client chose. Clients are served side by side on one card, which lives as long as the
 //! server, and a client's DMA mappings as long as its connection.
 
+use super::forward::{self, Routed};
 use super::wire::{self, cmd, Fields, Header, Message, Put, WireError};
 use super::{
     CAP_SPARSE_MMAP, CONFIG_REGION, DEVICE_PCI, REGION_CAPS, REGION_INFO_LEN, REGION_MMAP, REGION_READ, REGION_WRITE,
@@ -23,6 +24,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the server looks at its stop flag while waiting.
@@ -31,7 +33,7 @@ const TICK: Timespec = Timespec { tv_sec: 0, tv_nsec: 200_000_000 };
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Regions a PCI device has: BAR0-5, ROM, config, VGA (VFIO_PCI_NUM_REGIONS).
 const NUM_REGIONS: u32 = 9;
-/// Interrupt kinds: INTx, MSI, MSI-X, ERR, REQ (VFIO_PCI_NUM_IRQS). The sim cards raise none.
+/// Interrupt kinds: INTx, MSI, MSI-X, ERR, REQ (VFIO_PCI_NUM_IRQS); `forward` serves them.
 const NUM_IRQS: u32 = 5;
 /// Config space the sim cards model.
 const CONFIG_SIZE: u64 = 256;
@@ -94,12 +96,36 @@ pub fn serve(
     stop: &AtomicBool,
     log: &(dyn Fn(&str) + Sync),
 ) -> Result<()> {
+    serve_on(listener, card, opts, stop, log, None)
+}
+
+/// `serve`, with the interrupts taken from `irqs` instead of the card (a test's device whose
+/// interrupts it raises itself).
+#[cfg(test)]
+pub(super) fn serve_irqs_from(
+    listener: &UnixListener,
+    card: SimId,
+    stop: &AtomicBool,
+    irqs: Arc<dyn DeviceAccess>,
+) -> Result<()> {
+    let opts = ServeOptions { mmap: true, once: false, anonymous: false };
+    serve_on(listener, card, opts, stop, &|_| {}, Some(irqs))
+}
+
+fn serve_on(
+    listener: &UnixListener,
+    card: SimId,
+    opts: ServeOptions,
+    stop: &AtomicBool,
+    log: &(dyn Fn(&str) + Sync),
+    irqs: Option<Arc<dyn DeviceAccess>>,
+) -> Result<()> {
     let dev = SimDevice::open(card)?;
     let mut bars: Vec<(u8, Box<dyn BarRegion>)> = Vec::new();
     for b in card.spec().info().bars {
         bars.push((b.index, dev.open_bar(b.index, Mapping::Uc, IoMode::Mmap)?));
     }
-    let server = Server { dev, bars, opts, caps: capabilities(card, &opts) };
+    let server = Server { dev, bars, opts, caps: capabilities(card, &opts), irqs };
     // One thread per client, all on the same card (a command may hold one connection while
     // another opens): each client's DMA mappings live and die with its connection.
     std::thread::scope(|scope| {
@@ -119,9 +145,10 @@ pub fn serve(
             log("a client connected");
             let server = &server;
             clients.push(scope.spawn(move || {
-                let mut dma = Vec::new();
-                let why = server.session(&stream, stop, &mut dma);
-                // The client's memory is unreachable from now on.
+                let (mut dma, mut routed) = (Vec::new(), None);
+                let why = server.session(&stream, stop, &mut dma, &mut routed);
+                // The client's interrupts are torn down, its memory unreachable from now on.
+                drop(routed);
                 dma.clear();
                 log(&match why {
                     Ok(()) => "a client disconnected".to_string(),
@@ -150,6 +177,8 @@ struct Server {
     bars: Vec<(u8, Box<dyn BarRegion>)>,
     opts: ServeOptions,
     caps: String,
+    /// Where interrupts come from when not the card (`serve_irqs_from`).
+    irqs: Option<Arc<dyn DeviceAccess>>,
 }
 
 /// One client's DMA_MAPs: (IOVA, size, the registration in the card's host map).
@@ -159,7 +188,13 @@ type DmaMaps = Vec<(u64, u64, Registration)>;
 type Reply = std::result::Result<(Vec<u8>, Vec<OwnedFd>), Errno>;
 
 impl Server {
-    fn session(&self, stream: &UnixStream, stop: &AtomicBool, dma: &mut DmaMaps) -> std::result::Result<(), WireError> {
+    fn session(
+        &self,
+        stream: &UnixStream,
+        stop: &AtomicBool,
+        dma: &mut DmaMaps,
+        routed: &mut Option<Routed>,
+    ) -> std::result::Result<(), WireError> {
         stream.set_read_timeout(Some(MESSAGE_TIMEOUT)).map_err(WireError::Io)?;
         stream.set_write_timeout(Some(MESSAGE_TIMEOUT)).map_err(WireError::Io)?;
         while !stop.load(Ordering::Relaxed) {
@@ -173,7 +208,7 @@ impl Server {
                     cmd::name(header.command)
                 )));
             }
-            let reply = self.handle(header.command, &payload, fds, dma);
+            let reply = self.handle(header.command, &payload, fds, dma, routed);
             let h = Header { id: header.id, command: header.command, size: 0, flags: wire::FLAG_REPLY, error: 0 };
             match reply {
                 Ok((p, fds)) => {
@@ -190,7 +225,19 @@ impl Server {
         Ok(())
     }
 
-    fn handle(&self, command: u16, payload: &[u8], fds: Vec<OwnedFd>, dma: &mut DmaMaps) -> Reply {
+    /// The device interrupts are routed on.
+    fn irq_source(&self) -> &dyn DeviceAccess {
+        self.irqs.as_deref().unwrap_or(&self.dev)
+    }
+
+    fn handle(
+        &self,
+        command: u16,
+        payload: &[u8],
+        fds: Vec<OwnedFd>,
+        dma: &mut DmaMaps,
+        routed: &mut Option<Routed>,
+    ) -> Reply {
         let inval = |_| Errno::INVAL;
         let mut f = Fields::new(payload, cmd::name(command));
         match command {
@@ -216,22 +263,21 @@ impl Server {
                 if index >= NUM_IRQS {
                     return Err(Errno::INVAL);
                 }
-                Ok((Put::default().u32(16).u32(0).u32(index).u32(0).0, Vec::new()))
+                Ok((forward::irq_info(self.irq_source(), index), Vec::new()))
             }
             cmd::DEVICE_SET_IRQS => {
-                let (_, _, _, _, count) = (
+                let (_, flags, index, start, count) = (
                     f.u32().map_err(inval)?,
                     f.u32().map_err(inval)?,
                     f.u32().map_err(inval)?,
                     f.u32().map_err(inval)?,
                     f.u32().map_err(inval)?,
                 );
-                // Disabling (count 0) is always fine; the sim cards have no vectors to route.
-                if count == 0 {
-                    Ok((Vec::new(), Vec::new()))
-                } else {
-                    Err(Errno::INVAL)
+                if index >= NUM_IRQS {
+                    return Err(Errno::INVAL);
                 }
+                forward::set_irqs(self.irq_source(), routed, (flags, index, start, count), fds)?;
+                Ok((Vec::new(), Vec::new()))
             }
             cmd::REGION_READ => {
                 let (offset, region, count) =

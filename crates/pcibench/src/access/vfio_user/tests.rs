@@ -4,6 +4,7 @@
 use super::server::{bind, serve, ServeOptions};
 use super::wire::{self, cmd, Header, Put};
 use super::*;
+use crate::access::{Fired, IrqKind};
 use crate::sim::SimId;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,8 +51,10 @@ fn served_regions_config_and_the_bounds_the_server_keeps() {
         assert!(c.request(cmd::DMA_MAP, &no_fd, &[]).is_err());
         assert!(map.unmap_shared(0x10_0000, 4096).is_err(), "not a mapping");
         map.unmap_shared(0x10_0000, 8192).unwrap();
-        let e = dev.interrupts(crate::access::IrqRequest::any(1)).err().unwrap().to_string();
-        assert!(e.contains("offers no MSI vector"), "{e}");
+        // The card has an INTx pin and no MSI: it offers INTx only, and routes nothing itself yet.
+        assert_eq!(dev.irqs[..3], [(0, 1), (1, 0), (2, 0)]);
+        let e = dev.interrupts(crate::access::IrqRequest::only(IrqKind::Msi, 1)).err().unwrap().to_string();
+        assert!(e.contains("offers no MSI vectors") && e.contains("it offers: INTx"), "{e}");
         assert!(dev.reset().unwrap_err().to_string().contains("offers no reset"));
     });
 }
@@ -83,7 +86,7 @@ fn msi_arrives_through_the_eventfd_the_server_was_given_and_reset_is_asked_where
                 cmd::DEVICE_RESET => Vec::new(),
                 cmd::DEVICE_GET_IRQ_INFO => {
                     let index = u32::from_le_bytes(m.payload[8..12].try_into().unwrap());
-                    Put::default().u32(16).u32(0).u32(index).u32(u32::from(index == MSI_IRQ)).0
+                    Put::default().u32(16).u32(0).u32(index).u32(u32::from(index == MSI_INDEX)).0
                 }
                 cmd::DEVICE_SET_IRQS => {
                     // Signal once through every eventfd it was given: an MSI.
@@ -131,4 +134,120 @@ fn dma_outside_the_mapped_buffers_is_the_engine_s_one_line_error() {
         assert!(!e.contains('\n') && e.contains("XDMA"), "{e}");
         eng.stop().unwrap();
     });
+}
+
+/// A device whose interrupts the test raises: config space with an INTx pin and MSI-X (4 vectors),
+/// `interrupts` routed through `irq_fds` to eventfds the test keeps (as a kernel would).
+/// The eventfds routed on the test device, per irq index.
+type Routed = Arc<std::sync::Mutex<Vec<(u32, Vec<OwnedFd>)>>>;
+
+struct RaisingDevice {
+    raised: Routed,
+    calls: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+struct RaisingBackend(Routed, Arc<std::sync::Mutex<Vec<String>>>);
+
+impl IrqBackend for RaisingBackend {
+    fn trigger(&self, index: u32, fds: &[BorrowedFd<'_>]) -> Result<()> {
+        self.1.lock().unwrap().push(format!("trigger {index} x{}", fds.len()));
+        self.0.lock().unwrap().push((index, fds.iter().map(|f| f.try_clone_to_owned().unwrap()).collect()));
+        Ok(())
+    }
+    fn disable(&self, index: u32) -> Result<()> {
+        self.1.lock().unwrap().push(format!("disable {index}"));
+        self.0.lock().unwrap().retain(|(i, _)| *i != index);
+        Ok(())
+    }
+    fn unmask(&self, index: u32) -> Result<()> {
+        self.1.lock().unwrap().push(format!("unmask {index}"));
+        Ok(())
+    }
+    fn via(&self) -> &'static str {
+        "test"
+    }
+    fn device(&self) -> String {
+        "the test device".into()
+    }
+}
+
+impl RaisingDevice {
+    fn raise(&self, index: u32, vector: usize, times: u64) {
+        let r = self.raised.lock().unwrap();
+        let (_, fds) = r.iter().find(|(i, _)| *i == index).expect("routed on the device");
+        assert_eq!(rustix::io::write(&fds[vector], &times.to_ne_bytes()).unwrap(), 8);
+    }
+}
+
+impl DeviceAccess for RaisingDevice {
+    fn via(&self) -> Via {
+        Via::Sim
+    }
+    fn open_bar(&self, _: u8, _: Mapping, _: IoMode) -> Result<Box<dyn BarRegion>> {
+        Err(Error::usage("no BARs"))
+    }
+    fn config_read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let mut c = vec![0u8; 256];
+        c[0x06] = 0x10; // capability list
+        c[0x34] = 0x70;
+        c[0x3d] = 1; // INTA
+        c[0x70..0x74].copy_from_slice(&[0x11, 0, 3, 0]); // MSI-X, table size 4
+        buf.copy_from_slice(&c[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+    fn config_write(&self, _: u64, _: &[u8]) -> Result<()> {
+        Ok(())
+    }
+    fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
+        let offered = irq_fds::Offered { intx: 1, msi: 0, msix: 4 };
+        let (kind, n) = choose(req, offered, "the test device")?;
+        let backend = RaisingBackend(Arc::clone(&self.raised), Arc::clone(&self.calls));
+        Ok(Box::new(irq_fds::route(Arc::new(backend), kind, n)?))
+    }
+}
+
+/// Whatever the served device raises reaches the client's eventfds, vector by vector; INTx unmask
+/// travels to the device; a disable or the client's leaving tears the device's interrupts down.
+#[test]
+fn served_interrupts_are_forwarded_per_vector_and_torn_down_with_the_client() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("irq.sock");
+    let listener = bind(&socket).unwrap();
+    let stop = AtomicBool::new(false);
+    let raised = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let src = Arc::new(RaisingDevice { raised: Arc::clone(&raised), calls: Arc::clone(&calls) });
+    std::thread::scope(|s| {
+        let served: Arc<dyn DeviceAccess> = src.clone();
+        let server = s.spawn(|| super::server::serve_irqs_from(&listener, SimId::DEFAULT, &stop, served));
+        let dev = VfioUserDevice::open(&socket).unwrap();
+        assert_eq!(dev.irqs[..3], [(0, 1), (1, 0), (2, 4)], "from the device's config space");
+        // Auto picks MSI-X; two of its four vectors asked for.
+        let irq = dev.interrupts(IrqRequest::any(2)).unwrap();
+        assert_eq!((irq.kind(), irq.vectors()), (IrqKind::MsiX, 2));
+        assert!(irq.describe().contains("vfio-user eventfd"), "{}", irq.describe());
+        src.raise(2, 1, 3);
+        // Forwarded by the server's thread: the wait returns when it arrives (bounded, not timed).
+        let mut got = irq.wait(Duration::from_secs(60)).unwrap();
+        while got.total() < 3 {
+            let more = irq.wait(Duration::from_secs(60)).unwrap();
+            assert!(!more.is_empty(), "forwarded interrupts stopped at {got:?}");
+            got = Fired::from_counts(got.counts().iter().zip(more.counts()).map(|(a, b)| a + b).collect());
+        }
+        assert_eq!(got.counts(), &[0, 3]);
+        drop(irq);
+        // INTx: routed, raised, unmasked by message.
+        let irq = dev.interrupts(IrqRequest::only(IrqKind::Intx, 1)).unwrap();
+        src.raise(0, 0, 1);
+        assert_eq!(irq.wait(Duration::from_secs(60)).unwrap().total(), 1);
+        irq.unmask().unwrap();
+        drop(irq);
+        drop(dev);
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap().unwrap();
+    });
+    let c = calls.lock().unwrap().clone();
+    assert_eq!(c, ["trigger 2 x2", "disable 2", "trigger 0 x1", "unmask 0", "disable 0"]);
+    assert!(raised.lock().unwrap().is_empty(), "nothing left routed on the device");
 }

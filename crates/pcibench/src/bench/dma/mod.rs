@@ -8,6 +8,7 @@
 //! time, many spread over queues for engines with queues, sequential or at random offsets.
 
 pub mod layout;
+mod stream;
 
 use self::layout::{Access, Layout};
 use super::counters::EngineFigures;
@@ -232,9 +233,11 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     let queues = check_batching(engine, plan)?;
     super::sample::sampler::check_total(plan.total, &sizes)?;
     let mut pattern = Pattern::fresh();
-    let configs = configs(engine, plan, &sizes, &queues, pattern.seed)?;
+    let mut configs = configs(engine, plan, &sizes, &queues, pattern.seed)?;
+    let random = matches!(plan.access, Access::Random { .. });
+    let streamed = stream::place(engine, random, &mut configs)?.unwrap_or(0);
     let extent = |c: &Config| c.parts.iter().flatten().map(|(_, l)| l.host_extent().max(l.bytes())).max().unwrap_or(0);
-    let len = configs.iter().map(extent).max().unwrap_or(0).max(1) as usize;
+    let len = configs.iter().map(extent).max().unwrap_or(0).max(streamed).max(1) as usize;
     let mut bufs = Buffers { src: s.alloc.alloc(len)?, dst: s.alloc.alloc(len)? };
     let card_end = configs.iter().flat_map(|c| c.parts.iter().flatten()).map(|(_, l)| l.card_base + l.bytes()).max();
     if let Some(end) = card_end {
@@ -358,13 +361,18 @@ fn measure(
 ) -> Result<(Vec<Row>, bool)> {
     let engine = cx.engine;
     let plan = cx.plan;
-    let expected: Vec<Vec<u8>> = parts
-        .iter()
-        .enumerate()
-        .map(|(i, (_, l))| Pattern::with_seed(pattern.seed ^ i as u64).try_generate(l.bytes() as usize))
-        .collect::<Result<_>>()?;
+    let far_end = stream::expected(engine, parts);
+    let streaming = far_end.is_some();
+    let expected: Vec<Vec<u8>> = match far_end {
+        Some(e) => e,
+        None => parts
+            .iter()
+            .enumerate()
+            .map(|(i, (_, l))| Pattern::with_seed(pattern.seed ^ i as u64).try_generate(l.bytes() as usize))
+            .collect::<Result<_>>()?,
+    };
     for ((dir, l), e) in parts.iter().zip(&expected) {
-        if *dir == Direction::C2h {
+        if *dir == Direction::C2h && !streaming {
             // The card holds the pattern first (untimed), so the reads have something to verify.
             put(&mut *cx.bufs.src, 0, e);
             card_copy(engine, Direction::H2c, &*cx.bufs.src, l.card_base, e.len() as u64, plan.timeout)?;
@@ -378,6 +386,7 @@ fn measure(
     }
     let work: Vec<Work> = parts.iter().flat_map(|(d, l)| l.work(*d, cx.bufs.of(*d))).collect();
     engine.prepare_batch(&work)?;
+    stream::clear(engine, parts)?;
     engine.counters_start()?;
     let run_bytes: u64 = parts.iter().map(|(_, l)| l.bytes()).sum();
     let t0 = sampling.clock.now_ns();
@@ -414,9 +423,10 @@ fn measure(
         });
         row.measured(&per_transfer(&sampled, l), limit, overhead_ns);
         if engine.packets() {
-            // One transfer is one packet on a stream engine.
+            // One transfer is one packet on an XDMA stream (the loopback has no far end to ask).
             row.packets_per_s = row.mops().map(|m| m * 1e6);
         }
+        stream::packets(engine, &mut row);
         if l.count() > 1 {
             row.notes.push(Note::InFlight { transfers: l.count(), queues: l.queues });
         }
@@ -472,6 +482,13 @@ fn verify_parts(
         let (dir, l) = &parts[i];
         let found = match dir {
             Direction::C2h => compare(&*bufs.dst, l, &expected[i]),
+            Direction::H2c if engine.stream_end().is_some() => {
+                rows[i].verify = stream::verdict(engine).transpose()?;
+                if let Some(Verify::Rejected { reason }) = &rows[i].verify {
+                    warnings.push(format!("{dir} size {}: {reason}", rows[i].size));
+                }
+                continue;
+            }
             Direction::H2c => {
                 put(&mut *bufs.dst, 0, &host_bytes(l.bytes() as usize)?);
                 card_copy(engine, Direction::C2h, &*bufs.dst, l.card_base, l.bytes(), timeout)?;
@@ -598,5 +615,7 @@ fn compare(buf: &dyn DmaBuffer, l: &Layout, expected: &[u8]) -> std::result::Res
 
 #[cfg(test)]
 mod gone_tests;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

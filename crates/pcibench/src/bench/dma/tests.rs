@@ -485,3 +485,37 @@ fn sim_qdma_end_to_end_over_queues_both_ways_and_at_random() {
         }
     }
 }
+
+/// Issue 43: the whole run is estimated by what each configuration costs. A probe pass takes each
+/// to the end of its calibration; on the fake clock (10 ns a reading, 2 µs a run, 2000 bytes a
+/// µs) a 64 B transfer and its reading take 2042 ns and a 64 KiB one 34778 ns, so 1 MiB in each,
+/// both ways, is 2 × (16384 × 2042 + 16 × 34778) ns, not four times the first row's time.
+#[test]
+fn a_probe_pass_sums_what_each_configuration_costs() {
+    use crate::bench::sample::estimate::Probe;
+    let dev = CfgDev { command: Mutex::new(0x0002) };
+    let mut e = MockEngine { card: vec![0; 0x10000], ..Default::default() };
+    let clock = FakeClock::new(10, 2000, 2000);
+    let stop = AtomicBool::new(false);
+    let mut probe = Probe::default();
+    let mut s = Sampling::new(&clock, &stop, &mut probe, None);
+    let p = DmaPlan { sizes: vec![64, 0x10000], ..plan() };
+    let r = run(setup(&dev, &mut e), &p, &mut s).unwrap();
+    assert_eq!(r.results.len(), 4, "every configuration probed");
+    let works: Vec<&str> = probe.rows.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(
+        works,
+        [
+            "1 MiB in 64 B transfers",
+            "1 MiB in 64 KiB transfers",
+            "1 MiB in 64 B transfers",
+            "1 MiB in 64 KiB transfers"
+        ]
+    );
+    let (secs, work) = probe.total().unwrap();
+    assert!((secs - 2.0 * (16384.0 * 2042e-9 + 16.0 * 34778e-9)).abs() < 1e-9, "{secs}");
+    assert_eq!(work, "4 configurations, the longest 1 MiB in 64 B transfers");
+    // A probe moves a configuration's calibration and a few batches, not its total.
+    let runs = r.results.iter().map(|x| x.stats.as_ref().unwrap().transfers).sum::<u64>();
+    assert!(runs < 2 * (16384 + 16), "{runs}");
+}

@@ -8,7 +8,7 @@ use super::super::dma::{bytes, bytes_mut, card_copy, default_size, interrupt_run
 use super::super::pattern::{verify, Pattern};
 use super::super::rate::{self, RatePlan, RateRequest};
 use super::super::result::{Completion, Probe, Report, Row, Verify};
-use super::super::sample::sampler::Sampling;
+use super::super::sample::sampler::{Sampling, ROW_BUDGET_NS};
 use super::row::{default_warmup, finish};
 use crate::access::Interrupts;
 use crate::direction::Direction;
@@ -30,7 +30,8 @@ pub struct DmaLatency {
     /// Sizes named by the user; empty: `DEFAULT_SIZES` within what the engine takes.
     pub sizes: Vec<u64>,
     pub completions: Vec<Completion>,
-    /// Samples per row; None: the engine's default total over the size, at most 10000 (edu: 4).
+    /// Samples per row; None: as many as `ROW_BUDGET_NS` takes, at most the engine's default
+    /// total over the size and 10000 (edu: 4).
     pub samples: Option<u64>,
     /// Card address of the transfers, as an offset in the engine's window.
     pub card_addr: u64,
@@ -77,7 +78,7 @@ fn check(engine: &dyn Engine, irq: Option<&dyn Interrupts>, plan: &DmaLatency) -
     if plan.completions.contains(&Completion::Irq) {
         if !engine.completes_by_interrupt() {
             return Err(Error::usage(format!(
-                "--completion irq: the {} engine completes by polling only (xdma, qdma, umem and edu complete by interrupt): use --completion poll",
+                "--completion irq: the {} engine completes by polling only (xdma, qdma's memory-mapped queues, umem and edu complete by interrupt): use --completion poll",
                 engine.name()
             )));
         }
@@ -113,7 +114,14 @@ pub(super) fn rows(
             for &c in &plan.completions {
                 pattern = pattern.successor();
                 let one = One { dir, size, completion: c, pattern, card: plan.card_addr, timeout: plan.timeout };
-                let row = one.measure(engine, &mut bufs, irq, plan, s, &mut report.warnings)?;
+                let row = match one.measure(engine, &mut bufs, irq, plan, s, &mut report.warnings) {
+                    // The card stopped answering: the rows measured before stay in the report.
+                    Err(e @ Error::Gone(_)) => {
+                        report.results.append(&mut out);
+                        return Err(e);
+                    }
+                    r => r?,
+                };
                 let stop = row.notes.iter().any(|n| matches!(n, super::super::result::Note::Interrupted { .. }));
                 out.push(row);
                 if stop {
@@ -190,7 +198,8 @@ impl One {
         let samples = plan.samples.unwrap_or_else(|| default_samples(engine, self.size));
         let warmup = default_warmup(samples);
         let (timeout, c) = (self.timeout, self.completion);
-        let single = s.single(warmup, samples, self.size, || match (c, irq) {
+        let budget = plan.samples.is_none().then_some(ROW_BUDGET_NS);
+        let single = s.single_within(warmup, samples, budget, self.size, || match (c, irq) {
             (Completion::Irq, Some(irq)) => interrupt_run(engine, irq, timeout),
             _ => timed_run(engine, timeout),
         })?;

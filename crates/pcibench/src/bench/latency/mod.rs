@@ -49,8 +49,10 @@ pub struct LatencyPlan {
     pub strict_width: bool,
     /// Also time write-then-read (the device's BAR is written: consent given, or a sim card).
     pub allow_write: bool,
-    /// Samples per MMIO row (and per load row).
+    /// Samples per MMIO row (and per load row); with `budget_ns`, the most a row takes.
     pub samples: u64,
+    /// No `--samples` given: each row stops once its samples took this long (`ROW_BUDGET_NS`).
+    pub budget_ns: Option<u64>,
     /// Accesses discarded before each row; None: 1% of the samples (1 to 1000).
     pub warmup: Option<u64>,
     pub dma: Option<DmaLatency>,
@@ -189,11 +191,43 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
     if !simulated {
         report.warnings.extend(mmio::mapping_note().map(String::from));
     }
-    for a in &accesses {
+    let mut engine = t.engine.take();
+    let borrowed = engine.as_mut().map(|(e, a)| (&mut **e, *a));
+    match rows(t.dev, simulated, t.irq, region.as_ref(), &accesses, load_access, borrowed, plan, s, &mut report) {
+        Ok(()) => Ok(report),
+        // The card stopped answering: the rows before are kept, the one line says so, and the
+        // engine is stopped where its registers still answer (as the DMA runner does).
+        Err(Error::Gone(what)) => {
+            if let Some((e, _)) = engine {
+                let _ = e.stop();
+            }
+            report.gone = Some(super::gone::line(t.device.name(), &what, s));
+            Ok(report)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What `run` measures once the BAR is open and the widths are checked: the MMIO rows, then
+/// DMA latency and the reads under load where an engine was opened.
+#[allow(clippy::too_many_arguments)]
+fn rows(
+    dev: &dyn DeviceAccess,
+    simulated: bool,
+    irq: Option<&dyn crate::access::Interrupts>,
+    region: &dyn BarRegion,
+    accesses: &[std::result::Result<Access, (Width, String)>],
+    load_access: Option<Access>,
+    engine: Option<(&mut (dyn Engine + '_), &dyn DmaAllocator)>,
+    plan: &LatencyPlan,
+    s: &mut Sampling,
+    report: &mut Report,
+) -> Result<()> {
+    for a in accesses {
         let a = match a {
             Ok(a) => *a,
             Err((w, why)) => {
-                let mut r = mmio_row_shell(region.as_ref(), plan.offset, *w, Probe::MmioRead);
+                let mut r = mmio_row_shell(region, plan.offset, *w, Probe::MmioRead);
                 r.notes.push(Note::Skipped { reason: why.clone() });
                 report.results.push(r);
                 continue;
@@ -205,22 +239,22 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
         }
         for probe in probes {
             let row = mmio_row(a, probe, plan, s)?;
-            if push(&mut report, row) {
-                return Ok(report);
+            if push(report, row) {
+                return Ok(());
             }
         }
     }
-    let Some((engine, alloc)) = t.engine.take() else { return Ok(report) };
-    let _bus_master = BusMaster::enable(t.dev)?;
+    let Some((engine, alloc)) = engine else { return Ok(()) };
+    let _bus_master = BusMaster::enable(dev)?;
     report.engine = Some(engine.name().to_string());
     if let Some(d) = &plan.dma {
         let rows = match &d.rate {
-            Some(rate) => dma::rate_rows(engine, alloc, d, rate, s, &mut report)?,
-            None => dma::rows(engine, alloc, t.irq, d, s, &mut report)?,
+            Some(rate) => dma::rate_rows(engine, alloc, d, rate, s, report)?,
+            None => dma::rows(engine, alloc, irq, d, s, report)?,
         };
         for row in rows {
-            if push(&mut report, row) {
-                return Ok(report);
+            if push(report, row) {
+                return Ok(());
             }
         }
         if d.completions.contains(&super::result::Completion::Irq) {
@@ -235,9 +269,9 @@ pub fn run(mut t: LatencyTarget, plan: &LatencyPlan, s: &mut Sampling) -> Result
         if simulated {
             report.warnings.push(SIM_LOAD.into());
         }
-        under_load(&mut rig, l, a, plan, s, &mut report)?;
+        under_load(&mut rig, l, a, plan, s, report)?;
     }
-    Ok(report)
+    Ok(())
 }
 
 /// The read again under each load mode, until done or interrupted.
@@ -297,13 +331,13 @@ fn mmio_row(a: Access, probe: Probe, plan: &LatencyPlan, s: &mut Sampling) -> Re
     let warmup = plan.warmup_for(plan.samples);
     let bytes = a.w.bytes() as u64;
     let single = match probe {
-        Probe::WriteRead => s.single(warmup, plan.samples, bytes, || {
+        Probe::WriteRead => s.single_within(warmup, plan.samples, plan.budget_ns, bytes, || {
             // The value read first goes back, so a register keeps its contents.
             a.write(first, &keep)?;
             differ += (a.read(&mut line)? != first) as u64;
             Ok(())
         })?,
-        _ => s.single(warmup, plan.samples, bytes, || {
+        _ => s.single_within(warmup, plan.samples, plan.budget_ns, bytes, || {
             differ += (a.read(&mut line)? != first) as u64;
             Ok(())
         })?,

@@ -1,7 +1,7 @@
 //! What the latency runners share: the clock they time with, the default warm-up, and a row's
 //! latency figures from its samples (histogram, timer cost, link health, interruption).
 
-use super::super::result::{LatencyFigures, Note, Row};
+use super::super::result::{LatencyFigures, Note, Row, Traced};
 use super::super::sample::clock::{Clock, MonotonicClock};
 use super::super::sample::sampler::Single;
 
@@ -53,6 +53,7 @@ pub fn figures(single: &Single, clock: &str) -> LatencyFigures {
 /// Latency figures, link health, few samples and interruption into a row.
 pub fn finish(row: &mut Row, single: &Single, clock: &dyn Clock) {
     row.latency = Some(figures(single, &clock.name()));
+    row.traced = Some(Traced { events: single.traced, secs: single.elapsed_ns as f64 * 1e-9 });
     if !single.health.is_empty() {
         row.notes.push(Note::LinkHealth { changes: single.health.clone() });
     }
@@ -77,7 +78,8 @@ mod tests {
         for v in [10, 20, 30, 40, 400] {
             hist.record(v);
         }
-        let single = Single { hist, warmup: 3, overhead_ns: 17, interrupted: true, health: vec![], elapsed_ns: 0 };
+        let single =
+            Single { hist, warmup: 3, overhead_ns: 17, interrupted: true, health: vec![], elapsed_ns: 0, traced: 0 };
         let f = figures(&single, "fake");
         assert_eq!((f.samples, f.warmup, f.overhead_ns, f.clock.as_str()), (5, 3, 17.0, "fake"));
         assert_eq!((f.min_ns, f.p50_ns, f.p90_ns, f.max_ns, f.mean_ns), (10.0, 30.0, 400.0, 400.0, 100.0));

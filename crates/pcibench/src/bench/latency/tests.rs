@@ -28,6 +28,7 @@ fn plan(widths: Vec<Width>, allow_write: bool) -> LatencyPlan {
         strict_width: false,
         allow_write,
         samples: 500,
+        budget_ns: None,
         warmup: Some(7),
         dma: None,
         load: None,
@@ -77,6 +78,43 @@ fn mmio_rows_are_exact_under_the_fake_clock() {
         assert!(r.results.iter().any(|x| x.skipped() && x.width == Some(Width::V512)));
     }
     assert_eq!(crate::outcome::Outcome::of_report(&r).code(), 0);
+}
+
+/// What a run said it would take.
+#[derive(Default)]
+struct Said(Vec<(f64, String, String)>);
+
+impl Progress for Said {
+    fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
+        self.0.push((secs, work.into(), flag.into()));
+    }
+}
+
+/// Issue 43: with no --samples a row is sized by time. An access of 1 ms (the fake clock's cost
+/// model) makes a half-second row of 500 samples, not the 100,000 the cap allows; the first ten
+/// samples are the calibration, and what the row will take is said after them.
+#[test]
+fn rows_without_a_sample_count_are_sized_by_time() {
+    let s = session("sim");
+    let clock = FakeClock::new(9, 1_000_000, u64::MAX);
+    let stop = AtomicBool::new(false);
+    let mut said = Said::default();
+    let mut p = plan(vec![Width::B32], false);
+    (p.samples, p.budget_ns, p.warmup) = (DEFAULT_SAMPLES, Some(super::super::sample::sampler::ROW_BUDGET_NS), None);
+    let r = run(target(&s), &p, &mut sampling(&clock, &stop, &mut said)).unwrap();
+    let l = r.results[0].latency.as_ref().unwrap();
+    assert_eq!((l.samples, l.min_ns, l.max_ns), (500, 1e6, 1e6));
+    // One sample is the access and one reading (9 ns): 1,000,009 ns; 490 follow the calibration.
+    assert_eq!(said.0.len(), 1);
+    let (secs, work, flag) = &said.0[0];
+    assert!((secs - 490.0 * 1_000_009e-9).abs() < 1e-9, "{secs}");
+    assert_eq!((work.as_str(), flag.as_str()), ("500 samples", "--samples"));
+    // A count given is kept whole, however long it takes.
+    p.budget_ns = None;
+    p.samples = 2000;
+    let r = run(target(&s), &p, &mut sampling(&clock, &stop, &mut said)).unwrap();
+    assert_eq!(r.results[0].latency.as_ref().unwrap().samples, 2000);
+    assert_eq!(said.0[1].1, "2000 samples");
 }
 
 #[test]
@@ -321,4 +359,80 @@ fn a_stop_request_ends_the_run_with_what_was_measured() {
     let l = r.results[0].latency.as_ref().unwrap();
     assert_eq!(l.samples, 256);
     assert_eq!(crate::outcome::Outcome::of_report(&r).code(), 130);
+}
+
+/// The sim card's engine, with the card falling off the bus when the second C2H transfer is
+/// prepared (the first reads back the H2C row to verify it).
+struct FallsOff<'a> {
+    inner: &'a mut dyn Engine,
+    dev: &'a crate::access::sim::SimDevice,
+    c2h: u32,
+    stops: u32,
+}
+
+impl Engine for FallsOff<'_> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn card_size(&self) -> u64 {
+        self.inner.card_size()
+    }
+    fn max_transfer(&self) -> u64 {
+        self.inner.max_transfer()
+    }
+    fn prepare(&mut self, buf: &dyn crate::dma::DmaBuffer, t: &crate::dma::Transfer) -> Result<()> {
+        if t.dir == Direction::C2h {
+            self.c2h += 1;
+            if self.c2h == 2 {
+                self.dev.fall_off_bus();
+            }
+        }
+        self.inner.prepare(buf, t)
+    }
+    fn run(&mut self, timeout: Duration) -> Result<()> {
+        self.inner.run(timeout)
+    }
+    fn stop(&mut self) -> Result<String> {
+        self.stops += 1;
+        self.inner.stop()
+    }
+}
+
+/// A card that stops answering during `latency` ends the run with the card-gone line (exit 1),
+/// the rows before kept and the engine stopped, as `dma` does: not a plain error.
+#[test]
+fn a_card_that_falls_off_the_bus_keeps_the_rows_before_and_is_named() {
+    use crate::dma::engines::{self, EngineOptions};
+    let dev = crate::access::sim::SimDevice::open(crate::sim::SimId::from_name("sim").unwrap()).unwrap();
+    let info = crate::sim::CardSpec::info(&crate::sim::xdma::card::XdmaCard);
+    let (driver, found) = engines::resolve(None, &info, &dev).unwrap();
+    let alloc = crate::dma::buffers::sim::SimAllocator::new(dev.host_map().clone());
+    let mut opened = driver.open(&found, &info, &dev, &alloc, &EngineOptions::default()).unwrap();
+    let mut engine = FallsOff { inner: opened.engine.as_mut(), dev: &dev, c2h: 0, stops: 0 };
+    let device = crate::device::Device::new(crate::device::Target::SIM, info.clone());
+    let clock = FakeClock::new(5, 100, 64);
+    let stop = AtomicBool::new(false);
+    let mut none = |_| {};
+    let mut p = plan(vec![Width::B32], false);
+    p.dma = Some(DmaLatency {
+        dirs: vec![Direction::H2c, Direction::C2h],
+        sizes: vec![64],
+        completions: vec![Completion::Poll],
+        samples: Some(20),
+        card_addr: 0x1000,
+        timeout: Duration::from_secs(20),
+        rate: None,
+    });
+    let t = LatencyTarget { dev: &dev, device: &device, engine: Some((&mut engine, &alloc)), irq: None };
+    let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).expect("the report of the rows before, not an error");
+    let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma)).collect();
+    assert_eq!(dma.len(), 1, "the H2C row, measured before the card went");
+    assert_eq!((dma[0].dir, dma[0].verify.clone()), (Direction::H2c, Some(Verify::Ok)));
+    let line = r.gone.as_deref().expect("the card named as gone");
+    assert!(
+        line.starts_with("sim no longer answers (surprise removal, link down, or a reset): XDMA c2h channel 0's status and identifier registers read 0xffffffff"),
+        "{line}"
+    );
+    assert_eq!(crate::outcome::Outcome::of_report(&r).code(), 1);
+    assert!(engine.stops >= 1, "the engine was stopped");
 }

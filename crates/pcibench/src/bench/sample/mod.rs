@@ -3,6 +3,7 @@
 //! samples, and the log-linear latency histogram.
 
 pub mod clock;
+pub mod estimate;
 pub mod histogram;
 pub mod sampler;
 pub mod stats;

@@ -81,6 +81,20 @@ pub const ROW_BUDGET_NS: u64 = 500_000_000;
 /// rate they show is taken for the whole configuration's estimate.
 const ESTIMATE_AFTER_NS: u64 = 100_000_000;
 
+/// A configuration at the end of its calibration (`Sampling::run_within`), for a probe
+/// (`estimate`).
+pub(super) struct Calibrated {
+    /// Bytes per transfer, transfers planned, the time budget (no --total given).
+    pub size: u64,
+    pub planned: u64,
+    pub budget_ns: Option<u64>,
+    /// The calibrated batch and the time its last run took (ns).
+    pub batch: u64,
+    pub took: u64,
+    /// Transfers run so far (warm-up and calibration).
+    pub transfers: u64,
+}
+
 /// Where a run reports its progress (a progress bar; nothing, with `()`).
 pub trait Progress {
     /// A part of the run that will move about `bytes` bytes starts.
@@ -98,6 +112,16 @@ pub trait Progress {
     /// its timed samples: the caller decides what is long enough to say (the library never prints).
     fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
         let _ = (secs, work, flag);
+    }
+    /// A probe pass (`estimate::Probe`): each configuration stops after its calibration, its
+    /// estimate made from it.
+    fn probing(&self) -> bool {
+        false
+    }
+    /// Whether estimates are wanted at all: a run whose whole estimate was said, or a suite's
+    /// parts of its own default size (`estimate::Said`), want none, and get no probe pass.
+    fn estimates(&self) -> bool {
+        true
     }
 }
 
@@ -135,6 +159,8 @@ pub struct Sampled {
     pub interrupted: bool,
     /// What changed in the link's health while this configuration ran (empty: nothing).
     pub health: Vec<String>,
+    /// Events the timed samples reported to a `--trace` (`trace::events_here`).
+    pub traced: u64,
 }
 
 impl Sampled {
@@ -159,6 +185,8 @@ pub struct Single {
     pub health: Vec<String>,
     /// The samples' time, shells included (ns).
     pub elapsed_ns: u64,
+    /// Events the timed samples reported to a `--trace` (`trace::events_here`).
+    pub traced: u64,
 }
 
 impl<'a> Sampling<'a> {
@@ -204,16 +232,20 @@ impl<'a> Sampling<'a> {
         let want = self.overhead.min_sample_ns().max(self.clock.sample_floor_ns());
         let mut calibration = 1;
         let mut n = 1u64;
-        let batch = loop {
+        let (batch, took) = loop {
             let took = timed(n, &mut op)?;
             calibration += n;
             if took >= want || n >= MAX_BATCH {
-                break n;
+                break (n, took);
             }
             // Aim past the target from this run's rate, at least doubling.
             let per = (took as f64 / n as f64).max(1e-3);
             n = ((want as f64 / per * 1.5).ceil() as u64).clamp(n * 2, MAX_BATCH);
         };
+        if self.progress.probing() {
+            let calibrated = Calibrated { size, planned, budget_ns, batch, took, transfers: calibration };
+            return self.probe(calibrated, |k| timed(k, &mut op));
+        }
         // Fewer planned transfers than one batch: one sample of them all (flagged as short by
         // the statistics). More samples than we keep: batch more per sample.
         let batch = batch.min(planned).max(planned.div_ceil(MAX_SAMPLES));
@@ -238,6 +270,7 @@ impl<'a> Sampling<'a> {
         let mut spent_ns = 0u64;
         let mut planned = planned;
         let mut estimated = false;
+        let traced = crate::trace::events_here();
         for i in 0..count {
             if self.stop.load(Ordering::Relaxed) {
                 interrupted = true;
@@ -271,7 +304,12 @@ impl<'a> Sampling<'a> {
             }
             self.progress.add(size * batch);
             if let Some(h) = self.health {
-                // Between samples, untimed: a card that stopped answering ends the run now.
+                // Between samples, untimed: a card that vanished under a BAR mapping (the fault
+                // guard turned its SIGBUS into all-ones reads) ends the run now; one atomic load.
+                if let Some(why) = h.functions().next().and_then(crate::access::guard::gone) {
+                    return Err(Error::Gone(why));
+                }
+                // A card that stopped answering ends the run now.
                 let now = self.clock.now_ns();
                 if now.saturating_sub(last_answer) >= ANSWERING_EVERY_NS {
                     last_answer = now;
@@ -292,7 +330,15 @@ impl<'a> Sampling<'a> {
         if let (Some(h), Some(b)) = (self.health, &before) {
             health_changes = health::changes(b, &h.snapshot());
         }
-        Ok(Sampled { samples, planned, calibration_transfers: calibration, interrupted, health: health_changes })
+        let traced = crate::trace::events_here() - traced;
+        Ok(Sampled {
+            samples,
+            planned,
+            calibration_transfers: calibration,
+            interrupted,
+            health: health_changes,
+            traced,
+        })
     }
 
     /// Up to `diffs.len()` samples back to back: each the clock's difference between the reading
@@ -338,10 +384,20 @@ impl<'a> Sampling<'a> {
     /// sample is the clock's difference around the call less the timing shell's own cost, kept
     /// in a log-linear histogram, so millions of samples cost no memory. Samples are taken in
     /// runs of `CHAIN`; the histogram, progress and link health are updated between runs.
-    pub fn single(
+    pub fn single(&mut self, warmup: u64, samples: u64, bytes: u64, op: impl FnMut() -> Result<()>) -> Result<Single> {
+        self.single_within(warmup, samples, None, bytes, op)
+    }
+
+    /// `single`, and with `budget_ns` (no `--samples` given: `ROW_BUDGET_NS`) sized by time as
+    /// `run_within` is (issue 43): `samples` is then the cap, the samples stop once they took the
+    /// budget (at least `stats::MIN_SAMPLES` of them), and the warm-up stops after a tenth of it.
+    /// The first `MIN_SAMPLES` samples are the calibration: runs after them are sized from their
+    /// rate, so a slow access overshoots the budget by one sample's time, not a whole run's.
+    pub fn single_within(
         &mut self,
         warmup: u64,
         samples: u64,
+        budget_ns: Option<u64>,
         bytes: u64,
         mut op: impl FnMut() -> Result<()>,
     ) -> Result<Single> {
@@ -349,21 +405,42 @@ impl<'a> Sampling<'a> {
         let mut health = Vec::new();
         let mut interrupted = false;
         let mut warmed = 0;
+        let warm_start = self.clock.now_ns();
         while warmed < warmup && !interrupted {
             interrupted = self.stop.load(Ordering::Relaxed);
+            if budget_ns.is_some_and(|b| warmed > 0 && self.clock.now_ns().saturating_sub(warm_start) >= b / 10) {
+                break;
+            }
             if !interrupted {
                 op()?;
                 warmed += 1;
             }
         }
+        let min = super::stats::MIN_SAMPLES as u64;
         let overhead_ns = self.shell_overhead_ns();
         let mut hist = LatencyHistogram::new();
         let mut diffs = [0u64; CHAIN];
         let (mut done, mut elapsed_ns) = (0u64, 0u64);
         let mut last_check = self.clock.now_ns();
-        while done < samples && !interrupted {
-            let want = (samples - done).min(CHAIN as u64) as usize;
-            let (n, stopped) = self.chain(&mut diffs[..want], 1, bytes, &mut op)?;
+        let mut planned = samples;
+        let traced = crate::trace::events_here();
+        while done < planned && !interrupted {
+            let mut want = (planned - done).min(CHAIN as u64);
+            if let Some(b) = budget_ns {
+                if done >= min && elapsed_ns >= b {
+                    break;
+                }
+                // The calibration run, then runs that end about when the budget does.
+                want = match done {
+                    0 => want.min(min),
+                    _ => want.min(
+                        (b.saturating_sub(elapsed_ns) / (elapsed_ns / done).max(1))
+                            .max(min.saturating_sub(done))
+                            .max(1),
+                    ),
+                };
+            }
+            let (n, stopped) = self.chain(&mut diffs[..want as usize], 1, bytes, &mut op)?;
             interrupted = stopped;
             for d in &diffs[..n] {
                 hist.record(d.saturating_sub(overhead_ns));
@@ -372,16 +449,20 @@ impl<'a> Sampling<'a> {
             if done == 0 && n > 0 {
                 // The first run of samples is the calibration: what all of them will take.
                 let per = elapsed_ns as f64 / n as f64;
+                if let Some(b) = budget_ns {
+                    planned = samples.min(((b as f64 / per).ceil() as u64).max(min));
+                }
                 self.progress.estimate(
-                    (samples - n as u64) as f64 * per * 1e-9,
-                    &format!("{samples} samples"),
+                    planned.saturating_sub(n as u64) as f64 * per * 1e-9,
+                    &format!("{planned} samples"),
                     "--samples",
                 );
             }
             done += n as u64;
             self.progress.add(n as u64 * bytes);
             // Between chains, untimed, as in `run`: a card that stopped answering ends the run.
-            if let Some(why) = self.health.and_then(|h| h.not_answering()) {
+            let guard = |h: &HealthProbe| h.functions().next().and_then(crate::access::guard::gone);
+            if let Some(why) = self.health.and_then(|h| guard(h).or_else(|| h.not_answering())) {
                 return Err(Error::Gone(why));
             }
             if let (Some(h), Some(b)) = (self.health, &before) {
@@ -396,7 +477,8 @@ impl<'a> Sampling<'a> {
         if let (Some(h), Some(b)) = (self.health, &before) {
             health = health::changes(b, &h.snapshot());
         }
-        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns })
+        let traced = crate::trace::events_here() - traced;
+        Ok(Single { hist, warmup: warmed, overhead_ns, interrupted, health, elapsed_ns, traced })
     }
 }
 

@@ -1,5 +1,6 @@
-//! The buffer every mmap-backed allocator hands out (VFIO type1, no-IOMMU physical, u-dma-buf):
-//! mapped memory, its bus segments, and what to undo before the memory goes back.
+//! The buffer every mmap-backed allocator hands out (VFIO type1, no-IOMMU physical, u-dma-buf,
+//! vfio-user's shared memfds): mapped memory, its bus segments, and what to undo before the memory
+//! goes back.
 
 use super::super::{Addressing, DmaBuffer, Segment};
 use crate::os::mmap::Mmap;

@@ -3,6 +3,7 @@
 //! model's DMA reads and writes these very pages (no copy). The model reaches nothing else of this
 //! process; a buffer is unmapped from it (DMA_UNMAP) before its pages are released.
 
+use super::mapped::MappedBuffer;
 use crate::access::SharedMap;
 use crate::dma::{Addressing, DmaAllocator, DmaBuffer, Segment};
 use crate::os::mmap::{page_size, Mmap};
@@ -55,44 +56,18 @@ impl DmaAllocator for SharedAllocator {
         }
         self.map.map_shared(file.as_fd(), size as u64, bus)?;
         let segments = vec![Segment { offset: 0, bus, len: size as u64 }];
-        Ok(Box::new(SharedBuffer { map: Arc::clone(&self.map), mem, _file: file, segments }))
+        let map = Arc::clone(&self.map);
+        let describe = "memfd shared with the vfio-user server (DMA_MAP)".to_string();
+        // Unmapped from the server before our pages go (the release runs before the mapping is
+        // dropped). Best effort: a server that is gone has no mapping left to remove, and the
+        // pages stay alive in its process until it unmaps them, so releasing ours is safe either way.
+        Ok(Box::new(MappedBuffer::new(mem, segments, Addressing::Iova, describe).on_release(move || {
+            let _ = map.unmap_shared(bus, size as u64);
+            drop(file);
+        })))
     }
 
     fn dma_bits(&self) -> u32 {
         self.dma_bits
-    }
-}
-
-/// One buffer shared with the server; unmapped from it, then released, on drop.
-pub struct SharedBuffer {
-    map: Arc<dyn SharedMap>,
-    mem: Mmap,
-    _file: File,
-    segments: Vec<Segment>,
-}
-
-impl DmaBuffer for SharedBuffer {
-    fn as_ptr(&self) -> *mut u8 {
-        self.mem.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.mem.len()
-    }
-    fn segments(&self) -> &[Segment] {
-        &self.segments
-    }
-    fn addressing(&self) -> Addressing {
-        Addressing::Iova
-    }
-    fn describe(&self) -> String {
-        "memfd shared with the vfio-user server (DMA_MAP)".into()
-    }
-}
-
-impl Drop for SharedBuffer {
-    fn drop(&mut self) {
-        // Best effort: a server that is gone has no mapping left to remove, and the pages stay
-        // alive in its process until it unmaps them, so releasing ours is safe either way.
-        let _ = self.map.unmap_shared(self.segments[0].bus, self.mem.len() as u64);
     }
 }

@@ -11,6 +11,8 @@ use crate::{Error, Result};
 /// Anonymous memory, or a device's DMA buffer.
 pub struct Anon {
     name: String,
+    /// `heap`, `hugepages` or `device` (the buffers JSON's `kind`).
+    kind: &'static str,
     mem: Memory,
 }
 
@@ -41,12 +43,12 @@ impl Anon {
                 Error::Unsupported(format!("cannot allocate {} of heap: {e}", human_size(len as u64)))
             }
         })?;
-        Ok(Anon { name: name.into(), mem: Memory::Map(map) })
+        Ok(Anon { name: name.into(), kind: if huge { "hugepages" } else { "heap" }, mem: Memory::Map(map) })
     }
 
     /// A device's DMA buffer, for the CPU side of what its engine will move.
     pub fn from_dma(buf: Box<dyn DmaBuffer>) -> Anon {
-        Anon { name: buf.describe(), mem: Memory::Dma(buf) }
+        Anon { name: buf.describe(), kind: "device", mem: Memory::Dma(buf) }
     }
 }
 
@@ -61,6 +63,10 @@ impl CpuView for View {
 impl CpuBuffer for Anon {
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn kind(&self) -> String {
+        self.kind.into()
     }
 
     fn len(&self) -> usize {

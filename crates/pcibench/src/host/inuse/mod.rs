@@ -102,6 +102,9 @@ pub struct UncheckedReason {
     pub count: usize,
 }
 
+/// What replaces the "run it as root" hint when pcibench already runs as root.
+const AS_ROOT: &str = ", even as root (a container, user namespace or security module denies it)";
+
 /// PIDs kept per reason; the rest are counted.
 const PIDS_KEPT: usize = 64;
 /// PIDs named per reason in words.
@@ -123,6 +126,15 @@ impl Unchecked {
         r.count += 1;
         if r.pids.len() < PIDS_KEPT {
             r.pids.push(pid);
+        }
+    }
+
+    /// What root was denied all the same (a container, a user namespace, a security module: EPERM
+    /// on /proc/1 even as root) says so, never "run it as root" (issue 43).
+    pub(crate) fn as_root(&mut self) {
+        let texts = self.reasons.iter_mut().map(|r| &mut r.why).chain(&mut self.unseen).chain(&mut self.skipped);
+        for t in texts {
+            *t = t.replace(": run it as root to check them", AS_ROOT).replace(": run it as root", AS_ROOT);
         }
     }
 
@@ -235,6 +247,9 @@ pub(crate) fn inventory_in(host: &Host, addr: &str, scan: &procs::ProcScan, srio
     // for, so it speaks only when nothing else was found.
     if holders.is_empty() {
         holders.extend(driver::holders(&scope)?);
+    }
+    if scan.privileged {
+        unchecked.as_root();
     }
     Ok(Inventory { device: addr.to_string(), holders, unchecked })
 }

@@ -285,6 +285,19 @@ fn permission_denied_is_unchecked_unless_a_kernel_thread() {
         u.words(),
         "could not check PIDs 1, 3, 5, 40, 41, 42, 43, 44 and 2 more (no permission to read their open files: run it as root)"
     );
+    // Issue 43: root denied all the same (a sandbox: EPERM on /proc/1) is never told to run as root.
+    let mut u = Unchecked::default();
+    u.add(1, NO_PERMISSION);
+    u.unseen.push(
+        "other users' processes are hidden (/proc is mounted with hidepid=2): run it as root to check them".into(),
+    );
+    u.as_root();
+    let w = u.words();
+    assert!(!w.contains("run it as root"), "{w}");
+    assert!(
+        w.starts_with("could not check PID 1 (no permission to read their open files, even as root (a container"),
+        "{w}"
+    );
 }
 
 #[test]

@@ -64,6 +64,8 @@ pub(crate) struct Open {
 pub(crate) struct ProcScan {
     pub opens: Vec<Open>,
     pub unchecked: Unchecked,
+    /// Scanned as root: what was still denied needs no "run it as root" (`Unchecked::as_root`).
+    pub privileged: bool,
 }
 
 /// How much one scan reads at most.
@@ -104,7 +106,8 @@ pub(super) enum Stop {
 
 /// The scan with explicit limits and privilege (tests).
 pub(crate) fn scan_with(host: &Host, limits: &Limits, privileged: bool) -> ProcScan {
-    let mut s = ProcScan::default();
+    // A fixture tree's words do not depend on who runs the tests.
+    let mut s = ProcScan { privileged: privileged && host.is_real(), ..ProcScan::default() };
     let proc = host.path("/proc");
     if host.is_real() && !proc.join("self").exists() {
         s.unchecked.unseen.push("/proc is not mounted, so no process was checked: mount -t proc proc /proc".into());

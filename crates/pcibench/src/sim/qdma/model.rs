@@ -78,6 +78,9 @@ impl QdmaModel {
         if let Some(v) = s.perf_regs.lock().unwrap_or_else(|e| e.into_inner()).get(&off) {
             return *v;
         }
+        if let Some(v) = s.st_read(off) {
+            return v;
+        }
         match off {
             R_ID => 0x1fd3_0000,
             R_BARLITE_EXT => 0x04 << (6 * (s.cfg.func_id as u32 % 4)),
@@ -146,6 +149,7 @@ impl QdmaModel {
                 w1c(s.glbl(off), value);
             }
             R_DSC_ERR_STS => self.clear_dsc_errors(value),
+            _ if s.st_write(off, value) => {}
             R_GLBL_ERR_MASK => self.enable(off, value, s.ip.glbl_defined(), "GLBL_ERR_MASK"),
             R_DSC_ERR_MSK => self.enable(off, value, s.ip.dsc_defined(), "GLBL_DSC_ERR_MSK"),
             R_TRQ_ERR_MSK => self.enable(off, value, s.ip.trq_defined(), "GLBL_TRQ_ERR_MSK"),
@@ -264,12 +268,18 @@ impl QdmaModel {
         let dir = match reg {
             4 => Direction::H2c,
             8 => Direction::C2h,
-            _ => return Ok(()), // interrupt and completion-ring CIDX: nothing to model
+            // Completion-ring CIDX: the stream card's (interrupt CIDX: nothing to model).
+            0xc if s.cfg.stream => Direction::C2h,
+            _ => return Ok(()),
         };
         let (qbase, qmax) = *s.fmap.lock().unwrap_or_else(|e| e.into_inner());
         let qid = qbase + rel;
         if rel >= qmax || qid >= s.cfg.max_queues as u32 {
             s.trq_error(s.ip.trq_qid_range(), off);
+            return Ok(());
+        }
+        if s.cfg.stream {
+            s.st_doorbell(reg, qid, value);
             return Ok(());
         }
         if !s.mm(dir).present {
@@ -338,6 +348,32 @@ impl QdmaModel {
             self.shared.dsc_error(Direction::H2c, 0, 0, dsc);
         }
         self.shared.global_error(glbl);
+    }
+
+    /// The stream card's example design (its user BAR registers).
+    pub fn example_read(&self, off: u32) -> u32 {
+        self.shared.example_read(off)
+    }
+
+    pub fn example_write(&self, off: u32, value: u32) {
+        self.shared.example_write(off, value)
+    }
+
+    /// For tests of the stream card: (packets the checker saw, all matched, completion entries
+    /// written, packets dropped, packets the generator still owes).
+    pub fn stream_counts(&self) -> (u64, bool, u64, u64, u32) {
+        self.shared.st_counts()
+    }
+
+    /// Test hook: while set, every stream packet's first byte is flipped in flight (the
+    /// generator's C2H packets and the H2C packets the checker sees).
+    pub fn corrupt_stream(&self, on: bool) {
+        self.shared.st_corrupt(on)
+    }
+
+    /// Test hook: the next completion entry the generator writes carries the error bit.
+    pub fn error_record_next(&self) {
+        self.shared.st_error_next()
     }
 
     /// Test hook: a stalled engine accepts doorbells but moves nothing (a hung queue).

@@ -110,6 +110,13 @@ pub struct QdmaModelConfig {
     /// the queues inside the driver's doorbell and run-bit writes (or a test's `step`), so the
     /// order of events is the test's, never the scheduler's.
     pub stepped: bool,
+    /// Stream queues with the vendor's example design behind them (`stream.rs`): ST doorbells
+    /// are served, the user BAR is the design's registers.
+    pub stream: bool,
+    /// Benchmarks of the host's stream path: the far end moves no data (H2C packets are
+    /// consumed unread, C2H packets write only their completion entries), so the card costs
+    /// next to nothing. Data is then not verifiable.
+    pub stream_no_data: bool,
 }
 
 impl Default for QdmaModelConfig {
@@ -126,6 +133,8 @@ impl Default for QdmaModelConfig {
             ctxt_busy_reads: 1,
             fetch_on_doorbell: false,
             stepped: false,
+            stream: false,
+            stream_no_data: false,
         }
     }
 }
@@ -333,6 +342,8 @@ pub(crate) struct Shared {
     /// Register writes the driver made, on a line of its own: the driver's doorbell writes
     /// bump it, and the workers must not pay for that on every descriptor (false sharing).
     pub writes: CacheLine<AtomicU64>,
+    /// Stream queues and the example design (`stream.rs`).
+    pub st: Mutex<super::st_state::StState>,
 }
 
 impl Shared {
@@ -381,6 +392,7 @@ impl Shared {
                 super::super::irq::Offers { msix: 32, msi: 0, intx: false },
             )),
             writes: CacheLine(AtomicU64::new(0)),
+            st: Mutex::new(super::st_state::StState::default()),
         }
     }
 
@@ -481,6 +493,9 @@ impl Shared {
             if self.mm(dir).leaf.load(Ordering::Acquire) != 0 {
                 self.global_error(self.ip.glbl_mm(dir));
             }
+        }
+        if self.st.lock().unwrap_or_else(|e| e.into_inner()).c2h_err != 0 {
+            self.global_error(super::st_state::GE_C2H_ST);
         }
     }
 }

@@ -141,6 +141,7 @@ fn run_chain(shared: &Shared, ch: &Channel, gen: u64, start: Start) -> Result<()
         super::super::shake::point();
         let d = fetch(shared, addr)?;
         move_data(shared, ch.dir, &d)?;
+        // No faster than the datapath: one beat a user-clock cycle (perf.rs says why).
         ch.perf.moved(d.len as u64);
         if !complete(shared, ch, gen, &d)? {
             return Ok(());

@@ -5,7 +5,8 @@
 //! +0x64 interrupt acknowledge. The card side is a 4096-byte buffer at device address 0x40000.
 //! A transfer completes after a ~100 ms virtual-clock timer: edu is a functional target, not a
 //! speed one. Its timer clears the start bit first, then raises the interrupt: as an MSI when
-//! MSI is enabled (VFIO enables it for an eventfd), else INTx (edu_dma_timer, edu_raise_irq).
+//! MSI is enabled (VFIO enables it for an eventfd), else INTx (edu_dma_timer, edu_raise_irq);
+//! the acknowledge lowers INTx once no status bit is left (edu_lower_irq).
 //!
 //! QEMU up to 7.2 checks `end < 0x41000` strictly (edu_check_range) and aborts the whole VM on
 //! failure, so a transfer must end at least one byte before the end of the buffer: 4095 bytes at
@@ -61,6 +62,8 @@ pub struct EduEngine {
     bar: Box<dyn BarRegion>,
     dma_bits: u32,
     prepared: Option<Program>,
+    /// Whether the interrupt status was checked for a cause left from before since `prepare`.
+    stale_checked: bool,
     /// Where a stop is reported (`--trace`), taken from the BAR; its registers are traced there.
     trace: Option<Tracer>,
 }
@@ -132,7 +135,7 @@ impl EduEngine {
             )));
         }
         let trace = bar0.tracer().cloned();
-        Ok(EduEngine { bar: bar0, dma_bits, prepared: None, trace })
+        Ok(EduEngine { bar: bar0, dma_bits, prepared: None, stale_checked: false, trace })
     }
 
     fn cmd(&self) -> Result<u64> {
@@ -202,6 +205,7 @@ impl Engine for EduEngine {
             )));
         }
         self.prepared = Some(program(t, buf.bus_range(t.buf_offset, t.len), self.dma_bits)?);
+        self.stale_checked = false;
         Ok(())
     }
 
@@ -244,8 +248,22 @@ impl Engine for EduEngine {
 
     fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
         let p = self.prepared.ok_or_else(|| Error::usage("edu: run_interrupt() without prepare()"))?;
-        // Collect anything pending from before, so the wait below is for this transfer.
-        irq.wait(Duration::ZERO)?;
+        // Collect anything pending from before, so the wait below is for this transfer. A cause left
+        // from before (a transfer that completed after its run was killed, which edu then raised on
+        // INTx, MSI being off) is acknowledged, once per prepared transfer or when something is
+        // pending: edu ORs a new cause into the status and would not raise the line again while it
+        // is still up (edu_raise_irq), and only the acknowledge lowers it (edu_lower_irq). Whatever
+        // fired for it is collected and INTx, which vfio-pci masked when it fired, unmasked.
+        let pending = !irq.wait(Duration::ZERO)?.is_empty();
+        if pending || !self.stale_checked {
+            self.stale_checked = true;
+            if self.bar.read(REG_IRQ_STATUS, Width::B32)? & DMA_IRQ != 0 {
+                self.bar.write(REG_IRQ_ACK, Width::B32, DMA_IRQ)?;
+            }
+            if pending | !irq.wait(Duration::ZERO)?.is_empty() {
+                irq.unmask()?;
+            }
+        }
         self.start(p.cmd | CMD_IRQ)?;
         if irq.wait(timeout)?.is_empty() {
             let status = self.stop()?;
@@ -268,7 +286,11 @@ impl Engine for EduEngine {
                 "an interrupt arrived but edu's interrupt status reads {status:#x}, without the DMA-done bit {DMA_IRQ:#x}"
             )));
         }
-        self.bar.write(REG_IRQ_ACK, Width::B32, DMA_IRQ)
+        // The acknowledge clears the status bit; with MSI off, edu_lower_irq then drops INTx. Only
+        // after it is the line unmasked (vfio-pci masked it when it fired: vfio_intx_handler), so
+        // a level still asserted cannot fire again for this transfer; MSI has nothing to unmask.
+        self.bar.write(REG_IRQ_ACK, Width::B32, DMA_IRQ)?;
+        irq.unmask()
     }
 
     fn stop(&mut self) -> Result<String> {
@@ -459,6 +481,46 @@ mod tests {
         silent: bool,
     }
 
+    /// edu's INTx: the fake timer as above; `unmask` records the acknowledge register as it reads
+    /// then (the line must be lowered before it is unmasked).
+    struct FakeIntx {
+        msi: FakeMsi,
+        ack_at_unmask: std::sync::Mutex<Vec<u64>>,
+        /// An interrupt pending from before the transfer (a stale cause).
+        pending: std::sync::atomic::AtomicBool,
+        /// The acknowledge register when the transfer's own wait began.
+        ack_at_wait: std::sync::Mutex<Vec<u64>>,
+    }
+
+    impl crate::access::Interrupts for FakeIntx {
+        fn kind(&self) -> crate::access::IrqKind {
+            crate::access::IrqKind::Intx
+        }
+        fn vectors(&self) -> u32 {
+            1
+        }
+        fn wait(&self, timeout: Duration) -> Result<crate::access::Fired> {
+            if timeout.is_zero() && self.pending.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                return Ok(crate::access::Fired::from_counts(vec![1]));
+            }
+            if !timeout.is_zero() {
+                // SAFETY: `regs` is the live 4 KiB mapping behind the test's BAR.
+                let ack = unsafe { *((self.msi.regs + REG_IRQ_ACK as usize) as *const u32) };
+                self.ack_at_wait.lock().unwrap().push(ack as u64);
+            }
+            self.msi.wait(timeout)
+        }
+        fn unmask(&self) -> Result<()> {
+            // SAFETY: `regs` is the live 4 KiB mapping behind the test's BAR.
+            let ack = unsafe { *((self.msi.regs + REG_IRQ_ACK as usize) as *const u32) };
+            self.ack_at_unmask.lock().unwrap().push(ack as u64);
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "fake INTx".into()
+        }
+    }
+
     impl crate::access::Interrupts for FakeMsi {
         fn kind(&self) -> crate::access::IrqKind {
             crate::access::IrqKind::Msi
@@ -514,6 +576,66 @@ mod tests {
         e.prepare(&buf, &t(Direction::H2c, 0, 64)).unwrap();
         let err = e.run_interrupt(&FakeMsi { regs, early: false, silent: true }, Duration::from_millis(1)).unwrap_err();
         assert!(err.to_string().contains("raised no interrupt") && err.to_string().contains("fake MSI"), "{err}");
+    }
+
+    /// With MSI off edu raises INTx: the same completion, then the line unmasked after the
+    /// acknowledge has lowered it, once per transfer.
+    #[test]
+    fn completion_by_intx_unmasks_after_the_acknowledge() {
+        let buf = B(vec![crate::dma::Segment { offset: 0, bus: 0x20_0000, len: 4096 }]);
+        let (mut e, regs) = irq_engine();
+        let irq = FakeIntx {
+            msi: FakeMsi { regs, early: false, silent: false },
+            ack_at_unmask: Default::default(),
+            pending: false.into(),
+            ack_at_wait: Default::default(),
+        };
+        for _ in 0..2 {
+            e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+            e.run_interrupt(&irq, Duration::from_secs(1)).unwrap();
+            // SAFETY: as in FakeIntx: the next transfer's fake timer sets the status again.
+            unsafe { *((regs + REG_IRQ_ACK as usize) as *mut u32) = 0 };
+        }
+        assert_eq!(*irq.ack_at_unmask.lock().unwrap(), [DMA_IRQ, DMA_IRQ], "acknowledged, then unmasked, each time");
+        // No interrupt: no unmask either (nothing was masked).
+        let silent = FakeIntx {
+            msi: FakeMsi { regs, early: false, silent: true },
+            ack_at_unmask: Default::default(),
+            pending: false.into(),
+            ack_at_wait: Default::default(),
+        };
+        e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+        assert!(e.run_interrupt(&silent, Duration::from_millis(1)).is_err());
+        assert!(silent.ack_at_unmask.lock().unwrap().is_empty());
+        // An interrupt pending before the command (a transfer that completed after its run was
+        // killed; edu raised it on INTx): its status acknowledged and the line unmasked first.
+        let (mut e, regs) = irq_engine();
+        // SAFETY: as above: the status bit the killed run's transfer left.
+        unsafe { *((regs + REG_IRQ_STATUS as usize) as *mut u32) = DMA_IRQ as u32 };
+        let stale = FakeIntx {
+            msi: FakeMsi { regs, early: false, silent: false },
+            ack_at_unmask: Default::default(),
+            pending: true.into(),
+            ack_at_wait: Default::default(),
+        };
+        e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+        e.run_interrupt(&stale, Duration::from_secs(1)).unwrap();
+        assert_eq!(*stale.ack_at_unmask.lock().unwrap(), [DMA_IRQ, DMA_IRQ], "unmasked before the command and after");
+        // The same cause never delivered (a level already up when INTx was routed): acknowledged
+        // before the command all the same, so edu raises the line afresh; nothing to unmask first.
+        let (mut e, regs) = irq_engine();
+        // SAFETY: as above.
+        unsafe { *((regs + REG_IRQ_STATUS as usize) as *mut u32) = DMA_IRQ as u32 };
+        let quiet = FakeIntx {
+            msi: FakeMsi { regs, early: false, silent: false },
+            ack_at_unmask: Default::default(),
+            pending: false.into(),
+            ack_at_wait: Default::default(),
+        };
+        e.prepare(&buf, &t(Direction::C2h, 0, 64)).unwrap();
+        e.run_interrupt(&quiet, Duration::from_secs(1)).unwrap();
+        assert_eq!(*quiet.ack_at_wait.lock().unwrap(), [DMA_IRQ], "acknowledged before the command");
+        assert_eq!(quiet.ack_at_unmask.lock().unwrap().len(), 1, "one unmask: after the transfer");
     }
 
     #[test]

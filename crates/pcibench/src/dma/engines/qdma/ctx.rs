@@ -25,6 +25,10 @@ pub enum Sel {
     Sw(Direction),
     Hw(Direction),
     Credit(Direction),
+    /// A C2H ST queue's completion ring context (select 6).
+    Cmpt,
+    /// A C2H ST queue's prefetch context (select 7).
+    Prefetch,
     Fmap,
 }
 
@@ -53,6 +57,8 @@ impl Sel {
                     SEL_CR_C2H
                 }
             }
+            Sel::Cmpt => SEL_CMPT,
+            Sel::Prefetch => SEL_PFTCH,
             Sel::Fmap => SEL_FMAP,
         }
     }
@@ -62,6 +68,8 @@ impl Sel {
             Sel::Sw(d) => format!("{d} software context"),
             Sel::Hw(d) => format!("{d} hardware context"),
             Sel::Credit(d) => format!("{d} credit context"),
+            Sel::Cmpt => "completion (CMPT) context".into(),
+            Sel::Prefetch => "C2H prefetch context".into(),
             Sel::Fmap => "function map (FMAP)".into(),
         }
     }

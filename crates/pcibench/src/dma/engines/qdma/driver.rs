@@ -38,7 +38,34 @@ impl EngineDriver for QdmaDriver {
             return Ok(None);
         }
         let Some(bar) = find_config_bar(dev, &super::super::probe_bar::memory_bars(info))? else { return Ok(None) };
-        super::super::probe_bar::detected(self.name(), dev, bar, probe).map(Some)
+        let mut found = super::super::probe_bar::detected(self.name(), dev, bar, probe)?;
+        let mdma = &found.details;
+        let on = |k: &str| mdma.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
+        if !on("mm_h2c") && !on("mm_c2h") && (on("st_h2c") || on("st_c2h")) {
+            let (known, line) = if super::st::far_end(info) {
+                (
+                    true,
+                    format!(
+                        "the vendor's QDMA example design in the user BAR (C2H traffic generator, H2C data checker): \
+                         `dma` streams h2c, c2h and both at once over stream queues, every packet's data and length \
+                         verified (C2H packets of at most {} bytes)",
+                        super::st::MAX_PACKET
+                    ),
+                )
+            } else {
+                (false, super::st::no_far_end())
+            };
+            found.summary = format!("{}\n  far end: {line}", found.summary.trim_end());
+            // The example design's registers are registers: PIO must not fill them with patterns.
+            let user = found.details.get("user_bar").and_then(|v| v.as_u64());
+            if let Some(b) = user.filter(|_| known) {
+                found.register_bars.push(b as u8);
+            }
+            if let Some(map) = found.details.as_object_mut() {
+                map.insert("far_end".into(), serde_json::json!({ "example_design": known, "about": line }));
+            }
+        }
+        Ok(Some(found))
     }
 
     fn open(
@@ -58,7 +85,15 @@ impl EngineDriver for QdmaDriver {
             simulated: info.simulated,
             ..Default::default()
         };
-        let engine = QdmaEngine::new(bar, alloc, o)?;
+        let probed = super::probe::probe(&*bar)?;
+        let stream_only = !probed.mm_h2c && !probed.mm_c2h && (probed.st_h2c || probed.st_c2h);
+        let engine = match probed.user_bar {
+            Some(user) if stream_only && super::st::far_end(info) => {
+                let user = dev.open_bar(user, Mapping::Uc, IoMode::Mmap)?;
+                QdmaEngine::new_stream(bar, user, alloc, o)?
+            }
+            _ => QdmaEngine::new(bar, alloc, o)?,
+        };
         Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }

@@ -36,6 +36,12 @@ pub mod probe;
 pub(super) mod regs;
 pub(super) mod ring;
 mod run;
+pub mod st;
+pub(super) mod st_ctx;
+mod st_run;
+mod st_setup;
+#[cfg(test)]
+mod st_tests;
 #[cfg(test)]
 mod testkit;
 #[cfg(test)]
@@ -155,6 +161,9 @@ pub struct QdmaEngine {
     trace: Option<Tracer>,
     /// Direct interrupt mode (`irq.rs`): the MSI-X vectors routed, which the queues share.
     irq_vectors: Option<u32>,
+    /// Stream mode (`st.rs`): the example design and the completion rings; None for MM.
+    stream: Option<st_run::Stream>,
+    saved_st: st_setup::SavedSt,
     /// Owns the ring memory; declared after `rings` so it is dropped after them.
     _ring_mem: Vec<Box<dyn DmaBuffer>>,
 }
@@ -188,11 +197,47 @@ impl QdmaEngine {
     /// Probe the QDMA behind `bar`, check `opts` against it and allocate the rings. Nothing is
     /// written to the device (one context read aside): `start`, or the first run, takes it.
     pub fn new(bar: Box<dyn BarRegion>, alloc: &dyn DmaAllocator, opts: QdmaOptions) -> Result<QdmaEngine> {
+        Self::open(bar, None, alloc, opts)
+    }
+
+    /// The same for ST queues, driven against the vendor's example design behind `user` (the
+    /// function's user BAR).
+    pub fn new_stream(
+        bar: Box<dyn BarRegion>,
+        user: Box<dyn BarRegion>,
+        alloc: &dyn DmaAllocator,
+        opts: QdmaOptions,
+    ) -> Result<QdmaEngine> {
+        Self::open(bar, Some(st::ExampleDesign { bar: user }), alloc, opts)
+    }
+
+    fn open(
+        bar: Box<dyn BarRegion>,
+        ex: Option<st::ExampleDesign>,
+        alloc: &dyn DmaAllocator,
+        opts: QdmaOptions,
+    ) -> Result<QdmaEngine> {
         let info = probe(&*bar)?;
         if let Some(why) = info.ip.refusal(info.misc_cap) {
             return Err(Error::Unsupported(why));
         }
-        if !info.mm_h2c && !info.mm_c2h {
+        let streaming = ex.is_some();
+        if streaming && !info.st_h2c && !info.st_c2h {
+            return Err(Error::Unsupported(format!(
+                "the QDMA in BAR{} has no stream engine (GLBL2_CHANNEL_MDMA {:#x}): it cannot run ST queues",
+                info.bar,
+                rd(&*bar, R_CHANNEL_MDMA)?
+            )));
+        }
+        if !streaming && !info.mm_h2c && !info.mm_c2h && (info.st_h2c || info.st_c2h) {
+            return Err(Error::Unsupported(format!(
+                "the QDMA in BAR{} has stream engines only (GLBL2_CHANNEL_MDMA {:#x}); {}",
+                info.bar,
+                rd(&*bar, R_CHANNEL_MDMA)?,
+                st::no_far_end()
+            )));
+        }
+        if !streaming && !info.mm_h2c && !info.mm_c2h {
             return Err(Error::Unsupported(format!(
                 "the QDMA in BAR{} has no memory-mapped engine (GLBL2_CHANNEL_MDMA {:#x}); pcibench drives MM queues only",
                 info.bar,
@@ -220,12 +265,17 @@ impl QdmaEngine {
                 opts.queues, info.func, info.max_queues
             )));
         }
-        let dirs: Vec<Direction> = [Direction::H2c, Direction::C2h].into_iter().filter(|d| info.has(*d)).collect();
+        let has = |d: Direction| if streaming { info.has_st(d) } else { info.has(d) };
+        let dirs: Vec<Direction> = [Direction::H2c, Direction::C2h].into_iter().filter(|d| has(*d)).collect();
         let wanted: Vec<(u16, Direction)> = (0..opts.queues).flat_map(|q| dirs.iter().map(move |d| (q, *d))).collect();
         for (q, dir) in &wanted {
             ctx.refuse_in_use(info.func as u32, qbase + *q as u32, *dir)?;
         }
-        let (ring_mem, rings) = ring::allocate(alloc, &wanted, slots)?;
+        let (mut ring_mem, mut rings) = ring::allocate(alloc, &wanted, slots)?;
+        let stream = match ex {
+            Some(ex) => Some(st_setup::stream_rings(ex, alloc, &mut rings, &mut ring_mem, slots, info.ip)?),
+            None => None,
+        };
         let trace = bar.tracer().cloned();
         Ok(QdmaEngine {
             bar,
@@ -245,6 +295,8 @@ impl QdmaEngine {
             unwatched_glbl: 0,
             trace,
             irq_vectors: None,
+            stream,
+            saved_st: st_setup::SavedSt::default(),
             _ring_mem: ring_mem,
         })
     }
@@ -318,17 +370,20 @@ impl QdmaEngine {
             )));
         }
         for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
-            if self.info.has(dir) {
+            if self.info.has(dir) && self.stream.is_none() {
                 let bar = &*self.bar;
                 self.saved.mm_control[i] = Some(rd(bar, mm(dir, MM_CONTROL))?);
                 wr(bar, mm(dir, MM_CONTROL), MM_RUN)?;
             }
         }
-        Ok(())
+        self.take_stream_device()
     }
 
     /// The software context every queue gets.
     fn sw_context(&self, ring: &Ring) -> SwCtx {
+        if self.stream.is_some() {
+            return self.st_sw_context(ring);
+        }
         SwCtx {
             func: self.info.func as u16,
             enabled: true,
@@ -356,8 +411,8 @@ impl QdmaEngine {
             let (q, dir) = (self.rings[i].queue, self.rings[i].dir);
             let qid = self.qbase + q as u32;
             let ctx = self.ctx();
-            for sel in [Sel::Sw(dir), Sel::Hw(dir), Sel::Credit(dir)] {
-                ctx.clear(sel, qid)?;
+            for sel in [Sel::Sw(dir), Sel::Hw(dir), Sel::Credit(dir)].iter().chain(self.stream_sels(dir)) {
+                ctx.clear(*sel, qid)?;
             }
             let sw = self.sw_context(&self.rings[i]);
             ctx.write(Sel::Sw(dir), qid, &sw.words())?;
@@ -367,7 +422,9 @@ impl QdmaEngine {
                     "QDMA {dir} queue {q}: the software context reads back as [{back}] after writing [{sw}]"
                 )));
             }
-            doorbell(self.bar(), q, dir, 0, self.irq_vectors.is_some())?;
+            self.start_stream_queue(i, qid)?;
+            // Stream queues keep polling their completion rings: never armed.
+            doorbell(self.bar(), q, dir, 0, self.irq_vectors.is_some() && self.stream.is_none())?;
         }
         Ok(())
     }
@@ -380,11 +437,12 @@ impl QdmaEngine {
             return Ok(0);
         }
         self.started = false;
+        let mut first = self.stream.as_ref().and_then(|s| s.ex.stop().err());
         let pending = self.drain();
-        let mut first = None;
         for r in &self.rings {
             let qid = self.qbase + r.queue as u32;
-            for sel in [Sel::Sw(r.dir), Sel::Hw(r.dir), Sel::Credit(r.dir)] {
+            for sel in [Sel::Sw(r.dir), Sel::Hw(r.dir), Sel::Credit(r.dir)].iter().chain(self.stream_sels(r.dir)) {
+                let sel = *sel;
                 if let Err(e) = self.ctx().invalidate(sel, qid).and_then(|_| self.ctx().clear(sel, qid)) {
                     first.get_or_insert(e);
                 }
@@ -411,7 +469,9 @@ impl QdmaEngine {
                 // A writeback that makes no sense leaves the count as it was: the context decides.
                 let _ = self.rings[i].reap(self.trace.as_ref());
                 let (q, dir, outstanding) = (self.rings[i].queue, self.rings[i].dir, self.rings[i].outstanding);
-                if outstanding == 0 {
+                // A C2H ST queue's posted buffers are credits, not transfers: with the generator
+                // stopped nothing comes for them.
+                if outstanding == 0 || (self.stream.is_some() && dir == Direction::C2h) {
                     *done = true;
                     continue;
                 }
@@ -518,7 +578,14 @@ impl Engine for QdmaEngine {
             return Err(Error::usage(format!("a QDMA batch holds 1 to {MAX_BATCH} transfers, not {}", work.len())));
         }
         let mut per_ring = vec![Vec::new(); self.rings.len()];
-        for w in work {
+        if let Some(s) = self.stream.as_mut() {
+            s.want.iter_mut().for_each(|w| *w = 0);
+            s.len = None;
+            for w in work {
+                self.describe_stream(w, &mut per_ring)?;
+            }
+        }
+        for w in work.iter().filter(|_| self.stream.is_none()) {
             self.describe(w, &mut per_ring)?;
         }
         let next = vec![0; per_ring.len()];
@@ -533,8 +600,9 @@ impl Engine for QdmaEngine {
         self.wait(timeout)
     }
 
+    /// Memory-mapped queues; stream queues complete by polling their completion rings.
     fn completes_by_interrupt(&self) -> bool {
-        true
+        self.stream.is_none()
     }
 
     /// A vector per ring (libqdma's direct mode: one data vector per queue while they last).
@@ -565,6 +633,10 @@ impl Engine for QdmaEngine {
         if self.found_fmap.is_some() {
             return Ok("no queue was started".into());
         }
+        // A card that no longer answers: every context command would wait out its timeout.
+        if let Some(gone) = self.gone() {
+            return Ok(format!("queues not stopped: {gone}"));
+        }
         let errors = ErrorRegs::read(self.bar(), self.info.ip, self.info.mm_present())?;
         let left = self.stop_queues()?;
         let n = self.opts.queues;
@@ -583,6 +655,9 @@ impl Engine for QdmaEngine {
     /// Takes the device first if no run has: the counters count from here.
     fn counters_start(&mut self) -> Result<()> {
         self.start()?;
+        if self.stream.is_some() {
+            return Ok(());
+        }
         for dir in self.dirs.clone() {
             // Clear the counters now, then start them (`*_MM_PERF_MON_CTL`).
             wr(self.bar(), mm(dir, MM_PERF_CTL), PERF_IMM_CLEAR)?;
@@ -591,8 +666,17 @@ impl Engine for QdmaEngine {
         Ok(())
     }
 
+    /// The MM engines' performance monitor; stream queues have none pcibench reads.
     fn has_counters(&self) -> bool {
-        true
+        self.stream.is_none()
+    }
+
+    fn stream_end(&mut self) -> Option<&mut dyn crate::dma::StreamEnd> {
+        if self.stream.is_some() {
+            Some(self)
+        } else {
+            None
+        }
     }
 
     fn counters_read(&mut self) -> Result<Vec<EngineCounters>> {
@@ -623,6 +707,9 @@ impl Drop for QdmaEngine {
         if self.found_fmap.is_some() {
             return; // never taken: nothing was written
         }
+        if self.gone().is_some() {
+            return; // the card no longer answers: each context command would wait out its timeout
+        }
         let _ = self.stop_queues();
         let bar = &*self.bar;
         for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
@@ -652,5 +739,6 @@ impl Drop for QdmaEngine {
         for (at, v) in &self.saved.perf {
             let _ = wr(bar, *at, *v);
         }
+        self.restore_stream();
     }
 }

@@ -73,6 +73,14 @@ impl QdmaInfo {
         self.ring_entries.iter().filter(|e| **e >= 3).map(|e| e - 1).collect()
     }
 
+    /// Whether the IP has the stream engine of `dir`.
+    pub fn has_st(&self, dir: Direction) -> bool {
+        match dir {
+            Direction::H2c => self.st_h2c,
+            Direction::C2h => self.st_c2h,
+        }
+    }
+
     pub fn mm_present(&self) -> [bool; 2] {
         [self.mm_h2c, self.mm_c2h]
     }
@@ -103,7 +111,11 @@ impl fmt::Display for QdmaInfo {
             } else {
                 format!("{} (pcibench drives these)", mm.join(", "))
             },
-            if st.is_empty() { String::new() } else { format!("; {} (stream: not driven)", st.join(", ")) }
+            match (st.is_empty(), mm.is_empty()) {
+                (true, _) => String::new(),
+                (false, true) => format!("; {} (stream: see the far end)", st.join(", ")),
+                (false, false) => format!("; {} (stream: not driven)", st.join(", ")),
+            }
         )?;
         writeln!(f, "  queues: {} in the IP ({}-bit context ids)", self.max_queues, self.ip.qid_bits())?;
         // The vector each queue signals on with `--completion irq` (`irq.rs`: the rings in the
@@ -111,10 +123,14 @@ impl fmt::Display for QdmaInfo {
         let per = (self.mm_h2c as u32 + self.mm_c2h as u32).max(1);
         let vectors =
             if per == 2 { "queue q's H2C ring on vector 2q, its C2H ring on 2q+1" } else { "queue q on vector q" };
-        writeln!(
-            f,
-            "  interrupts (--completion irq): MSI-X in libqdma's direct mode, {vectors} (modulo the vectors routed); no aggregation ring"
-        )?;
+        if mm.is_empty() && !st.is_empty() {
+            writeln!(f, "  interrupts: none armed (stream queues complete by polling their completion rings)")?;
+        } else {
+            writeln!(
+                f,
+                "  interrupts (--completion irq): MSI-X in libqdma's direct mode, {vectors} (modulo the vectors routed); no aggregation ring"
+            )?;
+        }
         let sizes = self.ring_sizes();
         if sizes.is_empty() {
             writeln!(

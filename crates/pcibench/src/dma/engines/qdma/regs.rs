@@ -329,6 +329,109 @@ pub(crate) const MM_C2H_WR_UC_RAM: u32 = 30;
 pub(crate) const EQ_MM_H2C_ALL: u32 = 0x3041_013e;
 pub(crate) const EQ_MM_C2H_ALL: u32 = 0x7000_0003;
 
+// Stream (ST) queues: `st.rs`, `st_ctx.rs`, `st_run.rs`. Context selects of `enum
+// ind_ctxt_cmd_sel` (qdma_access_common.h) beyond the MM ones.
+pub(crate) const SEL_CMPT: u32 = 6;
+pub(crate) const SEL_PFTCH: u32 = 7;
+// C2H ST global tables (QDMA_TRQ_SEL_C2H 0xa00), written by every IP's
+// `*_set_default_global_csr` when the IP has ST (`dev_cap.st_en`), the same values on all.
+pub(crate) const R_C2H_TIMER_CNT: u64 = 0xa00;
+pub(crate) const R_C2H_CNT_TH: u64 = 0xa40;
+pub(crate) const R_C2H_BUF_SZ: u64 = 0xab0;
+pub(crate) const C2H_TABLE_LEN: usize = 16;
+pub const VENDOR_C2H_BUF_SIZES: [u32; C2H_TABLE_LEN] =
+    [4096, 256, 512, 1024, 2048, 3968, 4096, 4096, 4096, 4096, 4096, 4096, 4096, 8192, 9018, 16384];
+pub(crate) const VENDOR_C2H_TIMERS: [u32; C2H_TABLE_LEN] =
+    [1, 2, 4, 5, 8, 10, 15, 20, 25, 30, 50, 75, 100, 125, 150, 200];
+pub(crate) const VENDOR_C2H_COUNTERS: [u32; C2H_TABLE_LEN] =
+    [2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192];
+// C2H_ERR_STAT / C2H_ERR_MASK (0xaf0 / 0xaf4): the completion-ring errors pcibench names.
+pub(crate) const R_C2H_ERR_STAT: u64 = 0xaf0;
+pub(crate) const R_C2H_ERR_MASK: u64 = 0xaf4;
+pub(crate) const C2H_ERR_CMPT_INV_Q: u32 = 1 << 12;
+pub(crate) const C2H_ERR_CMPT_QFULL: u32 = 1 << 13;
+pub(crate) const C2H_ERR_CMPT_CIDX: u32 = 1 << 14;
+// Software context codes for ST queues (`make_sw_context`): C2H ST 8-byte, H2C ST 16-byte
+// descriptors, fetch credits on.
+pub(crate) const DESC_SZ_8B: u8 = 0;
+pub(crate) const DESC_SZ_16B: u8 = 1;
+// Prefetch context (select 7, `QDMA_PFTCH_CTXT_W*`, EQDMA `PREFETCH_CTXT_DATA_W*`: the same
+// positions for the fields pcibench writes).
+pub(crate) const PF_W0_BYPASS: u32 = 1 << 0;
+pub(crate) const PF_W0_BUF_SZ_SHIFT: u32 = 1;
+pub(crate) const PF_W0_BUF_SZ: u32 = 0xf;
+pub(crate) const PF_W0_ERR: u32 = 1 << 26;
+pub(crate) const PF_W0_PFCH_EN: u32 = 1 << 27;
+pub(crate) const PF_W1_VALID: u32 = 1 << 13;
+// Completion (CMPT) context (select 6, `QDMA_COMPL_CTXT_W*`, EQDMA/CPM5 `CMPL_CTXT_DATA_W*`).
+pub(crate) const CM_W0_EN_STAT_DESC: u32 = 1 << 0;
+pub(crate) const CM_W0_EN_INT: u32 = 1 << 1;
+pub(crate) const CM_W0_TRIG_SHIFT: u32 = 2;
+pub(crate) const CM_W0_TRIG: u32 = 0x7;
+pub(crate) const CM_W0_FNC_SHIFT: u32 = 5;
+/// [12:5] on soft 3.x, [16:5] on EQDMA/CPM5: a PF's function number fits both.
+pub(crate) const CM_W0_FNC: u32 = 0xff;
+pub(crate) const CM_W0_CNT_IDX_SHIFT: u32 = 17;
+pub(crate) const CM_W0_TMR_IDX_SHIFT: u32 = 21;
+pub(crate) const CM_W0_IDX: u32 = 0xf;
+pub(crate) const CM_W0_COLOR: u32 = 1 << 27;
+pub(crate) const CM_W0_RNG_SZ_SHIFT: u32 = 28;
+/// Soft 3.x: word 1 [31:6] holds address bits [37:12] (`QDMA_COMPL_CTXT_BADDR_GET_L_MASK`), so
+/// the ring must be 4 KiB aligned; EQDMA/CPM5: word 1 [31:0] holds bits [37:6] and word 5
+/// [17:14] bits [5:2] (`EQDMA_COMPL_CTXT_BADDR_HIGH_L_MASK`, `_LOW_MASK`).
+pub(crate) const S3_CM_W1_BADDR_SHIFT: u32 = 6;
+pub(crate) const S3_CM_BADDR_LOW_BIT: u32 = 12;
+pub(crate) const EQ_CM_BADDR_LOW_BIT: u32 = 6;
+pub(crate) const CM_W2_BADDR_H: u32 = 0x03ff_ffff;
+pub(crate) const CM_BADDR_HIGH_BIT: u32 = 38;
+pub(crate) const CM_W2_DESC_SZ_SHIFT: u32 = 26;
+pub(crate) const CM_W3_CIDX_SHIFT: u32 = 12;
+pub(crate) const CM_W3_VALID: u32 = 1 << 28;
+pub(crate) const CM_W3_ERR_SHIFT: u32 = 29;
+pub(crate) const CM_W4_OVF_CHK_DIS: u32 = 1 << 2;
+pub(crate) const EQ_CM_W4_DIR_C2H: u32 = 1 << 18;
+pub(crate) const EQ_CM_W5_BADDR_LOW_SHIFT: u32 = 14;
+/// Trigger mode "every entry" (`TRIG_MODE_ANY`): the qdma driver's default (nl.c).
+pub(crate) const TRIG_EVERY: u32 = 1;
+/// CMPT entry sizes: code 0-3 is 8, 16, 32, 64 bytes; dma-ctl's default is 8 B.
+pub(crate) const CMPT_SZ_8B: u32 = 0;
+// H2C ST descriptor (16 bytes, `struct qdma_h2c_desc`): cdh_flags, pld_len, len, flags
+// (16 bits each), then the source address; C2H ST descriptor (8 bytes, `struct
+// qdma_c2h_desc`): the buffer address only.
+pub(crate) const H2C_ST_DESC_BYTES: u64 = 16;
+pub(crate) const C2H_ST_DESC_BYTES: u64 = 8;
+pub(crate) const H2C_ST_SOP: u16 = 1 << 1;
+pub(crate) const H2C_ST_EOP: u16 = 1 << 2;
+/// Longest H2C ST descriptor pcibench writes (libqdma splits at a page).
+pub(crate) const H2C_ST_DESC_MAX: u64 = 4096;
+// Completion entry, example-design format 0 (qdma_regs.h `S_C2H_CMPT_ENTRY_*`): format bit 0,
+// colour 1, error 2, descriptor used 3, packet length [19:4].
+pub(crate) const CMPT_COLOR: u32 = 1 << 1;
+pub(crate) const CMPT_ERR: u32 = 1 << 2;
+pub(crate) const CMPT_DESC_USED: u32 = 1 << 3;
+pub(crate) const CMPT_LEN_SHIFT: u32 = 4;
+pub(crate) const CMPT_LEN: u32 = 0xffff;
+// PF doorbells beyond the producer indexes (`QDMA_OFFSET_DMAP_SEL_CMPT_CIDX`, `_MASK`s).
+pub(crate) const DB_CMPT_CIDX: u64 = 0xc;
+pub(crate) const DB_CMPT_STAT_EN: u32 = 1 << 27;
+pub(crate) const DB_CMPT_TRIG_SHIFT: u32 = 24;
+pub(crate) const DB_CMPT_TMR_SHIFT: u32 = 20;
+pub(crate) const DB_CMPT_CNT_SHIFT: u32 = 16;
+// The vendor's example design's user BAR (the DPDK testapp's testapp.h, scripts/
+// qdma_run_test_pf.sh): C2H generator queue, packet length, control (bit 1 starts), packet
+// count; H2C checker control (bit 0 clears) and status (bit 0: every packet matched).
+pub(crate) const EX_C2H_QID: u64 = 0x00;
+pub(crate) const EX_C2H_LEN: u64 = 0x04;
+pub(crate) const EX_C2H_CONTROL: u64 = 0x08;
+pub(crate) const EX_C2H_START: u32 = 1 << 1;
+pub(crate) const EX_H2C_CONTROL: u64 = 0x0c;
+pub(crate) const EX_H2C_CLEAR: u32 = 1 << 0;
+pub(crate) const EX_H2C_STATUS: u64 = 0x10;
+pub(crate) const EX_H2C_MATCH: u32 = 1 << 0;
+pub(crate) const EX_C2H_COUNT: u64 = 0x20;
+/// One completion covers at most 7 buffers in the example design (DPDK testapp, do_recv_st).
+pub(crate) const EX_MAX_BUFFERS: u64 = 7;
+
 /// The MM engine block of `dir`: C2H at 0x1000, H2C at 0x1200.
 pub(crate) fn mm(dir: Direction, reg: u64) -> u64 {
     match dir {

@@ -44,6 +44,9 @@ pub(crate) struct Ring {
     pub cidx: u32,
     /// Descriptors posted and not yet completed.
     pub outstanding: u32,
+    /// Bytes per descriptor: 32 for MM, 16 for H2C ST, 8 for C2H ST and completion entries
+    /// (the memory is sized for 32 either way); the status slot follows the last one.
+    pub desc: u64,
 }
 
 // SAFETY: `ptr` points into a DMA buffer owned by the same engine as the ring (QdmaEngine holds
@@ -55,7 +58,7 @@ impl Ring {
         // SAFETY: the status slot is inside the ring's memory (ring_bytes), 4-byte aligned (the
         // ring base is page aligned), alive as long as the ring; the card writes it as a whole
         // word and the CPU reads it atomically.
-        unsafe { AtomicU32::from_ptr(self.ptr.add((self.slots as u64 * DESC_BYTES) as usize).cast::<u32>()) }
+        unsafe { AtomicU32::from_ptr(self.ptr.add((self.slots as u64 * self.desc) as usize).cast::<u32>()) }
     }
 
     /// Zero every descriptor and the status slot, and the indexes (a freshly started queue).
@@ -74,18 +77,32 @@ impl Ring {
     /// gets it as written.
     #[inline]
     pub fn put(&mut self, d: &Desc, trace: Option<&Tracer>) {
-        debug_assert!(self.space() > 0);
         if let Some(t) = trace {
             self.trace_desc(t, d);
         }
-        // SAFETY: slot pidx < slots lies inside the ring; the engine reads it only after the
-        // doorbell that follows (store_fence orders the stores before the doorbell write).
+        // SAFETY: a `Desc` is 32 bytes, the size of an MM descriptor slot.
+        self.put_bytes(unsafe { std::slice::from_raw_parts(d.as_ptr().cast::<u8>(), DESC_BYTES as usize) });
+    }
+
+    /// Write one descriptor of `self.desc` bytes (`d` is at least that long) at the producer
+    /// index and advance it (the caller checked `space`).
+    #[inline]
+    pub fn put_bytes(&mut self, d: &[u8]) {
+        debug_assert!(self.space() > 0 && d.len() as u64 >= self.desc);
+        // SAFETY: slot pidx < slots lies inside the ring (sized for 32-byte slots, the widest);
+        // the engine reads it only after the doorbell that follows (store_fence orders the
+        // stores before the doorbell write).
         unsafe {
-            let at = self.ptr.add((self.pidx as u64 * DESC_BYTES) as usize);
-            std::ptr::copy_nonoverlapping(d.as_ptr().cast::<u8>(), at, DESC_BYTES as usize);
+            let at = self.ptr.add((self.pidx as u64 * self.desc) as usize);
+            std::ptr::copy_nonoverlapping(d.as_ptr(), at, self.desc as usize);
         }
         self.pidx = if self.pidx + 1 == self.slots { 0 } else { self.pidx + 1 };
         self.outstanding += 1;
+    }
+
+    /// The ring's memory as the engine sees it (the completion ring's entries are read here).
+    pub(crate) fn base_ptr(&self) -> *mut u8 {
+        self.ptr
     }
 
     fn trace_desc(&self, t: &Tracer, d: &Desc) {
@@ -114,7 +131,7 @@ impl Ring {
             return Ok(0);
         }
         if let Some(t) = trace {
-            t.writeback("qdma", "status", self.bus + self.slots as u64 * DESC_BYTES, Width::B32, status.into());
+            t.writeback("qdma", "status", self.bus + self.slots as u64 * self.desc, Width::B32, status.into());
         }
         let done = (cidx + self.slots - self.cidx) % self.slots;
         if cidx >= self.slots || done > self.outstanding {
@@ -151,7 +168,7 @@ pub(crate) fn allocate(alloc: &dyn DmaAllocator, rings: &[(u16, Direction)], slo
                 // SAFETY: off + bytes <= the segment's end <= buf.len(): inside the buffer.
                 let ptr = unsafe { buf.as_ptr().add(off as usize) };
                 let bus = s.bus + (off - s.offset);
-                out.push(Ring { queue, dir, slots, ptr, bus, pidx: 0, cidx: 0, outstanding: 0 });
+                out.push(Ring { queue, dir, slots, ptr, bus, pidx: 0, cidx: 0, outstanding: 0, desc: DESC_BYTES });
                 off += stride;
             }
         }

@@ -72,7 +72,11 @@ impl QdmaEngine {
         let res = (|| {
             self.start()?;
             prep.next.iter_mut().for_each(|n| *n = 0);
-            self.post(&mut prep)
+            if self.stream.is_some() {
+                self.post_stream(&mut prep)
+            } else {
+                self.post(&mut prep)
+            }
         })();
         self.prepared = Some(prep);
         res
@@ -104,7 +108,11 @@ impl QdmaEngine {
     /// an error is logged, or `timeout` passes (then the queues are stopped and cleared).
     pub fn wait(&mut self, timeout: Duration) -> Result<()> {
         let mut prep = self.prepared.take().ok_or_else(|| Error::usage("QDMA wait before prepare"))?;
-        let res = self.wait_prepared(&mut prep, timeout);
+        let res = if self.stream.is_some() {
+            self.wait_stream(&mut prep, timeout)
+        } else {
+            self.wait_prepared(&mut prep, timeout)
+        };
         self.prepared = Some(prep);
         res
     }
@@ -178,7 +186,8 @@ impl QdmaEngine {
         if glbl == 0 {
             return Ok(false);
         }
-        let (layout, watched) = (self.info.ip.err_layout(), self.info.ip.glbl_enables());
+        let st = if self.stream.is_some() { GLBL_C2H_ST } else { 0 };
+        let (layout, watched) = (self.info.ip.err_layout(), self.info.ip.glbl_enables() | st);
         let mut fails = glbl & watched;
         if fails == GLBL_DSC {
             let dsc = rd(self.bar(), R_DSC_ERR_STS)?;
@@ -204,6 +213,20 @@ impl QdmaEngine {
         Ok(fails != 0)
     }
 
+    /// The card no longer answers when its identifier register (0x0: 0x1fd3 in its top bits on
+    /// a live card, `qdma_is_config_bar`'s check) and its version register (GLBL2_MISC_CAP 0x134:
+    /// device types 0-2 in its top nibble, so never 0xf) both read all-ones, as XDMA's identifier
+    /// and edu's identification are checked.
+    pub(super) fn gone(&self) -> Option<Error> {
+        let id = rd(self.bar(), R_ID).ok()?;
+        let version = rd(self.bar(), R_MISC_CAP).ok()?;
+        (id == u32::MAX && version == u32::MAX).then(|| {
+            Error::Gone(
+                "QDMA's identifier (0x0, 0x1fd3 in its top bits) and version (GLBL2_MISC_CAP 0x134) registers read 0xffffffff".into(),
+            )
+        })
+    }
+
     fn note_once(&mut self, what: String) {
         if !self.unwatched.contains(&what) {
             self.unwatched.push(what);
@@ -214,6 +237,12 @@ impl QdmaEngine {
     /// queues an error log names or whose software context holds an error first), stop the
     /// queues (waiting for what is in flight), then clear the error bits; the error to return.
     pub(super) fn fail(&mut self, prep: &Prepared, what: String) -> Error {
+        // An error register of all-ones, or no progress, may be the card gone: then its
+        // contexts, which cost a timeout per read, are not worth asking, and the run is stopped
+        // with the card-gone line instead of a failure of the engine's.
+        if let Some(gone) = self.gone() {
+            return gone;
+        }
         let mut parts = vec![];
         let (ip, present) = (self.info.ip, self.info.mm_present());
         // Reap every ring once more: a writeback may have landed since the wait loop last looked
@@ -266,7 +295,7 @@ impl QdmaEngine {
         if queues.len() > listed {
             parts.push("(further queues not listed)".into());
         }
-        for dir in self.dirs.clone() {
+        for dir in self.dirs.clone().into_iter().filter(|_| self.stream.is_none()) {
             let bar = self.bar();
             let run = rd(bar, mm(dir, MM_CONTROL)).map(|v| if v & MM_RUN != 0 { "running" } else { "NOT running" });
             let done = rd(bar, mm(dir, MM_COMPLETED));

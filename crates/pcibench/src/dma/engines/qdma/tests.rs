@@ -234,6 +234,26 @@ fn a_hung_queue_is_stopped_by_its_timeout() {
     assert_eq!(status, "h2c and c2h queues 0-1 stopped and cleared");
 }
 
+/// A card that falls off the bus mid-run is named as such, not as an engine error or a timeout:
+/// its identifier and version registers read all-ones, which they never do on a live card; and
+/// stopping it does not wait out a context command per queue.
+#[test]
+fn a_card_that_falls_off_the_bus_is_named_not_timed_out() {
+    let card = Card::new(QdmaModelConfig { stepped: true, ..Default::default() });
+    let alloc = card.alloc();
+    let mut eng = engine(&card, &alloc, queues(2)).unwrap();
+    let buf = alloc.alloc(8192).unwrap();
+    eng.prepare_batch(&spread(&*buf, H2c, 2, 4096, 2)).unwrap();
+    eng.run(LONG).unwrap();
+    eng.prepare_batch(&spread(&*buf, H2c, 2, 4096, 2)).unwrap();
+    card.dev.fall_off_bus();
+    let e = eng.run(LONG).unwrap_err();
+    assert!(matches!(e, crate::Error::Gone(_)), "{e}");
+    assert!(e.to_string().contains("identifier (0x0, 0x1fd3 in its top bits) and version"), "{e}");
+    let stopped = eng.stop().unwrap();
+    assert!(stopped.starts_with("queues not stopped: "), "{stopped}");
+}
+
 #[test]
 fn a_stuck_context_ram_times_out_before_anything_changes() {
     let card = Card::new(QdmaModelConfig::default());

@@ -193,12 +193,34 @@ impl UmemEngine {
         self.wr32(off + 4, (v >> 32) as u32)
     }
 
+    /// The card no longer answers when its magic byte (MEMCTRLSTATUS_MAGIC: 0x59, 0x5c or 0x99
+    /// on a live card, umem.c mm_pci_probe) reads 0xff, as a status word of all-ones suggests:
+    /// the card-gone error then, instead of an engine that looks hung or failed.
+    fn gone(&self) -> Option<Error> {
+        let magic = self.bar.read(MAGIC, Width::B8).ok()?;
+        (magic == 0xff).then(|| {
+            Error::Gone(format!(
+                "the {} card's status register and its magic byte (0x00, {:#04x} on a live card) read all-ones",
+                self.info.model, self.info.magic
+            ))
+        })
+    }
+
+    /// `gone()` when `status` reads all-ones.
+    fn check_answering(&self, status: u32) -> Result<()> {
+        match (status == u32::MAX).then(|| self.gone()).flatten() {
+            Some(gone) => Err(gone),
+            None => Ok(()),
+        }
+    }
+
     /// Clear GO and wait (bounded) for the engine to go idle; the status word after.
     fn halt(&mut self) -> Result<u32> {
         self.wr32(DMA_STATUS_CTRL, 0)?;
         let t = Instant::now();
         loop {
             let s = self.rd32(DMA_STATUS_CTRL)?;
+            self.check_answering(s)?;
             if s & GO == 0 {
                 self.running = false;
                 return Ok(s);
@@ -275,6 +297,7 @@ impl UmemEngine {
         let t = Instant::now();
         loop {
             let s = self.rd32(DMA_STATUS_CTRL)?;
+            self.check_answering(s)?;
             if s & GO == 0 {
                 return if s & COMPLETION_BITS != 0 { self.wr32(DMA_STATUS_CTRL, COMPLETION_BITS) } else { Ok(()) };
             }
@@ -374,6 +397,14 @@ impl UmemEngine {
 
     fn finish(&mut self, outcome: Outcome, dir: Direction, n: usize, timeout: Duration) -> Result<()> {
         let model = self.info.model;
+        let status = match outcome {
+            Outcome::Done => None,
+            Outcome::Failed(..) => Some(self.rd32(DMA_STATUS_CTRL)?),
+            Outcome::Error(s) | Outcome::Stopped(s) | Outcome::Timeout(s) => Some(s),
+        };
+        if let Some(s) = status {
+            self.check_answering(s)?;
+        }
         match outcome {
             Outcome::Done => {
                 self.running = false;

@@ -418,6 +418,23 @@ fn driver_times_out_on_a_hung_engine_then_recovers() {
     assert!(e.stop().unwrap().contains("idle"));
 }
 
+/// A card that falls off the bus mid-run is named as such, not as a hung engine: its status
+/// and its magic byte read all-ones, which the magic byte never does on a live card.
+#[test]
+fn a_card_that_falls_off_the_bus_is_named_not_hung() {
+    let c = card();
+    let a = c.alloc();
+    let mut e = c.engine(&a);
+    let buf = a.alloc(8192).unwrap();
+    e.prepare(&*buf, &t(Direction::H2c, 8192, 0)).unwrap();
+    e.run(LONG).unwrap();
+    c.dev.fall_off_bus();
+    let err = e.run(LONG).unwrap_err();
+    assert!(matches!(err, crate::Error::Gone(_)), "{err}");
+    assert!(err.to_string().contains("status register and its magic byte (0x00, 0x5c on a live card)"), "{err}");
+    assert!(matches!(e.stop(), Err(crate::Error::Gone(_))), "stopping names it too, without waiting for GO");
+}
+
 #[test]
 fn open_refuses_a_wrong_magic_and_prepare_what_the_card_cannot_do() {
     let c = card_with(NvramModelConfig { magic: 0x00, ..Default::default() });

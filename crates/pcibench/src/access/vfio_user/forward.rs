@@ -1,0 +1,143 @@
+//! `pcibench serve`'s interrupts: DEVICE_GET_IRQ_INFO answered from the served device's config
+//! space (the counts vfio-pci would report: vfio_pci_get_irq_count), and DEVICE_SET_IRQS carried
+//! out on its `DeviceAccess::interrupts`, whatever it raises forwarded to the eventfds the client
+//! passed (SCM_RIGHTS) by one thread per client. INTx unmask is passed on; a disable, a new
+//! routing or the client's leaving stops the thread and drops the device's interrupts, which tears
+//! them down there.
+
+use super::wire::Put;
+use super::{IRQ_ACTION_TRIGGER, IRQ_ACTION_UNMASK, IRQ_DATA_EVENTFD, IRQ_DATA_NONE};
+use super::{IRQ_INFO_AUTOMASKED, IRQ_INFO_EVENTFD, IRQ_INFO_MASKABLE, IRQ_INFO_NORESIZE};
+use crate::access::irq_fds::{INTX_INDEX, MSIX_INDEX, MSI_INDEX};
+use crate::access::{DeviceAccess, Interrupts, IrqKind, IrqRequest};
+use rustix::io::Errno;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long one wait on the device lasts before the forwarder looks at its stop flag. Interrupts
+/// are forwarded as they come (the wait returns at once); this bounds only how long a teardown
+/// waits for the thread.
+const TICK: Duration = Duration::from_millis(50);
+
+/// A client's interrupts, routed on the served device and forwarded to its eventfds.
+pub struct Routed {
+    index: u32,
+    irq: Arc<dyn Interrupts>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Routed {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // `irq` drops after this: the device's interrupts are torn down once nothing waits on them.
+    }
+}
+
+fn kind_of(index: u32) -> Option<IrqKind> {
+    match index {
+        INTX_INDEX => Some(IrqKind::Intx),
+        MSI_INDEX => Some(IrqKind::Msi),
+        MSIX_INDEX => Some(IrqKind::MsiX),
+        _ => None,
+    }
+}
+
+/// DEVICE_GET_IRQ_INFO's reply for `index`: struct vfio_irq_info (argsz, flags, index, count),
+/// the count from the device's config space, the flags vfio-pci gives (vfio_pci_ioctl_get_irq_info:
+/// INTx maskable and automasked, MSI and MSI-X not resizable while enabled).
+pub fn irq_info(dev: &dyn DeviceAccess, index: u32) -> Vec<u8> {
+    let mut cfg = [0u8; 256];
+    let caps = match dev.config_read(0, &mut cfg) {
+        Ok(()) => crate::pci::intr::read(&cfg),
+        Err(_) => Default::default(),
+    };
+    let count = match index {
+        INTX_INDEX => u32::from(caps.pin != 0),
+        MSI_INDEX => caps.msi.map_or(0, |m| m.vectors),
+        MSIX_INDEX => caps.msix.map_or(0, |m| m.vectors),
+        _ => 0,
+    };
+    let flags = match (index, count) {
+        (_, 0) => 0,
+        (INTX_INDEX, _) => IRQ_INFO_EVENTFD | IRQ_INFO_MASKABLE | IRQ_INFO_AUTOMASKED,
+        _ => IRQ_INFO_EVENTFD | IRQ_INFO_NORESIZE,
+    };
+    Put::default().u32(16).u32(flags).u32(index).u32(count).0
+}
+
+/// DEVICE_SET_IRQS (`flags`, `index`, `start`, `count`, the client's eventfds) on `dev`, with the
+/// client's current routing in `routed`. The errnos are the ones vfio-pci returns for the same
+/// request (vfio_pci_set_irqs_ioctl).
+pub fn set_irqs(
+    dev: &dyn DeviceAccess,
+    routed: &mut Option<Routed>,
+    (flags, index, start, count): (u32, u32, u32, u32),
+    fds: Vec<OwnedFd>,
+) -> Result<(), Errno> {
+    let Some(kind) = kind_of(index) else {
+        // ERR and REQ: nothing to route; disabling them is fine.
+        return if count == 0 && flags & IRQ_DATA_NONE != 0 { Ok(()) } else { Err(Errno::INVAL) };
+    };
+    let owns = routed.as_ref().is_some_and(|r| r.index == index);
+    match flags {
+        f if f == IRQ_ACTION_TRIGGER | IRQ_DATA_NONE && count == 0 => {
+            if owns {
+                *routed = None;
+            }
+            Ok(())
+        }
+        f if f == IRQ_ACTION_TRIGGER | IRQ_DATA_EVENTFD => {
+            if start != 0 || count == 0 || fds.len() != count as usize {
+                return Err(Errno::INVAL);
+            }
+            // One kind at a time, as vfio-pci (another kind enabled: EINVAL).
+            if routed.is_some() && !owns {
+                return Err(Errno::INVAL);
+            }
+            *routed = None;
+            let irq: Arc<dyn Interrupts> =
+                Arc::from(dev.interrupts(IrqRequest::only(kind, count)).map_err(|_| Errno::NOTSUP)?);
+            if irq.kind() != kind || irq.vectors() < count {
+                return Err(Errno::NOSPC);
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let thread = {
+                let (irq, stop) = (Arc::clone(&irq), Arc::clone(&stop));
+                std::thread::Builder::new()
+                    .name("vfio-user irq".into())
+                    .spawn(move || forward(&*irq, &fds, &stop))
+                    .map_err(|_| Errno::NOMEM)?
+            };
+            *routed = Some(Routed { index, irq, stop, thread: Some(thread) });
+            Ok(())
+        }
+        f if f == IRQ_ACTION_UNMASK | IRQ_DATA_NONE => match routed {
+            Some(r) if owns && start == 0 && count == 1 => r.irq.unmask().map_err(|_| Errno::IO),
+            _ => Err(Errno::INVAL),
+        },
+        // Masking, and the bool form of each action, are not carried.
+        _ => Err(Errno::NOTSUP),
+    }
+}
+
+/// Forward what `irq` raises to the client's eventfds, each vector's count to its own, until
+/// `stop` (or the device's wait fails: the client then sees no more interrupts).
+fn forward(irq: &dyn Interrupts, fds: &[OwnedFd], stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(fired) = irq.wait(TICK) else { return };
+        for v in fired.vectors() {
+            if let Some(fd) = fds.get(v as usize) {
+                // An eventfd adds what is written to its counter (eventfd(2)); one that is full
+                // (2^64 - 2) only refuses the write, and the client has that many pending anyway.
+                let _ = rustix::io::write(fd, &fired.vector(v).to_ne_bytes());
+            }
+        }
+    }
+}

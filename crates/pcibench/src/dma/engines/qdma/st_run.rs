@@ -1,0 +1,293 @@
+//! The stream hot path: transfers into packets and descriptors (`describe_stream`), posting them
+//! (`post_stream`), the example design's generator started one queue at a time (it has one queue
+//! register), and polling: H2C rings by their status writeback, C2H queues by their completion
+//! rings, each entry's colour, error bit and length checked, its buffers given back as credits.
+
+use super::regs::*;
+use super::ring::Desc;
+use super::st::{self, Cmpt, ExampleDesign, Packets, BUF_BYTES};
+use super::{doorbell, Prepared, QdmaEngine, ERRORS_EVERY, YIELD_AFTER};
+use crate::dma::watchdog::{no_progress, Watchdog};
+use crate::dma::{Direction, Work};
+use crate::{Error, Result};
+use std::time::Duration;
+
+/// What stream mode adds to the engine.
+pub(super) struct Stream {
+    pub ex: ExampleDesign,
+    /// The completion ring of each C2H ring in `QdmaEngine::rings` (None for H2C rings).
+    pub cmpt: Vec<Option<Cmpt>>,
+    /// Packets the prepared batch asks of each ring, and their length.
+    pub want: Vec<u32>,
+    pub len: Option<u64>,
+}
+
+impl QdmaEngine {
+    /// Check one stream transfer and append its descriptors to its ring's list.
+    pub(super) fn describe_stream(&mut self, w: &Work, per_ring: &mut [Vec<Desc>]) -> Result<()> {
+        let t = &w.t;
+        let r = self.ring_of(w.queue, t.dir).ok_or_else(|| {
+            Error::usage(format!("queue {} is not one of the {} queues opened", w.queue, self.opts.queues))
+        })?;
+        if t.len == 0 {
+            return Err(Error::usage("a DMA transfer needs at least 1 byte"));
+        }
+        let p = Packets::of(t.len);
+        let s = self.stream.as_mut().expect("stream mode");
+        if s.len.is_some_and(|l| l != p.len) {
+            return Err(Error::usage(
+                "a stream batch's transfers must all be one size: the example design's generator has one length register",
+            ));
+        }
+        s.len = Some(p.len);
+        if t.dir == Direction::C2h {
+            s.want[r] += p.count as u32;
+        }
+        let host = if t.dir == Direction::C2h { p.stride() } else { t.len };
+        if t.buf_offset.checked_add(host).is_none_or(|e| e > w.buf.len() as u64) {
+            return Err(Error::usage(format!(
+                "a stream transfer of {} bytes at buffer offset {:#x} needs {host} bytes of the {}-byte buffer",
+                t.len,
+                t.buf_offset,
+                w.buf.len()
+            )));
+        }
+        let out = &mut per_ring[r];
+        let unmapped = |at: u64| {
+            Error::Device(format!(
+                "buffer bytes at {at:#x} are in no bus segment: the buffer's segment list is incomplete"
+            ))
+        };
+        for j in 0..p.count {
+            match t.dir {
+                Direction::C2h => {
+                    for b in 0..p.buffers {
+                        let at = t.buf_offset + (j * p.buffers + b) * BUF_BYTES;
+                        let bus = w.buf.bus_range(at, BUF_BYTES).ok_or_else(|| unmapped(at))?;
+                        out.push(st::c2h_desc(bus));
+                    }
+                }
+                Direction::H2c => {
+                    let (start, end) = (t.buf_offset + j * p.len, t.buf_offset + (j + 1) * p.len);
+                    let mut at = start;
+                    while at < end {
+                        let seg = w.buf.segments().iter().find(|s| s.offset <= at && at < s.offset + s.len);
+                        let s = seg.ok_or_else(|| unmapped(at))?;
+                        let n = (s.offset + s.len).min(end).min(at + H2C_ST_DESC_MAX) - at;
+                        out.push(st::h2c_desc(s.bus + (at - s.offset), n, at == start, at + n == end));
+                        at += n;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Post what fits of the prepared stream descriptors, a doorbell every `doorbell_batch`.
+    pub(super) fn post_stream(&mut self, prep: &mut Prepared) -> Result<usize> {
+        let batch = self.opts.doorbell_batch.max(1);
+        let mut posted = 0;
+        for (i, ring) in self.rings.iter_mut().enumerate() {
+            let descs = &prep.per_ring[i];
+            let next = &mut prep.next[i];
+            let n = (ring.space() as usize).min(descs.len() - *next);
+            for (k, d) in descs[*next..*next + n].iter().enumerate() {
+                if let Some(t) = &self.trace {
+                    let w0 = u64::from_le(d[0]);
+                    let fields =
+                        [("queue", ring.queue.into()), ("c2h", (ring.dir == Direction::C2h).into()), ("word0", w0)];
+                    let bytes: Vec<u8> =
+                        d.iter().flat_map(|w| u64::from_le(*w).to_le_bytes()).take(ring.desc as usize).collect();
+                    t.descriptor("qdma-st", ring.pidx.into(), ring.bus + ring.pidx as u64 * ring.desc, &bytes, &fields);
+                }
+                // SAFETY: a `Desc` is 32 bytes, at least one descriptor of any size.
+                ring.put_bytes(unsafe { std::slice::from_raw_parts(d.as_ptr().cast::<u8>(), 32) });
+                // Stream queues poll their completion rings: the interrupt arm bit stays off.
+                if (k as u32 + 1) % batch == 0 {
+                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, false)?;
+                }
+            }
+            if n as u32 % batch != 0 {
+                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, false)?;
+            }
+            *next += n;
+            posted += n;
+        }
+        Ok(posted)
+    }
+
+    /// Reap every completion entry the C2H ring `i` has, checking each; returns packets reaped.
+    fn reap_cmpt(&mut self, i: usize, len: u64, left: &mut u32) -> Result<u32> {
+        let s = self.stream.as_mut().expect("stream mode");
+        let Some(c) = s.cmpt[i].as_mut() else { return Ok(0) };
+        let ring = &mut self.rings[i];
+        let mut n = 0;
+        while let Some(e) = c.peek() {
+            let at = c.ring.cidx;
+            let q = ring.queue;
+            if e.err {
+                return Err(Error::Device(format!(
+                    "QDMA c2h queue {q}: completion entry {at} has its error bit set (the packet's data is not valid)"
+                )));
+            }
+            if *left == 0 {
+                return Err(Error::Device(format!(
+                    "QDMA c2h queue {q}: completion entry {at} is a packet more than the generator was asked for"
+                )));
+            }
+            if e.len != len {
+                return Err(Error::Device(format!(
+                    "QDMA c2h queue {q}: completion entry {at} reports a packet of {} bytes; the generator was asked for {len}",
+                    e.len
+                )));
+            }
+            let used = if e.desc_used { e.len.div_ceil(BUF_BYTES).max(1) as u32 } else { 0 };
+            if used > ring.outstanding {
+                return Err(Error::Device(format!(
+                    "QDMA c2h queue {q}: completion entry {at} used {used} buffers, more than the {} posted",
+                    ring.outstanding
+                )));
+            }
+            // The ring's own cidx stays as the (disabled) status writeback leaves it: a C2H ST
+            // queue's buffers come back through its completions, counted here.
+            ring.outstanding -= used;
+            c.advance();
+            *left -= 1;
+            n += 1;
+        }
+        if n > 0 {
+            let reg = R_PF_DOORBELLS + ring.queue as u64 * DB_STEP + DB_CMPT_CIDX;
+            wr(&*self.bar, reg, st::cmpt_doorbell(c.ring.cidx))?;
+        }
+        Ok(n)
+    }
+
+    /// Post the rest, run the generator queue by queue and poll every ring until the batch is
+    /// done, an error is logged or a completion entry is wrong, or `timeout` passes without
+    /// progress (then the queues are stopped and cleared).
+    pub(super) fn wait_stream(&mut self, prep: &mut Prepared, timeout: Duration) -> Result<()> {
+        let (want, len) = {
+            let s = self.stream.as_ref().expect("stream mode");
+            (s.want.clone(), s.len.unwrap_or(0))
+        };
+        let mut todo = want.clone();
+        let mut left = want;
+        let mut generating: Option<usize> = None;
+        let mut dog = Watchdog::new(timeout);
+        let mut next_check = ERRORS_EVERY;
+        let mut spins = 0u32;
+        let mut checked = false;
+        let mut reaped = 0u64;
+        loop {
+            let mut busy = false;
+            let mut lost = None;
+            let mut completed = reaped;
+            for (i, left) in left.iter_mut().enumerate() {
+                if self.rings[i].dir == Direction::H2c {
+                    if let Err(e) = self.rings[i].reap(self.trace.as_ref()) {
+                        lost = Some(e);
+                        break;
+                    }
+                    busy |= self.rings[i].outstanding > 0 || prep.next[i] < prep.per_ring[i].len();
+                    completed += (prep.next[i] - self.rings[i].outstanding as usize) as u64;
+                } else {
+                    match self.reap_cmpt(i, len, left) {
+                        Ok(n) => reaped += n as u64,
+                        Err(e) => {
+                            lost = Some(e);
+                            break;
+                        }
+                    }
+                    busy |= *left > 0;
+                }
+            }
+            if let Some(e) = lost {
+                let _ = self.stream.as_ref().map(|s| s.ex.stop());
+                return Err(self.fail(prep, e.to_string()));
+            }
+            if generating.is_some_and(|i| left[i] == 0) {
+                generating = None;
+            }
+            if generating.is_none() {
+                if let Some(i) = (0..todo.len()).find(|i| todo[*i] > 0) {
+                    let qid = self.qbase + self.rings[i].queue as u32;
+                    let s = self.stream.as_ref().expect("stream mode");
+                    s.ex.generate(qid, len, todo[i])?;
+                    todo[i] = 0;
+                    generating = Some(i);
+                    busy = true;
+                }
+            }
+            if !busy {
+                if !checked && self.error_stops_run()? {
+                    let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
+                    return Err(self.fail(prep, format!("logged an error during the run{c2h}")));
+                }
+                return Ok(());
+            }
+            self.post_stream(prep)?;
+            spins = spins.wrapping_add(1);
+            if spins % 16 == 0 {
+                let elapsed = dog.elapsed();
+                if elapsed >= next_check {
+                    next_check = elapsed + ERRORS_EVERY;
+                    checked = true;
+                    if self.error_stops_run()? {
+                        let _ = self.stream.as_ref().map(|s| s.ex.stop());
+                        let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
+                        return Err(self.fail(prep, format!("stopped on an error{c2h}")));
+                    }
+                }
+                if dog.stalled(completed) {
+                    let _ = self.stream.as_ref().map(|s| s.ex.stop());
+                    return Err(self.fail(prep, no_progress(timeout)));
+                }
+                if elapsed >= YIELD_AFTER {
+                    std::thread::yield_now();
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl crate::dma::StreamEnd for QdmaEngine {
+    fn packets(&self, size: u64) -> u64 {
+        Packets::of(size).count
+    }
+
+    fn c2h_stride(&self, size: u64) -> u64 {
+        Packets::of(size).stride()
+    }
+
+    fn transfer_bytes(&self, size: u64) -> Vec<u8> {
+        st::transfer_bytes(size)
+    }
+
+    fn clear_checker(&mut self) -> Result<()> {
+        self.start()?;
+        self.stream.as_ref().map_or(Ok(()), |s| s.ex.clear_checker())
+    }
+
+    fn checker(&mut self) -> Result<std::result::Result<(), String>> {
+        self.stream.as_ref().map_or(Ok(Ok(())), |s| s.ex.checker())
+    }
+}
+
+/// C2H_ERR_STAT bits in words, cleared (write 1 to clear) with their GLBL_ERR_STAT leaf.
+pub(super) fn take_c2h_errors(bar: &dyn crate::access::BarRegion) -> Result<Option<String>> {
+    let v = rd(bar, R_C2H_ERR_STAT)?;
+    if v == 0 {
+        return Ok(None);
+    }
+    let names = [
+        (C2H_ERR_CMPT_INV_Q, "completion for an invalid queue"),
+        (C2H_ERR_CMPT_QFULL, "completion ring full"),
+        (C2H_ERR_CMPT_CIDX, "completion CIDX past the producer index"),
+    ];
+    let words: Vec<&str> = names.iter().filter(|(b, _)| v & b != 0).map(|(_, n)| *n).collect();
+    wr(bar, R_C2H_ERR_STAT, v)?;
+    wr(bar, R_GLBL_ERR_STAT, GLBL_C2H_ST)?;
+    let words = if words.is_empty() { "other C2H ST errors".to_string() } else { words.join(", ") };
+    Ok(Some(format!("C2H_ERR_STAT {v:#x} ({words})")))
+}

@@ -1,0 +1,82 @@
+//! `sim-qdma-st`: the QDMA card with stream queues and the vendor's example design behind them
+//! (`stream.rs`): the same QDMA model as `sim-qdma` (config BAR0) with no MM engine, and BAR2,
+//! the user BAR, holding the example design's C2H traffic generator and H2C checker registers.
+
+use super::super::{card_info, CardShape, CardSpec, RegisterModel, SimBar, SimCard};
+use super::card::{QDMA_CONFIG_BAR, QDMA_USER_BAR};
+use super::model::{QdmaModel, QdmaModelConfig, QDMA_BAR_LEN};
+use crate::mmio::Width;
+use crate::pci::DeviceInfo;
+use crate::{Error, Result};
+use std::sync::Arc;
+
+/// The user BAR's size: the example design decodes its registers in the first 4 KiB.
+const USER_BAR_LEN: u64 = 4 << 10;
+
+pub const SHAPE: CardShape = CardShape {
+    name: "sim-qdma-st",
+    vendor: 0x10ee,
+    device: 0x903f,
+    device_name: "simulated card (QDMA stream queues with the vendor's example design in user BAR2)",
+    subsystem: (0x10ee, 0x0007),
+    class: (0x058000, "Memory controller"),
+    bars: &[(QDMA_CONFIG_BAR, QDMA_BAR_LEN), (QDMA_USER_BAR, USER_BAR_LEN)],
+    link: (3, 16),
+    mps: 256,
+    mps_supported: 512,
+    mrrs: 512,
+};
+
+pub struct QdmaStreamCard;
+
+impl CardSpec for QdmaStreamCard {
+    fn name(&self) -> &'static str {
+        SHAPE.name
+    }
+    fn info(&self) -> DeviceInfo {
+        card_info(&SHAPE)
+    }
+    fn build(&self) -> Result<SimCard> {
+        build(QdmaModelConfig::default()).map(|(card, _)| card)
+    }
+}
+
+/// The stream card with its engine built from `cfg` (its MM engines off, stream on).
+pub fn build(cfg: QdmaModelConfig) -> Result<(SimCard, Arc<QdmaModel>)> {
+    let host = super::super::host_map::HostMap::new();
+    let cfg = QdmaModelConfig { mm_h2c: false, mm_c2h: false, stream: true, ..cfg };
+    let model = Arc::new(QdmaModel::new(cfg, Arc::clone(&host))?);
+    let bars = vec![
+        (QDMA_CONFIG_BAR, SimBar::Registers(model.clone())),
+        (QDMA_USER_BAR, SimBar::Registers(Arc::new(ExampleBar(model.clone())))),
+    ];
+    // The model's interrupts as on sim-qdma; the driver polls stream queues' completion rings.
+    Ok((SimCard { bars, host, irq: Some(Arc::clone(model.irq())) }, model))
+}
+
+/// The example design's registers, 32-bit.
+struct ExampleBar(Arc<QdmaModel>);
+
+impl RegisterModel for ExampleBar {
+    fn size(&self) -> u64 {
+        USER_BAR_LEN
+    }
+    fn check_width(&self, index: u8, width: Width) -> Result<()> {
+        if width == Width::B32 {
+            return Ok(());
+        }
+        Err(Error::usage(format!(
+            "BAR{index} of sim-qdma-st holds the example design's 32-bit registers: use --width 32"
+        )))
+    }
+    fn read(&self, offset: u64, _width: Width) -> u64 {
+        self.0.example_read(offset as u32) as u64
+    }
+    fn write(&self, offset: u64, _width: Width, value: u64) -> Result<()> {
+        self.0.example_write(offset as u32, value as u32);
+        Ok(())
+    }
+    fn set_bus_master(&self, on: bool) {
+        let _ = on; // the config BAR's model holds Bus Master for the whole card
+    }
+}
