@@ -2,7 +2,6 @@ use super::dma::parse_engine;
 use super::pio::ViaArg;
 use super::{parse_target, FormatArg, MeasureArgs, TraceArgs};
 use clap::{Args, ValueEnum};
-use pcibench::access::IrqKind;
 use pcibench::device::Target;
 use pcibench::direction::Direction;
 use pcibench::host::Host;
@@ -37,26 +36,6 @@ pub enum LoadArg {
     Both,
     /// h2c, c2h, then both: the table of register reads idle and under each DMA load.
     All,
-}
-
-/// `--irq-kind`: which interrupt to route (docs/interrupts.md).
-#[derive(Clone, Copy, ValueEnum)]
-enum IrqKindArg {
-    Auto,
-    Msix,
-    Msi,
-    Intx,
-}
-
-impl IrqKindArg {
-    fn kind(self) -> Option<IrqKind> {
-        match self {
-            IrqKindArg::Auto => None,
-            IrqKindArg::Msix => Some(IrqKind::MsiX),
-            IrqKindArg::Msi => Some(IrqKind::Msi),
-            IrqKindArg::Intx => Some(IrqKind::Intx),
-        }
-    }
 }
 
 #[derive(Args)]
@@ -116,7 +95,7 @@ pub struct LatencyArgs {
     irq: bool,
     /// The interrupt kind completion by interrupt routes (with --completion irq or both, or --irq): auto (MSI-X, else MSI, else INTx), msix, msi or intx.
     #[arg(long, value_enum, value_name = "KIND")]
-    irq_kind: Option<IrqKindArg>,
+    irq_kind: Option<super::dma::IrqKindArg>,
     /// Also time the reads while the engine streams DMA: h2c, c2h, both, or all three.
     #[arg(long, value_enum)]
     load: Option<LoadArg>,
@@ -251,7 +230,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                         (None, false) => None,
                     },
                     irq: false,
-                    irq_kind: a.irq_kind.and_then(IrqKindArg::kind),
+                    irq_kind: a.irq_kind.and_then(super::dma::IrqKindArg::kind),
                     samples: a.dma_samples,
                     rate: super::help::rate_request(a.rate.as_deref(), a.until_p99.as_deref())?,
                 })

@@ -102,9 +102,12 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
     let mut rig = session.open_dma(&r.engine, r.queues.iter().copied().max())?;
     let plan = plan(r, &rig, access);
     dma::check(rig.engine.as_ref(), &plan)?;
-    // The vectors the engine signals on, of the best kind the function offers (`--completion`).
+    // The vectors the engine signals on, of the kind asked for (`--irq-kind`) or the best the
+    // function offers (`--completion`).
     let irq = match r.completion {
-        Some(c) if c != CompletionMode::Poll => Some(super::completion::route(session, rig.engine.as_ref(), None)?),
+        Some(c) if c != CompletionMode::Poll => {
+            Some(super::completion::route(session, rig.engine.as_ref(), r.irq_kind)?)
+        }
         _ => None,
     };
     let out = run(session, r, hooks, &mut rig, irq.as_deref(), &plan, window_note);

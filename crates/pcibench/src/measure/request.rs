@@ -166,6 +166,10 @@ pub struct DmaRequest {
     /// saved runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<CompletionMode>,
+    /// The interrupt kind to route for completion by interrupt (`--irq-kind`; None: the best the
+    /// function has, MSI-X, MSI, INTx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_kind: Option<IrqKind>,
     /// Submit open loop at offered rates (`--rate`) instead of timing throughput.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateRequest>,
@@ -372,6 +376,7 @@ mod tests {
                 timeout_ms: 2000,
                 allow_dma: true,
                 completion: Some(CompletionMode::Both),
+                irq_kind: Some(IrqKind::MsiX),
                 rate: Some(RateRequest {
                     rates: Rates::These(vec![Rate::Ops(1e6), Rate::Bytes(2e9)]),
                     until_p99_ns: None,

@@ -117,6 +117,7 @@ fn dma_part(session: &Session, r: &RunRequest, engines: &[Detected]) -> Part {
         timeout_ms: 2000,
         allow_dma: r.allow_dma,
         completion: None,
+        irq_kind: None,
         rate: None,
         common: r.common.clone(),
     };

@@ -100,6 +100,7 @@ fn dma_drives_it_both_ways_at_its_default_size() {
             timeout_ms: 2000,
             allow_dma: false,
             completion: None,
+            irq_kind: None,
             rate: None,
             common: common(),
         }),
