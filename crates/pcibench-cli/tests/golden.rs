@@ -651,6 +651,10 @@ golden! {
     dma_sim_nvram: None Text ["dma", "sim-nvram", "--size", "8K", "--size", "1M", "--total", "4M"];
     dma_sim_nvram_seed: None Text ["dma", "sim-nvram", "--size", "1M", "--total", "2M", "--format", "seed"];
     dma_sim_nvram_card_size: None Text ["dma", "sim-nvram", "--card-size", "1M", "--total", "2M"];
+    dma_sim_completion_both: None Text ["dma", "sim", "--completion", "both", "--size", "4K", "--total", "64K"];
+    dma_sim_completion_json: None Json ["dma", "sim", "--completion", "both", "--size", "4K", "--total", "64K", "--format", "json"];
+    dma_sim_nvram_completion_both: None Text ["dma", "sim-nvram", "--completion", "both", "--size", "64K", "--total", "512K"];
+    dma_sim_qdma_completion_both: None Text ["dma", "sim-qdma", "--completion", "both", "--queues", "1,4", "--size", "4K", "--total", "256K"];
     dma_refused_engine: None Text ["dma", "sim", "--engine", "edu"];
     dma_refused_size: None Text ["dma", "sim", "--size", "2M"];
     dma_refused_queues: None Text ["dma", "sim", "--queues", "2"];
@@ -666,6 +670,8 @@ golden! {
     latency_sim_csv: None Csv ["latency", "sim", "--samples", "200", "--format", "csv"];
     latency_sim_dma: None Text ["latency", "sim", "--dma", "--samples", "100", "--dma-samples", "20", "--size", "64,4K"];
     latency_sim_dma_seed: None Text ["latency", "sim", "--dma", "--samples", "100", "--dma-samples", "20", "--format", "seed"];
+    latency_sim_dma_completion_json: None Json ["latency", "sim", "--dma", "--completion", "both", "--samples", "100", "--dma-samples", "20", "--size", "64", "--format", "json"];
+    latency_sim_dma_completion_seed: None Text ["latency", "sim", "--completion", "both", "--samples", "100", "--dma-samples", "20", "--size", "64,4K", "--format", "seed"];
     latency_sim_load: None Text ["latency", "sim", "--load", "h2c", "--samples", "200"];
     latency_sim_qdma_load: None Text ["latency", "sim-qdma", "--load", "both", "--samples", "200", "--load-size", "64K"];
     latency_sim_nvram_dma: None Text ["latency", "sim-nvram", "--dma", "--samples", "100", "--dma-samples", "10", "--size", "4K"];

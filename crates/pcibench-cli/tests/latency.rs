@@ -105,7 +105,12 @@ fn options_that_do_not_apply_are_refused_in_one_line() {
     let t = tempfile::tempdir().unwrap();
     seed_tree(t.path());
     let cases: &[(&[&str], &str)] = &[
-        (&["latency", "sim", "--irq"], "--irq: this simulated card raises no interrupts"),
+        (&["latency", "sim", "--completion", "both", "--irq"], "cannot be used with"),
+        (&["latency", "sim", "--dma", "--irq-kind", "intx"], "--irq-kind applies to completion by interrupt"),
+        (
+            &["latency", "sim", "--completion", "poll", "--irq-kind", "msi"],
+            "--irq-kind applies to completion by interrupt",
+        ),
         (&["latency", "sim", "--format", "seed"], "--format seed prints the QDMA benchmark's latency tables"),
         (&["latency", "sim", "--load-size", "1M"], "--load-size applies to DMA latency or load"),
         (&["latency", "sim", "--dma", "--load-cpu", "0"], "--load-cpu applies to --load"),
@@ -115,7 +120,7 @@ fn options_that_do_not_apply_are_refused_in_one_line() {
         (&["latency", "sim", "--samples", "0"], "--samples 0"),
         (&["latency", "sim", "--dma", "--size", "8M"], "the xdma engine takes 1 to"),
         (&["latency", "sim", "--load", "h2c", "--load-size", "8M"], "--load-size 0x800000"),
-        (&["latency", "0000:15:00.0", "--irq", "--allow-dma"], "--irq: interrupts are not available through sysfs"),
+        (&["latency", "0000:15:00.0", "--irq", "--allow-dma"], "--dma needs a DMA engine pcibench drives"),
         (&["latency", "0000:15:00.0", "--dma", "--allow-dma"], "--dma needs a DMA engine pcibench drives"),
         (&["latency", "0000:15:00.0", "--load", "all", "--allow-dma"], "--load needs a DMA engine pcibench drives"),
     ];

@@ -275,7 +275,7 @@ impl Session {
     /// error saying why).
     pub fn interrupts(&self, req: crate::access::IrqRequest) -> Result<Box<dyn crate::access::Interrupts>> {
         self.dev.interrupts(req).map_err(|e| match e {
-            Error::Unsupported(m) => Error::Usage(format!("--irq: {m}")),
+            Error::Unsupported(m) => Error::Usage(format!("--completion irq: {m}")),
             e => e,
         })
     }

@@ -51,8 +51,9 @@ fn a_saved_run_renders_to_the_golden_csv() {
     assert_eq!(lines.len(), 1 + card.reports.iter().map(|r| r.results.len()).sum::<usize>());
     assert!(lines[0].starts_with("kind,device,via,engine,bar,bar_size_bytes,map,mem,io,dir,width,size_bytes,"));
     assert!(lines[0].contains(",median_mbps,") && lines[0].contains(",limit_mbps,efficiency_pct,"));
-    // The skipped row: no figures, its reason in the notes (quoted: it holds no comma, so bare). A
-    // run saved before rows carried their memory type leaves `mem` empty.
+    // The skipped row: no figures, its reason in the last column, the notes (it holds no comma, so
+    // bare: a file without stream or open-loop rows has nothing after them). A run saved before
+    // rows carried their memory type leaves `mem` empty.
     assert!(lines.iter().any(|l| l.starts_with("pio,0000:03:00.0,vfio,,2,1048576,wc,,mmap,h2c,64,2097152,")
         && l.ends_with(",skipped: 2 MiB does not fit in BAR2 (1 MiB)")));
     // Latency rows fill the latency columns (and leave the throughput ones empty).

@@ -1,9 +1,11 @@
 use super::{parse_target, MeasureArgs, TraceArgs};
 use clap::{Args, ValueEnum};
-use pcibench::access::Via;
+use pcibench::access::{IrqKind, Via};
 use pcibench::device::Target;
 use pcibench::host::Host;
-use pcibench::measure::{BufferSource, DefaultSize, DmaDirs, DmaPattern, DmaRequest, EngineRequest, Request};
+use pcibench::measure::{
+    BufferSource, CompletionMode, DefaultSize, DmaDirs, DmaPattern, DmaRequest, EngineRequest, Request,
+};
 use pcibench::report;
 use pcibench::units::{parse_size, parse_size_list, parse_sizes};
 use std::process::ExitCode;
@@ -52,6 +54,63 @@ fn parse_queues(s: &str) -> anyhow::Result<Vec<u16>> {
     Ok(out)
 }
 
+/// `--completion`: how the CPU learns a transfer completed.
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+pub enum CompletionArg {
+    /// The engine's status or writeback, polled (the default).
+    Poll,
+    /// The engine's completion interrupt (MSI-X, MSI or INTx), armed and serviced as its vendor's driver does.
+    Irq,
+    /// Both, rows side by side.
+    Both,
+}
+
+impl CompletionArg {
+    pub(crate) fn mode(self) -> CompletionMode {
+        match self {
+            CompletionArg::Poll => CompletionMode::Poll,
+            CompletionArg::Irq => CompletionMode::Irq,
+            CompletionArg::Both => CompletionMode::Both,
+        }
+    }
+}
+
+/// `--irq-kind`: which interrupt to route (docs/interrupts.md).
+#[derive(Clone, Copy, ValueEnum)]
+pub enum IrqKindArg {
+    Auto,
+    Msix,
+    Msi,
+    Intx,
+}
+
+impl IrqKindArg {
+    pub(crate) fn kind(self) -> Option<IrqKind> {
+        match self {
+            IrqKindArg::Auto => None,
+            IrqKindArg::Msix => Some(IrqKind::MsiX),
+            IrqKindArg::Msi => Some(IrqKind::Msi),
+            IrqKindArg::Intx => Some(IrqKind::Intx),
+        }
+    }
+}
+
+/// `--irq-kind` applies only to completion by interrupt (`--completion irq|both`; `--irq` on
+/// `latency`, named by `or`).
+pub(crate) fn check_irq_kind(
+    kind: Option<IrqKindArg>,
+    completion: Option<CompletionArg>,
+    irq: bool,
+    or: &str,
+) -> anyhow::Result<()> {
+    if kind.is_some() && !irq && !matches!(completion, Some(CompletionArg::Irq | CompletionArg::Both)) {
+        anyhow::bail!(pcibench::Error::usage(format!(
+            "--irq-kind applies to completion by interrupt: add --completion irq or --completion both{or}"
+        )));
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum DmaVia {
     /// VFIO with an IOMMU: the card is given I/O virtual addresses.
@@ -64,6 +123,8 @@ pub enum DmaVia {
 #[command(after_help = "Examples:
   pcibench dma sim                                       the simulated card's XDMA engine, both directions, verified
   pcibench dma sim-qdma --queues 1,2,4,8 --size 64..1M    throughput by size and queue count
+  pcibench dma sim --completion both                     polling and completion by interrupt, side by side
+  pcibench dma 03:00.0 --engine xdma --completion irq --irq-kind msi --allow-dma    completion by MSI, not MSI-X
   pcibench dma sim-qdma --rate sweep --size 64,4K --queues 1,4    latency against offered load, to the knee
   pcibench dma 03:00.0 --engine xdma --allow-dma --format seed
   pcibench dma 00:01.0 --engine edu --dma-bits 32 --total 16K --allow-dma    QEMU's edu device")]
@@ -121,6 +182,12 @@ pub struct DmaArgs {
     /// for however long it takes; a hung engine is stopped this long after its last progress.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub timeout_ms: u64,
+    /// How completion is seen: poll (default), irq (the engine's interrupt: xdma, umem, edu), or both side by side.
+    #[arg(long, value_enum)]
+    pub completion: Option<CompletionArg>,
+    /// The interrupt kind --completion irq|both routes: auto (MSI-X, else MSI, else INTx), msix, msi or intx.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub irq_kind: Option<IrqKindArg>,
     /// Consent to start DMA on this device (not needed for sim).
     #[arg(long)]
     pub allow_dma: bool,
@@ -137,6 +204,7 @@ pub struct DmaArgs {
 
 /// The request the flags ask for.
 pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
+    check_irq_kind(a.irq_kind, a.completion, false, "")?;
     if a.force && !a.buffer.as_deref().is_some_and(|b| b.starts_with("reserved:") || b == "heap") {
         return Err(pcibench::Error::usage(
             "--force applies only with --buffer reserved:START,SIZE (a Reserved range the kernel command line did not reserve) or --buffer heap (movable pages without an IOMMU): drop --force",
@@ -182,6 +250,8 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
         total: a.total.as_deref().map(parse_size).transpose()?,
         timeout_ms: a.timeout_ms,
         allow_dma: a.allow_dma,
+        completion: a.completion.map(CompletionArg::mode),
+        irq_kind: a.irq_kind.and_then(IrqKindArg::kind),
         rate: super::help::rate_request(a.rate.as_deref(), a.until_p99.as_deref())?,
         common: a.common.common()?,
     }))

@@ -2,7 +2,6 @@ use super::dma::parse_engine;
 use super::pio::ViaArg;
 use super::{parse_target, FormatArg, MeasureArgs, TraceArgs};
 use clap::{Args, ValueEnum};
-use pcibench::access::IrqKind;
 use pcibench::device::Target;
 use pcibench::direction::Direction;
 use pcibench::host::Host;
@@ -39,26 +38,6 @@ pub enum LoadArg {
     All,
 }
 
-/// `--irq-kind`: which interrupt to route (docs/interrupts.md).
-#[derive(Clone, Copy, ValueEnum)]
-enum IrqKindArg {
-    Auto,
-    Msix,
-    Msi,
-    Intx,
-}
-
-impl IrqKindArg {
-    fn kind(self) -> Option<IrqKind> {
-        match self {
-            IrqKindArg::Auto => None,
-            IrqKindArg::Msix => Some(IrqKind::MsiX),
-            IrqKindArg::Msi => Some(IrqKind::Msi),
-            IrqKindArg::Intx => Some(IrqKind::Intx),
-        }
-    }
-}
-
 #[derive(Args)]
 #[command(
     after_help = "Each sample is one access or one transfer, timed alone (never batched), with the timer's own cost
@@ -73,8 +52,9 @@ Examples:
   pcibench latency sim --dma                                DMA latency, 64 B to 4 KiB, both directions
   pcibench latency sim --dma --rate sweep                   DMA latency against offered load, to the knee
   pcibench latency 00:01.0 --offset 0x0 --width 32          one register's read latency (reads only)
-  pcibench latency 00:01.0 --dma --irq --allow-dma --dma-bits 32    poll against MSI (VFIO)
-  pcibench latency 00:01.0 --dma --irq --irq-kind intx --allow-dma --dma-bits 32    poll against INTx"
+  pcibench latency sim --dma --completion both              DMA latency by polling and by interrupt, side by side
+  pcibench latency 00:01.0 --dma --completion both --allow-dma --dma-bits 32    poll against MSI (VFIO)
+  pcibench latency 00:01.0 --dma --completion both --irq-kind intx --allow-dma --dma-bits 32    poll against INTx"
 )]
 pub struct LatencyArgs {
     #[arg(value_parser = parse_target, help = super::help::device())]
@@ -107,12 +87,15 @@ pub struct LatencyArgs {
     /// Also measure DMA latency: one transfer per sample, submission to completion.
     #[arg(long)]
     dma: bool,
-    /// Also complete DMA by the device's interrupt (VFIO or vfio-user eventfd) beside polling; implies --dma.
-    #[arg(long)]
+    /// How DMA completion is seen: poll (default), irq (the engine's interrupt), or both side by side; implies --dma.
+    #[arg(long, value_enum)]
+    completion: Option<super::dma::CompletionArg>,
+    /// The same as --completion irq (kept from before --completion).
+    #[arg(long, conflicts_with = "completion")]
     irq: bool,
-    /// The interrupt kind --irq routes: auto (MSI-X, else MSI, else INTx), msix, msi or intx.
-    #[arg(long, value_enum, requires = "irq", value_name = "KIND")]
-    irq_kind: Option<IrqKindArg>,
+    /// The interrupt kind completion by interrupt routes (with --completion irq or both, or --irq): auto (MSI-X, else MSI, else INTx), msix, msi or intx.
+    #[arg(long, value_enum, value_name = "KIND")]
+    irq_kind: Option<super::dma::IrqKindArg>,
     /// Also time the reads while the engine streams DMA: h2c, c2h, both, or all three.
     #[arg(long, value_enum)]
     load: Option<LoadArg>,
@@ -155,7 +138,7 @@ pub struct LatencyArgs {
     /// for however long it takes; a hung engine is stopped this long after its last progress.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     timeout_ms: u64,
-    /// Consent to start DMA on this device (--dma, --irq, --load; not needed for sim).
+    /// Consent to start DMA on this device (--dma, --completion, --load; not needed for sim).
     #[arg(long)]
     allow_dma: bool,
     #[command(flatten)]
@@ -177,7 +160,14 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
         ("--dma-bits", a.dma_bits.is_some()),
         ("--card-addr", a.card_addr.is_some()),
     ];
-    let dma = a.dma || a.irq;
+    let dma = a.dma || a.irq || a.completion.is_some();
+    let by_irq =
+        a.irq || matches!(a.completion, Some(super::dma::CompletionArg::Irq | super::dma::CompletionArg::Both));
+    if a.irq_kind.is_some() && !by_irq {
+        anyhow::bail!(pcibench::Error::usage(
+            "--irq-kind applies to completion by interrupt: add --completion irq or --completion both (or --irq)"
+        ));
+    }
     if let Some((flag, _)) = engine_opts.iter().find(|(_, given)| *given).filter(|_| !dma && a.load.is_none()) {
         anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency or load: add --dma or --load")));
     }
@@ -225,7 +215,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
         samples: a.samples.unwrap_or(DEFAULT_SAMPLES),
         samples_by_time: a.samples.is_none(),
         warmup: a.warmup,
-        dma: (a.dma || a.irq)
+        dma: (a.dma || a.irq || a.completion.is_some())
             .then(|| -> anyhow::Result<DmaLatencyRequest> {
                 Ok(DmaLatencyRequest {
                     dirs: match a.dir {
@@ -234,8 +224,13 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                         LatDir::Both => vec![Direction::H2c, Direction::C2h],
                     },
                     sizes: parse_sizes(&a.sizes)?,
-                    irq: a.irq,
-                    irq_kind: a.irq_kind.and_then(IrqKindArg::kind),
+                    completion: match (a.completion, a.irq) {
+                        (Some(c), _) => Some(c.mode()),
+                        (None, true) => Some(pcibench::measure::CompletionMode::Irq),
+                        (None, false) => None,
+                    },
+                    irq: false,
+                    irq_kind: a.irq_kind.and_then(super::dma::IrqKindArg::kind),
                     samples: a.dma_samples,
                     rate: super::help::rate_request(a.rate.as_deref(), a.until_p99.as_deref())?,
                 })

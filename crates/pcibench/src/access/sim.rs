@@ -3,14 +3,19 @@
 //! space is a 256-byte model built from the card's `DeviceInfo`. Its figures are host-memory
 //! figures ("simulated card").
 
+use super::irq::{Fired, Interrupts, IrqKind, IrqRequest};
 use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, IoMode, Mapping, Via};
 use crate::mmio::{MemType, Width};
 use crate::pci::config::CMD_BUS_MASTER;
 use crate::sim::config_space::ConfigSpace;
+use crate::sim::irq::{Signal, SimIrq};
 use crate::sim::mem::Pages;
 use crate::sim::{RegisterModel, SimBar, SimCard, SimId};
 use crate::{Error, Result};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A simulated card, opened.
 pub struct SimDevice {
@@ -197,11 +202,123 @@ impl DeviceAccess for SimDevice {
         }
     }
 
+    /// The card's interrupts, as VFIO would route them: the kind asked for, or the best the card
+    /// offers (MSI-X, else MSI, else INTx), each vector an eventfd its models signal.
+    fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
+        let Some(irq) = &self.card.irq else {
+            return Err(Error::Unsupported(format!(
+                "the simulated card {} raises no interrupts (its engine model completes by polling): use --completion poll",
+                self.name
+            )));
+        };
+        let offers = irq.offers();
+        let has = |k: IrqKind| offers.vectors(signal(k)) > 0;
+        let kind = match req.kind {
+            Some(k) if has(k) => k,
+            Some(k) => {
+                let list: Vec<String> = [IrqKind::MsiX, IrqKind::Msi, IrqKind::Intx]
+                    .into_iter()
+                    .filter(|k| has(*k))
+                    .map(|k| k.to_string())
+                    .collect();
+                return Err(Error::Unsupported(format!(
+                    "the simulated card {} has no {k}: it signals by {}",
+                    self.name,
+                    list.join(", ")
+                )));
+            }
+            None => [IrqKind::MsiX, IrqKind::Msi, IrqKind::Intx]
+                .into_iter()
+                .find(|k| has(*k))
+                .ok_or_else(|| Error::Unsupported(format!("the simulated card {} has no interrupt", self.name)))?,
+        };
+        let vectors = irq.route(signal(kind), req.vectors)?;
+        let fds = irq.fds().ok_or_else(|| Error::Device("the simulated card's interrupt routing vanished".into()))?;
+        Ok(Box::new(SimInterrupts { irq: Arc::clone(irq), fds, kind, vectors }))
+    }
+
     /// Sim buffers live in process memory the card's engines may touch: its "IOMMU" is the
     /// registry of these buffers (the host map).
     fn dma_path(&self) -> Result<DmaPath> {
         Ok(DmaPath::Sim(Arc::clone(&self.card.host)))
     }
+}
+
+fn signal(k: IrqKind) -> Signal {
+    match k {
+        IrqKind::Intx => Signal::Intx,
+        IrqKind::Msi => Signal::Msi,
+        IrqKind::MsiX => Signal::MsiX,
+    }
+}
+
+/// A simulated card's vectors routed to this process: an eventfd per vector, waited on together.
+struct SimInterrupts {
+    irq: Arc<SimIrq>,
+    fds: Arc<Vec<OwnedFd>>,
+    kind: IrqKind,
+    vectors: u32,
+}
+
+impl Interrupts for SimInterrupts {
+    fn kind(&self) -> IrqKind {
+        self.kind
+    }
+    fn vectors(&self) -> u32 {
+        self.vectors
+    }
+    fn wait(&self, timeout: Duration) -> Result<Fired> {
+        let counts = wait_eventfds(&self.fds, timeout)
+            .map_err(|e| Error::Device(format!("waiting for the simulated card's interrupt failed: {e}")))?;
+        Ok(Fired::from_counts(counts))
+    }
+    fn unmask(&self) -> Result<()> {
+        self.irq.unmask();
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        match self.kind {
+            IrqKind::Intx => "INTx (simulated card, eventfd)".into(),
+            k => format!("{k}, {} vectors (simulated card, an eventfd each)", self.vectors),
+        }
+    }
+}
+
+impl Drop for SimInterrupts {
+    /// Torn down as VFIO does when the eventfds go: the card's causes stay as they are, and one
+    /// that rises from now on is an interrupt nothing services.
+    fn drop(&mut self) {
+        self.irq.unroute();
+    }
+}
+
+/// Wait up to `timeout` for any of the (non-blocking) eventfds; each one's count since the last
+/// wait (all 0 on a timeout). `Duration::ZERO` only collects what is pending.
+fn wait_eventfds(fds: &[OwnedFd], timeout: Duration) -> std::io::Result<Vec<u64>> {
+    let deadline = std::time::Instant::now() + timeout.min(Duration::from_secs(i32::MAX as u64));
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ts = Timespec::try_from(left).map_err(std::io::Error::other)?;
+        let mut polled: Vec<PollFd<'_>> = fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
+        match poll(&mut polled, Some(&ts)) {
+            Ok(_) => break,
+            // A signal (Ctrl-C sets the stop flag) ends poll(2) early: wait out the rest, so an
+            // interrupt being waited for is not lost mid-transfer.
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut counts = Vec::with_capacity(fds.len());
+    for f in fds {
+        let mut v = [0u8; 8];
+        counts.push(match rustix::io::read(f, &mut v) {
+            Ok(8) => u64::from_ne_bytes(v),
+            Ok(n) => return Err(std::io::Error::other(format!("eventfd read returned {n} bytes, not 8"))),
+            Err(rustix::io::Errno::AGAIN) => 0,
+            Err(e) => return Err(e.into()),
+        });
+    }
+    Ok(counts)
 }
 
 fn check(index: u8, len: u64, offset: u64, bytes: u64, unit: usize) -> Result<()> {

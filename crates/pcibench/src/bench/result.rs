@@ -389,15 +389,18 @@ impl Probe {
 pub enum Completion {
     /// The engine's own loop reads its status until it reports the transfer done.
     Poll,
-    /// The thread sleeps until the device's MSI arrives (a VFIO eventfd).
-    Msi,
+    /// The thread sleeps until the device's interrupt arrives (MSI-X, MSI or INTx through an
+    /// eventfd) and the engine's handler services it. Saved runs before `--completion` called
+    /// it "msi" (edu's MSI was the only one): they still read.
+    #[serde(alias = "msi")]
+    Irq,
 }
 
 impl Completion {
     pub fn name(&self) -> &'static str {
         match self {
             Completion::Poll => "poll",
-            Completion::Msi => "msi",
+            Completion::Irq => "irq",
         }
     }
 }
@@ -536,6 +539,24 @@ pub struct Report {
     /// A stop request ended the run early; the rows cover what was measured before it.
     pub interrupted: bool,
     pub warnings: Vec<String>,
+    /// Latency with `--completion irq|both`: the interrupt's own cost to this process, an
+    /// eventfd wake to user space, timed on this host beside the rows (`bench::latency::wake`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_wake: Option<WakeFigures>,
+    /// `--completion irq|both`: the interrupts the rows completed by, as the access path routed
+    /// them ("MSI-X, 2 vectors (VFIO eventfds)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupts: Option<String>,
+}
+
+/// An eventfd signalled from another thread, until the thread asleep on it runs again: what
+/// every interrupt costs this process after the kernel (or the sim card) signals it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct WakeFigures {
+    pub samples: u64,
+    pub min_ns: f64,
+    pub p50_ns: f64,
+    pub max_ns: f64,
 }
 
 impl Report {
@@ -557,6 +578,8 @@ impl Report {
             gone: None,
             interrupted: false,
             warnings: Vec::new(),
+            irq_wake: None,
+            interrupts: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! transfer, batches, queues): the directions, sizes, total and access pattern. One rule gives the
 //! transfer size when none is asked for (`default_size`, in the runner), whichever command asks.
 
-use super::{DefaultSize, DmaDirs, DmaPattern, DmaRequest, Hooks, Measuring};
+use super::{CompletionMode, DefaultSize, DmaDirs, DmaPattern, DmaRequest, Hooks, Measuring};
 use crate::bench::dma::layout::Access;
 use crate::bench::dma::{self, default_size, DmaPlan, DmaSetup};
 use crate::bench::latency::dma::DEFAULT_SIZES;
@@ -64,6 +64,7 @@ pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
         timeout: Duration::from_millis(r.timeout_ms),
         queues: r.queues.clone(),
         access,
+        completions: r.completion.map(|c| c.completions()).unwrap_or_default(),
     }
 }
 
@@ -79,7 +80,8 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
         DmaDirs::Both => 2,
         DmaDirs::All => 4,
     };
-    let rows = dirs * r.sizes.len().max(1) * r.queues.len().max(1);
+    let ways = r.completion.map_or(1, |c| c.completions().len());
+    let rows = dirs * r.sizes.len().max(1) * r.queues.len().max(1) * ways;
     if rows > MAX_ROWS {
         return Err(Error::usage(format!(
             "that is {rows} configurations (directions × sizes × queue counts): pcibench measures at most {MAX_ROWS} at once; name fewer"
@@ -100,8 +102,34 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
     let mut rig = session.open_dma(&r.engine, r.queues.iter().copied().max())?;
     let plan = plan(r, &rig, access);
     dma::check(rig.engine.as_ref(), &plan)?;
+    // The vectors the engine signals on, of the kind asked for (`--irq-kind`) or the best the
+    // function offers (`--completion`).
+    let irq = match r.completion {
+        Some(c) if c != CompletionMode::Poll => {
+            Some(super::completion::route(session, rig.engine.as_ref(), r.irq_kind)?)
+        }
+        _ => None,
+    };
+    let out = run(session, r, hooks, &mut rig, irq.as_deref(), &plan, window_note);
+    // The engine first (it puts its interrupt enables back as found), then the routing.
+    drop(rig);
+    drop(irq);
+    out
+}
+
+fn run(
+    session: &Session,
+    r: &DmaRequest,
+    hooks: &mut Hooks,
+    rig: &mut DmaRig,
+    irq: Option<&dyn crate::access::Interrupts>,
+    plan: &DmaPlan,
+    window_note: Option<String>,
+) -> Result<Report> {
     let m = Measuring::start(session, &r.common)?;
-    let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1);
+    // Each configuration once per way of seeing completion (`--completion both`: two rows).
+    let ways = plan.completions.len().max(1);
+    let rows = (plan.dirs.len() + 2 * plan.bidir as usize) * plan.sizes.len().max(1) * plan.queues.len().max(1) * ways;
     // A total given over several configurations: the whole run is estimated first (not traced).
     let probe = plan.budget_ns.is_none() && rows > 1 && session.tracer().is_none();
     let mut report = m.run_summed(&MONOTONIC, "dma", plan.total.saturating_mul(rows as u64), hooks, probe, |s| {
@@ -110,10 +138,12 @@ pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<R
             device: &session.device,
             engine: rig.engine.as_mut(),
             alloc: rig.alloc.as_ref(),
+            irq,
         };
-        dma::run(setup, &plan, s)
+        dma::run(setup, plan, s)
     })?;
     report.warnings.extend(window_note);
+    report.interrupts = irq.map(|i| i.describe());
     Ok(report)
 }
 
@@ -167,6 +197,7 @@ fn measure_rate(session: &Session, r: &DmaRequest, rate: &RateRequest, hooks: &m
         device: &session.device,
         engine: rig.engine.as_mut(),
         alloc: rig.alloc.as_ref(),
+        irq: None,
     };
     m.run(clock.as_ref(), "dma", 0, hooks, |s| rate::run(setup, &plan, s))
 }

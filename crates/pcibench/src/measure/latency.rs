@@ -7,7 +7,7 @@ use crate::bench::latency::dma::DmaLatency;
 use crate::bench::latency::load::LoadPlan;
 use crate::bench::latency::row::latency_clock;
 use crate::bench::latency::{self, LatencyPlan, LatencyTarget, ALL_WIDTHS, DEFAULT_WIDTH};
-use crate::bench::result::{Completion, Report};
+use crate::bench::result::Report;
 use crate::dma::{DmaAllocator, Engine};
 use crate::session::Session;
 use crate::{Error, Result};
@@ -37,7 +37,7 @@ pub fn plan(session: &Session, r: &LatencyRequest, card_addr: u64) -> Result<Lat
         dma: r.dma.as_ref().map(|d| DmaLatency {
             dirs: d.dirs.clone(),
             sizes: d.sizes.clone(),
-            completions: if d.irq { vec![Completion::Poll, Completion::Msi] } else { vec![Completion::Poll] },
+            completions: d.mode().completions(),
             samples: d.samples,
             card_addr,
             timeout,
@@ -91,18 +91,33 @@ pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Resu
         // Consent before anything touches the device: routing the interrupt enables MSI.
         session.check_dma_consent(r.allow_dma)?;
     }
-    // One vector, of the kind asked for or the best the function has: edu signals on vector 0
-    // (engines asking for more: `Engine::irq_request`).
-    let irq = if let Some(d) = r.dma.as_ref().filter(|d| d.irq) {
-        Some(session.interrupts(crate::access::IrqRequest { kind: d.irq_kind, vectors: 1 })?)
-    } else {
-        None
-    };
     let mut rig = None;
     if dma {
         let option = if r.dma.is_some() { "--dma" } else { "--load" };
         rig = Some(session.open_dma_for(option, &r.engine)?);
     }
+    // The vectors the engine signals on, of the kind asked for (`--irq-kind`) or the best the
+    // function offers.
+    let irq = match (&rig, &r.dma) {
+        (Some(g), Some(d)) if d.mode() != super::CompletionMode::Poll => {
+            Some(super::completion::route(session, g.engine.as_ref(), d.irq_kind)?)
+        }
+        _ => None,
+    };
+    let out = run(session, r, hooks, rig.as_mut(), irq.as_deref());
+    // The engine first (it puts its interrupt enables back as found), then the routing.
+    drop(rig);
+    drop(irq);
+    out
+}
+
+fn run(
+    session: &Session,
+    r: &LatencyRequest,
+    hooks: &mut Hooks,
+    rig: Option<&mut crate::session::DmaRig>,
+    irq: Option<&dyn crate::access::Interrupts>,
+) -> Result<Report> {
     let plan = plan(session, r, rig.as_ref().map_or(0, |g| g.card_offset))?;
     let mut m = Measuring::start(session, &r.common)?;
     let clock = latency_clock(m.context.tsc_invariant);
@@ -110,12 +125,15 @@ pub fn measure(session: &Session, r: &LatencyRequest, hooks: &mut Hooks) -> Resu
     // Bytes read per row, for the progress bar's length (DMA rows are not counted).
     let rows = plan.widths.len() as u64 * (1 + plan.allow_write as u64)
         + plan.load.as_ref().map_or(0, |l| l.modes.len() as u64);
-    let engine: Option<(&mut dyn Engine, &dyn DmaAllocator)> = match rig.as_mut() {
+    let engine: Option<(&mut dyn Engine, &dyn DmaAllocator)> = match rig {
         Some(g) => Some((g.engine.as_mut(), g.alloc.as_ref())),
         None => None,
     };
-    let t = LatencyTarget { dev: session.dev.as_ref(), device: &session.device, engine, irq: irq.as_deref() };
-    m.run(clock.as_ref(), "latency", r.samples.saturating_mul(4).saturating_mul(rows), hooks, |s| {
-        latency::run(t, &plan, s)
-    })
+    let t = LatencyTarget { dev: session.dev.as_ref(), device: &session.device, engine, irq };
+    let mut report =
+        m.run(clock.as_ref(), "latency", r.samples.saturating_mul(4).saturating_mul(rows), hooks, |s| {
+            latency::run(t, &plan, s)
+        })?;
+    report.interrupts = irq.map(|i| i.describe());
+    Ok(report)
 }

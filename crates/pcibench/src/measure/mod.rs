@@ -7,6 +7,7 @@
 //! bar): the library still never prints.
 
 pub mod buffers;
+pub mod completion;
 pub mod dma;
 pub mod latency;
 pub mod pio;

@@ -117,6 +117,30 @@ pub enum DefaultSize {
     Quick,
 }
 
+/// `--completion`: how the CPU learns a transfer completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompletionMode {
+    /// The engine's own loop reads its status or writeback (the default).
+    Poll,
+    /// The engine's completion interrupt, as its vendor's driver arms and services it.
+    Irq,
+    /// Both, rows side by side.
+    Both,
+}
+
+impl CompletionMode {
+    /// The ways measured, in row order.
+    pub fn completions(self) -> Vec<crate::bench::result::Completion> {
+        use crate::bench::result::Completion::{Irq, Poll};
+        match self {
+            CompletionMode::Poll => vec![Poll],
+            CompletionMode::Irq => vec![Irq],
+            CompletionMode::Both => vec![Poll, Irq],
+        }
+    }
+}
+
 /// `pcibench dma`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DmaRequest {
@@ -138,6 +162,14 @@ pub struct DmaRequest {
     pub timeout_ms: u64,
     /// Consent to start DMA on a real device.
     pub allow_dma: bool,
+    /// `--completion` (None: polling, rows unlabelled, as before the option; absent in older
+    /// saved runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<CompletionMode>,
+    /// The interrupt kind to route for completion by interrupt (`--irq-kind`; None: the best the
+    /// function has, MSI-X, MSI, INTx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_kind: Option<IrqKind>,
     /// Submit open loop at offered rates (`--rate`) instead of timing throughput.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateRequest>,
@@ -145,15 +177,21 @@ pub struct DmaRequest {
     pub common: Common,
 }
 
-/// DMA latency (`latency --dma`, `--irq`).
+/// DMA latency (`latency --dma`, `--completion`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DmaLatencyRequest {
     pub dirs: Vec<Direction>,
     /// Empty: 64 B to 4 KiB within what the engine takes.
     pub sizes: Vec<u64>,
-    /// Also complete by the device's MSI beside polling.
+    /// `--completion` (None: polling, or `irq` below).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<CompletionMode>,
+    /// Saved runs before `--completion`: `--irq` measured polling and MSI side by side. Read so
+    /// those files mean what they meant; never written.
+    #[serde(default, skip_serializing)]
     pub irq: bool,
-    /// The interrupt kind to route for `irq` (None: the best the function has, MSI-X, MSI, INTx).
+    /// The interrupt kind to route for completion by interrupt (None: the best the function has,
+    /// MSI-X, MSI, INTx).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_kind: Option<IrqKind>,
     /// Samples per row (None: the engine's default total over the size, at most 10000).
@@ -161,6 +199,13 @@ pub struct DmaLatencyRequest {
     /// Submit open loop at offered rates (`--rate`), each latency from its due time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateRequest>,
+}
+
+impl DmaLatencyRequest {
+    /// The ways to see completion it asks for.
+    pub fn mode(&self) -> CompletionMode {
+        self.completion.unwrap_or(if self.irq { CompletionMode::Both } else { CompletionMode::Poll })
+    }
 }
 
 /// Reads under DMA load (`latency --load`).
@@ -330,6 +375,8 @@ mod tests {
                 total: None,
                 timeout_ms: 2000,
                 allow_dma: true,
+                completion: Some(CompletionMode::Both),
+                irq_kind: Some(IrqKind::MsiX),
                 rate: Some(RateRequest {
                     rates: Rates::These(vec![Rate::Ops(1e6), Rate::Bytes(2e9)]),
                     until_p99_ns: None,
@@ -349,7 +396,8 @@ mod tests {
                 dma: Some(DmaLatencyRequest {
                     dirs: vec![Direction::H2c],
                     sizes: vec![64],
-                    irq: true,
+                    completion: Some(CompletionMode::Both),
+                    irq: false,
                     irq_kind: Some(IrqKind::Intx),
                     samples: None,
                     rate: Some(RateRequest { rates: Rates::Sweep, until_p99_ns: Some(50_000) }),
@@ -410,5 +458,19 @@ mod tests {
         let newer = text.replace("\"kind\":\"run\"", "\"kind\":\"thermal\"");
         let back: SavedRun = serde_json::from_str(&newer).unwrap();
         assert_eq!(back.request, None);
+    }
+
+    /// Saved runs from before `--completion`: `"irq": true` meant polling and MSI side by side, a
+    /// row's "msi" is completion by interrupt; both still read so.
+    #[test]
+    fn older_completion_fields_read_as_they_meant() {
+        let d: DmaLatencyRequest =
+            serde_json::from_str(r#"{"dirs":["h2c"],"sizes":[],"irq":true,"samples":null}"#).unwrap();
+        assert_eq!((d.mode(), d.completion), (CompletionMode::Both, None));
+        let d: DmaLatencyRequest = serde_json::from_str(r#"{"dirs":["h2c"],"sizes":[],"samples":null}"#).unwrap();
+        assert_eq!(d.mode(), CompletionMode::Poll);
+        assert!(!serde_json::to_string(&d).unwrap().contains("irq"), "never written");
+        let c: crate::bench::result::Completion = serde_json::from_str(r#""msi""#).unwrap();
+        assert_eq!(c, crate::bench::result::Completion::Irq);
     }
 }

@@ -116,6 +116,8 @@ fn dma_part(session: &Session, r: &RunRequest, engines: &[Detected]) -> Part {
         total: r.total.or(device.simulated().then_some(64 << 20)),
         timeout_ms: 2000,
         allow_dma: r.allow_dma,
+        completion: None,
+        irq_kind: None,
         rate: None,
         common: r.common.clone(),
     };

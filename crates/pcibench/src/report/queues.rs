@@ -14,12 +14,15 @@ pub fn queued(r: &Report) -> bool {
     r.results.iter().any(|x| x.queues.is_some())
 }
 
+/// The direction, with "(bidir)" when both ran at once and the completion mode where the row
+/// has one (`--completion`: "h2c irq").
 fn dir_label(x: &Row) -> String {
-    if x.concurrent {
-        format!("{} (bidir)", x.dir)
-    } else {
-        x.dir.to_string()
+    let mut l = if x.concurrent { format!("{} (bidir)", x.dir) } else { x.dir.to_string() };
+    if let Some(c) = x.completion {
+        l.push(' ');
+        l.push_str(c.name());
     }
+    l
 }
 
 fn pattern_label(x: &Row) -> String {
@@ -56,10 +59,12 @@ pub fn row_line(x: &Row) -> String {
 }
 
 /// The groups of seed 004's tables: (random window, concurrent, direction when not concurrent).
-type Group = (Option<u64>, bool, Option<Direction>);
+/// A table of the summary: window, both at once, direction, and the completion mode (each mode
+/// its own table with `--completion both`, so its cells never mix).
+type Group = (Option<u64>, bool, Option<Direction>, Option<crate::bench::result::Completion>);
 
 fn group(x: &Row) -> Group {
-    (x.window, x.concurrent, (!x.concurrent).then_some(x.dir))
+    (x.window, x.concurrent, (!x.concurrent).then_some(x.dir), x.completion)
 }
 
 fn cell(x: Option<&Row>) -> String {
@@ -92,14 +97,17 @@ pub fn summary(r: &Report) -> String {
             Some(w) => format!("Random access throughput (GB/s), host window {}", human_size(w)),
             None => "Sequential throughput (GB/s)".into(),
         };
-        let dir = match g {
-            (_, true, _) => "H2C and C2H at once".to_string(),
-            (_, false, Some(d)) => d.to_string().to_uppercase(),
+        let mut dir = match g {
+            (_, true, _, _) => "H2C and C2H at once".to_string(),
+            (_, false, Some(d), _) => d.to_string().to_uppercase(),
             _ => String::new(),
         };
+        if let Some(c) = g.3 {
+            dir.push_str(&format!(", completion by {}", c.name()));
+        }
         let _ = writeln!(out, "\n### {what}: {dir}\n");
         let at = |q: u16, size: u64, d: Direction| {
-            rows.iter().copied().find(|x| x.queues == Some(q) && x.size == size && x.dir == d)
+            rows.iter().copied().find(|x| x.queues == Some(q) && x.size == size && x.dir == d && x.completion == g.3)
         };
         if g.1 {
             table_concurrent(&mut out, &qs, &sizes, at);

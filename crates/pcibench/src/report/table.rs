@@ -111,6 +111,9 @@ fn context_lines(s: &mut String, r: &Report) {
     if let Some(n) = &r.limit_note {
         let _ = writeln!(s, "  {n}");
     }
+    if let Some(i) = &r.interrupts {
+        let _ = writeln!(s, "  completion by interrupt: {i}");
+    }
 }
 
 /// The rows, then each kind of note once with the rows it applies to (`label` names a row
@@ -150,6 +153,9 @@ fn pio_label(x: &Row) -> String {
 /// A DMA row as the notes name it: "64 KiB h2c" (with its queues and pattern where it has them).
 fn dma_label(x: &Row) -> String {
     let mut l = format!("{} {}{}", human_size(x.size), x.dir, if x.concurrent { " (bidir)" } else { "" });
+    if let Some(c) = x.completion {
+        let _ = write!(l, " {}", c.name());
+    }
     if let Some(q) = x.queues {
         let _ = write!(l, " q{q}");
     }
@@ -281,12 +287,16 @@ fn dma(r: &Report, notes: bool) -> String {
         s.push_str(&super::queues::summary(r));
         return s;
     }
+    // `--completion`: the way each row saw completion, first (rows side by side with `both`).
+    let by = r.results.iter().any(|x| x.completion.is_some());
+    let by_col = |x: Option<&str>| if by { format!("{:<4} ", x.unwrap_or("-")) } else { String::new() };
     // Stream rows (one packet per transfer) give packets per second beside MB/s.
     let packets = r.results.iter().any(|x| x.packets_per_s.is_some());
     let pkt = |v: &str| if packets { format!(" {v:>9}") } else { String::new() };
     let _ = writeln!(
         s,
-        "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}{} {:>5} {:>10} {:>6} {:>9} {:>9}  verify",
+        "{}{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}{} {:>5} {:>10} {:>6} {:>9} {:>9}  verify",
+        by_col(Some("by")),
         "dir",
         "size",
         "xfers",
@@ -309,7 +319,8 @@ fn dma(r: &Report, notes: bool) -> String {
             let [xfers, min, mean, med, max] = throughput(x);
             let st = x.stats.as_ref();
             format!(
-                "{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}{} {:>5} {:>10} {:>6} {:>9} {:>9}  {}{}",
+                "{}{:<3} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}{} {:>5} {:>10} {:>6} {:>9} {:>9}  {}{}",
+                by_col(x.completion.map(|c| c.name())),
                 x.dir.to_string(),
                 human_size(x.size),
                 xfers,

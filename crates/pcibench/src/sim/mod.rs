@@ -9,6 +9,7 @@
 pub mod card_memory;
 pub mod config_space;
 pub mod host_map;
+pub mod irq;
 pub mod mem;
 pub mod nvram;
 mod placement;
@@ -80,6 +81,8 @@ pub enum SimBar {
 pub struct SimCard {
     pub bars: Vec<(u8, SimBar)>,
     pub host: Arc<HostMap>,
+    /// Its interrupts (what its models raise; `access::sim` routes them), where it has any.
+    pub irq: Option<Arc<irq::SimIrq>>,
 }
 
 /// One kind of simulated card.

@@ -152,12 +152,16 @@ pub fn send(sock: &UnixStream, mut header: Header, payload: &[u8], fds: &[Borrow
     while sent < total {
         let (h, p) = if sent < HEADER { (&head[sent..], payload) } else { (&head[..0], &payload[sent - HEADER..]) };
         let iov = [IoSlice::new(h), IoSlice::new(p)];
-        let n = if sent == 0 {
+        let n = match if sent == 0 {
             sendmsg(sock, &iov, &mut cmsg, SendFlags::NOSIGNAL)
         } else {
             sendmsg(sock, &iov, &mut SendAncillaryBuffer::default(), SendFlags::NOSIGNAL)
-        }
-        .map_err(io_error)?;
+        } {
+            // A signal (Ctrl-C's handler) before anything was sent: send again; the stop flag
+            // ends the run after this command, as on the other paths.
+            Err(rustix::io::Errno::INTR) => continue,
+            r => r.map_err(io_error)?,
+        };
         if n == 0 {
             return Err(WireError::Closed);
         }
@@ -176,7 +180,11 @@ pub fn recv(sock: &UnixStream) -> Result<Option<Message>, WireError> {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut cmsg = RecvAncillaryBuffer::new(&mut space);
         let mut iov = [IoSliceMut::new(&mut head[got..])];
-        let r = recvmsg(sock, &mut iov, &mut cmsg, RecvFlags::CMSG_CLOEXEC).map_err(io_error)?;
+        let r = match recvmsg(sock, &mut iov, &mut cmsg, RecvFlags::CMSG_CLOEXEC) {
+            // A signal before anything arrived: wait again (the reply is still to come).
+            Err(rustix::io::Errno::INTR) => continue,
+            r => r.map_err(io_error)?,
+        };
         for m in cmsg.drain() {
             if let RecvAncillaryMessage::ScmRights(received) = m {
                 fds.extend(received);

@@ -64,6 +64,7 @@ fn a_card_that_falls_off_the_bus_mid_run_keeps_the_rows_before_and_is_named() {
         timeout: Duration::from_secs(20),
         queues: vec![],
         access: Access::Sequential,
+        completions: Vec::new(),
     };
     let (stop, clock) = (AtomicBool::new(false), MonotonicClock);
     let mut progress = |_| {};
@@ -74,7 +75,7 @@ fn a_card_that_falls_off_the_bus_mid_run_keeps_the_rows_before_and_is_named() {
         progress: &mut progress,
         health: None,
     };
-    let setup = DmaSetup { dev: &dev, device: &device, engine: &mut engine, alloc: &alloc };
+    let setup = DmaSetup { dev: &dev, device: &device, engine: &mut engine, alloc: &alloc, irq: None };
     let r = run(setup, &plan, &mut s).expect("the report of the rows before, not an error");
     assert_eq!(r.results.len(), 1, "the H2C row, measured before the card went");
     assert_eq!((r.results[0].dir, r.results[0].verify.clone()), (Direction::H2c, Some(Verify::Ok)));

@@ -13,9 +13,9 @@ mod stream;
 use self::layout::{Access, Layout};
 use super::counters::EngineFigures;
 use super::pattern::{host_bytes, Mismatch, Pattern};
-use super::result::{Kind, Note, Report, Row, Verify};
+use super::result::{Completion, Kind, Note, Report, Row, Verify};
 use super::sample::sampler::{Sampled, Sampling};
-use crate::access::{BusMaster, DeviceAccess};
+use crate::access::{BusMaster, DeviceAccess, Interrupts};
 use crate::device::Device;
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
 use crate::host::Host;
@@ -42,6 +42,9 @@ pub struct DmaPlan {
     /// Queue counts to measure (empty: one queue).
     pub queues: Vec<u16>,
     pub access: Access,
+    /// How each configuration sees completion, a row each in this order (empty: polling, the
+    /// rows unlabelled).
+    pub completions: Vec<Completion>,
 }
 
 /// The device, opened, and the engine that moves the data, with the allocator its buffers come
@@ -51,6 +54,8 @@ pub struct DmaSetup<'a> {
     pub device: &'a Device,
     pub engine: &'a mut dyn Engine,
     pub alloc: &'a dyn DmaAllocator,
+    /// The engine's interrupts, routed (`--completion irq|both`).
+    pub irq: Option<&'a dyn Interrupts>,
 }
 
 /// The random window when none is given: 1 GiB.
@@ -211,6 +216,12 @@ fn configs(engine: &dyn Engine, plan: &DmaPlan, sizes: &[u64], queues: &[u16], s
 /// Every figure of `plan` the engine's facts bound (sizes, batching, queues, the total), checked
 /// before the measurement starts: a refused request leaves no file and moves nothing.
 pub fn check(engine: &dyn Engine, plan: &DmaPlan) -> Result<()> {
+    if plan.completions.contains(&Completion::Irq) && !engine.completes_by_interrupt() {
+        return Err(Error::usage(format!(
+            "--completion irq: the {} engine completes by polling only: use --completion poll",
+            engine.name()
+        )));
+    }
     let sizes = sizes(engine, plan)?;
     check_batching(engine, plan)?;
     super::sample::sampler::check_total(plan.total, &sizes)
@@ -248,22 +259,37 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
                 report.results.push(skipped(c, plan, engine, queued));
                 continue;
             };
-            pattern = pattern.successor();
-            let ctx = Ctx { engine: &mut *engine, bufs: &mut bufs, plan, link: s.device.bounding_link(), queued };
-            let (rows, stopped) = match measure(ctx, c, parts, pattern, sampling, &mut report.warnings) {
-                Err(Error::Gone(what)) => {
-                    // Stop the engine where it still can be (its registers may not answer).
-                    let _ = engine.stop();
-                    report.gone = Some(super::gone::line(s.device.name(), &what, sampling));
-                    break;
-                }
-                r => r?,
+            // `--completion both`: a row per way, side by side; none asked: polling, unlabelled.
+            let ways: Vec<Option<Completion>> = match plan.completions.as_slice() {
+                [] => vec![None],
+                w => w.iter().copied().map(Some).collect(),
             };
-            report.results.extend(rows);
-            report.warnings.extend(engine.take_notes().into_iter().map(|n| format!("{}: {n}", engine.name())));
-            if stopped {
-                report.interrupted = true;
-                break;
+            for completion in ways {
+                pattern = pattern.successor();
+                let link = s.device.bounding_link();
+                let by = match completion {
+                    Some(Completion::Irq) => By::Irq(s.irq.ok_or_else(|| {
+                        Error::usage("--completion irq needs the device's interrupts: none were routed to the runner")
+                    })?),
+                    _ => By::Poll,
+                };
+                let ctx = Ctx { engine: &mut *engine, bufs: &mut bufs, plan, link, queued, by };
+                let (mut rows, stopped) = match measure(ctx, c, parts, pattern, sampling, &mut report.warnings) {
+                    Err(Error::Gone(what)) => {
+                        // Stop the engine where it still can be (its registers may not answer).
+                        let _ = engine.stop();
+                        report.gone = Some(super::gone::line(s.device.name(), &what, sampling));
+                        return Ok(());
+                    }
+                    r => r?,
+                };
+                rows.iter_mut().for_each(|r| r.completion = completion);
+                report.results.extend(rows);
+                report.warnings.extend(engine.take_notes().into_iter().map(|n| format!("{}: {n}", engine.name())));
+                if stopped {
+                    report.interrupted = true;
+                    return Ok(());
+                }
             }
         }
         Ok(())
@@ -314,6 +340,14 @@ struct Ctx<'a> {
     plan: &'a DmaPlan,
     link: Option<Link>,
     queued: bool,
+    by: By<'a>,
+}
+
+/// How a timed run learns its transfer completed.
+#[derive(Clone, Copy)]
+enum By<'a> {
+    Poll,
+    Irq(&'a dyn Interrupts),
 }
 
 /// Measure one configuration: set up the data, time the runs, make its rows, verify.
@@ -356,9 +390,13 @@ fn measure(
     engine.counters_start()?;
     let run_bytes: u64 = parts.iter().map(|(_, l)| l.bytes()).sum();
     let t0 = sampling.clock.now_ns();
+    let by = cx.by;
     let sampled = sampling.run_within(run_bytes, plan.total, plan.budget_ns, |k| {
         for _ in 0..k {
-            timed_run(engine, plan.timeout)?;
+            match by {
+                By::Poll => timed_run(engine, plan.timeout)?,
+                By::Irq(irq) => interrupt_run(engine, irq, plan.timeout)?,
+            }
         }
         Ok(())
     })?;
@@ -503,6 +541,19 @@ pub(super) fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()
     match engine.run(timeout) {
         Ok(()) => Ok(()),
         // The runner stops an engine whose card went away itself, and says so in one line.
+        Err(e @ Error::Gone(_)) => Err(e),
+        Err(e) => {
+            let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
+            Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
+        }
+    }
+}
+
+/// Run the prepared transfer by its completion interrupt; on failure stop the engine and add its
+/// status to the error (as `timed_run`).
+pub(super) fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupts, timeout: Duration) -> Result<()> {
+    match engine.run_interrupt(irq, timeout) {
+        Ok(()) => Ok(()),
         Err(e @ Error::Gone(_)) => Err(e),
         Err(e) => {
             let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));

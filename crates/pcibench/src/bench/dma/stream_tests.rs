@@ -27,7 +27,7 @@ fn stream_rows_are_verified_by_the_far_end_and_corruption_is_named_both_ways() {
         let mut progress = |_| {};
         let overhead = TimerOverhead::measure(&clock);
         let mut s = Sampling { clock: &clock, overhead, stop: &stop, progress: &mut progress, health: None };
-        let setup = DmaSetup { dev: &dev, device: &device, engine: opened.engine.as_mut(), alloc: &alloc };
+        let setup = DmaSetup { dev: &dev, device: &device, engine: opened.engine.as_mut(), alloc: &alloc, irq: None };
         run(setup, p, &mut s).unwrap()
     };
     let base = DmaPlan {
@@ -40,6 +40,7 @@ fn stream_rows_are_verified_by_the_far_end_and_corruption_is_named_both_ways() {
         timeout: Duration::from_secs(20),
         queues: vec![1, 4],
         access: Access::Sequential,
+        completions: Vec::new(),
     };
     let r = go(&base);
     assert_eq!(r.results.len(), 24);

@@ -196,6 +196,7 @@ fn plan() -> DmaPlan {
         timeout: Duration::from_secs(1),
         queues: vec![],
         access: crate::bench::dma::layout::Access::Sequential,
+        completions: Vec::new(),
     }
 }
 
@@ -223,7 +224,7 @@ fn setup<'a>(dev: &'a CfgDev, e: &'a mut MockEngine) -> DmaSetup<'a> {
     static DEVICE: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
     let device = DEVICE
         .get_or_init(|| Device::for_test("test", true, Some(Link { gen: 2, width: 4, mps: 256, mrrs: 512 }), &[]));
-    DmaSetup { dev, device, engine: e, alloc: &HeapAlloc }
+    DmaSetup { dev, device, engine: e, alloc: &HeapAlloc, irq: None }
 }
 
 #[test]
@@ -473,7 +474,7 @@ fn sim_qdma_end_to_end_over_queues_both_ways_and_at_random() {
             progress: &mut progress,
             health: None,
         };
-        let setup = DmaSetup { dev: &dev, device: &device, engine: opened.engine.as_mut(), alloc: &alloc };
+        let setup = DmaSetup { dev: &dev, device: &device, engine: opened.engine.as_mut(), alloc: &alloc, irq: None };
         let r = run(setup, &p, &mut s).unwrap();
         assert_eq!(r.results.len(), 16);
         for x in &r.results {

@@ -4,7 +4,7 @@
 //! completion interrupt and the access path delivers it). Each row's data is verified after its
 //! samples: what the card received read back, what the host received compared in place.
 
-use super::super::dma::{bytes, bytes_mut, card_copy, default_size, put, timed_run};
+use super::super::dma::{bytes, bytes_mut, card_copy, default_size, interrupt_run, put, timed_run};
 use super::super::pattern::{verify, Pattern};
 use super::super::rate::{self, RatePlan, RateRequest};
 use super::super::result::{Completion, Probe, Report, Row, Verify};
@@ -75,15 +75,15 @@ fn sizes(engine: &dyn Engine, plan: &DmaLatency) -> Result<Vec<u64>> {
 
 /// Check the plan against the engine and the interrupt before anything runs.
 fn check(engine: &dyn Engine, irq: Option<&dyn Interrupts>, plan: &DmaLatency) -> Result<()> {
-    if plan.completions.contains(&Completion::Msi) {
+    if plan.completions.contains(&Completion::Irq) {
         if !engine.completes_by_interrupt() {
             return Err(Error::usage(format!(
-                "--irq: the {} engine completes by polling only: pcibench arms no completion interrupt on it (edu has one)",
+                "--completion irq: the {} engine completes by polling only (xdma, qdma's memory-mapped queues, umem and edu complete by interrupt): use --completion poll",
                 engine.name()
             )));
         }
         if irq.is_none() {
-            return Err(Error::usage("--irq needs the device's interrupt: none was given to the runner"));
+            return Err(Error::usage("--completion irq needs the device's interrupt: none was given to the runner"));
         }
     }
     if plan.samples == Some(0) {
@@ -143,9 +143,9 @@ pub(super) fn rate_rows(
     s: &mut Sampling,
     report: &mut Report,
 ) -> Result<Vec<Row>> {
-    if plan.completions.contains(&Completion::Msi) {
+    if plan.completions.contains(&Completion::Irq) {
         return Err(Error::usage(
-            "--rate reaps completions by polling: drop --irq (or drop --rate to time MSI one transfer at a time)",
+            "--rate reaps completions by polling: drop --completion irq (or drop --rate to time completion by interrupt one transfer at a time)",
         ));
     }
     if plan.samples == Some(0) {
@@ -200,7 +200,7 @@ impl One {
         let (timeout, c) = (self.timeout, self.completion);
         let budget = plan.samples.is_none().then_some(ROW_BUDGET_NS);
         let single = s.single_within(warmup, samples, budget, self.size, || match (c, irq) {
-            (Completion::Msi, Some(irq)) => interrupt_run(engine, irq, timeout),
+            (Completion::Irq, Some(irq)) => interrupt_run(engine, irq, timeout),
             _ => timed_run(engine, timeout),
         })?;
         let mut row = Row::new(self.dir, self.size);
@@ -226,16 +226,5 @@ impl One {
             }
         });
         Ok(row)
-    }
-}
-
-/// Run by interrupt; on failure stop the engine and add its status to the error (as `timed_run`).
-fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupts, timeout: Duration) -> Result<()> {
-    match engine.run_interrupt(irq, timeout) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
-            Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
-        }
     }
 }

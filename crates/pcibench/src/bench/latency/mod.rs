@@ -11,6 +11,7 @@
 pub mod dma;
 pub mod load;
 pub mod row;
+pub mod wake;
 
 use self::dma::DmaLatency;
 use self::load::LoadPlan;
@@ -255,6 +256,9 @@ fn rows(
             if push(report, row) {
                 return Ok(());
             }
+        }
+        if d.completions.contains(&super::result::Completion::Irq) {
+            report.irq_wake = Some(wake::eventfd_wake(wake::WAKES)?);
         }
     }
     if let (Some(l), Some(a)) = (&plan.load, load_access) {

@@ -216,34 +216,53 @@ fn dma_at_offered_rates_on_an_engine_that_runs_one_at_a_time_says_its_closed_loo
     }
     assert!(r.warnings.iter().any(|w| w.contains("the xdma engine runs one transfer at a time")), "{:?}", r.warnings);
     // Completion by MSI is not what an open loop reaps: refused in one line.
-    p.dma = Some(DmaLatency { completions: vec![Completion::Poll, Completion::Msi], ..dma });
+    p.dma = Some(DmaLatency { completions: vec![Completion::Poll, Completion::Irq], ..dma });
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
     let e = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap_err().to_string();
     assert!(e.starts_with("--rate reaps completions by polling"), "{e}");
 }
 
 #[test]
-fn completion_by_msi_is_refused_where_it_cannot_be_had() {
+fn dma_rows_by_polling_and_by_interrupt_are_both_verified() {
     let s = session("sim");
-    let e = s.dev.interrupts(crate::access::IrqRequest::any(1)).err().unwrap().to_string();
-    assert!(e.contains("simulated card raises no interrupts"), "{e}");
     let mut rig = s.open_dma(&EngineRequest::default(), None).unwrap();
+    let irq = s.dev.interrupts(rig.engine.irq_request()).unwrap();
     let clock = MonotonicClock;
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
     p.dma = Some(DmaLatency {
-        dirs: vec![Direction::H2c],
-        sizes: vec![],
-        completions: vec![Completion::Poll, Completion::Msi],
-        samples: Some(2),
+        dirs: vec![Direction::H2c, Direction::C2h],
+        sizes: vec![256],
+        completions: vec![Completion::Poll, Completion::Irq],
+        samples: Some(20),
         card_addr: 0,
-        timeout: Duration::from_secs(2),
+        timeout: Duration::from_secs(20),
         rate: None,
     });
+    // Without the interrupt the plan is refused before anything runs.
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
     let e = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap_err();
-    assert!(matches!(e, Error::Usage(_)) && e.to_string().contains("completes by polling only"), "{e}");
+    assert!(matches!(e, Error::Usage(_)) && e.to_string().contains("needs the device's interrupt"), "{e}");
+    let t = LatencyTarget {
+        engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())),
+        irq: Some(irq.as_ref()),
+        ..target(&s)
+    };
+    let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap();
+    let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma)).collect();
+    let modes: Vec<_> = dma.iter().map(|x| (x.dir, x.completion)).collect();
+    use Completion::*;
+    assert_eq!(
+        modes,
+        [
+            (Direction::H2c, Some(Poll)),
+            (Direction::H2c, Some(Irq)),
+            (Direction::C2h, Some(Poll)),
+            (Direction::C2h, Some(Irq))
+        ]
+    );
+    assert!(dma.iter().all(|x| x.verify == Some(Verify::Ok) && x.latency.as_ref().unwrap().samples == 20));
 }
 
 #[test]

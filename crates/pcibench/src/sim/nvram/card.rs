@@ -62,5 +62,5 @@ pub fn build_on(
         (NVRAM_CSR_BAR, SimBar::Registers(model.clone())),
         (NVRAM_WINDOW_BAR, SimBar::Memory(Arc::new(Pages::shared("BAR2", window)?))),
     ];
-    Ok((SimCard { bars, host }, model))
+    Ok((SimCard { bars, host, irq: Some(Arc::clone(model.irq())) }, model))
 }

@@ -181,6 +181,7 @@ fn log_memory_error(shared: &Shared, kind: u8, addr: u64, data: u64) {
 
 fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
     shared.irq_enables.store(d.control & (DMA_COMP_EN | CHAIN_COMP_EN | ERR_INT_EN | PARITY_INT_EN), Ordering::Release);
+    shared.check_interrupt();
     let command = shared.command.load(Ordering::Acquire);
     let writes_host = d.control & TRANSFER_READ == 0;
     if writes_host && (d.control >> WRITE_CMD_SHIFT) & 0xf == PCI_WRITE_INVALIDATE && command & CMD_MWI == 0 {

@@ -9,6 +9,7 @@
 
 use super::super::card_memory::CardMemory;
 use super::super::host_map::HostMap;
+use super::super::irq::{Offers, SimIrq};
 use super::super::mem::Pages;
 use super::state::*;
 pub use super::state::{size_code, NvramModelConfig};
@@ -62,6 +63,7 @@ impl NvramModel {
             latency_timer: AtomicU8::new(0),
             irq_enables: AtomicU32::new(0),
             violations: Mutex::new(Vec::new()),
+            irq_out: Arc::new(SimIrq::new("MM-5425CN", Offers { msix: 0, msi: 0, intx: true })),
             run: Mutex::new(RunState::default()),
             gen_hint: AtomicU64::new(0),
             wake: Condvar::new(),
@@ -121,6 +123,8 @@ impl NvramModel {
         if (off..off + bytes).contains(&ERROR_COUNT) && regs[ERROR_COUNT] == 0 {
             // umem.c mm_interrupt: writing 0 to the count clears the memory error log's status.
             self.shared.memory_errors.store(0, Ordering::Release);
+            drop(regs);
+            self.shared.check_interrupt();
         }
         Ok(())
     }
@@ -130,6 +134,13 @@ impl NvramModel {
     /// is idle (latching the DMA registers) and clearing GO asks a running engine to stop after
     /// the piece in flight.
     fn write_scr(&self, value: u32) -> Result<()> {
+        let r = self.write_scr_now(value);
+        // Completion bits cleared (or a run started): the line follows.
+        self.shared.check_interrupt();
+        r
+    }
+
+    fn write_scr_now(&self, value: u32) -> Result<()> {
         let s = &self.shared;
         let errors = value & STATUS_BITS & !COMPLETION_BITS;
         if errors != 0 {
@@ -226,7 +237,14 @@ impl NvramModel {
     /// (an MWI without MWI Enable, a chain longer than umem.c builds, the battery read during a
     /// transfer, errors cleared through the wrong register, an interrupt nothing services).
     pub fn violations(&self) -> Vec<String> {
-        self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let mut v = self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.extend(self.shared.irq_out.violations());
+        v
+    }
+
+    /// The card's interrupt (what the access path routes).
+    pub fn irq(&self) -> &Arc<SimIrq> {
+        &self.shared.irq_out
     }
 
     /// Test hook: the 64-bit word at card address `addr` holds a multi-bit error until it is
@@ -302,5 +320,6 @@ impl super::super::RegisterModel for NvramModel {
 
     fn clear_pci_status(&self, bits: u16) {
         self.shared.pci_status.fetch_and(!bits, Ordering::AcqRel);
+        self.shared.check_interrupt();
     }
 }

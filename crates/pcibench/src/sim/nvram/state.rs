@@ -4,9 +4,10 @@
 
 use super::super::card_memory::CardMemory;
 use super::super::host_map::HostMap;
+use super::super::irq::SimIrq;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 // CSR byte offsets (umem.h).
 pub(crate) const MAGIC: usize = 0x00;
@@ -180,6 +181,8 @@ pub(crate) struct Shared {
     pub irq_enables: AtomicU32,
     /// What a driver made the card do that umem.c never does and the card is not known to take.
     pub violations: Mutex<Vec<String>>,
+    /// The card's INTx (umem.c `request_irq(dev->irq, mm_interrupt, IRQF_SHARED)`: the line, no MSI).
+    pub irq_out: Arc<SimIrq>,
     pub run: Mutex<RunState>,
     /// `run.gen` for lock-free checks: the worker spins on it briefly before sleeping.
     pub gen_hint: AtomicU64,
@@ -233,13 +236,16 @@ impl Shared {
         self.scr.fetch_or(bits & COMPLETION_BITS, Ordering::AcqRel);
         self.check_interrupt();
     }
-    /// The card asserts INTx where a latched status bit meets its interrupt enable. Nothing
-    /// services interrupts on a sim card (the driver polls), so an asserted interrupt is a
-    /// protocol violation: on a host, an interrupt no driver claims (a shared line gets disabled
-    /// by the kernel as "nobody cared", taking its other devices' interrupts with it). PCI_COMMAND's
-    /// Interrupt Disable does not make it safe: it masks INTx only on a PCI 2.3 INTx-maskable
-    /// function, and vfio-pci relies on it only there (`vfio_pci_intrs.c`, `pci_2_3`); this card
-    /// is not known to be one. fpga_sio leaves the enables off for that reason.
+    /// The card asserts INTx while a latched status bit meets its interrupt enable (umem.h
+    /// DMASCR_ERROR_MASK with ERR_INT_EN, parity with PARITY_INT_EN, CHAIN_COMPLETE with
+    /// CHAIN_COMP_EN, DMA_COMPLETE with DMA_COMP_EN), until the handler clears the bit as umem.c's
+    /// `mm_interrupt` does (completion written to DMA_STATUS_CTRL, ERROR_COUNT written 0, PCI_STATUS
+    /// written back). Called whenever one of those changes. With nothing routed, an asserted line
+    /// is a protocol violation (`SimIrq`): on a host, an interrupt no driver claims (a shared line
+    /// gets disabled by the kernel as "nobody cared", taking its other devices' interrupts with
+    /// it). PCI_COMMAND's Interrupt Disable does not make it safe: it masks INTx only on a PCI 2.3
+    /// INTx-maskable function, and vfio-pci relies on it only there (`vfio_pci_intrs.c`,
+    /// `pci_2_3`); this card is not known to be one, so the model asserts the line regardless.
     pub fn check_interrupt(&self) {
         let (s, en) = (self.dmascr(), self.irq_enables.load(Ordering::Acquire));
         let why = [
@@ -251,15 +257,15 @@ impl Shared {
             (s & CHAIN_COMPLETE != 0 && en & CHAIN_COMP_EN != 0, "chain complete with CHAIN_COMP_EN"),
             (s & DMA_COMPLETE != 0 && en & DMA_COMP_EN != 0, "DMA complete with DMA_COMP_EN"),
         ];
-        let Some((_, what)) = why.iter().find(|(on, _)| *on) else { return };
+        let what = why.iter().find(|(on, _)| *on).map(|(_, w)| *w);
         let masked = if self.command.load(Ordering::Acquire) & CMD_INTX_DISABLE != 0 {
             " (PCI_COMMAND Interrupt Disable is set, which masks INTx only on a PCI 2.3 INTx-maskable function)"
         } else {
             ""
         };
-        self.violation(format!(
-            "the card asserted its interrupt ({what}; status {s:#x}) and nothing services it{masked}"
-        ));
+        self.irq_out.set(0, 0, what.is_some(), || {
+            format!("the card asserted its interrupt ({}; status {s:#x}){masked}", what.unwrap_or_default())
+        });
     }
 }
 

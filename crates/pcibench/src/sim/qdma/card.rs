@@ -58,5 +58,5 @@ pub fn build_on(cfg: QdmaModelConfig, host: Arc<super::super::host_map::HostMap>
         (QDMA_CONFIG_BAR, SimBar::Registers(model.clone())),
         (QDMA_USER_BAR, SimBar::Memory(Arc::new(Pages::shared("BAR2", user)?))),
     ];
-    Ok((SimCard { bars, host }, model))
+    Ok((SimCard { bars, host, irq: Some(Arc::clone(model.irq())) }, model))
 }

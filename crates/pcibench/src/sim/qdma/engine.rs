@@ -388,8 +388,39 @@ fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) ->
             fail(shared, dir, qid, p.gen, cidx, s);
             return false;
         }
+        // Direct interrupt mode: the writeback raises the queue's vector if armed (and disarms
+        // it); disarmed, it waits for the next PIDX update that arms it.
+        if c.sw[1] & SW1_IRQ_EN != 0 {
+            if c.sw[0] & SW0_IRQ_ARM != 0 {
+                raise(shared, dir, qid, &mut c);
+            } else {
+                c.irq_pending = Some(c.gen);
+            }
+        }
     }
     !idle
+}
+
+/// Software context word 0's interrupt arm, word 1's interrupt enable, word 4's vector and
+/// aggregation bit (`QDMA_SW_CTXT_W*`), and the PIDX update's arm (`QDMA_DMA_SEL_IRQ_EN_MASK`).
+pub(crate) const SW0_IRQ_ARM: u32 = 1 << 16;
+pub(crate) const SW1_IRQ_EN: u32 = 1 << 21;
+const SW4_VEC: u32 = 0x7ff;
+const SW4_INTR_AGGR: u32 = 1 << 11;
+pub(crate) const DB_IRQ_ARM: u32 = 1 << 16;
+
+/// Queue `qid` raises its interrupt: a message on its vector, the arm cleared.
+pub(crate) fn raise(shared: &Shared, dir: Direction, qid: usize, c: &mut QCtx) {
+    c.sw[0] &= !SW0_IRQ_ARM;
+    c.irq_pending = None;
+    if c.sw[4] & SW4_INTR_AGGR != 0 {
+        shared.violation(format!(
+            "{dir} queue {qid}: interrupt aggregation (software context word 4 bit 11) is set; the model has no interrupt ring"
+        ));
+        return;
+    }
+    let vector = c.sw[4] & SW4_VEC;
+    shared.irq_out.message(vector, || format!("{dir} queue {qid} raised its interrupt (vector {vector})"));
 }
 
 /// Stop queue `qid` on an error: error field in its software context, the fault in words.

@@ -291,6 +291,14 @@ impl QdmaModel {
             let mut c = q.lock();
             let old = c.pidx();
             c.sw[0] = (c.sw[0] & !0xffff) | (value & 0xffff);
+            // QDMA_DMA_SEL_IRQ_EN_MASK: the update arms the queue's interrupt; one a writeback
+            // left pending while disarmed is raised now.
+            if value & super::engine::DB_IRQ_ARM != 0 {
+                c.sw[0] |= super::engine::SW0_IRQ_ARM;
+                if c.irq_pending == Some(c.gen) {
+                    super::engine::raise(s, dir, qid as usize, &mut c);
+                }
+            }
             if c.enabled() && c.pidx() != c.cidx() {
                 c.hw[1] = HW1_DSC_PND;
             }
@@ -413,7 +421,14 @@ impl QdmaModel {
 
     /// What the driver did that the real IP would not accept, in words, oldest first.
     pub fn violations(&self) -> Vec<String> {
-        self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let mut v = self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.extend(self.shared.irq_out.violations());
+        v
+    }
+
+    /// The function's interrupts (what the access path routes).
+    pub fn irq(&self) -> &Arc<super::super::irq::SimIrq> {
+        &self.shared.irq_out
     }
 
     /// Register writes made so far.

@@ -155,6 +155,9 @@ pub(crate) struct QCtx {
     /// Descriptors fetched at doorbell time (`fetch_on_doorbell`), in ring order (None: the
     /// fetch failed).
     pub fetched: std::collections::VecDeque<Option<[u8; 32]>>,
+    /// A status writeback came while the queue's interrupt was enabled but not armed: the
+    /// interrupt is raised when a PIDX update arms it (valid for the context generation held).
+    pub irq_pending: Option<u64>,
 }
 
 impl QCtx {
@@ -334,6 +337,8 @@ pub(crate) struct Shared {
     pub direct_fmap: Vec<AtomicU32>,
     /// What the driver did that the real IP would not accept, in words.
     pub violations: Mutex<Vec<String>>,
+    /// The function's MSI-X vectors (QDMA signals queues and errors by MSI-X only).
+    pub irq_out: Arc<super::super::irq::SimIrq>,
     /// Register writes the driver made, on a line of its own: the driver's doorbell writes
     /// bump it, and the workers must not pay for that on every descriptor (false sharing).
     pub writes: CacheLine<AtomicU64>,
@@ -381,6 +386,11 @@ impl Shared {
             perf_regs: Mutex::new(ip.perf_regs().iter().map(|r| (*r, 0)).collect()),
             direct_fmap,
             violations: Mutex::new(Vec::new()),
+            // A PF has up to 2048 vectors in the IP; the sim card's table has 32.
+            irq_out: Arc::new(super::super::irq::SimIrq::new(
+                "QDMA",
+                super::super::irq::Offers { msix: 32, msi: 0, intx: false },
+            )),
             writes: CacheLine(AtomicU64::new(0)),
             st: Mutex::new(super::st_state::StState::default()),
         }

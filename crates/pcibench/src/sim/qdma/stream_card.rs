@@ -50,7 +50,8 @@ pub fn build(cfg: QdmaModelConfig) -> Result<(SimCard, Arc<QdmaModel>)> {
         (QDMA_CONFIG_BAR, SimBar::Registers(model.clone())),
         (QDMA_USER_BAR, SimBar::Registers(Arc::new(ExampleBar(model.clone())))),
     ];
-    Ok((SimCard { bars, host }, model))
+    // The model's interrupts as on sim-qdma; the driver polls stream queues' completion rings.
+    Ok((SimCard { bars, host, irq: Some(Arc::clone(model.irq())) }, model))
 }
 
 /// The example design's registers, 32-bit.

@@ -81,5 +81,5 @@ pub fn build_on(cfg: XdmaModelConfig, host: Arc<super::super::host_map::HostMap>
         (2, SimBar::Memory(Arc::new(Pages::shared("BAR2", size(2))?))),
         (SIM_DMA_BAR, SimBar::Registers(model.clone())),
     ];
-    Ok((SimCard { bars, host }, model))
+    Ok((SimCard { bars, host, irq: Some(Arc::clone(model.irq())) }, model))
 }

@@ -254,7 +254,6 @@ pub(super) fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Res
     let (completed, stop) = (d.control & DESC_COMPLETED != 0, d.control & DESC_STOP != 0);
     let events = if completed { ST_DESC_COMPLETED } else { 0 } | if stop { ST_DESC_STOPPED } else { 0 };
     ch.status.fetch_or(events & control, Ordering::AcqRel);
-    shared.raise_if_enabled(ch, events & control);
     // Writeback before idle: whoever sees busy clear also sees the word.
     if completed && control & CTRL_POLL_WB != 0 && !ch.withhold.load(Ordering::Acquire) {
         if let Err(f) = shared.host.store_u32_release(ch.wb_addr(), count & 0x00ff_ffff) {
@@ -266,6 +265,8 @@ pub(super) fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Res
         ch.perf.engine_stopped();
         ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
     }
+    // The interrupt after the state it signals: whoever it wakes sees busy clear and the count.
+    shared.update_irq(ch);
     Ok(!stop)
 }
 
@@ -295,8 +296,8 @@ pub(super) fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Op
         ch.set_fault(why);
     }
     ch.status.fetch_or(logged, Ordering::AcqRel);
-    shared.raise_if_enabled(ch, logged);
     ch.perf.engine_stopped();
     ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
+    shared.update_irq(ch);
     drop(st);
 }

@@ -9,6 +9,7 @@
 
 use super::super::card_memory::CardMemory;
 use super::super::host_map::HostMap;
+use super::super::irq::{Offers, SimIrq};
 use super::super::mem::Pages;
 use super::state::*;
 pub use super::state::{XdmaModelConfig, CARD_MEMORY_SIZE, XDMA_BAR_LEN};
@@ -90,6 +91,8 @@ impl XdmaModel {
             config: regs(),
             common: regs(),
             violations: Mutex::new(Vec::new()),
+            // PG195: up to 32 MSI-X and 32 MSI vectors, and INTx.
+            irq_out: Arc::new(SimIrq::new("XDMA", Offers { msix: 32, msi: 32, intx: true })),
         };
         let loops = (0..if cfg.stream { cfg.h2c_channels.min(cfg.c2h_channels) } else { 0 })
             .map(|_| Default::default())
@@ -131,7 +134,11 @@ impl XdmaModel {
                 0x04 | 0x08 | 0x0c => c.control.load(Ordering::Relaxed),
                 0x40 => c.status.load(Ordering::Acquire) | lingering(c),
                 // Read-to-clear: everything but busy, which only the engine changes.
-                0x44 => c.status.fetch_and(ST_BUSY, Ordering::AcqRel) | lingering(c),
+                0x44 => {
+                    let v = c.status.fetch_and(ST_BUSY, Ordering::AcqRel) | lingering(c);
+                    s.update_irq(c);
+                    v
+                }
                 0x48 => c.completed.load(Ordering::Acquire),
                 0x4c => (s.cfg.addr_align as u32) << 16 | (s.cfg.len_granularity as u32) << 8 | s.cfg.addr_bits as u32,
                 0x88 => c.wb_lo.load(Ordering::Relaxed),
@@ -148,6 +155,11 @@ impl XdmaModel {
                 0x8c => c.sg_credits.load(Ordering::Relaxed),
                 _ => 0,
             }),
+            // IRQ block channel interrupt request and pending (PG195; libxdma.c xdma_isr reads
+            // the request to find the channels to service). No user interrupts are modelled.
+            T_IRQ if ch == 0 && reg == 0x44 => s.channel_requests(),
+            T_IRQ if ch == 0 && reg == 0x4c => s.channel_requests() & s.irq[IRQ_CHANNEL_ENABLE].load(Ordering::Acquire),
+            T_IRQ if ch == 0 && matches!(reg, 0x40 | 0x48) => 0,
             T_IRQ | T_CONFIG | T_COMMON if ch == 0 => match reg {
                 0x00 => self.identifier(target, 0),
                 _ => self.block(target)[alias_base(target, reg) as usize / 4].load(Ordering::Relaxed),
@@ -177,12 +189,14 @@ impl XdmaModel {
                     0x0c => return self.write_control(c, false, |old| old & !value),
                     0x40 => {
                         c.status.fetch_and(!(value & ST_LOGGABLE), Ordering::AcqRel);
+                        self.shared.update_irq(c);
                     }
                     0x88 => c.wb_lo.store(value, Ordering::Relaxed),
                     0x8c => c.wb_hi.store(value, Ordering::Relaxed),
-                    0x90 => rmw(&c.ie_mask, 0, value, ST_LOGGABLE),
-                    0x94 => rmw(&c.ie_mask, 1, value, ST_LOGGABLE),
-                    0x98 => rmw(&c.ie_mask, 2, value, ST_LOGGABLE),
+                    0x90 | 0x94 | 0x98 => {
+                        rmw(&c.ie_mask, (reg - 0x90) / 4, value, ST_LOGGABLE);
+                        self.shared.update_irq(c);
+                    }
                     0xc0 => c.perf.control(value),
                     _ => {}
                 }
@@ -206,6 +220,7 @@ impl XdmaModel {
                     0x80..=0xa4 => irq[reg as usize / 4].store(value & 0x1f1f_1f1f, Ordering::Relaxed),
                     _ => {}
                 }
+                self.shared.update_irqs();
             }
             T_CONFIG if ch == 0 => {
                 if matches!(reg, 0x1c | 0x40 | 0x44 | 0x60) {
@@ -248,6 +263,7 @@ impl XdmaModel {
             // Rising edge: status and the completed count reset (PG195 "Reset on setting the
             // Control register Run bit"); the engine latches the SGDMA registers.
             c.status.store(ST_BUSY, Ordering::Release);
+            self.shared.update_irq(c);
             c.completed.store(0, Ordering::Release);
             c.perf.engine_started();
             st.gen += 1;
@@ -364,7 +380,14 @@ impl XdmaModel {
     /// What a driver made the model do that the real engine would act on badly (so far: an
     /// interrupt raised where nothing services one), in words, oldest first.
     pub fn violations(&self) -> Vec<String> {
-        self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let mut v = self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.extend(self.shared.irq_out.violations());
+        v
+    }
+
+    /// The card's interrupts (what the access path routes).
+    pub fn irq(&self) -> &Arc<SimIrq> {
+        &self.shared.irq_out
     }
 
     /// Stream mode: bytes waiting in loopback `pair`'s FIFO between H2C and C2H (back-pressure).

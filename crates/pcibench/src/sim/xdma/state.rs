@@ -4,6 +4,7 @@
 
 use super::super::card_memory::CardMemory;
 use super::super::host_map::HostMap;
+use super::super::irq::SimIrq;
 use crate::direction::Direction;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -204,13 +205,18 @@ pub(crate) struct Shared {
     pub irq: Vec<AtomicU32>,
     pub config: Vec<AtomicU32>,
     pub common: Vec<AtomicU32>,
-    /// What the model saw a driver do that the real engine would act on badly (an interrupt
-    /// raised where nothing services interrupts), in words; tests assert it stays empty.
+    /// The card's interrupts, raised on the vectors the IRQ block programs; what the model saw a
+    /// driver do that the real engine would act on badly (an interrupt nothing services, a storm)
+    /// is among its violations, which tests assert stay empty.
+    pub irq_out: Arc<SimIrq>,
+    /// What else the model saw a driver do that the real engine would act on badly, in words.
     pub violations: Mutex<Vec<String>>,
 }
 
 /// The IRQ block's channel interrupt enable register (0x10), as a word index into `Shared::irq`.
 pub(crate) const IRQ_CHANNEL_ENABLE: usize = 0x10 / 4;
+/// The IRQ block's first channel vector register (0xA0), as a word index into `Shared::irq`.
+pub(crate) const IRQ_CHANNEL_VECTORS: usize = 0xa0 / 4;
 
 impl Shared {
     /// The channel's bit in the IRQ block's channel registers: H2C channels first, then C2H
@@ -222,24 +228,43 @@ impl Shared {
         }
     }
 
-    /// Status bits `logged` were just set on `ch`: where the channel's interrupt enable mask has
-    /// one of them and the IRQ block enables the channel, the engine raises its interrupt. The
-    /// sim card has no interrupt a driver could service (pcibench polls), so each one is a
-    /// protocol violation: a real card would signal an MSI or INTx nothing handles.
-    pub fn raise_if_enabled(&self, ch: &Channel, logged: u32) {
-        let events = logged & ch.ie_mask.load(Ordering::Acquire);
-        let bit = 1u32 << self.irq_bit(ch);
+    /// Re-evaluate `ch`'s interrupt request after its status, interrupt enable mask, IRQ block
+    /// enable or vector changed. The channel requests while a status bit it logged is in its
+    /// interrupt enable mask (PG195 "IRQ Block Channel Interrupt Request"; the request holds
+    /// until the status is read-cleared, which is why libxdma's `engine_service` reads status
+    /// through the RC alias); the request reaches the function's interrupt where the IRQ block's
+    /// channel enable has the channel's bit ("Channel Interrupt Pending"), on the vector number
+    /// the IRQ block's channel vector registers give it (0xA0.., five bits a byte). `SimIrq`
+    /// signals it as the routed kind does, and flags one that nothing services.
+    pub fn update_irq(&self, ch: &Channel) {
+        let bit = self.irq_bit(ch);
+        let (status, mask) = (ch.status.load(Ordering::Acquire), ch.ie_mask.load(Ordering::Acquire));
         let enabled = self.irq[IRQ_CHANNEL_ENABLE].load(Ordering::Acquire);
-        if events == 0 || enabled & bit == 0 {
-            return;
-        }
-        self.violation(format!(
-            "{} channel {} raised its interrupt (status events {events:#x} in the interrupt enable mask {:#x}, \
-             IRQ block channel enable {enabled:#x}) and nothing services interrupts",
-            ch.dir.to_string().to_uppercase(),
-            ch.index,
-            ch.ie_mask.load(Ordering::Acquire)
-        ));
+        let on = status & mask & ST_LOGGABLE != 0 && enabled & (1 << bit) != 0;
+        let vector = self.irq[IRQ_CHANNEL_VECTORS + bit as usize / 4].load(Ordering::Acquire) >> (8 * (bit % 4)) & 0x1f;
+        self.irq_out.set(bit, vector, on, || {
+            format!(
+                "{} channel {} raised its interrupt (status {:#x} in the interrupt enable mask {mask:#x}, IRQ block \
+                 channel enable {enabled:#x})",
+                ch.dir.to_string().to_uppercase(),
+                ch.index,
+                status & mask
+            )
+        });
+    }
+
+    /// `update_irq` for every channel (an IRQ block register changed).
+    pub fn update_irqs(&self) {
+        self.h2c.iter().chain(&self.c2h).for_each(|c| self.update_irq(c));
+    }
+
+    /// The channels that request now (IRQ block "Channel Interrupt Request", +0x44), by bit.
+    pub fn channel_requests(&self) -> u32 {
+        self.h2c
+            .iter()
+            .chain(&self.c2h)
+            .filter(|c| c.status.load(Ordering::Acquire) & c.ie_mask.load(Ordering::Acquire) & ST_LOGGABLE != 0)
+            .fold(0, |a, c| a | 1 << self.irq_bit(c))
     }
 
     pub fn violation(&self, what: String) {

@@ -238,6 +238,10 @@ pub struct SwCtx {
     pub marker_disable: bool,
     pub is_mm: bool,
     pub ring_base: u64,
+    /// Direct interrupt mode: the MSI-X vector the queue signals on (word 4).
+    pub vec: u16,
+    /// Interrupt aggregation (libqdma's indirect mode): never set by pcibench.
+    pub intr_aggr: bool,
 }
 
 impl SwCtx {
@@ -261,7 +265,8 @@ impl SwCtx {
             | b(self.error_wb_sent, SW_W1_ERR_WB_SENT)
             | b(self.marker_disable, SW_W1_MRKR_DIS)
             | b(self.is_mm, SW_W1_IS_MM);
-        [w0, w1, self.ring_base as u32, (self.ring_base >> 32) as u32, 0]
+        let w4 = self.vec as u32 & SW_W4_VEC | b(self.intr_aggr, SW_W4_INTR_AGGR);
+        [w0, w1, self.ring_base as u32, (self.ring_base >> 32) as u32, w4]
     }
 
     pub fn from_words(w: &[u32; 8]) -> SwCtx {
@@ -287,6 +292,8 @@ impl SwCtx {
             marker_disable: w1 & SW_W1_MRKR_DIS != 0,
             is_mm: w1 & SW_W1_IS_MM != 0,
             ring_base: (w[3] as u64) << 32 | w[2] as u64,
+            vec: (w[4] & SW_W4_VEC) as u16,
+            intr_aggr: w[4] & SW_W4_INTR_AGGR != 0,
         }
     }
 

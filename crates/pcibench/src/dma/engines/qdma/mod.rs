@@ -25,6 +25,9 @@ pub(super) mod errors;
 #[cfg(test)]
 mod finding_tests;
 pub(super) mod ip;
+mod irq;
+#[cfg(test)]
+mod irq_tests;
 #[cfg(test)]
 mod model_tests;
 pub(super) mod perf;
@@ -156,6 +159,8 @@ pub struct QdmaEngine {
     unwatched_glbl: u32,
     /// Where descriptors and status writebacks are reported (`--trace`), taken from the BAR.
     trace: Option<Tracer>,
+    /// Direct interrupt mode (`irq.rs`): the MSI-X vectors routed, which the queues share.
+    irq_vectors: Option<u32>,
     /// Stream mode (`st.rs`): the example design and the completion rings; None for MM.
     stream: Option<st_run::Stream>,
     saved_st: st_setup::SavedSt,
@@ -165,12 +170,13 @@ pub struct QdmaEngine {
 
 /// Ring a PF doorbell. The queue is function-relative, as the vendor writes it
 /// (`qdma_queue_pidx_update` gets `descq->conf.qidx`), where PG302 speaks of an absolute queue.
-fn doorbell(bar: &dyn BarRegion, queue: u16, dir: Direction, pidx: u32) -> Result<()> {
+fn doorbell(bar: &dyn BarRegion, queue: u16, dir: Direction, pidx: u32, arm: bool) -> Result<()> {
     let reg = if dir == Direction::H2c { DB_H2C_PIDX } else { DB_C2H_PIDX };
     // The descriptors must be in memory before the engine sees the new producer index
     // (`qdma_queue_pidx_update`: qdma_io_wmb(), then the write).
     crate::mmio::store_fence();
-    wr(bar, R_PF_DOORBELLS + queue as u64 * DB_STEP + reg, pidx & DB_PIDX)
+    let arm = if arm { DB_IRQ_ARM } else { 0 };
+    wr(bar, R_PF_DOORBELLS + queue as u64 * DB_STEP + reg, pidx & DB_PIDX | arm)
 }
 
 /// The table index for `want` descriptors per ring, or a one-line refusal naming the sizes.
@@ -288,6 +294,7 @@ impl QdmaEngine {
             unwatched: Vec::new(),
             unwatched_glbl: 0,
             trace,
+            irq_vectors: None,
             stream,
             saved_st: st_setup::SavedSt::default(),
             _ring_mem: ring_mem,
@@ -389,6 +396,9 @@ impl QdmaEngine {
             marker_disable: true,
             is_mm: true,
             ring_base: ring.bus,
+            irq: self.irq_vectors.is_some(),
+            irq_arm: self.irq_vectors.is_some(),
+            vec: if self.irq_vectors.is_some() { self.vector_of(ring) } else { 0 },
             ..SwCtx::default()
         }
     }
@@ -413,7 +423,8 @@ impl QdmaEngine {
                 )));
             }
             self.start_stream_queue(i, qid)?;
-            doorbell(self.bar(), q, dir, 0)?;
+            // Stream queues keep polling their completion rings: never armed.
+            doorbell(self.bar(), q, dir, 0, self.irq_vectors.is_some() && self.stream.is_none())?;
         }
         Ok(())
     }
@@ -583,8 +594,24 @@ impl Engine for QdmaEngine {
     }
 
     fn run(&mut self, timeout: Duration) -> Result<()> {
+        // Back from interrupt mode: the queues restarted without their interrupt fields.
+        self.set_interrupt_mode(None)?;
         self.submit()?;
         self.wait(timeout)
+    }
+
+    /// Memory-mapped queues; stream queues complete by polling their completion rings.
+    fn completes_by_interrupt(&self) -> bool {
+        self.stream.is_none()
+    }
+
+    /// A vector per ring (libqdma's direct mode: one data vector per queue while they last).
+    fn irq_request(&self) -> crate::access::IrqRequest {
+        crate::access::IrqRequest::only(crate::access::IrqKind::MsiX, self.rings.len().max(1) as u32)
+    }
+
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
+        self.run_irq(irq, timeout)
     }
 
     fn posts(&self) -> bool {

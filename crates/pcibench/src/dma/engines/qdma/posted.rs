@@ -34,7 +34,7 @@ impl QdmaEngine {
             for d in descs {
                 ring.put(d, self.trace.as_ref());
             }
-            doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+            doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, self.irq_vectors.is_some())?;
             Ok(true)
         })();
         self.prepared = Some(prep);

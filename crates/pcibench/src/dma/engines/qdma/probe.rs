@@ -118,6 +118,19 @@ impl fmt::Display for QdmaInfo {
             }
         )?;
         writeln!(f, "  queues: {} in the IP ({}-bit context ids)", self.max_queues, self.ip.qid_bits())?;
+        // The vector each queue signals on with `--completion irq` (`irq.rs`: the rings in the
+        // order the driver opens them, over the MSI-X vectors routed).
+        let per = (self.mm_h2c as u32 + self.mm_c2h as u32).max(1);
+        let vectors =
+            if per == 2 { "queue q's H2C ring on vector 2q, its C2H ring on 2q+1" } else { "queue q on vector q" };
+        if mm.is_empty() && !st.is_empty() {
+            writeln!(f, "  interrupts: none armed (stream queues complete by polling their completion rings)")?;
+        } else {
+            writeln!(
+                f,
+                "  interrupts (--completion irq): MSI-X in libqdma's direct mode, {vectors} (modulo the vectors routed); no aggregation ring"
+            )?;
+        }
         let sizes = self.ring_sizes();
         if sizes.is_empty() {
             writeln!(

@@ -243,6 +243,10 @@ pub(crate) const SW_W1_ERR: u32 = 0x3;
 pub(crate) const SW_W1_ERR_WB_SENT: u32 = 1 << 28;
 pub(crate) const SW_W1_MRKR_DIS: u32 = 1 << 30;
 pub(crate) const SW_W1_IS_MM: u32 = 1 << 31;
+/// Word 4: the queue's interrupt vector [10:0] (direct mode: an MSI-X vector of the function)
+/// and interrupt aggregation [11] (`QDMA_SW_CTXT_W4_VEC_MASK`, `QDMA_SW_CTXT_W4_INTR_AGGR_MASK`).
+pub(crate) const SW_W4_VEC: u32 = 0x7ff;
+pub(crate) const SW_W4_INTR_AGGR: u32 = 1 << 11;
 
 // Hardware context (`QDMA_HW_CTXT_W*`).
 pub(crate) const HW_W0_CIDX: u32 = 0xffff;
@@ -272,6 +276,9 @@ pub(crate) const DB_STEP: u64 = 0x10;
 pub(crate) const DB_H2C_PIDX: u64 = 0x4;
 pub(crate) const DB_C2H_PIDX: u64 = 0x8;
 pub(crate) const DB_PIDX: u32 = 0xffff;
+/// The PIDX update's interrupt arm [16] (`QDMA_DMA_SEL_IRQ_EN_MASK`): the queue may raise its
+/// interrupt at the next status writeback (libqdma re-arms with every update in interrupt mode).
+pub(crate) const DB_IRQ_ARM: u32 = 1 << 16;
 /// The smallest config BAR that reaches the first queue's doorbells.
 pub const MIN_CONFIG_BAR_LEN: u64 = R_PF_DOORBELLS + DB_STEP;
 

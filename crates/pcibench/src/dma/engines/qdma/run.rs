@@ -92,11 +92,11 @@ impl QdmaEngine {
             for (k, d) in descs[*next..*next + n].iter().enumerate() {
                 ring.put(d, self.trace.as_ref());
                 if (k as u32 + 1) % batch == 0 {
-                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, self.irq_vectors.is_some())?;
                 }
             }
             if n as u32 % batch != 0 {
-                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, self.irq_vectors.is_some())?;
             }
             *next += n;
             posted += n;

@@ -102,12 +102,13 @@ impl QdmaEngine {
                 }
                 // SAFETY: a `Desc` is 32 bytes, at least one descriptor of any size.
                 ring.put_bytes(unsafe { std::slice::from_raw_parts(d.as_ptr().cast::<u8>(), 32) });
+                // Stream queues poll their completion rings: the interrupt arm bit stays off.
                 if (k as u32 + 1) % batch == 0 {
-                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, false)?;
                 }
             }
             if n as u32 % batch != 0 {
-                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx)?;
+                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, false)?;
             }
             *next += n;
             posted += n;

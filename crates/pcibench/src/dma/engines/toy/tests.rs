@@ -41,6 +41,7 @@ fn session() -> Session {
             (2, SimBar::Memory(Arc::new(Pages::new("BAR2", 64 << 10).unwrap()))),
         ],
         host: crate::sim::host_map::HostMap::new(),
+        irq: None,
     };
     let info = card_info(&SHAPE);
     let dev = SimDevice::from_card(SHAPE.name, &info, card);
@@ -98,6 +99,8 @@ fn dma_drives_it_both_ways_at_its_default_size() {
             total: None,
             timeout_ms: 2000,
             allow_dma: false,
+            completion: None,
+            irq_kind: None,
             rate: None,
             common: common(),
         }),
@@ -128,6 +131,7 @@ fn latency_times_its_transfers_and_reads_under_its_load() {
             dma: Some(DmaLatencyRequest {
                 dirs: vec![Direction::H2c, Direction::C2h],
                 sizes: vec![64, 4096],
+                completion: None,
                 irq: false,
                 irq_kind: None,
                 samples: Some(20),

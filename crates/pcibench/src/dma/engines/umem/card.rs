@@ -10,7 +10,7 @@ use crate::mmio::Width;
 use crate::Result;
 
 impl UmemEngine {
-    fn config16(&self, off: u64) -> Result<u16> {
+    pub(super) fn config16(&self, off: u64) -> Result<u16> {
         let mut b = [0u8; 2];
         self.config.read(off, &mut b)?;
         Ok(u16::from_le_bytes(b))

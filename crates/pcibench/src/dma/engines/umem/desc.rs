@@ -82,6 +82,33 @@ pub fn control(dir: Direction, last_in_chain: bool, pci_cmds: u32) -> u32 {
     GO | SEM_EN | chain | read | pci_cmds
 }
 
+/// The interrupt enables umem.c gives a descriptor for its handler (add_bio): ERR_INT_EN and
+/// PARITY_INT_EN on every one, CHAIN_COMP_EN on a chain's last. Only with completion by interrupt.
+pub fn interrupt_enables(last_in_chain: bool) -> u32 {
+    ERR_INT_EN | PARITY_INT_EN | if last_in_chain { CHAIN_COMP_EN } else { 0 }
+}
+
+/// Rewrite the control word of every descriptor of `chain` in `mem`: with umem.c's interrupt
+/// enables (`on`, completion by interrupt) or without (polling).
+pub fn set_interrupts(mem: &dyn DmaBuffer, chain: &Chain, pci_cmds: u32, on: bool) {
+    for part in &chain.parts {
+        for i in part.start..part.start + part.count {
+            let last = i + 1 == part.start + part.count;
+            let irq = if on { interrupt_enables(last) } else { 0 };
+            let word = (control(chain.dir, last, pci_cmds) | irq).to_le_bytes();
+            // SAFETY: `write_chain` laid descriptor i inside the buffer; the card reads it only
+            // after the next run starts.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    word.as_ptr(),
+                    mem.as_ptr().add(i * DESC_BYTES as usize + DESC_CONTROL),
+                    word.len(),
+                )
+            };
+        }
+    }
+}
+
 /// Lay the descriptors for `pieces` into `mem` (descriptor i at byte 64 i), as chains of at most
 /// `DESC_PER_CHAIN`, and return them.
 pub fn write_chain(mem: &dyn DmaBuffer, dir: Direction, pieces: Vec<Piece>, pci_cmds: u32) -> Result<Chain> {

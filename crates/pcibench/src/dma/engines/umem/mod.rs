@@ -18,6 +18,9 @@
 
 mod card;
 pub mod desc;
+mod irq;
+#[cfg(test)]
+mod irq_tests;
 pub mod regs;
 #[cfg(test)]
 mod tests;
@@ -81,6 +84,10 @@ pub struct UmemEngine {
     stuck: Option<String>,
     /// Where descriptors and semaphores are reported (`--trace`), taken from the BAR.
     trace: Option<Tracer>,
+    /// Completion by interrupt armed: PCI_COMMAND as found (`irq.rs`).
+    intx_found: Option<u16>,
+    /// The prepared descriptors carry umem.c's interrupt enables.
+    chain_irq: bool,
 }
 
 enum Outcome {
@@ -135,6 +142,8 @@ impl UmemEngine {
             part: 0,
             stuck: None,
             trace,
+            intx_found: None,
+            chain_irq: false,
         };
         // A run left by an earlier process (or a crash) must end before anything is set up.
         e.halt()?;
@@ -481,6 +490,8 @@ impl Drop for UmemEngine {
             // Nothing to report to from drop: the engine must just not go on writing host memory.
             let _ = self.wr32(DMA_STATUS_CTRL, 0);
         }
+        // Interrupt Disable as found (best effort, as above).
+        let _ = self.disarm();
     }
 }
 
@@ -523,6 +534,7 @@ impl Engine for UmemEngine {
             )));
         }
         let chain = desc::write_chain(&*self.desc_mem, t.dir, pieces, self.pci_cmds)?;
+        self.chain_irq = false;
         if let Some(tr) = &self.trace {
             desc::trace(tr, &*self.desc_mem, &chain);
         }
@@ -531,8 +543,23 @@ impl Engine for UmemEngine {
     }
 
     fn run(&mut self, timeout: Duration) -> Result<()> {
+        // Back from interrupt mode: no enables in the descriptors, Interrupt Disable as found.
+        self.disarm()?;
         self.submit()?;
         self.wait(timeout)
+    }
+
+    fn completes_by_interrupt(&self) -> bool {
+        true
+    }
+
+    /// The card's one INTx line (umem.c never enables MSI; the kind any gives the best there is).
+    fn irq_request(&self) -> crate::access::IrqRequest {
+        crate::access::IrqRequest::any(1)
+    }
+
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
+        self.run_irq(irq, timeout)
     }
 
     fn stop(&mut self) -> Result<String> {

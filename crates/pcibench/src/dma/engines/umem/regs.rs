@@ -85,6 +85,9 @@ pub(crate) const CHAIN_COMPLETE: u32 = 0x8_0000;
 /// umem.h DMASCR_HARD_ERROR: in a semaphore or the status register, an I/O error (umem.c
 /// process_page fails the request even when DMA_COMPLETE is set beside it).
 pub(crate) const HARD_ERROR: u32 = MASTER_ABT | TARGET_ABT | SYSTEM_ERR_SIG | PARITY_ERR_DET | MBE_ERR;
+/// umem.h DMASCR_ERROR_MASK: the status bits ERR_INT_EN interrupts on, which `mm_interrupt`
+/// takes as its own beside CHAIN_COMPLETE.
+pub(crate) const ERROR_MASK: u32 = MASTER_ABT | TARGET_ABT | SYSTEM_ERR_SIG | PARITY_ERR_DET | MBE_ERR | ANY_ERR;
 /// What umem.c clears through DMA_STATUS_CTRL, by writing 1s (mm_interrupt): completion only.
 pub(crate) const COMPLETION_BITS: u32 = DMA_COMPLETE | CHAIN_COMPLETE;
 /// Status bits that mirror the card's PCI_STATUS errors: umem.c clears each by writing

@@ -8,6 +8,9 @@
 //! whatever the chain's length.
 
 pub(super) mod desc;
+mod irq;
+#[cfg(test)]
+mod irq_tests;
 mod perf;
 #[cfg(test)]
 mod perf_tests;
@@ -92,6 +95,8 @@ pub struct XdmaEngine {
     trace: Option<Tracer>,
     /// The card's user clock where it is known (the simulated card's): no register reports it.
     user_clock_hz: Option<f64>,
+    /// Interrupt mode's registers as found, while armed (`irq.rs`).
+    armed: Option<irq::Armed>,
 }
 
 enum Outcome {
@@ -131,7 +136,18 @@ impl XdmaEngine {
             .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
             .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
         let trace = bar.tracer().cloned();
-        let engine = XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace, user_clock_hz: None };
+        let engine = XdmaEngine {
+            bar,
+            info,
+            opts,
+            desc_mem,
+            wb_mem,
+            wb_bus,
+            chain: None,
+            trace,
+            user_clock_hz: None,
+            armed: None,
+        };
         engine.poll_mode()?;
         Ok(engine)
     }
@@ -221,6 +237,11 @@ impl XdmaEngine {
 
     /// Start the prepared chain and return without waiting (the host-side cost of a run).
     pub fn submit(&mut self) -> Result<()> {
+        self.submit_with(CONTROL_POLL)
+    }
+
+    /// Start the prepared chain with `control` (poll mode's or interrupt mode's).
+    fn submit_with(&mut self, control: u32) -> Result<()> {
         let chain = self.prepared()?;
         let (dir, first, adj) = (chain.dir, chain.first, chain.first_adj);
         self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
@@ -237,7 +258,7 @@ impl XdmaEngine {
         self.wr(self.sg_reg(dir, SG_ADJACENT), adj)?;
         // The zeroed writeback word and the descriptors must be visible before the doorbell.
         fence(Ordering::SeqCst);
-        self.wr(self.ch_reg(dir, CH_CONTROL), CONTROL_POLL)?;
+        self.wr(self.ch_reg(dir, CH_CONTROL), control)?;
         // A read flushes the posted writes, so the engine is running when we start polling.
         self.rd(self.ch_reg(dir, CH_STATUS))?;
         Ok(())
@@ -540,8 +561,22 @@ impl Engine for XdmaEngine {
     }
 
     fn run(&mut self, timeout: Duration) -> Result<()> {
+        // Back from interrupt mode: the enables as found, so polling raises no interrupt.
+        self.disarm()?;
         self.submit()?;
         self.wait(timeout)
+    }
+
+    fn completes_by_interrupt(&self) -> bool {
+        true
+    }
+
+    fn irq_request(&self) -> crate::access::IrqRequest {
+        self.irq_wanted()
+    }
+
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
+        self.run_irq(irq, timeout)
     }
 
     fn stop(&mut self) -> Result<String> {
@@ -579,6 +614,14 @@ impl Engine for XdmaEngine {
         self.perf_read()
     }
 }
+impl Drop for XdmaEngine {
+    /// The interrupt enables left as found (best effort: a card that stopped answering takes
+    /// the writes nowhere, and there is no one to tell).
+    fn drop(&mut self) {
+        let _ = self.disarm();
+    }
+}
+
 /// The interface of channel `ch` in `dir` as detect found it (its details are an `XdmaInfo`).
 fn found_interface(found: &Detected, dir: Direction, ch: u8) -> Option<Interface> {
     let list = found.details.get(if dir == Direction::H2c { "h2c" } else { "c2h" })?.as_array()?;

@@ -43,6 +43,9 @@ pub(crate) const CH_WB_LO: u32 = 0x88;
 pub(crate) const CH_WB_HI: u32 = 0x8c;
 /// Interrupt enable mask: which status events raise the channel's interrupt.
 pub(crate) const CH_IE_MASK: u32 = 0x90;
+/// The interrupt enable mask's write-1-to-set and write-1-to-clear aliases.
+pub(crate) const CH_IE_MASK_W1S: u32 = 0x94;
+pub(crate) const CH_IE_MASK_W1C: u32 = 0x98;
 
 // Performance monitor (PG195 "H2C Channel Performance Monitor Control (0xC0)" and the cycle and
 // data counts after it; libxdma.h struct engine_regs perf_ctrl, perf_cyc_lo/hi, perf_dat_lo/hi).
@@ -68,8 +71,15 @@ pub(crate) const SG_ADDR_LO: u32 = 0x80;
 pub(crate) const SG_ADDR_HI: u32 = 0x84;
 pub(crate) const SG_ADJACENT: u32 = 0x88;
 
-// IRQ block (libxdma.h struct interrupt_regs): channel interrupt enable, write-1-to-clear alias.
+// IRQ block (libxdma.h struct interrupt_regs): channel interrupt enable and its aliases, the
+// request and pending registers, the channel vector numbers (four 5-bit fields a word).
+pub(crate) const IRQ_CHANNEL_ENABLE: u32 = 0x10;
+pub(crate) const IRQ_CHANNEL_ENABLE_W1S: u32 = 0x14;
 pub(crate) const IRQ_CHANNEL_ENABLE_W1C: u32 = 0x18;
+pub(crate) const IRQ_USER_REQUEST: u32 = 0x40;
+pub(crate) const IRQ_CHANNEL_REQUEST: u32 = 0x44;
+pub(crate) const IRQ_CHANNEL_PENDING: u32 = 0x4c;
+pub(crate) const IRQ_CHANNEL_VECTOR: u32 = 0xa0;
 
 // Config block: PCIe max payload and max read request codes (128 << code), data path width.
 pub(crate) const CFG_MAX_PAYLOAD: u32 = 0x08;
@@ -107,6 +117,16 @@ pub(crate) const CONTROL_POLL: u32 = RUN | IE_VENDOR_ERRORS | IE_INVALID_LENGTH 
 const _: () = assert!((CONTROL_POLL | IE_MASK_POLL) & (IE_DESC_STOPPED | IE_DESC_COMPLETED) == 0);
 /// Interrupt enable mask in poll mode: libxdma.c engine_init_regs writes the error enables only.
 pub(crate) const IE_MASK_POLL: u32 = IE_VENDOR_ERRORS;
+/// What a submit writes to control in interrupt mode: libxdma.c engine_start_mode_config without
+/// poll mode (descriptor stopped and completed logged, no writeback), with the two error enables
+/// `CONTROL_POLL` adds.
+pub(crate) const CONTROL_IRQ: u32 =
+    RUN | IE_VENDOR_ERRORS | IE_INVALID_LENGTH | IE_WRITE_ERROR | IE_DESC_STOPPED | IE_DESC_COMPLETED;
+/// Interrupt enable mask in interrupt mode: libxdma.c engine_init_regs without poll mode (the
+/// errors, descriptor stopped and completed), plus the two errors `CONTROL_IRQ` logs beyond the
+/// vendor's, so a run they stop ends by interrupt too rather than by the watchdog.
+pub(crate) const IE_MASK_IRQ: u32 =
+    IE_VENDOR_ERRORS | IE_INVALID_LENGTH | IE_WRITE_ERROR | IE_DESC_STOPPED | IE_DESC_COMPLETED;
 
 // Channel status bits (libxdma.h XDMA_STAT_*).
 pub(crate) const ST_BUSY: u32 = 1 << 0;

@@ -1,0 +1,21 @@
+//! `--completion irq|both`: the engine's interrupts routed to this process before anything runs,
+//! or a one-line refusal saying why they cannot be (an engine that completes by polling only, an
+//! access path or function without them).
+
+use crate::access::{Interrupts, IrqKind, IrqRequest};
+use crate::dma::Engine;
+use crate::session::Session;
+use crate::{Error, Result};
+
+/// The vectors `engine` signals on (`Engine::irq_request`), of `kind` (`--irq-kind`) or, with
+/// `None`, the best kind the function offers.
+pub fn route(session: &Session, engine: &dyn Engine, kind: Option<IrqKind>) -> Result<Box<dyn Interrupts>> {
+    if !engine.completes_by_interrupt() {
+        return Err(Error::usage(format!(
+            "--completion irq: the {} engine completes by polling only (xdma, qdma's memory-mapped queues, umem and edu complete by interrupt): \
+             use --completion poll",
+            engine.name()
+        )));
+    }
+    session.interrupts(IrqRequest { kind, ..engine.irq_request() })
+}
