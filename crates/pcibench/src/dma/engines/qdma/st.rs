@@ -39,7 +39,8 @@ pub const MAX_PACKET: u64 = EX_MAX_BUFFERS * BUF_BYTES;
 /// Why a stream run cannot go on here, as the issue's one line.
 pub fn no_far_end() -> String {
     "stream queues work, but nothing on the card generates or consumes data that pcibench can check: \
-     --stream-loopback or --generator needs the vendor's example design"
+     pcibench drives stream queues against the vendor's example design (its C2H generator and H2C checker), \
+     which has no identifier register, so it runs them on the simulated card sim-qdma-st only (docs/engines/qdma-stream.md)"
         .into()
 }
 
