@@ -90,7 +90,7 @@ pub struct LatencyArgs {
     /// How DMA completion is seen: poll (default), irq (the engine's interrupt), or both side by side; implies --dma.
     #[arg(long, value_enum)]
     completion: Option<super::dma::CompletionArg>,
-    /// The same as --completion irq (kept from before --completion).
+    /// The same as --completion both: polled and interrupt rows side by side (kept from before --completion).
     #[arg(long, conflicts_with = "completion")]
     irq: bool,
     /// The interrupt kind completion by interrupt routes (with --completion irq or both, or --irq): auto (MSI-X, else MSI, else INTx), msix, msi or intx.
@@ -226,7 +226,8 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
                     sizes: parse_sizes(&a.sizes)?,
                     completion: match (a.completion, a.irq) {
                         (Some(c), _) => Some(c.mode()),
-                        (None, true) => Some(pcibench::measure::CompletionMode::Irq),
+                        // --irq always measured both ways side by side, as saved runs' `"irq": true` reads.
+                        (None, true) => Some(pcibench::measure::CompletionMode::Both),
                         (None, false) => None,
                     },
                     irq: false,
