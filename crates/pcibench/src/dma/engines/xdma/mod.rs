@@ -95,8 +95,8 @@ pub struct XdmaEngine {
     trace: Option<Tracer>,
     /// The card's user clock where it is known (the simulated card's): no register reports it.
     user_clock_hz: Option<f64>,
-    /// Interrupt mode's registers as found, while armed (`irq.rs`).
-    armed: Option<irq::Armed>,
+    /// The pair's interrupts, and interrupt mode's registers as found while armed (`irq.rs`).
+    irq: irq::PairIrq,
 }
 
 enum Outcome {
@@ -136,57 +136,11 @@ impl XdmaEngine {
             .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
             .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
         let trace = bar.tracer().cloned();
-        let engine = XdmaEngine {
-            bar,
-            info,
-            opts,
-            desc_mem,
-            wb_mem,
-            wb_bus,
-            chain: None,
-            trace,
-            user_clock_hz: None,
-            armed: None,
-        };
-        engine.poll_mode()?;
+        let irq = irq::PairIrq::new(&info, opts.channel);
+        let engine =
+            XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace, user_clock_hz: None, irq };
+        irq::poll_mode(&*engine.bar, &engine.info, engine.opts.channel)?;
         Ok(engine)
-    }
-
-    /// Set the channel pair up for poll mode as the vendor driver does, so that a card left in
-    /// interrupt mode (by the kernel driver, or an earlier program) raises no interrupt nothing
-    /// here would service: the interrupt enable mask gets the vendor's poll-mode value (errors
-    /// only, never descriptor completion; libxdma.c engine_init_regs), and the channels'
-    /// interrupt enables in the IRQ block are cleared (libxdma.c xdma_device_open disables every
-    /// channel interrupt and enables them only when not in poll mode). Only this channel pair's
-    /// bits are touched: other channels may belong to someone else's measurement.
-    fn poll_mode(&self) -> Result<()> {
-        let ch = self.opts.channel;
-        let mut irq_bits = 0u32;
-        for dir in [Direction::H2c, Direction::C2h] {
-            if self.info.channel(dir, ch).is_none() {
-                continue;
-            }
-            self.wr(self.ch_reg(dir, CH_IE_MASK), IE_MASK_POLL)?;
-            if let Some(bit) = self.irq_bit(dir) {
-                irq_bits |= 1 << bit;
-            }
-        }
-        if irq_bits != 0 {
-            self.wr(reg(T_IRQ, 0, IRQ_CHANNEL_ENABLE_W1C), irq_bits)?;
-        }
-        Ok(())
-    }
-
-    /// The channel's bit in the IRQ block's channel registers: the vendor numbers engines H2C
-    /// first, then C2H, in probe order (libxdma.c probe_engines, engine_create irq_bitmask);
-    /// its probe stops at the first absent channel, so only channels below a gap have a bit.
-    fn irq_bit(&self, dir: Direction) -> Option<u32> {
-        let present = |list: &[XdmaChannel]| (0..4u8).take_while(|i| list.iter().any(|c| c.index == *i)).count() as u32;
-        let ch = self.opts.channel as u32;
-        match dir {
-            Direction::H2c => (ch < present(&self.info.h2c)).then_some(ch),
-            Direction::C2h => (ch < present(&self.info.c2h)).then(|| present(&self.info.h2c) + ch),
-        }
     }
 
     pub fn info(&self) -> &XdmaInfo {
@@ -562,7 +516,7 @@ impl Engine for XdmaEngine {
 
     fn run(&mut self, timeout: Duration) -> Result<()> {
         // Back from interrupt mode: the enables as found, so polling raises no interrupt.
-        self.disarm()?;
+        self.irq.disarm(&*self.bar)?;
         self.submit()?;
         self.wait(timeout)
     }
@@ -572,7 +526,7 @@ impl Engine for XdmaEngine {
     }
 
     fn irq_request(&self) -> crate::access::IrqRequest {
-        self.irq_wanted()
+        self.irq.wanted()
     }
 
     fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
@@ -618,7 +572,7 @@ impl Drop for XdmaEngine {
     /// The interrupt enables left as found (best effort: a card that stopped answering takes
     /// the writes nowhere, and there is no one to tell).
     fn drop(&mut self) {
-        let _ = self.disarm();
+        let _ = self.irq.disarm(&*self.bar);
     }
 }
 
