@@ -22,9 +22,17 @@
 //! caller's buffer. So the runner's checks (h2c read back, c2h seeded first) go through the
 //! loopback both ways, and every run moves its bytes on both channels.
 //!
-//! Completion is by polling (the seam for interrupts is `Engine::run_interrupt`, not taken here).
+//! Completion is by polling both writebacks, or by the channels' interrupts as libxdma runs
+//! streams (`irq.rs`: one interrupt per channel per batch, on the chain's last descriptor).
+
+#[path = "stream_irq.rs"]
+mod irq;
+#[cfg(test)]
+#[path = "stream_irq_tests.rs"]
+mod irq_tests;
 
 use super::desc::{self, Chain, Piece};
+use super::irq::PairIrq;
 use super::regs::*;
 use super::{decode_status, probe, Interface, XdmaInfo};
 use crate::access::BarRegion;
@@ -75,6 +83,8 @@ pub struct XdmaStreamEngine {
     wb: Box<dyn DmaBuffer>,
     prepared: Option<Prepared>,
     trace: Option<Tracer>,
+    /// The pair's interrupts, and interrupt mode's registers as found while armed.
+    irq: PairIrq,
 }
 
 fn word(mem: &dyn DmaBuffer, at: usize) -> &AtomicU32 {
@@ -126,22 +136,24 @@ impl XdmaStreamEngine {
             )?;
         }
         let trace = bar.tracer().cloned();
-        let e =
-            XdmaStreamEngine { bar, info, ch, window, peer, h2c_desc, c2h_desc, records, wb, prepared: None, trace };
         // Poll mode as for memory-mapped channels (libxdma.c engine_init_regs: the error enables
         // only in the interrupt mask; the IRQ block's channel enables cleared).
-        for dir in [Direction::H2c, Direction::C2h] {
-            e.wr(e.ch_reg(dir, CH_IE_MASK), IE_MASK_POLL)?;
-        }
-        // The pair's bits in the IRQ block, numbered as libxdma.c probe_engines does (H2C first,
-        // then C2H; only channels below the first gap have one), as `XdmaEngine::poll_mode` clears them.
-        let present =
-            |l: &[super::XdmaChannel]| (0..4u8).take_while(|i| l.iter().any(|c| c.index == *i)).count() as u32;
-        let (h, c, n) = (present(&e.info.h2c), present(&e.info.c2h), u32::from(ch));
-        let bits = if n < h { 1 << n } else { 0 } | if n < c { 1 << (h + n) } else { 0 };
-        if bits != 0 {
-            e.wr(reg(T_IRQ, 0, IRQ_CHANNEL_ENABLE_W1C), bits)?;
-        }
+        super::irq::poll_mode(&*bar, &info, ch)?;
+        let irq = PairIrq::new(&info, ch);
+        let e = XdmaStreamEngine {
+            bar,
+            info,
+            ch,
+            window,
+            peer,
+            h2c_desc,
+            c2h_desc,
+            records,
+            wb,
+            prepared: None,
+            trace,
+            irq,
+        };
         Ok(e)
     }
 
@@ -248,8 +260,9 @@ impl XdmaStreamEngine {
         }
     }
 
-    /// Start `chain` on the `dir` channel, as the memory-mapped path does (`XdmaEngine::submit`).
-    fn start(&self, dir: Direction, chain: &Chain) -> Result<()> {
+    /// Start `chain` on the `dir` channel with `control` (poll mode's or interrupt mode's), as the
+    /// memory-mapped path does (`XdmaEngine::submit_with`).
+    fn start(&self, dir: Direction, chain: &Chain, control: u32) -> Result<()> {
         self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
         if self.rd(self.ch_reg(dir, CH_STATUS_RC))? & ST_BUSY != 0 {
             self.settle(dir)?;
@@ -265,7 +278,7 @@ impl XdmaStreamEngine {
         fence(Ordering::SeqCst);
         // The control word libxdma writes for stream channels too (engine_start_mode_config:
         // nothing stream-specific; C2H credits stay off as with enable_st_c2h_credit=0).
-        self.wr(self.ch_reg(dir, CH_CONTROL), CONTROL_POLL)?;
+        self.wr(self.ch_reg(dir, CH_CONTROL), control)?;
         self.rd(self.ch_reg(dir, CH_STATUS))?;
         Ok(())
     }
@@ -391,17 +404,18 @@ impl XdmaStreamEngine {
     }
 
     /// Post the C2H buffers, send the packet, poll both writebacks, check the records.
-    /// The three steps are apart so that completion by interrupt (`Engine::run_interrupt`, not
-    /// implemented for streams yet) can replace the middle one: `submit`, then wait (`wait_polled`
-    /// here), then `complete`.
+    /// Completion by interrupt (`irq.rs`) replaces the middle step: `submit`, then wait, then
+    /// `complete`.
     fn run_polled(&mut self, timeout: Duration) -> Result<()> {
-        self.submit()?;
+        // Back from interrupt mode: the enables as found, so polling raises no interrupt.
+        self.irq.disarm(&*self.bar)?;
+        self.submit(CONTROL_POLL)?;
         self.wait_polled(timeout)?;
         self.complete()
     }
 
-    /// Zero the records, post the C2H buffers, send the packet.
-    fn submit(&self) -> Result<()> {
+    /// Zero the records, post the C2H buffers, send the packet, each channel started with `control`.
+    fn submit(&self, control: u32) -> Result<()> {
         let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
         // Records are zeroed before each run (libxdma.c transfer_build memsets them), so a record
         // left from the last run cannot pass for this one's.
@@ -409,8 +423,8 @@ impl XdmaStreamEngine {
             word(&*self.records, i * RESULT_BYTES as usize).store(0, Ordering::Relaxed);
             word(&*self.records, i * RESULT_BYTES as usize + 4).store(0, Ordering::Relaxed);
         }
-        self.start(Direction::C2h, &p.c2h)?;
-        self.start(Direction::H2c, &p.h2c)
+        self.start(Direction::C2h, &p.c2h, control)?;
+        self.start(Direction::H2c, &p.h2c, control)
     }
 
     /// Both chains ended on STOP: clear run as libxdma does when a transfer completes
@@ -592,6 +606,18 @@ impl Engine for XdmaStreamEngine {
         self.run_polled(timeout)
     }
 
+    fn completes_by_interrupt(&self) -> bool {
+        true
+    }
+
+    fn irq_request(&self) -> crate::access::IrqRequest {
+        self.irq.wanted()
+    }
+
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
+        self.run_irq(irq, timeout)
+    }
+
     fn stop(&mut self) -> Result<String> {
         if let Some(t) = &self.trace {
             t.stop(self.name());
@@ -603,5 +629,12 @@ impl Engine for XdmaStreamEngine {
             out.push(format!("{dir} stream channel {}: {}{busy}", self.ch, decode_status(dir, status)));
         }
         Ok(out.join("; "))
+    }
+}
+
+impl Drop for XdmaStreamEngine {
+    /// The interrupt enables left as found (best effort, as `XdmaEngine`'s drop).
+    fn drop(&mut self) {
+        let _ = self.irq.disarm(&*self.bar);
     }
 }
