@@ -279,6 +279,7 @@ impl XdmaEngine {
         let timeout = timeout.max(Duration::from_micros(largest / FLOOR_MBPS));
         let mut dog = Watchdog::new(timeout);
         let ch = self.opts.channel;
+        let mut quiet = 0u32;
         loop {
             let fired = irq.wait(SLICE.min(timeout))?;
             let status = if fired.is_empty() { None } else { self.irq.service(&*self.bar, irq, &fired)?.of(dir) };
@@ -297,7 +298,10 @@ impl XdmaEngine {
                 }
             }
             let now = if fired.is_empty() { self.rd(self.ch_reg(dir, CH_STATUS))? } else { ST_BUSY };
-            if now & ST_BUSY == 0 {
+            // Idle for a whole slice after one already idle: an interrupt raised just after the
+            // channel went idle (the engine clears busy, then signals) has had its slice to arrive.
+            quiet = if now & ST_BUSY == 0 { quiet + 1 } else { 0 };
+            if quiet >= 2 {
                 // Idle with no interrupt: the enables are not what they were armed with.
                 let st = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
                 self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
