@@ -76,6 +76,26 @@ fn a_batch_completes_by_msix_msi_and_intx_with_one_interrupt_per_channel() {
     round_trip(false, None);
 }
 
+/// A full batch (1024 packets of 64 B, as the runner keeps in flight) raises once per channel:
+/// the packets' EOPs raise nothing, only the chain's last descriptor carries COMPLETED.
+#[test]
+fn a_batch_of_1024_packets_raises_once_per_channel() {
+    let (dev, alloc, mut e) = card(true);
+    let irq = dev.interrupts(e.irq_request()).unwrap();
+    let buf = alloc.alloc(1024 * 64).unwrap();
+    let work: Vec<Work> = (0..1024u64)
+        .map(|i| Work {
+            buf: &*buf,
+            t: Transfer { dir: Direction::H2c, buf_offset: i * 64, card_addr: i * 64, len: 64 },
+            queue: 0,
+        })
+        .collect();
+    e.prepare_batch(&work).unwrap();
+    e.run_interrupt(&*irq, LONG).unwrap();
+    assert_eq!(dev.xdma_model().irq().sent(), vec![1, 1], "one MSI-X message on H2C's vector, one on C2H's");
+    assert_eq!(dev.xdma_model().violations(), Vec::<String>::new());
+}
+
 /// A C2H descriptor the engine refuses (its magic gone) stops C2H with an error it raises; the
 /// handler reads and clears it, the run fails naming it, and no request is left asserted.
 #[test]
