@@ -115,6 +115,16 @@ impl PairIrq {
         self.chans.iter().find(|c| c.0 == dir).map(|c| c.1)
     }
 
+    /// Whether the `dir` channel's interrupt is on its way, however late its message arrives: the
+    /// channel requests it (IRQ block Channel Interrupt Request, +0x44: a cause logged in its
+    /// status and enabled in its mask, PG195) and the IRQ block lets it through (Channel
+    /// Interrupt Enable Mask, +0x10).
+    pub(super) fn requesting(&self, bar: &dyn BarRegion, dir: Direction) -> Result<bool> {
+        let Some(bit) = self.bit(dir) else { return Ok(false) };
+        let irq_reg = |r| reg(T_IRQ, 0, r);
+        Ok(rd(bar, irq_reg(IRQ_CHANNEL_REQUEST))? & rd(bar, irq_reg(IRQ_CHANNEL_ENABLE))? & 1 << bit != 0)
+    }
+
     fn bits(&self) -> u32 {
         self.chans.iter().fold(0, |acc, (_, b)| acc | 1 << b)
     }
@@ -298,9 +308,11 @@ impl XdmaEngine {
                 }
             }
             let now = if fired.is_empty() { self.rd(self.ch_reg(dir, CH_STATUS))? } else { ST_BUSY };
-            // Idle for a whole slice after one already idle: an interrupt raised just after the
-            // channel went idle (the engine clears busy, then signals) has had its slice to arrive.
-            quiet = if now & ST_BUSY == 0 { quiet + 1 } else { 0 };
+            // Idle for a whole slice after one already idle, and not requesting: an interrupt the
+            // channel requests is on its way however late its message (a preempted model worker on
+            // a loaded host, a slow interrupt path), and the watchdog bounds that wait.
+            let idle = now & ST_BUSY == 0 && !self.irq.requesting(&*self.bar, dir)?;
+            quiet = if idle { quiet + 1 } else { 0 };
             if quiet >= 2 {
                 // Idle with no interrupt: the enables are not what they were armed with.
                 let st = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;

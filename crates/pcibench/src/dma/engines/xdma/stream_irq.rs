@@ -99,9 +99,10 @@ impl XdmaStreamEngine {
                             "XDMA {dir} stream channel {ch}'s status and identifier registers read 0xffffffff"
                         )));
                     }
-                    // Idle for a whole slice after one already idle: a raise that was on its way
-                    // when the channel went idle has had its slice to arrive.
-                    quiet[k] = if status & ST_BUSY == 0 { quiet[k] + 1 } else { 0 };
+                    // Idle for a whole slice after one already idle, and not requesting: a raise
+                    // the channel requests is on its way however late (the watchdog bounds it).
+                    let idle = status & ST_BUSY == 0 && !self.irq.requesting(&*self.bar, dir)?;
+                    quiet[k] = if idle { quiet[k] + 1 } else { 0 };
                     if quiet[k] >= 2 {
                         let count = self.rd(self.ch_reg(dir, CH_COMPLETED))? & WB_COUNT;
                         return Err(self.fail(
