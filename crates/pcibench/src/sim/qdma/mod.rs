@@ -7,6 +7,7 @@
 pub mod card;
 mod context;
 pub(super) mod engine;
+mod intr;
 pub mod layout;
 pub mod model;
 mod st_state;

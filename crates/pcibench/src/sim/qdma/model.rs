@@ -88,6 +88,7 @@ impl QdmaModel {
             R_QDMA_CAP => (s.cfg.max_queues as u32).min(0xfff),
             R_FUNC_RET => s.cfg.func_id as u32,
             R_MISC_CAP => s.cfg.misc_cap,
+            super::intr::R_GLBL_ERR_INT => s.err_int.load(Ordering::Acquire),
             0x200..=0x2fc => s.glbl(off).load(Ordering::Acquire),
             0x1000..=0x10fc => self.read_mm(&s.c2h, off - R_MM_C2H),
             0x1200..=0x12fc => self.read_mm(&s.h2c, off - R_MM_H2C),
@@ -149,6 +150,7 @@ impl QdmaModel {
                 w1c(s.glbl(off), value);
             }
             R_DSC_ERR_STS => self.clear_dsc_errors(value),
+            super::intr::R_GLBL_ERR_INT => s.err_int_write(value),
             _ if s.st_write(off, value) => {}
             R_GLBL_ERR_MASK => self.enable(off, value, s.ip.glbl_defined(), "GLBL_ERR_MASK"),
             R_DSC_ERR_MSK => self.enable(off, value, s.ip.dsc_defined(), "GLBL_DSC_ERR_MSK"),
@@ -268,14 +270,19 @@ impl QdmaModel {
         let dir = match reg {
             4 => Direction::H2c,
             8 => Direction::C2h,
-            // Completion-ring CIDX: the stream card's (interrupt CIDX: nothing to model).
+            // Completion-ring CIDX: the stream card's; the interrupt ring's CIDX (`intr.rs`).
             0xc if s.cfg.stream => Direction::C2h,
+            0 => Direction::H2c,
             _ => return Ok(()),
         };
         let (qbase, qmax) = *s.fmap.lock().unwrap_or_else(|e| e.into_inner());
         let qid = qbase + rel;
         if rel >= qmax || qid >= s.cfg.max_queues as u32 {
             s.trq_error(s.ip.trq_qid_range(), off);
+            return Ok(());
+        }
+        if reg == 0 {
+            s.int_cidx_update(qid, value);
             return Ok(());
         }
         if s.cfg.stream {

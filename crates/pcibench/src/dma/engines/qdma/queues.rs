@@ -1,0 +1,180 @@
+//! Starting and stopping the queues (the contexts each gets, and clearing them after waiting for
+//! what is in flight, as the vendor's `qdma_queue_stop` does), and putting the device back as it
+//! was found when the engine goes.
+
+use super::ctx::{HwCtx, Sel, SwCtx};
+use super::regs::*;
+use super::ring::Ring;
+use super::{doorbell, QdmaEngine, DRAIN_POLL};
+use crate::dma::Direction;
+use crate::{Error, Result};
+use std::time::Instant;
+
+impl QdmaEngine {
+    /// The software context every queue gets.
+    fn sw_context(&self, ring: &Ring) -> SwCtx {
+        if self.stream.is_some() {
+            return self.st_sw_context(ring);
+        }
+        SwCtx {
+            func: self.info.func as u16,
+            enabled: true,
+            wbi_chk: true,
+            wbi_intvl: true,
+            fetch_max: FETCH_MAX_NUM,
+            ring_idx: self.ring_idx,
+            desc_size: DESC_SZ_32B,
+            writeback: true,
+            marker_disable: true,
+            is_mm: true,
+            ring_base: ring.bus,
+            irq: self.irq_vectors.is_some(),
+            irq_arm: self.irq_vectors.is_some(),
+            // Aggregated: the function's interrupt ring index in the vector field (`aggr.rs`).
+            vec: match (&self.aggr, self.irq_vectors) {
+                (_, None) => 0,
+                (Some(a), Some(_)) => a.index as u16,
+                (None, Some(_)) => self.vector_of(ring),
+            },
+            intr_aggr: self.irq_vectors.is_some() && self.aggr.is_some(),
+            ..SwCtx::default()
+        }
+    }
+
+    /// Start every queue: clear its contexts, write the software context, read it back.
+    pub(super) fn start_queues(&mut self) -> Result<()> {
+        self.started = true;
+        if self.irq_vectors.is_some() {
+            self.arm_interrupts()?;
+        }
+        for i in 0..self.rings.len() {
+            self.rings[i].reset();
+            let (q, dir) = (self.rings[i].queue, self.rings[i].dir);
+            let qid = self.qbase + q as u32;
+            let ctx = self.ctx();
+            for sel in [Sel::Sw(dir), Sel::Hw(dir), Sel::Credit(dir)].iter().chain(self.stream_sels(dir)) {
+                ctx.clear(*sel, qid)?;
+            }
+            let sw = self.sw_context(&self.rings[i]);
+            ctx.write(Sel::Sw(dir), qid, &sw.words())?;
+            let back = SwCtx::from_words(&ctx.read(Sel::Sw(dir), qid)?);
+            if !back.same_settings(&sw) {
+                return Err(Error::Device(format!(
+                    "QDMA {dir} queue {q}: the software context reads back as [{back}] after writing [{sw}]"
+                )));
+            }
+            self.start_stream_queue(i, qid)?;
+            // Stream queues keep polling their completion rings: never armed.
+            doorbell(self.bar(), q, dir, 0, self.irq_vectors.is_some() && self.stream.is_none())?;
+        }
+        Ok(())
+    }
+
+    /// Stop and clear every queue: wait for what is in flight (`drain`), then invalidate and
+    /// clear each context, going on past errors. Returns the descriptors still pending when the
+    /// wait gave up (0: nothing was left in flight).
+    pub(super) fn stop_queues(&mut self) -> Result<u32> {
+        if !self.started {
+            return Ok(0);
+        }
+        self.started = false;
+        let mut first = self.stream.as_ref().and_then(|s| s.ex.stop().err());
+        let pending = self.drain();
+        for r in &self.rings {
+            let qid = self.qbase + r.queue as u32;
+            for sel in [Sel::Sw(r.dir), Sel::Hw(r.dir), Sel::Credit(r.dir)].iter().chain(self.stream_sels(r.dir)) {
+                let sel = *sel;
+                if let Err(e) = self.ctx().invalidate(sel, qid).and_then(|_| self.ctx().clear(sel, qid)) {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        if self.irq_vectors.is_some() {
+            if let Err(e) = self.disarm_interrupts() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(pending), Err)
+    }
+
+    /// Wait, as the vendor's `qdma_queue_stop` does before it invalidates the contexts
+    /// (`q_stop_wait`: up to `drain_timeout` for the pending list to empty), until nothing posted
+    /// can still be moving data, so no DMA lands in a buffer after the queues are given up. A
+    /// ring is drained when its status writeback shows every posted descriptor done, or when its
+    /// hardware context says the queue is invalid with no descriptor pending (an error stopped
+    /// it). Returns the descriptors still outstanding when the wait gave up.
+    fn drain(&mut self) -> u32 {
+        let start = Instant::now();
+        let mut drained = vec![false; self.rings.len()];
+        loop {
+            let mut left = 0;
+            for (i, done) in drained.iter_mut().enumerate() {
+                if *done {
+                    continue;
+                }
+                // A writeback that makes no sense leaves the count as it was: the context decides.
+                let _ = self.rings[i].reap(self.trace.as_ref());
+                let (q, dir, outstanding) = (self.rings[i].queue, self.rings[i].dir, self.rings[i].outstanding);
+                // A C2H ST queue's posted buffers are credits, not transfers: with the generator
+                // stopped nothing comes for them.
+                if outstanding == 0 || (self.stream.is_some() && dir == Direction::C2h) {
+                    *done = true;
+                    continue;
+                }
+                match self.ctx().read(Sel::Hw(dir), self.qbase + q as u32) {
+                    Ok(w) if !HwCtx::from_words(&w).idle_stopped => left += outstanding,
+                    // Stopped with nothing pending, or a context RAM that does not answer.
+                    _ => *done = true,
+                }
+            }
+            if left == 0 || start.elapsed() >= self.opts.drain_timeout {
+                return left;
+            }
+            std::thread::sleep(DRAIN_POLL);
+        }
+    }
+
+    /// What a drain that gave up leaves behind, in words.
+    pub(super) fn undrained(&self, left: u32) -> String {
+        format!(
+            "{left} descriptors still pending after waiting {:?} for them to finish (their DMA may still land in \
+             the buffers)",
+            self.opts.drain_timeout
+        )
+    }
+
+    /// Stop the queues and put back what `take_device` changed (best effort: on drop there is no
+    /// one left to report to).
+    pub(super) fn give_back(&mut self) {
+        let _ = self.stop_queues();
+        let bar = &*self.bar;
+        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
+            if let Some(v) = self.saved.mm_control[i] {
+                let _ = wr(bar, mm(dir, MM_CONTROL), v);
+            }
+            if let Some(v) = self.saved.mm_err_enable[i] {
+                let _ = wr(bar, mm(dir, MM_ERR_ENABLE), v);
+            }
+        }
+        if let Some(f) = self.saved.fmap {
+            let func = self.info.func as u32;
+            let _ = if f.qmax == 0 {
+                self.ctx().clear(Sel::Fmap, func)
+            } else {
+                self.ctx().write(Sel::Fmap, func, &f.words(self.info.ip))
+            };
+        }
+        if let Some([g, d, t]) = self.saved.masks {
+            let _ = wr(bar, R_GLBL_ERR_MASK, g).and(wr(bar, R_DSC_ERR_MSK, d)).and(wr(bar, R_TRQ_ERR_MSK, t));
+        }
+        if let Some(table) = &self.saved.ring_table {
+            for (i, v) in table.iter().enumerate() {
+                let _ = wr(bar, R_RNG_SZ + 4 * i as u64, *v);
+            }
+        }
+        for (at, v) in &self.saved.perf {
+            let _ = wr(bar, *at, *v);
+        }
+        self.restore_stream();
+    }
+}
