@@ -19,3 +19,16 @@ pub fn route(session: &Session, engine: &dyn Engine, kind: Option<IrqKind>) -> R
     }
     session.interrupts(IrqRequest { kind, ..engine.irq_request() })
 }
+
+/// The interrupts a report's rows completed by, in words: what the access path routed, and
+/// QDMA's interrupt mode when `--qdma-intr` chose the one that is not the default.
+pub fn describe(irq: &dyn Interrupts, engine: &crate::session::EngineRequest) -> String {
+    match engine.qdma_intr {
+        Some(crate::dma::engines::qdma::QdmaIntr::Aggregated) => format!(
+            "{}; qdma aggregated (--qdma-intr): every queue through the function's interrupt ring on vector 1, errors \
+             on vector 0",
+            irq.describe()
+        ),
+        _ => irq.describe(),
+    }
+}

@@ -15,6 +15,7 @@ pub use crate::bench::latency::DEFAULT_SAMPLES;
 pub use crate::bench::rate::{parse_latency, Rate, RateRequest, Rates};
 pub use crate::bench::result::MapMode;
 pub use crate::dma::cpu::Kind;
+pub use crate::dma::engines::qdma::QdmaIntr;
 pub use crate::dma::BufferSource;
 /// The engine to drive and how to open it (`dma`, `latency`, the suite's DMA part).
 pub use crate::session::EngineRequest;
