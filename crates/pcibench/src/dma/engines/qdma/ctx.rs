@@ -476,4 +476,32 @@ mod tests {
         assert_eq!(Fmap::from_words(&wide.words(IpKind::VersalCpm5), IpKind::VersalCpm5), wide);
         assert_eq!(wide.words(IpKind::Eqdma), [0, 0]);
     }
+
+    #[test]
+    fn interrupt_context_words_follow_each_ips_layout() {
+        let c = IntrCtx {
+            valid: true,
+            vec: 0x5a5,
+            color: true,
+            base: 0xe000_0001_2345_6000,
+            page_size: 2,
+            pidx: 0x123,
+            func: 0xabc,
+            ..Default::default()
+        };
+        // qdma_soft_reg.h QDMA_INTR_CTXT_W*: valid 0, vector [11:1], colour 14, base [28:12] in
+        // W0 [31:15], [60:29] in W1, [63:61] in W2 [2:0]; page size W2 [5:3], pidx W2 [17:6].
+        let w = c.words(IpKind::QdmaSoft);
+        assert_eq!(w[0], 1 | 0x5a5 << 1 | 1 << 14 | (0x2_3456 & 0x1_ffff) << 15);
+        assert_eq!(w[1], (0xe000_0001_2345_6000u64 >> 29) as u32);
+        assert_eq!(w[2], 7 | 2 << 3 | 0x123 << 6);
+        assert_eq!(w[3], 0, "soft 3.x has no function field");
+        // EQDMA / CPM5 (INTR_CTXT_DATA_W3_FUNC_MASK [29:18]): the function in word 3.
+        assert_eq!(c.words(IpKind::Eqdma)[3], 0xabc << 18);
+        let mut all = [0u32; 8];
+        all[..4].copy_from_slice(&c.words(IpKind::VersalCpm5));
+        assert_eq!(IntrCtx::from_words(&all, IpKind::VersalCpm5), c);
+        all[..4].copy_from_slice(&w);
+        assert_eq!(IntrCtx::from_words(&all, IpKind::QdmaSoft), IntrCtx { func: 0, ..c });
+    }
 }
