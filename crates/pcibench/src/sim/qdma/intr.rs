@@ -71,9 +71,10 @@ impl Shared {
         self.other_ctx.lock().unwrap_or_else(|e| e.into_inner()).insert((SEL_INT_COAL, ring), w);
     }
 
-    /// The driver's last interrupt CIDX for `ring` (0 after its context was written or cleared).
-    fn ring_cidx(&self, ring: u32) -> u32 {
-        self.int_cidx.lock().unwrap_or_else(|e| e.into_inner()).get(&ring).copied().unwrap_or(0)
+    /// The driver's interrupt CIDX per ring; held across an entry's write and the context's
+    /// update, so a CIDX update never sees one without the other.
+    fn cidx_lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u32, u32>> {
+        self.int_cidx.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A context command on interrupt ring `ring` other than a read: the driver starts over.
@@ -84,6 +85,8 @@ impl Shared {
     /// Queue `qid` (software context in `c`, aggregation on) signals through its interrupt ring.
     pub(crate) fn aggregate(&self, dir: Direction, qid: usize, c: &QCtx) {
         let idx = c.sw[4] & 0x7ff;
+        let map = self.cidx_lock();
+        let old = map.get(&idx).copied().unwrap_or(0);
         let Some(w) = self.intr_ctx(idx).filter(|w| Ring { w: *w }.valid()) else {
             return self.violation(format!(
                 "{dir} queue {qid}: interrupt aggregation on, naming interrupt ring {idx}, whose interrupt context \
@@ -93,12 +96,11 @@ impl Shared {
         let mut r = Ring { w };
         let (n, pidx) = (r.entries(), r.pidx());
         let next = (pidx + 1) % n;
-        if next == self.ring_cidx(idx) % n {
+        if next == old % n {
             return self.violation(format!(
-                "interrupt ring {idx} overflowed: {} entries unread (the driver's CIDX is {}), the entry for {dir} \
+                "interrupt ring {idx} overflowed: {} entries unread (the driver's CIDX is {old}), the entry for {dir} \
                  queue {qid} is lost",
-                n - 1,
-                self.ring_cidx(idx)
+                n - 1
             ));
         }
         let color = r.w[0] & IC_COLOR != 0;
@@ -128,6 +130,8 @@ impl Shared {
     /// The interrupt CIDX update at `qid`'s doorbells: ring index [23:16], software CIDX [15:0].
     pub(crate) fn int_cidx_update(&self, qid: u32, value: u32) {
         let (idx, cidx) = ((value >> 16) & 0xff, value & 0xffff);
+        // Taken before the context is read: an entry being written completes first.
+        let mut map = self.cidx_lock();
         let Some(w) = self.intr_ctx(idx).filter(|w| Ring { w: *w }.valid()) else {
             return self.violation(format!(
                 "interrupt CIDX {cidx} written for interrupt ring {idx} (at queue {qid}'s doorbells), whose interrupt \
@@ -135,7 +139,7 @@ impl Shared {
             ));
         };
         let mut r = Ring { w };
-        let (n, pidx, old) = (r.entries(), r.pidx(), self.ring_cidx(idx));
+        let (n, pidx, old) = (r.entries(), r.pidx(), map.get(&idx).copied().unwrap_or(0));
         // Entries the driver may consume: from its last CIDX up to the producer index.
         let written = (pidx + n - old % n) % n;
         let consumed = (cidx % n + n - old % n) % n;
@@ -145,7 +149,7 @@ impl Shared {
                  last CIDX {old}, {n} entries)"
             ));
         }
-        self.int_cidx.lock().unwrap_or_else(|e| e.into_inner()).insert(idx, cidx);
+        map.insert(idx, cidx);
         r.w[0] &= !IC_INT_ST;
         // Entries written since the driver last looked: the ring interrupts again.
         let again = cidx != pidx;

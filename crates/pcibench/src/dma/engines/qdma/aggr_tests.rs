@@ -159,3 +159,32 @@ fn the_model_flags_a_ring_without_a_context_and_a_cidx_past_its_entries() {
     assert!(v.iter().any(|x| x.contains("naming interrupt ring 5") && x.contains("not valid")), "{v:?}");
     assert!(v.iter().any(|x| x.contains("interrupt CIDX 3 written for interrupt ring 0")), "{v:?}");
 }
+
+#[test]
+fn the_model_flags_an_interrupt_ring_the_driver_lets_overflow() {
+    let card = Card::new(QdmaModelConfig { stepped: true, ..Default::default() });
+    let bar = card.bar();
+    let alloc = card.alloc();
+    take(&*bar, 1);
+    let _irq = card.dev.interrupts(IrqRequest::only(IrqKind::MsiX, 2)).unwrap();
+    let (ring, data, iring) = (alloc.alloc(4096).unwrap(), alloc.alloc(4096).unwrap(), alloc.alloc(8192).unwrap());
+    let base = bus(&*iring, 0).next_multiple_of(4096);
+    let ic = IntrCtx { valid: true, vec: 1, color: true, base, ..Default::default() };
+    ctx_write(&*bar, 8, 0, &ic.words(IpKind::QdmaSoft));
+    start(&*bar, H2c, 0, bus(&*ring, 0));
+    let mut sw = SwCtx::from_words(&ctx_read(&*bar, sw_sel(H2c), 0));
+    (sw.irq, sw.irq_arm, sw.intr_aggr, sw.vec) = (true, true, true, 0);
+    ctx_write(&*bar, sw_sel(H2c), 0, &sw.words());
+    for slot in 0..64 {
+        bytes(&*ring)[slot * 32..slot * 32 + 32].copy_from_slice(&desc(bus(&*data, 0), 0, 64, true));
+    }
+    // One descriptor per doorbell, each re-arming the queue: an entry per writeback, and the
+    // driver never writes the ring's CIDX. 511 entries fill a ring of 512; the next overflows.
+    for i in 1..=511u32 {
+        w(&*bar, 0x18004, (i % 64) | 1 << 16);
+    }
+    assert!(card.model.violations().is_empty(), "{:?}", card.model.violations());
+    w(&*bar, 0x18004, (512 % 64) | 1 << 16);
+    let v = card.model.violations();
+    assert!(v.iter().any(|x| x.contains("interrupt ring 0 overflowed")), "{v:?}");
+}
