@@ -1,16 +1,75 @@
-//! Starting and stopping the queues (the contexts each gets, and clearing them after waiting for
-//! what is in flight, as the vendor's `qdma_queue_stop` does), and putting the device back as it
-//! was found when the engine goes.
+//! Taking the device (ring-size table, error logging, FMAP, MM engines), starting and stopping
+//! the queues (the contexts each gets, and clearing them after waiting for what is in flight, as
+//! the vendor's `qdma_queue_stop` does), and putting the device back as it was found when the
+//! engine goes.
 
-use super::ctx::{HwCtx, Sel, SwCtx};
+use super::ctx::{Fmap, HwCtx, Sel, SwCtx};
 use super::regs::*;
 use super::ring::Ring;
-use super::{doorbell, QdmaEngine, DRAIN_POLL};
+use super::{doorbell, perf, ErrorRegs, QdmaEngine, DRAIN_POLL};
 use crate::dma::Direction;
 use crate::{Error, Result};
 use std::time::Instant;
 
 impl QdmaEngine {
+    /// Ring-size table, error logging, FMAP and MM engine run bits, saving what was there.
+    pub(super) fn take_device(&mut self, fmap: Fmap) -> Result<()> {
+        let (bar, ip) = (&*self.bar, self.info.ip);
+        let found = std::mem::replace(&mut self.info.ring_entries, VENDOR_RING_SIZES.to_vec());
+        self.saved.ring_table = Some(found.clone());
+        for (i, v) in VENDOR_RING_SIZES.iter().enumerate() {
+            wr(bar, R_RNG_SZ + 4 * i as u64, *v)?;
+        }
+        if found.iter().all(|e| *e == 0) {
+            self.notes.push("the global ring-size table was empty: loaded the vendor driver's default table".into());
+        } else if found[..] != VENDOR_RING_SIZES[..] {
+            self.notes
+                .push("the global ring-size table held other sizes: loaded the vendor driver's default table".into());
+        }
+        // The vendor's performance settings (EQDMA 5.0, CPM5), written at its every init.
+        self.saved.perf = perf::program(bar, ip, self.info.misc_cap)?;
+        let masks = [rd(bar, R_GLBL_ERR_MASK)?, rd(bar, R_DSC_ERR_MSK)?, rd(bar, R_TRQ_ERR_MSK)?];
+        self.saved.masks = Some(masks);
+        // Log what the vendor's `*_hw_error_enable` logs, so a failure can be named: every
+        // descriptor-engine and register-access error, and the MM engines where the IP's header
+        // defines their bits. Nothing the header leaves undefined is set.
+        let (dsc_all, trq_all) = ip.dsc_trq_enables();
+        wr(bar, R_GLBL_ERR_MASK, masks[0] | ip.glbl_enables())?;
+        wr(bar, R_DSC_ERR_MSK, masks[1] | dsc_all)?;
+        wr(bar, R_TRQ_ERR_MSK, masks[2] | trq_all)?;
+        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
+            if let (true, Some(enable)) = (self.info.has(dir), ip.mm_enables(dir)) {
+                let old = rd(bar, mm(dir, MM_ERR_ENABLE))?;
+                self.saved.mm_err_enable[i] = Some(old);
+                wr(bar, mm(dir, MM_ERR_ENABLE), old | enable)?;
+            }
+        }
+        let stale = ErrorRegs::read(bar, ip, self.info.mm_present())?;
+        if stale.any() {
+            self.notes.push(format!("cleared errors left from before: {}", stale.describe()));
+            stale.clear(bar, self.info.mm_present())?;
+        }
+        self.saved.fmap = Some(fmap);
+        let want = Fmap { qbase: self.qbase, qmax: self.opts.queues as u32 };
+        let func = self.info.func as u32;
+        self.ctx().write(Sel::Fmap, func, &want.words(ip))?;
+        let back = Fmap::from_words(&self.ctx().read(Sel::Fmap, func)?, ip);
+        if back != want {
+            return Err(Error::Device(format!(
+                "QDMA FMAP of function {func} reads back as queues {}+{} after writing {}+{}: the context RAM did not take it",
+                back.qbase, back.qmax, want.qbase, want.qmax
+            )));
+        }
+        for (i, dir) in [Direction::H2c, Direction::C2h].into_iter().enumerate() {
+            if self.info.has(dir) && self.stream.is_none() {
+                let bar = &*self.bar;
+                self.saved.mm_control[i] = Some(rd(bar, mm(dir, MM_CONTROL))?);
+                wr(bar, mm(dir, MM_CONTROL), MM_RUN)?;
+            }
+        }
+        self.take_stream_device()
+    }
+
     /// The software context every queue gets.
     fn sw_context(&self, ring: &Ring) -> SwCtx {
         if self.stream.is_some() {
