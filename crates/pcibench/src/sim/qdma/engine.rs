@@ -415,7 +415,7 @@ pub(crate) fn raise(shared: &Shared, dir: Direction, qid: usize, c: &mut QCtx) {
     c.irq_pending = None;
     if c.sw[4] & SW4_INTR_AGGR != 0 {
         // Indirect mode: an entry in the interrupt ring the vector field names (`intr.rs`).
-        return shared.aggregate(dir, qid, c);
+        return shared.aggregate(dir, qid, c.sw[4] & SW4_VEC);
     }
     let vector = c.sw[4] & SW4_VEC;
     shared.irq_out.message(vector, || format!("{dir} queue {qid} raised its interrupt (vector {vector})"));

@@ -19,7 +19,7 @@
 //! after handling the error (`qdma_hw_error_intr_rearm`).
 
 use super::layout::Ip;
-use super::state::{QCtx, Shared};
+use super::state::Shared;
 use crate::direction::Direction;
 use std::sync::atomic::Ordering;
 
@@ -82,9 +82,9 @@ impl Shared {
         self.int_cidx.lock().unwrap_or_else(|e| e.into_inner()).remove(&ring);
     }
 
-    /// Queue `qid` (software context in `c`, aggregation on) signals through its interrupt ring.
-    pub(crate) fn aggregate(&self, dir: Direction, qid: usize, c: &QCtx) {
-        let idx = c.sw[4] & 0x7ff;
+    /// Queue `qid` (aggregation on, naming interrupt ring `idx`: a software context's vector
+    /// field, or a C2H stream queue's completion context's) signals through the ring.
+    pub(crate) fn aggregate(&self, dir: Direction, qid: usize, idx: u32) {
         let map = self.cidx_lock();
         let old = map.get(&idx).copied().unwrap_or(0);
         let Some(w) = self.intr_ctx(idx).filter(|w| Ring { w: *w }.valid()) else {

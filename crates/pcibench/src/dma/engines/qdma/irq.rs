@@ -36,7 +36,7 @@ use std::time::Duration;
 
 /// How long one sleep on the eventfds lasts before the rings are looked at again: an interrupt
 /// that never comes is ended by the progress watchdog, as a stalled poll is.
-const SLICE: Duration = Duration::from_millis(20);
+pub(super) const SLICE: Duration = Duration::from_millis(20);
 /// The error interrupt's vector (libqdma's error vector precedes its data vectors).
 pub(super) const ERR_VECTOR: u16 = 0;
 
@@ -68,6 +68,16 @@ impl QdmaEngine {
         let n = (self.irq_vectors.unwrap_or(1) - base).max(1);
         let i = self.rings.iter().position(|r| r.queue == ring.queue && r.dir == ring.dir).unwrap_or(0);
         (base + i as u32 % n) as u16
+    }
+
+    /// In interrupt mode, what ring `r`'s context names: (vector, false) in direct mode, (the
+    /// interrupt ring's index, true) aggregated; None when polling.
+    pub(super) fn irq_target(&self, ring: &super::ring::Ring) -> Option<(u16, bool)> {
+        self.irq_vectors?;
+        Some(match &self.aggr {
+            Some(a) => (a.index as u16, true),
+            None => (self.vector_of(ring), false),
+        })
     }
 
     /// Queues restarted for `vectors` (Some: interrupt mode) when that changes.
@@ -140,7 +150,11 @@ impl QdmaEngine {
         }
         self.submit()?;
         let mut prep = self.prepared.take().ok_or_else(|| Error::usage("QDMA wait before prepare"))?;
-        let res = self.wait_irq(irq, &mut prep, timeout);
+        let res = if self.stream.is_some() {
+            self.wait_stream(&mut prep, timeout, Some(irq))
+        } else {
+            self.wait_irq(irq, &mut prep, timeout)
+        };
         self.prepared = Some(prep);
         res
     }
@@ -193,7 +207,7 @@ impl QdmaEngine {
     /// The handlers for what fired: the error interrupt (a reason to fail the run, or re-armed)
     /// and, in aggregated mode, the interrupt ring's walk and CIDX update (`walk`: whether or not
     /// its vector fired, at a run's start and end).
-    fn service(&mut self, fired: &Fired, walk: bool) -> Result<Option<String>> {
+    pub(super) fn service(&mut self, fired: &Fired, walk: bool) -> Result<Option<String>> {
         let data = self.data_base();
         if fired.vectors().any(|v| v == ERR_VECTOR as u32) {
             if self.error_stops_run()? {

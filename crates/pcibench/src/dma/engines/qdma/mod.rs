@@ -42,6 +42,8 @@ pub(super) mod ring;
 mod run;
 pub mod st;
 pub(super) mod st_ctx;
+#[cfg(test)]
+mod st_irq_tests;
 mod st_run;
 mod st_setup;
 #[cfg(test)]
@@ -288,16 +290,10 @@ impl QdmaEngine {
             Some(ex) => Some(st_setup::stream_rings(ex, alloc, &mut rings, &mut ring_mem, slots, info.ip)?),
             None => None,
         };
-        let aggr =
-            match opts.intr {
-                QdmaIntr::Aggregated if streaming => return Err(Error::Unsupported(
-                    "--qdma-intr aggregated applies to memory-mapped queues; stream queues complete by polling their \
-                     completion rings: drop --qdma-intr"
-                        .into(),
-                )),
-                QdmaIntr::Aggregated => Some(aggr::IntrRing::allocate(alloc, info.func as u32)?),
-                QdmaIntr::Direct => None,
-            };
+        let aggr = match opts.intr {
+            QdmaIntr::Aggregated => Some(aggr::IntrRing::allocate(alloc, info.func as u32)?),
+            QdmaIntr::Direct => None,
+        };
         let trace = bar.tracer().cloned();
         Ok(QdmaEngine {
             bar,
@@ -447,9 +443,9 @@ impl Engine for QdmaEngine {
         self.wait(timeout)
     }
 
-    /// Memory-mapped queues; stream queues complete by polling their completion rings.
+    /// Memory-mapped and stream queues alike (`irq.rs`).
     fn completes_by_interrupt(&self) -> bool {
-        self.stream.is_none()
+        true
     }
 
     /// The error vector, then a vector per ring (direct) or the interrupt ring's (aggregated).

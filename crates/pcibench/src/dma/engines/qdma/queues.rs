@@ -90,12 +90,8 @@ impl QdmaEngine {
             irq: self.irq_vectors.is_some(),
             irq_arm: self.irq_vectors.is_some(),
             // Aggregated: the function's interrupt ring index in the vector field (`aggr.rs`).
-            vec: match (&self.aggr, self.irq_vectors) {
-                (_, None) => 0,
-                (Some(a), Some(_)) => a.index as u16,
-                (None, Some(_)) => self.vector_of(ring),
-            },
-            intr_aggr: self.irq_vectors.is_some() && self.aggr.is_some(),
+            vec: self.irq_target(ring).map_or(0, |t| t.0),
+            intr_aggr: self.irq_target(ring).is_some_and(|t| t.1),
             ..SwCtx::default()
         }
     }
@@ -123,8 +119,9 @@ impl QdmaEngine {
                 )));
             }
             self.start_stream_queue(i, qid)?;
-            // Stream queues keep polling their completion rings: never armed.
-            doorbell(self.bar(), q, dir, 0, self.irq_vectors.is_some() && self.stream.is_none())?;
+            // A C2H stream queue is armed through its completion ring's CIDX, not its PIDX.
+            let c2h_st = self.stream.is_some() && dir == Direction::C2h;
+            doorbell(self.bar(), q, dir, 0, self.irq_vectors.is_some() && !c2h_st)?;
         }
         Ok(())
     }

@@ -436,6 +436,12 @@ pub(crate) const CM_W3_VALID: u32 = 1 << 28;
 pub(crate) const CM_W3_ERR_SHIFT: u32 = 29;
 pub(crate) const CM_W4_OVF_CHK_DIS: u32 = 1 << 2;
 pub(crate) const EQ_CM_W4_DIR_C2H: u32 = 1 << 18;
+/// Word 4: the queue's interrupt vector [14:4], or its interrupt ring's index with aggregation
+/// [15] (`QDMA_COMPL_CTXT_W4_INTR_VEC_MASK`, `_INTR_AGGR_MASK`; EQDMA/CPM5 `CMPL_CTXT_DATA_W4_*`:
+/// the same bits on every IP).
+pub(crate) const CM_W4_VEC_SHIFT: u32 = 4;
+pub(crate) const CM_W4_VEC: u32 = 0x7ff;
+pub(crate) const CM_W4_INT_AGGR: u32 = 1 << 15;
 pub(crate) const EQ_CM_W5_BADDR_LOW_SHIFT: u32 = 14;
 /// Trigger mode "every entry" (`TRIG_MODE_ANY`): the qdma driver's default (nl.c).
 pub(crate) const TRIG_EVERY: u32 = 1;
@@ -460,6 +466,9 @@ pub(crate) const CMPT_LEN: u32 = 0xffff;
 // PF doorbells beyond the producer indexes (`QDMA_OFFSET_DMAP_SEL_CMPT_CIDX`, `_MASK`s).
 pub(crate) const DB_CMPT_CIDX: u64 = 0xc;
 pub(crate) const DB_CMPT_STAT_EN: u32 = 1 << 27;
+/// The CMPT CIDX update's interrupt enable [28] (`QDMA_DMAP_SEL_CMPT_IRQ_EN_MASK`): arms the
+/// completion ring's interrupt again (libqdma sets it in interrupt mode).
+pub(crate) const DB_CMPT_IRQ_EN: u32 = 1 << 28;
 pub(crate) const DB_CMPT_TRIG_SHIFT: u32 = 24;
 pub(crate) const DB_CMPT_TMR_SHIFT: u32 = 20;
 pub(crate) const DB_CMPT_CNT_SHIFT: u32 = 16;

@@ -109,7 +109,7 @@ impl QdmaEngine {
     pub fn wait(&mut self, timeout: Duration) -> Result<()> {
         let mut prep = self.prepared.take().ok_or_else(|| Error::usage("QDMA wait before prepare"))?;
         let res = if self.stream.is_some() {
-            self.wait_stream(&mut prep, timeout)
+            self.wait_stream(&mut prep, timeout, None)
         } else {
             self.wait_prepared(&mut prep, timeout)
         };

@@ -1,0 +1,89 @@
+//! Stream queues completing by interrupt against `sim-qdma-st`, in both of libqdma's interrupt
+//! modes: H2C ST queues by their software context's interrupt fields (as MM queues), C2H ST
+//! queues by their completion context's interrupt enable (trigger mode "every entry") and vector
+//! or interrupt ring, re-armed by the CMPT CIDX update's interrupt enable.
+
+use super::st_ctx::CmptCtx;
+use super::testkit::{bytes, ctx_read, EQDMA, SOFT3};
+use super::{IpKind, QdmaEngine, QdmaIntr, QdmaOptions, SwCtx};
+use crate::access::{DeviceAccess, IoMode, Mapping};
+use crate::direction::Direction;
+use crate::dma::buffers::sim::SimAllocator;
+use crate::dma::{DmaAllocator, Engine, Transfer, Work};
+use crate::sim::qdma::model::QdmaModelConfig;
+use crate::sim::qdma::stream_card::{self, QdmaStreamCard};
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(20);
+
+#[test]
+fn stream_queues_complete_by_interrupt_direct_and_aggregated() {
+    for (misc, intr) in [(SOFT3, QdmaIntr::Direct), (SOFT3, QdmaIntr::Aggregated), (EQDMA, QdmaIntr::Aggregated)] {
+        let (card, model) = stream_card::build(QdmaModelConfig { misc_cap: misc, ..Default::default() }).unwrap();
+        let dev =
+            crate::access::sim::SimDevice::from_card("sim-qdma-st", &crate::sim::CardSpec::info(&QdmaStreamCard), card);
+        crate::access::set_bus_master(&dev, true).unwrap();
+        let alloc = SimAllocator::new(dev.host_map().clone());
+        let opts = QdmaOptions { queues: 2, ring_size: Some(64), simulated: true, intr, ..Default::default() };
+        let bar = |b| dev.open_bar(b, Mapping::Uc, IoMode::Mmap).unwrap();
+        let mut e = QdmaEngine::new_stream(bar(0), bar(2), &alloc, opts).unwrap();
+        assert!(e.completes_by_interrupt());
+        let irq = dev.interrupts(e.irq_request()).unwrap();
+        let size = 3000u64;
+        let stride = super::st::Packets::of(size).stride();
+        // H2C: 20 packets the checker compares with the pattern, over 2 queues.
+        let src = alloc.alloc((20 * size) as usize).unwrap();
+        let one = crate::dma::StreamEnd::transfer_bytes(&e, size);
+        for k in 0..20 {
+            bytes(&*src)[(k * size) as usize..((k + 1) * size) as usize].copy_from_slice(&one);
+        }
+        let work = |buf, dir, step| -> Vec<Work> {
+            (0..20u64)
+                .map(|k| Work {
+                    buf,
+                    t: Transfer { dir, buf_offset: k * step, card_addr: 0, len: size },
+                    queue: (k % 2) as u16,
+                })
+                .collect()
+        };
+        crate::dma::StreamEnd::clear_checker(&mut e).unwrap();
+        e.prepare_batch(&work(&*src, Direction::H2c, size)).unwrap();
+        e.run_interrupt(&*irq, LONG).unwrap();
+        assert_eq!(crate::dma::StreamEnd::checker(&mut e).unwrap(), Ok(()), "{intr:?}");
+        // C2H: 20 generated packets, each verified, twice (the completion rings re-armed).
+        let dst = alloc.alloc((20 * stride) as usize).unwrap();
+        for _ in 0..2 {
+            e.prepare_batch(&work(&*dst, Direction::C2h, stride)).unwrap();
+            e.run_interrupt(&*irq, LONG).unwrap();
+            for k in 0..20 {
+                let at = (k * stride) as usize;
+                assert!(bytes(&*dst)[at..at + size as usize] == one[..], "{intr:?} packet {k}");
+            }
+        }
+        let sent = model.irq().sent();
+        let ip = IpKind::from_misc_cap(misc);
+        let cm = CmptCtx::from_words(&ctx_read(&*bar(0), 6, 1), ip);
+        let h2c = SwCtx::from_words(&ctx_read(&*bar(0), 1, 1));
+        let aggregated = intr == QdmaIntr::Aggregated;
+        // libqdma's contexts: the completion ring interrupts (en_int, trigger every entry) on its
+        // vector or through the interrupt ring; the H2C queue as an MM queue does.
+        assert!(cm.en_int && cm.trig_mode == 1 && cm.int_aggr == aggregated, "{intr:?} {cm:?}");
+        assert!(h2c.irq && h2c.intr_aggr == aggregated, "{intr:?} {h2c:?}");
+        if aggregated {
+            assert!(cm.vec == 0 && h2c.vec == 0, "ring index 0: {cm:?} {h2c:?}");
+            assert!(sent[1] > 0 && sent[2..].iter().all(|n| *n == 0), "{intr:?}: {sent:?}");
+        } else {
+            // Rings in order: q0 H2C, q0 C2H, q1 H2C, q1 C2H on vectors 1-4.
+            assert!(h2c.vec == 3 && cm.vec == 4, "{h2c:?} {cm:?}");
+            assert!(sent[1..5].iter().all(|n| *n > 0), "{intr:?}: {sent:?}");
+        }
+        assert_eq!(sent[0], 0, "no error interrupt: {sent:?}");
+        // Polling again: the completion context loses its interrupt enable.
+        e.prepare_batch(&work(&*dst, Direction::C2h, stride)).unwrap();
+        e.run(LONG).unwrap();
+        assert!(!CmptCtx::from_words(&ctx_read(&*bar(0), 6, 1), ip).en_int);
+        drop(e);
+        drop(irq);
+        assert!(model.violations().is_empty(), "{intr:?}: {:?}", model.violations());
+    }
+}
