@@ -12,7 +12,7 @@ use crate::{Error, Result};
 pub fn route(session: &Session, engine: &dyn Engine, kind: Option<IrqKind>) -> Result<Box<dyn Interrupts>> {
     if !engine.completes_by_interrupt() {
         return Err(Error::usage(format!(
-            "--completion irq: the {} engine completes by polling only (xdma, qdma's memory-mapped queues, umem and edu complete by interrupt): \
+            "--completion irq: the {} engine completes by polling only (xdma, qdma, umem and edu complete by interrupt): \
              use --completion poll",
             engine.name()
         )));
