@@ -6,9 +6,9 @@
 use super::regs::*;
 use super::ring::Desc;
 use super::st::{self, Cmpt, ExampleDesign, Packets, BUF_BYTES};
-use super::{doorbell, Prepared, QdmaEngine, ERRORS_EVERY, YIELD_AFTER};
+use super::{doorbell, Prepared, QdmaEngine};
 use crate::access::Interrupts;
-use crate::dma::watchdog::{no_progress, Watchdog};
+use crate::dma::watchdog::no_progress;
 use crate::dma::{Direction, Work};
 use crate::{Error, Result};
 use std::time::Duration;
@@ -183,10 +183,7 @@ impl QdmaEngine {
         let mut todo = want.clone();
         let mut left = want;
         let mut generating: Option<usize> = None;
-        let mut dog = Watchdog::new(timeout);
-        let mut next_check = ERRORS_EVERY;
-        let mut spins = 0u32;
-        let mut checked = false;
+        let mut pace = super::run::Pace::new(timeout);
         let mut reaped = 0u64;
         loop {
             let mut busy = false;
@@ -235,9 +232,9 @@ impl QdmaEngine {
                     if let Some(why) = self.service(&fired, true)? {
                         return Err(self.fail(prep, why));
                     }
-                    checked = false;
+                    pace.checked = false;
                 }
-                if !checked && self.error_stops_run()? {
+                if !pace.checked && self.error_stops_run()? {
                     let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
                     return Err(self.fail(prep, format!("logged an error during the run{c2h}")));
                 }
@@ -255,7 +252,7 @@ impl QdmaEngine {
                     let _ = self.stream.as_ref().map(|s| s.ex.stop());
                     return Err(self.fail(prep, why));
                 }
-                if fired.is_empty() && dog.stalled(completed) {
+                if fired.is_empty() && pace.dog.stalled(completed) {
                     let _ = self.stream.as_ref().map(|s| s.ex.stop());
                     let why = format!("no interrupt came ({}) and {}", irq.describe(), no_progress(timeout));
                     return Err(self.fail(prep, why));
@@ -264,27 +261,16 @@ impl QdmaEngine {
                     continue;
                 }
             }
-            spins = spins.wrapping_add(1);
-            if spins % 16 == 0 {
-                let elapsed = dog.elapsed();
-                if elapsed >= next_check {
-                    next_check = elapsed + ERRORS_EVERY;
-                    checked = true;
-                    if self.error_stops_run()? {
-                        let _ = self.stream.as_ref().map(|s| s.ex.stop());
-                        let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
-                        return Err(self.fail(prep, format!("stopped on an error{c2h}")));
-                    }
-                }
-                if dog.stalled(completed) {
-                    let _ = self.stream.as_ref().map(|s| s.ex.stop());
-                    return Err(self.fail(prep, no_progress(timeout)));
-                }
-                if elapsed >= YIELD_AFTER {
-                    std::thread::yield_now();
-                }
+            let Some(due) = pace.tick() else { continue };
+            if due && self.error_stops_run()? {
+                let _ = self.stream.as_ref().map(|s| s.ex.stop());
+                let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
+                return Err(self.fail(prep, format!("stopped on an error{c2h}")));
             }
-            std::hint::spin_loop();
+            if pace.stalled(completed) {
+                let _ = self.stream.as_ref().map(|s| s.ex.stop());
+                return Err(self.fail(prep, no_progress(timeout)));
+            }
         }
     }
 }
