@@ -8,20 +8,10 @@ use super::ctx::IntrCtx;
 use super::testkit::*;
 use super::{IpKind, QdmaEngine, QdmaIntr, QdmaOptions, SwCtx};
 use crate::access::{DeviceAccess, IrqKind, IrqRequest};
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
+use crate::dma::{Direction, DmaAllocator, Engine, Transfer};
 use crate::sim::qdma::model::{QdmaModelConfig, CARD_MEMORY_SIZE};
 use std::time::Duration;
 use Direction::{C2h, H2c};
-
-fn spread<'a>(buf: &'a dyn DmaBuffer, dir: Direction, count: u64, len: u64, n: u16) -> Vec<Work<'a>> {
-    (0..count)
-        .map(|i| Work {
-            buf,
-            t: Transfer { dir, buf_offset: i * len, card_addr: i * len, len },
-            queue: (i % n as u64) as u16,
-        })
-        .collect()
-}
 
 fn aggregated(n: u16) -> QdmaOptions {
     QdmaOptions { queues: n, intr: QdmaIntr::Aggregated, ..Default::default() }

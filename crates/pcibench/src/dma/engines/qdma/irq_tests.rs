@@ -6,20 +6,10 @@
 use super::testkit::*;
 use super::{QdmaEngine, QdmaOptions, SwCtx};
 use crate::access::{DeviceAccess, IrqKind, IrqRequest};
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
+use crate::dma::{Direction, DmaAllocator, Engine};
 use crate::sim::qdma::model::QdmaModelConfig;
 use std::time::Duration;
 use Direction::{C2h, H2c};
-
-fn spread<'a>(buf: &'a dyn DmaBuffer, dir: Direction, count: u64, len: u64, n: u16) -> Vec<Work<'a>> {
-    (0..count)
-        .map(|i| Work {
-            buf,
-            t: Transfer { dir, buf_offset: i * len, card_addr: i * len, len },
-            queue: (i % n as u64) as u16,
-        })
-        .collect()
-}
 
 fn engine(card: &Card, alloc: &dyn DmaAllocator, n: u16) -> QdmaEngine {
     QdmaEngine::new(card.bar(), alloc, QdmaOptions { queues: n, ..Default::default() }).unwrap()
