@@ -11,7 +11,9 @@
 //! performance monitor; the global, descriptor and target-access error registers (write 1 to
 //! clear, logged only where enabled, in the variant's layout). The engines themselves
 //! (descriptor fetch, data movement, status writeback) run on one worker thread per direction:
-//! `engine.rs`. ST queues, interrupts and completion rings are not modelled.
+//! `engine.rs`. Interrupts (`intr.rs`): each queue's MSI-X vector at a status writeback while
+//! armed, the interrupt aggregation rings, the error interrupt. Stream queues, their completion
+//! rings and the example design: `stream.rs` (the `sim-qdma-st` card).
 //!
 //! What the real IP would not accept is recorded as a protocol violation (`violations`): a
 //! register the variant does not have, a context select it does not have, error enables its
