@@ -385,7 +385,8 @@ impl QdmaModel {
         self.shared.st_error_next()
     }
 
-    /// Test hook: a stalled engine accepts doorbells but moves nothing (a hung queue).
+    /// Test hook: a stalled engine accepts doorbells but moves nothing (a hung queue); on the
+    /// stream card a stalled C2H holds the example design's generator.
     pub fn set_stalled(&self, dir: Direction, stalled: bool) {
         self.shared.mm(dir).stalled.store(stalled, Ordering::Release);
         self.shared.mm(dir).wake_worker();

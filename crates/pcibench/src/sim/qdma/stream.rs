@@ -278,6 +278,10 @@ impl Shared {
     /// The generator writes what it can: stops at credit exhaustion (stall), a full completion
     /// ring (error) or the end of its count.
     fn pump(&self, st: &mut StState) {
+        // A stalled C2H engine (test hook) holds the generator: nothing is written, nothing raised.
+        if self.mm(Direction::C2h).stalled.load(Ordering::Acquire) {
+            return;
+        }
         while st.remaining > 0 && st.gen_control & 2 != 0 {
             if !self.packet(st) {
                 return;
@@ -401,7 +405,6 @@ impl Shared {
         c.hw[0] = (c.hw[0] & !0xffff) | cidx;
         drop(c);
         st.cmpt.insert(qid, m);
-        self.cmpt_interrupt(st, qid);
         if cm_ctx[0] & 1 != 0 {
             // The status descriptor after the last entry (`struct qdma_c2h_cmpt_cmpl_status`),
             // once per burst: only its last value can be seen.
@@ -409,6 +412,8 @@ impl Shared {
             let _ = self.host.write(status + 4, &(m.color as u32).to_le_bytes());
             let _ = self.host.store_u32_release(status, m.pidx | m.cidx << 16);
         }
+        // The interrupt after everything it reports is in memory.
+        self.cmpt_interrupt(st, qid);
         true
     }
 

@@ -87,3 +87,30 @@ fn stream_queues_complete_by_interrupt_direct_and_aggregated() {
         assert!(model.violations().is_empty(), "{intr:?}: {:?}", model.violations());
     }
 }
+
+#[test]
+fn a_stream_queue_whose_interrupt_never_comes_is_stopped_by_the_watchdog() {
+    for intr in [QdmaIntr::Direct, QdmaIntr::Aggregated] {
+        let (card, model) = stream_card::build(QdmaModelConfig::default()).unwrap();
+        let dev =
+            crate::access::sim::SimDevice::from_card("sim-qdma-st", &crate::sim::CardSpec::info(&QdmaStreamCard), card);
+        crate::access::set_bus_master(&dev, true).unwrap();
+        let alloc = SimAllocator::new(dev.host_map().clone());
+        let opts = QdmaOptions { queues: 1, ring_size: Some(64), simulated: true, intr, ..Default::default() };
+        let bar = |b| dev.open_bar(b, Mapping::Uc, IoMode::Mmap).unwrap();
+        let mut e = QdmaEngine::new_stream(bar(0), bar(2), &alloc, opts).unwrap();
+        let irq = dev.interrupts(e.irq_request()).unwrap();
+        let dst = alloc.alloc(4096).unwrap();
+        let t = Transfer { dir: Direction::C2h, buf_offset: 0, card_addr: 0, len: 1024 };
+        e.prepare_batch(&[Work { buf: &*dst, t, queue: 0 }]).unwrap();
+        // The generator holds: no completion entry, so no interrupt.
+        model.set_stalled(Direction::C2h, true);
+        let err = e.run_interrupt(&*irq, Duration::from_millis(40)).unwrap_err().to_string();
+        assert!(err.contains("no interrupt came") && err.contains("stopped and cleared"), "{intr:?}: {err}");
+        // Stopped: the completion context and, aggregated, the ring's context are cleared.
+        let ip = IpKind::QdmaSoft;
+        assert!(!CmptCtx::from_words(&ctx_read(&*bar(0), 6, 0), ip).en_int, "{intr:?}");
+        assert_eq!(ctx_read(&*bar(0), 8, 0)[0] & 1, 0, "{intr:?}: the interrupt ring's context is invalid");
+        model.set_stalled(Direction::C2h, false);
+    }
+}
