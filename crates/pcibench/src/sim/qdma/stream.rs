@@ -178,6 +178,11 @@ impl Shared {
                     "h2c queue {qid} slot {cidx}: descriptor or data read failed (address {src:#x})"
                 ));
                 c.sw[1] |= 1 << SW1_ERR_SHIFT;
+                // Stopped with nothing in flight, as an MM queue stopped on an error shows.
+                c.hw[1] = HW1_IDL_STP_B;
+                // Logged as an MM queue's failed host read is (on soft 3.x the descriptor
+                // engine's "DMA engine error"), so the error interrupt fires for it too.
+                self.mm_error(Direction::H2c, false, MM_RD_UR_CA, qid, cidx);
                 break;
             }
             if st.corrupt && flags & 2 != 0 && !data.is_empty() {

@@ -4,7 +4,7 @@
 //! or interrupt ring, re-armed by the CMPT CIDX update's interrupt enable.
 
 use super::st_ctx::CmptCtx;
-use super::testkit::{bytes, ctx_read, EQDMA, SOFT3};
+use super::testkit::{bytes, ctx_read, r, EQDMA, SOFT3};
 use super::{IpKind, QdmaEngine, QdmaIntr, QdmaOptions, SwCtx};
 use crate::access::{DeviceAccess, IoMode, Mapping};
 use crate::direction::Direction;
@@ -112,5 +112,32 @@ fn a_stream_queue_whose_interrupt_never_comes_is_stopped_by_the_watchdog() {
         assert!(!CmptCtx::from_words(&ctx_read(&*bar(0), 6, 0), ip).en_int, "{intr:?}");
         assert_eq!(ctx_read(&*bar(0), 8, 0)[0] & 1, 0, "{intr:?}: the interrupt ring's context is invalid");
         model.set_stalled(Direction::C2h, false);
+    }
+}
+
+#[test]
+fn a_stream_error_raises_the_error_interrupt_in_either_mode() {
+    for intr in [QdmaIntr::Direct, QdmaIntr::Aggregated] {
+        let (card, model) = stream_card::build(QdmaModelConfig::default()).unwrap();
+        let dev =
+            crate::access::sim::SimDevice::from_card("sim-qdma-st", &crate::sim::CardSpec::info(&QdmaStreamCard), card);
+        crate::access::set_bus_master(&dev, true).unwrap();
+        let alloc = SimAllocator::new(dev.host_map().clone());
+        let opts = QdmaOptions { queues: 1, ring_size: Some(64), simulated: true, intr, ..Default::default() };
+        let bar = |b| dev.open_bar(b, Mapping::Uc, IoMode::Mmap).unwrap();
+        let mut e = QdmaEngine::new_stream(bar(0), bar(2), &alloc, opts).unwrap();
+        let irq = dev.interrupts(e.irq_request()).unwrap();
+        // An H2C packet from a buffer freed before the run: the card's read fails.
+        let src = alloc.alloc(4096).unwrap();
+        let t = Transfer { dir: Direction::H2c, buf_offset: 0, card_addr: 0, len: 1024 };
+        e.prepare_batch(&[Work { buf: &*src, t, queue: 0 }]).unwrap();
+        drop(src);
+        let err = e.run_interrupt(&*irq, LONG).unwrap_err().to_string();
+        assert!(err.contains("the error interrupt (GLBL_ERR_INT, MSI-X vector 0) fired"), "{intr:?}: {err}");
+        assert!(err.contains("DMA engine error"), "{intr:?}: {err}");
+        assert_eq!(model.irq().sent()[0], 1, "{intr:?}");
+        assert_eq!(r(&*bar(0), 0x248), 0, "{intr:?}: read and cleared");
+        let v = model.violations();
+        assert!(v.len() == 1 && v[0].contains("descriptor or data read failed"), "{intr:?}: {v:?}");
     }
 }
