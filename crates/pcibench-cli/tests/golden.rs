@@ -657,6 +657,8 @@ golden! {
     dma_sim_completion_json: None Json ["dma", "sim", "--completion", "both", "--size", "4K", "--total", "64K", "--format", "json"];
     dma_sim_nvram_completion_both: None Text ["dma", "sim-nvram", "--completion", "both", "--size", "64K", "--total", "512K"];
     dma_sim_qdma_completion_both: None Text ["dma", "sim-qdma", "--completion", "both", "--queues", "1,4", "--size", "4K", "--total", "256K"];
+    dma_sim_qdma_aggregated: None Text ["dma", "sim-qdma", "--completion", "both", "--queues", "1,4", "--qdma-intr", "aggregated", "--size", "4K", "--total", "256K"];
+    dma_refused_qdma_intr: None Text ["dma", "sim-qdma", "--qdma-intr", "aggregated"];
     dma_refused_engine: None Text ["dma", "sim", "--engine", "edu"];
     dma_refused_size: None Text ["dma", "sim", "--size", "2M"];
     dma_refused_queues: None Text ["dma", "sim", "--queues", "2"];
