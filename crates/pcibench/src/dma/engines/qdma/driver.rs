@@ -18,7 +18,7 @@ impl EngineDriver for QdmaDriver {
     }
 
     fn about(&self) -> &'static str {
-        "AMD/Xilinx QDMA (PG302), memory-mapped queues in poll mode"
+        "AMD/Xilinx QDMA (PG302), memory-mapped and stream queues, completed by polling or interrupt (direct or aggregated)"
     }
 
     fn check_options(&self, opts: &EngineOptions) -> Result<()> {

@@ -25,7 +25,7 @@ impl EngineDriver for XdmaDriver {
     }
 
     fn about(&self) -> &'static str {
-        "Xilinx/AMD DMA/Bridge Subsystem (PG195), SGDMA in poll mode"
+        "Xilinx/AMD DMA/Bridge Subsystem (PG195), SGDMA channels, memory-mapped or AXI4-Stream, completed by polling or interrupt"
     }
 
     fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
