@@ -176,3 +176,24 @@ fn json_and_csv_carry_every_row() {
     assert!(lines[1].starts_with("pio BAR2 wc h2c 64-bit 4 KiB,pio,h2c,4096,3150.5,"), "{}", lines[1]);
     assert!(lines[1].contains(",slower,"));
 }
+
+#[test]
+fn a_different_interrupt_path_is_called_out() {
+    let direct = "MSI-X, 9 vectors (VFIO eventfd); qdma direct (--qdma-intr): each queue on its own vector";
+    let aggregated = "MSI-X, 2 vectors (VFIO eventfd); qdma aggregated (--qdma-intr): every queue through the ring";
+    let with = |s: &str| {
+        let mut r = card();
+        r.reports[0].interrupts = Some(s.into());
+        r
+    };
+    let c = cmp(&with(direct), &with(aggregated));
+    let d = c.context.iter().find(|d| d.what == "interrupts").expect("the interrupt path differs");
+    assert!(d.questionable && d.a == direct && d.b == aggregated, "{d:?}");
+    // Polling only on one side: named as such, listed plainly (its irq rows match nothing).
+    let c = cmp(&card(), &with(direct));
+    let d = c.context.iter().find(|d| d.what == "interrupts").unwrap();
+    assert_eq!((d.a.as_str(), d.questionable), ("none (completion by polling)", false));
+    // The same path on both sides, or none on either: nothing to say.
+    assert!(cmp(&with(direct), &with(direct)).context.is_empty());
+    assert!(cmp(&card(), &card()).context.is_empty());
+}

@@ -54,6 +54,12 @@ fn engine(r: &SavedRun) -> Option<String> {
     r.reports.iter().find_map(|x| x.engine.clone())
 }
 
+/// How completion interrupts were delivered (kind, vectors, QDMA's direct or aggregated mode):
+/// only runs that completed by interrupt have it.
+fn interrupts(r: &SavedRun) -> Option<String> {
+    r.reports.iter().find_map(|x| x.interrupts.clone())
+}
+
 fn buffer(r: &SavedRun) -> Option<String> {
     r.reports.iter().find_map(|x| x.buffer.clone())
 }
@@ -94,6 +100,21 @@ pub fn diffs(a: &SavedRun, b: &SavedRun) -> Vec<ContextDiff> {
         Some("IOMMU translation (and its invalidation policy) changes DMA costs"),
     );
     add("engine", show(engine(a)), show(engine(b)), Some("a different DMA engine driver"));
+    match (interrupts(a), interrupts(b)) {
+        (None, None) => {}
+        // Both completed by interrupt, another way: their irq rows measured different paths.
+        (Some(ia), Some(ib)) => add(
+            "interrupts",
+            ia,
+            ib,
+            Some("another interrupt kind, vector layout or QDMA mode (direct, aggregated) changes the irq rows"),
+        ),
+        // Only one has irq rows, which match nothing on the other side: listed, not questionable.
+        (ia, ib) => {
+            let polled = || "none (completion by polling)".to_string();
+            add("interrupts", ia.unwrap_or_else(polled), ib.unwrap_or_else(polled), None)
+        }
+    }
     add(
         "CPU model",
         show(ctx(a, |c| c.cpu_model.clone()).flatten()),
