@@ -389,7 +389,15 @@ impl Shared {
             // A PF has up to 2048 vectors in the IP; the sim card's table has 32.
             irq_out: Arc::new(super::super::irq::SimIrq::new(
                 "QDMA",
-                super::super::irq::Offers { msix: 32, msi: 0, intx: false },
+                // The table and PBA in the config BAR (qdma_soft_reg.h QDMA_TRQ_MSIX_TABLE, _PBA).
+                super::super::irq::Offers {
+                    msix: 32,
+                    msi: 0,
+                    intx: false,
+                    intx_maskable: true,
+                    msix_table: 0x10000,
+                    msix_pba: 0x14000,
+                },
             )),
             writes: CacheLine(AtomicU64::new(0)),
             st: Mutex::new(super::st_state::StState::default()),

@@ -91,8 +91,12 @@ impl XdmaModel {
             config: regs(),
             common: regs(),
             violations: Mutex::new(Vec::new()),
-            // PG195: up to 32 MSI-X and 32 MSI vectors, and INTx.
-            irq_out: Arc::new(SimIrq::new("XDMA", Offers { msix: 32, msi: 32, intx: true })),
+            // PG195: up to 32 MSI-X and 32 MSI vectors, and INTx; the MSI-X table and PBA in the DMA
+            // BAR's target 0x8 (PG195 "MSI-X Vector Table and PBA": 0x8000, PBA at 0x8fe0).
+            irq_out: Arc::new(SimIrq::new(
+                "XDMA",
+                Offers { msix: 32, msi: 32, intx: true, intx_maskable: true, msix_table: 0x8000, msix_pba: 0x8fe0 },
+            )),
         };
         let loops = (0..if cfg.stream { cfg.h2c_channels.min(cfg.c2h_channels) } else { 0 })
             .map(|_| Default::default())
