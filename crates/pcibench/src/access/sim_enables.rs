@@ -104,3 +104,42 @@ pub(super) fn restore(config: &SimConfig, irq: &SimIrq, found: &Found) {
         irq.table_write(base + 4 * i as u64, 4, u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as u64);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::access::sim::SimDevice;
+    use crate::access::{DeviceAccess, IoMode, IrqKind, IrqRequest, Mapping};
+    use crate::mmio::Width;
+    use crate::pci::intr;
+
+    fn caps(dev: &SimDevice) -> intr::IrqCaps {
+        let mut b = [0u8; 256];
+        dev.config_read(0, &mut b).unwrap();
+        intr::read(&b)
+    }
+
+    #[test]
+    fn routing_enables_the_kind_as_vfio_pci_does_and_teardown_puts_it_back() {
+        let dev = SimDevice::new().unwrap();
+        let bar = dev.open_bar(4, Mapping::Uc, IoMode::Mmap).unwrap();
+        let entry = |v: u64, word: u64| bar.read(0x8000 + 16 * v + word, Width::B32).unwrap();
+        assert!(!caps(&dev).msix.unwrap().enabled);
+        assert_eq!(entry(0, 12), 1, "entries masked at reset");
+        let irq = dev.interrupts(IrqRequest::only(IrqKind::MsiX, 2)).unwrap();
+        let x = caps(&dev).msix.unwrap();
+        assert!(x.enabled && !x.function_masked);
+        // The routed entries programmed and unmasked, the rest masked as found.
+        assert_eq!((entry(0, 0), entry(1, 8), entry(1, 12), entry(2, 12)), (0xfee0_0000, 1, 0, 1));
+        drop(irq);
+        assert!(!caps(&dev).msix.unwrap().enabled);
+        assert_eq!((entry(0, 0), entry(0, 12)), (0, 1));
+        // MSI: Enable and Multiple Message Enable for the vectors granted, cleared after.
+        let irq = dev.interrupts(IrqRequest::only(IrqKind::Msi, 4)).unwrap();
+        let mut ctl = [0u8; 2];
+        dev.config_read(0x4a, &mut ctl).unwrap();
+        assert_eq!(u16::from_le_bytes(ctl) & 0x71, 0x21, "enabled, 4 vectors");
+        assert!(caps(&dev).msi.unwrap().enabled && !caps(&dev).msix.unwrap().enabled);
+        drop(irq);
+        assert!(!caps(&dev).msi.unwrap().enabled);
+    }
+}
