@@ -251,7 +251,7 @@ impl DeviceAccess for SimDevice {
         };
         let vectors = irq.route(signal(kind), req.vectors)?;
         let fds = irq.fds().ok_or_else(|| Error::Device("the simulated card's interrupt routing vanished".into()))?;
-        let found = enables::enable(&*self.config, irq, signal(kind), vectors);
+        let found = enables::enable(&self.config, irq, signal(kind), vectors);
         Ok(Box::new(SimInterrupts {
             irq: Arc::clone(irq),
             config: Arc::clone(&self.config),
@@ -316,7 +316,7 @@ impl Drop for SimInterrupts {
     /// Torn down as VFIO does when the eventfds go: the card's causes stay as they are, and one
     /// that rises from now on is an interrupt nothing services.
     fn drop(&mut self) {
-        enables::restore(&*self.config, &self.irq, &self.found);
+        enables::restore(&self.config, &self.irq, &self.found);
         self.irq.unroute();
     }
 }
