@@ -202,8 +202,39 @@ impl Guarded {
         Ok(out)
     }
 
+    /// The areas of BAR `region` (`size` bytes) a client may map: all of it, or the whole pages
+    /// before and after an MSI-X table in it. The vfio-user spec's one way to say so is the
+    /// sparse mmap capability (vfio-pci before Linux 4.16 did the same: msix_sparse_mmap_cap).
+    pub fn mmap_areas(&self, region: u32, size: u64) -> Vec<(u64, u64)> {
+        const PAGE: u64 = 4096;
+        match self.table {
+            Some((bar, start, end)) if bar == region => {
+                let (before, after) = (start / PAGE * PAGE, end.div_ceil(PAGE) * PAGE);
+                [(0, before), (after, size.saturating_sub(after))].into_iter().filter(|&(_, len)| len > 0).collect()
+            }
+            _ => vec![(0, size)],
+        }
+    }
+
     /// Whether a region access of `len` bytes at `offset` of `region` touches the MSI-X table.
     pub fn hides(&self, region: u32, offset: u64, len: u64) -> bool {
         self.table.is_some_and(|(bar, a, b)| bar == region && a < offset + len && offset < b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Guarded;
+
+    #[test]
+    fn a_msix_table_in_a_mappable_bar_is_kept_out_of_its_mmap_areas() {
+        let g = Guarded { caps: Vec::new(), table: Some((2, 0x2100, 0x2300)) };
+        assert_eq!(g.mmap_areas(2, 0x10000), vec![(0, 0x2000), (0x3000, 0xd000)]);
+        assert_eq!(g.mmap_areas(0, 0x10000), vec![(0, 0x10000)], "another BAR: all of it");
+        let at_start = Guarded { caps: Vec::new(), table: Some((2, 0, 0x200)) };
+        assert_eq!(at_start.mmap_areas(2, 0x2000), vec![(0x1000, 0x1000)]);
+        let whole = Guarded { caps: Vec::new(), table: Some((2, 0, 0x200)) };
+        assert_eq!(whole.mmap_areas(2, 0x1000), vec![], "a one-page BAR holding the table: nothing to map");
+        assert!(g.hides(2, 0x22fc, 4) && !g.hides(2, 0x2300, 4) && !g.hides(4, 0x2100, 4));
     }
 }

@@ -355,10 +355,15 @@ impl Server {
             Some(fd) => vec![fd.try_clone_to_owned().map_err(|_| Errno::NOMEM)?],
             None => Vec::new(),
         };
-        // The sparse mmap capability: one area, the whole BAR (vfio.h struct
-        // vfio_region_info_cap_sparse_mmap after its vfio_info_cap_header).
+        // The sparse mmap capability (vfio.h struct vfio_region_info_cap_sparse_mmap after its
+        // vfio_info_cap_header): the whole BAR, or the pages around an MSI-X table in it.
         let cap = if flags & REGION_CAPS != 0 {
-            Put::default().u16(CAP_SPARSE_MMAP).u16(1).u32(0).u32(1).u32(0).u64(0).u64(size).0
+            let areas = self.guarded.mmap_areas(index, size);
+            let mut cap = Put::default().u16(CAP_SPARSE_MMAP).u16(1).u32(0).u32(areas.len() as u32).u32(0);
+            for (offset, len) in areas {
+                cap = cap.u64(offset).u64(len);
+            }
+            cap.0
         } else {
             Vec::new()
         };
