@@ -3,7 +3,8 @@
 //! out on its `DeviceAccess::interrupts`, whatever it raises forwarded to the eventfds the client
 //! passed (SCM_RIGHTS) by one thread per client. INTx unmask is passed on; a disable, a new
 //! routing or the client's leaving stops the thread and drops the device's interrupts, which tears
-//! them down there.
+//! them down there. `Guarded` keeps the MSI and MSI-X registers and the MSI-X table from the client,
+//! as vfio-pci keeps them from a user.
 
 use super::wire::Put;
 use super::{IRQ_ACTION_TRIGGER, IRQ_ACTION_UNMASK, IRQ_DATA_EVENTFD, IRQ_DATA_NONE};
