@@ -74,29 +74,31 @@ fn dma_completes_by_each_kind_the_served_card_offers() {
 
 #[test]
 fn latency_dma_prints_both_histograms_for_each_kind() {
-    let s = Served::start("sim", &[]);
-    let dev = s.device();
-    for kind in ["msix", "msi", "intx"] {
-        let out = pcibench(&[
-            "latency",
-            &dev,
-            "--dma",
-            "--size",
-            "4K",
-            "--samples",
-            "50",
-            "--dma-samples",
-            "50",
-            "--completion",
-            "both",
-            "--irq-kind",
-            kind,
-            "--json",
-        ]);
-        let report = json(&out);
-        check_both(&report, kind, &format!("latency {kind}"));
-        for r in report["results"].as_array().unwrap().iter().filter(|r| r["completion"].is_string()) {
-            assert!(r["latency"].is_object(), "a histogram per mode: {r}");
+    for (card, kinds) in [("sim", &["msix", "msi", "intx"][..]), ("sim-qdma", &["msix"]), ("sim-nvram", &["intx"])] {
+        let s = Served::start(card, &[]);
+        let dev = s.device();
+        for kind in kinds {
+            let out = pcibench(&[
+                "latency",
+                &dev,
+                "--dma",
+                "--size",
+                "4K",
+                "--samples",
+                "50",
+                "--dma-samples",
+                "50",
+                "--completion",
+                "both",
+                "--irq-kind",
+                kind,
+                "--json",
+            ]);
+            let report = json(&out);
+            check_both(&report, kind, &format!("latency {card} {kind}"));
+            for r in report["results"].as_array().unwrap().iter().filter(|r| r["completion"].is_string()) {
+                assert!(r["latency"].is_object(), "a histogram per mode: {r}");
+            }
         }
     }
 }
