@@ -131,9 +131,7 @@ impl SimDevice {
                 SimBar::Memory(_) => None,
             })
             .collect();
-        // The MSI-X table lies in the register BAR (the XDMA and QDMA IPs place it there).
-        let reg_bar = card.bars.iter().find(|(_, b)| matches!(b, SimBar::Registers(_))).map_or(0, |(i, _)| *i);
-        let mut space = ConfigSpace::from_info(info, card.irq.as_ref().map(|i| (i.offers(), reg_bar)));
+        let mut space = ConfigSpace::from_info(info, card.irq.as_ref().map(|i| (i.offers(), msix_bar(&card))));
         if models.iter().any(|m| m.conventional_pci()) {
             space.allow_conventional();
         }
@@ -178,7 +176,7 @@ impl DeviceAccess for SimDevice {
             Some((_, SimBar::Registers(model))) => Ok(Box::new(SimRegBar {
                 index,
                 model: Arc::clone(model),
-                irq: self.card.irq.clone(),
+                irq: self.card.irq.clone().filter(|_| index == msix_bar(&self.card)),
                 mapping,
                 gone: Arc::clone(&self.gone),
             })),
@@ -220,7 +218,8 @@ impl DeviceAccess for SimDevice {
     }
 
     /// The card's interrupts, as VFIO would route them: the kind asked for, or the best the card
-    /// offers (MSI-X, else MSI, else INTx), each vector an eventfd its models signal.
+    /// offers (MSI-X, else MSI, else INTx), each vector an eventfd its models signal, the kind
+    /// enabled in the card's config space as vfio-pci enables it (`sim_enables.rs`).
     fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
         let Some(irq) = &self.card.irq else {
             return Err(Error::Unsupported(format!(
@@ -267,6 +266,12 @@ impl DeviceAccess for SimDevice {
     fn dma_path(&self) -> Result<DmaPath> {
         Ok(DmaPath::Sim(Arc::clone(&self.card.host)))
     }
+}
+
+/// The BAR holding the card's MSI-X table and PBA: its (first) register BAR, where the XDMA and
+/// QDMA IPs place them.
+fn msix_bar(card: &SimCard) -> u8 {
+    card.bars.iter().find(|(_, b)| matches!(b, SimBar::Registers(_))).map_or(0, |(i, _)| *i)
 }
 
 fn signal(k: IrqKind) -> Signal {
