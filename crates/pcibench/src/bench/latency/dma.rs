@@ -78,7 +78,7 @@ fn check(engine: &dyn Engine, irq: Option<&dyn Interrupts>, plan: &DmaLatency) -
     if plan.completions.contains(&Completion::Irq) {
         if !engine.completes_by_interrupt() {
             return Err(Error::usage(format!(
-                "--completion irq: the {} engine completes by polling only (xdma, qdma's memory-mapped queues, umem and edu complete by interrupt): use --completion poll",
+                "--completion irq: the {} engine completes by polling only (xdma, qdma, umem and edu complete by interrupt): use --completion poll",
                 engine.name()
             )));
         }
