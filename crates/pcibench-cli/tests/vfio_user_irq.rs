@@ -62,6 +62,11 @@ fn dma_completes_by_each_kind_the_served_card_offers() {
             check_both(&json(&pcibench(&args)), kind, &format!("{card} {kind}"));
         }
         if card == "sim-qdma" {
+            // libqdma's indirect mode too: every queue through the interrupt ring, over the socket.
+            let args = ["dma", &dev, "--size", "4K", "--total", "64K", "--queues", "1,4", "--completion", "both"];
+            let report = json(&pcibench(&[&args[..], &["--qdma-intr", "aggregated", "--json"]].concat()));
+            check_both(&report, "msix", "sim-qdma aggregated");
+            assert!(report["interrupts"].as_str().unwrap().contains("interrupt ring"), "{}", report["interrupts"]);
             // A kind the card does not have is refused in one line, before anything runs.
             let out =
                 pcibench(&["dma", &dev, "--completion", "irq", "--irq-kind", "intx", "--size", "4K", "--total", "16K"]);
