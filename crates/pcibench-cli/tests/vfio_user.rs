@@ -3,52 +3,17 @@
 //! the faults: a server killed mid-run, a server that answers garbage, a socket path that is a
 //! regular file or a FIFO. Every wait is on a condition (the socket appearing, a log line), bounded.
 
+mod common;
+
+use common::served::Served;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn pcibench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pcibench")).args(args).output().unwrap()
-}
-
-/// `pcibench serve CARD` on a socket in a fresh directory; killed when dropped.
-struct Served {
-    child: Child,
-    socket: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Served {
-    fn start(card: &str, extra: &[&str]) -> Served {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("dev.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
-            .args(["serve", card, "--socket", socket.to_str().unwrap()])
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Bounded wait for the listener (a slow host takes longer, never a different result).
-        let until = Instant::now() + Duration::from_secs(60);
-        while !socket.exists() {
-            assert!(Instant::now() < until, "pcibench serve {card} never listened");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Served { child, socket, _dir: dir }
-    }
-
-    fn device(&self) -> String {
-        format!("vfio-user:{}", self.socket.display())
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn json(out: &Output) -> Value {

@@ -26,17 +26,21 @@ pub struct SimDevice {
     gone: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// The card's config space and the register models that act on it (Bus Master, the command
-/// register, PCI_STATUS errors they latch), shared with engines that keep a `ConfigPort`.
+/// The card's config space and what acts on it: the register models (Bus Master, the command
+/// register, PCI_STATUS errors they latch) and its interrupts (the MSI, MSI-X and INTx enables,
+/// the Interrupt Status bit), shared with engines that keep a `ConfigPort`.
 struct SimConfig {
     name: &'static str,
     space: Mutex<ConfigSpace>,
     models: Vec<Arc<dyn RegisterModel>>,
+    irq: Option<Arc<SimIrq>>,
 }
 
-/// PCI_STATUS: its offset and the write-1-to-clear error bits (PCI Local Bus 3.0 §6.2.3).
+/// PCI_STATUS: its offset, the write-1-to-clear error bits and Interrupt Status (PCI Local Bus
+/// 3.0 §6.2.3).
 const STATUS: usize = 0x06;
 const STATUS_RW1C: u16 = 0xf900;
+const STATUS_INTERRUPT: u16 = 1 << 3;
 
 /// The part of the 16-bit word at `at` that a config access of `len` bytes at `offset` covers,
 /// as (bit mask in the word, shift of the access's first byte within it).
@@ -62,7 +66,10 @@ impl ConfigPort for SimConfig {
     fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.space().read(offset, buf)?;
         if let Some((mask, shift)) = covers(offset, buf.len(), STATUS) {
-            let latched = self.models.iter().fold(0u16, |a, m| a | m.pci_status()) & mask;
+            // Interrupt Status follows the INTx level whether or not Interrupt Disable lets it out.
+            let intx = self.irq.as_ref().is_some_and(|i| i.offers().intx && i.level());
+            let status = if intx { STATUS_INTERRUPT } else { 0 };
+            let latched = self.models.iter().fold(status, |a, m| a | m.pci_status()) & mask;
             for (i, b) in buf.iter_mut().enumerate() {
                 let bit = 8 * i as i32 - shift;
                 if (0..16).contains(&bit) {
@@ -90,6 +97,9 @@ impl ConfigPort for SimConfig {
         for m in &self.models {
             m.set_bus_master(command & CMD_BUS_MASTER != 0);
             m.config_written(command, latency);
+        }
+        if let Some(irq) = &self.irq {
+            irq.set_control(c.control());
         }
         Ok(())
     }
@@ -121,11 +131,12 @@ impl SimDevice {
                 SimBar::Memory(_) => None,
             })
             .collect();
-        let mut space = ConfigSpace::from_info(info);
+        let mut space = ConfigSpace::from_info(info, card.irq.as_ref().map(|i| (i.offers(), msix_bar(&card))));
         if models.iter().any(|m| m.conventional_pci()) {
             space.allow_conventional();
         }
-        let config = Arc::new(SimConfig { name, space: Mutex::new(space), models });
+        let irq = card.irq.clone();
+        let config = Arc::new(SimConfig { name, space: Mutex::new(space), models, irq });
         SimDevice { name, config, card, gone: Default::default() }
     }
 
@@ -162,9 +173,13 @@ impl DeviceAccess for SimDevice {
     fn open_bar(&self, index: u8, mapping: Mapping, io: IoMode) -> Result<Box<dyn BarRegion>> {
         match self.card.bars.iter().find(|(i, _)| *i == index) {
             Some((_, SimBar::Memory(mem))) => Ok(Box::new(SimMemBar { index, mem: Arc::clone(mem), mapping, io })),
-            Some((_, SimBar::Registers(model))) => {
-                Ok(Box::new(SimRegBar { index, model: Arc::clone(model), mapping, gone: Arc::clone(&self.gone) }))
-            }
+            Some((_, SimBar::Registers(model))) => Ok(Box::new(SimRegBar {
+                index,
+                model: Arc::clone(model),
+                irq: self.card.irq.clone().filter(|_| index == msix_bar(&self.card)),
+                mapping,
+                gone: Arc::clone(&self.gone),
+            })),
             None => {
                 let have: Vec<String> = self.card.bars.iter().map(|(i, _)| i.to_string()).collect();
                 Err(Error::usage(format!(
@@ -203,7 +218,8 @@ impl DeviceAccess for SimDevice {
     }
 
     /// The card's interrupts, as VFIO would route them: the kind asked for, or the best the card
-    /// offers (MSI-X, else MSI, else INTx), each vector an eventfd its models signal.
+    /// offers (MSI-X, else MSI, else INTx), each vector an eventfd its models signal, the kind
+    /// enabled in the card's config space as vfio-pci enables it (`sim_enables.rs`).
     fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
         let Some(irq) = &self.card.irq else {
             return Err(Error::Unsupported(format!(
@@ -234,7 +250,15 @@ impl DeviceAccess for SimDevice {
         };
         let vectors = irq.route(signal(kind), req.vectors)?;
         let fds = irq.fds().ok_or_else(|| Error::Device("the simulated card's interrupt routing vanished".into()))?;
-        Ok(Box::new(SimInterrupts { irq: Arc::clone(irq), fds, kind, vectors }))
+        let found = enables::enable(&self.config, irq, signal(kind), vectors);
+        Ok(Box::new(SimInterrupts {
+            irq: Arc::clone(irq),
+            config: Arc::clone(&self.config),
+            found,
+            fds,
+            kind,
+            vectors,
+        }))
     }
 
     /// Sim buffers live in process memory the card's engines may touch: its "IOMMU" is the
@@ -242,6 +266,12 @@ impl DeviceAccess for SimDevice {
     fn dma_path(&self) -> Result<DmaPath> {
         Ok(DmaPath::Sim(Arc::clone(&self.card.host)))
     }
+}
+
+/// The BAR holding the card's MSI-X table and PBA: its (first) register BAR, where the XDMA and
+/// QDMA IPs place them.
+fn msix_bar(card: &SimCard) -> u8 {
+    card.bars.iter().find(|(_, b)| matches!(b, SimBar::Registers(_))).map_or(0, |(i, _)| *i)
 }
 
 fn signal(k: IrqKind) -> Signal {
@@ -252,9 +282,12 @@ fn signal(k: IrqKind) -> Signal {
     }
 }
 
-/// A simulated card's vectors routed to this process: an eventfd per vector, waited on together.
+/// A simulated card's vectors routed to this process: an eventfd per vector, waited on together;
+/// the function's enables as they were found, put back on drop.
 struct SimInterrupts {
     irq: Arc<SimIrq>,
+    config: Arc<SimConfig>,
+    found: enables::Found,
     fds: Arc<Vec<OwnedFd>>,
     kind: IrqKind,
     vectors: u32,
@@ -288,6 +321,7 @@ impl Drop for SimInterrupts {
     /// Torn down as VFIO does when the eventfds go: the card's causes stay as they are, and one
     /// that rises from now on is an interrupt nothing services.
     fn drop(&mut self) {
+        enables::restore(&self.config, &self.irq, &self.found);
         self.irq.unroute();
     }
 }
@@ -393,10 +427,12 @@ impl BarRegion for SimMemBar {
     }
 }
 
-/// A register BAR: no CPU mapping, every access goes to the engine model.
+/// A register BAR: no CPU mapping, every access goes to the engine model, or to the MSI-X table
+/// and PBA where the card places them in this BAR.
 struct SimRegBar {
     index: u8,
     model: Arc<dyn RegisterModel>,
+    irq: Option<Arc<SimIrq>>,
     mapping: Mapping,
     /// The card fell off the bus (`SimDevice::fall_off_bus`): reads are all-ones, writes lost.
     gone: Arc<std::sync::atomic::AtomicBool>,
@@ -405,6 +441,20 @@ struct SimRegBar {
 impl SimRegBar {
     fn gone(&self) -> bool {
         self.gone.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn reg_read(&self, offset: u64, width: Width) -> u64 {
+        match self.irq.as_ref().and_then(|i| i.table_read(offset, width.bytes())) {
+            Some(v) => v,
+            None => self.model.read(offset, width),
+        }
+    }
+
+    fn reg_write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
+        if self.irq.as_ref().is_some_and(|i| i.table_write(offset, width.bytes(), value)) {
+            return Ok(());
+        }
+        self.model.write(offset, width, value)
     }
 }
 
@@ -434,7 +484,7 @@ impl BarRegion for SimRegBar {
         if self.gone() {
             return Ok(u64::MAX >> (64 - 8 * n as u32));
         }
-        Ok(self.model.read(offset, width))
+        Ok(self.reg_read(offset, width))
     }
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
         self.model.check_width(self.index, width)?;
@@ -443,7 +493,7 @@ impl BarRegion for SimRegBar {
         if self.gone() {
             return Ok(());
         }
-        self.model.write(offset, width, value)
+        self.reg_write(offset, width, value)
     }
     fn read_bulk(&self, offset: u64, buf: &mut [u8], width: Width) -> Result<()> {
         self.model.check_width(self.index, width)?;
@@ -454,7 +504,7 @@ impl BarRegion for SimRegBar {
             return Ok(());
         }
         for (i, chunk) in buf.chunks_exact_mut(n).enumerate() {
-            let v = self.model.read(offset + (i * n) as u64, width);
+            let v = self.reg_read(offset + (i * n) as u64, width);
             chunk.copy_from_slice(&v.to_le_bytes()[..n]);
         }
         Ok(())
@@ -466,11 +516,14 @@ impl BarRegion for SimRegBar {
         for (i, chunk) in buf.chunks_exact(n).enumerate() {
             let mut b = [0u8; 8];
             b[..n].copy_from_slice(chunk);
-            self.model.write(offset + (i * n) as u64, width, u64::from_le_bytes(b))?;
+            self.reg_write(offset + (i * n) as u64, width, u64::from_le_bytes(b))?;
         }
         Ok(())
     }
 }
+
+#[path = "sim_enables.rs"]
+mod enables;
 
 #[cfg(test)]
 mod tests {

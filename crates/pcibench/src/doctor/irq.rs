@@ -154,3 +154,60 @@ fn intx_mask(c: &Ctx, caps: &IrqCaps, irq: Option<&str>) -> Finding {
         format!("a conventional PCI function: INTx masking (PCI 2.3) is known only after a write, which vfio-pci makes when it enables the device (pci_intx_mask_supported); {exclusive}"),
     )
 }
+
+/// The `interrupts` check of a device served over vfio-user (`doctor vfio-user:SOCKET`): the MSI
+/// and MSI-X capabilities and INTx pin read through its config region, the vectors the server
+/// offers (DEVICE_GET_IRQ_INFO), and the enables now (set while a client has them routed: the
+/// server enables them for DEVICE_SET_IRQS, as vfio-pci does).
+pub(super) fn served(socket: &str) -> super::Check {
+    let check = |severity, evidence: String| super::Check {
+        name: "interrupts",
+        severity,
+        evidence,
+        fix: None,
+        blocks: Vec::new(),
+    };
+    let dev = match crate::access::vfio_user::VfioUserDevice::open(std::path::Path::new(socket)) {
+        Ok(d) => d,
+        Err(e) => return check(Severity::Info, format!("the server's interrupts are unknown: {e}")),
+    };
+    let mut cfg = [0u8; 256];
+    let caps = match crate::access::DeviceAccess::config_read(&dev, 0, &mut cfg) {
+        Ok(()) => intr::read(&cfg),
+        Err(e) => return check(Severity::Info, format!("the device's config space cannot be read: {e}")),
+    };
+    let count = |index: u32| dev.irqs.iter().find(|&&(i, _)| i == index).map_or(0, |&(_, n)| n);
+    let (msix, msi, intx) = (count(2), count(1), count(0));
+    let mut kinds = Vec::new();
+    let mut enabled = Vec::new();
+    if let Some(x) = caps.msix {
+        kinds.push(format!("MSI-X {} (table in BAR{} at {:#x})", vectors(x.vectors), x.table_bar, x.table_offset));
+        if x.enabled {
+            enabled.push("MSI-X");
+        }
+    }
+    if let Some(m) = caps.msi {
+        kinds.push(format!("MSI {} ({})", vectors(m.vectors), if m.addr64 { "64-bit" } else { "32-bit" }));
+        if m.enabled {
+            enabled.push("MSI");
+        }
+    }
+    if let Some(pin) = caps.pin_name() {
+        kinds.push(format!("INTx pin {pin}"));
+    }
+    if kinds.is_empty() && msix + msi + intx == 0 {
+        return check(Severity::Info, "no MSI-X, no MSI, no INTx pin: completion by polling only".into());
+    }
+    let auto =
+        [(msix, "MSI-X"), (msi, "MSI"), (intx, "INTx")].into_iter().find(|(n, _)| *n > 0).map_or("none", |k| k.1);
+    let now = if enabled.is_empty() {
+        "none enabled now".to_string()
+    } else {
+        format!("{} enabled now (a client has it routed)", enabled.join(", "))
+    };
+    let ev = format!(
+        "{}; the server offers MSI-X {msix}, MSI {msi}, INTx {intx} (DEVICE_GET_IRQ_INFO); {now}; completion modes: polling, and by interrupt (--irq-kind auto takes {auto})",
+        if kinds.is_empty() { "no interrupt capability in config space".to_string() } else { kinds.join(", ") },
+    );
+    check(if auto == "none" { Severity::Info } else { Severity::Pass }, ev)
+}

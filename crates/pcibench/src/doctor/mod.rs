@@ -556,9 +556,13 @@ fn vfio_user_report(host: &Host, target: &Target) -> Report {
         fix,
         blocks: if ready { Vec::new() } else { vec![Via::VfioUser] },
     };
+    let mut checks = vec![check];
+    if ready {
+        checks.push(irq::served(&name[crate::device::VFIO_USER_PREFIX.len()..]));
+    }
     Report {
         device: name.clone(),
-        checks: vec![check],
+        checks,
         recommended: Recommendation {
             via: Some(Via::VfioUser),
             goal: Some(Via::VfioUser),

@@ -1,17 +1,34 @@
 //! A simulated card's 256-byte config space, built from its `DeviceInfo` so the two always
-//! agree: a type 0 header (ids, class), 64-bit prefetchable BARs that size like real ones, and a
-//! PCI Express capability at 0x70 with the card's link, MPS and MRRS. Writes go through a
-//! per-byte mask of writable bits, so read-only fields ignore writes as on hardware.
+//! agree: a type 0 header (ids, class), 64-bit prefetchable BARs that size like real ones, the
+//! interrupt capabilities its IP has (`sim::irq::Offers`: MSI at 0x48, MSI-X at 0x60, the
+//! Interrupt Pin where it raises INTx) and a PCI Express capability at 0x70 with the card's link,
+//! MPS and MRRS. Writes go through a per-byte mask of writable bits, so read-only fields ignore
+//! writes as on hardware; the interrupt enables written are handed to the card's `SimIrq`
+//! (`control`), which signals by them.
 
 use crate::pci::config::{CMD_BUS_MASTER, CMD_MEMORY, COMMAND};
 use crate::pci::DeviceInfo;
+use crate::sim::irq::{Control, Offers};
 use crate::{Error, Result};
 
 pub const CONFIG_SIZE: usize = 256;
 /// Where the PCI Express capability sits (as `device_info()` reports).
 pub const PCIE_CAP: usize = 0x70;
+/// Where the MSI and MSI-X capabilities sit when the card has them (PCI Local Bus 3.0 §6.8.1,
+/// §6.8.2; the offsets Xilinx's PCIe cores use, below the PCI Express capability).
+pub const MSI_CAP: usize = 0x48;
+pub const MSIX_CAP: usize = 0x60;
 /// The latency timer byte of a type 0 header.
 const LATENCY_TIMER: usize = 0x0d;
+/// Command bit 10, Interrupt Disable.
+const CMD_INTX_DISABLE: u16 = 1 << 10;
+/// MSI Message Control: Enable, Multiple Message Capable (3:1), Multiple Message Enable (6:4),
+/// 64-bit address capable (bit 7).
+const MSI_ENABLE: u16 = 1;
+const MSI_64BIT: u16 = 1 << 7;
+/// MSI-X Message Control: Function Mask (14), Enable (15); Table Size (10:0) is N-1.
+const MSIX_MASK_ALL: u16 = 1 << 14;
+const MSIX_ENABLE: u16 = 1 << 15;
 
 /// Writable command bits: Memory Space, Bus Master, Parity Error Response, SERR#, INTx Disable
 /// (PCI Local Bus 3.0 §6.2.2). I/O Space stays 0: the card has no I/O BARs.
@@ -20,11 +37,16 @@ const CMD_WRITABLE: u16 = CMD_MEMORY | CMD_BUS_MASTER | 0x0040 | 0x0100 | 0x0400
 pub struct ConfigSpace {
     bytes: [u8; CONFIG_SIZE],
     wmask: [u8; CONFIG_SIZE],
+    /// Where the MSI and MSI-X capabilities are, when the card has them.
+    msi: Option<usize>,
+    msix: Option<usize>,
 }
 
 impl ConfigSpace {
-    pub fn from_info(info: &DeviceInfo) -> ConfigSpace {
-        let mut c = ConfigSpace { bytes: [0; CONFIG_SIZE], wmask: [0; CONFIG_SIZE] };
+    /// The config space of a card described by `info`, signalling as `irq` says (the offers, and
+    /// the register BAR its MSI-X table lies in); None: a card that raises no interrupt.
+    pub fn from_info(info: &DeviceInfo, irq: Option<(Offers, u8)>) -> ConfigSpace {
+        let mut c = ConfigSpace { bytes: [0; CONFIG_SIZE], wmask: [0; CONFIG_SIZE], msi: None, msix: None };
         c.put16(0x00, info.vendor_id);
         c.put16(0x02, info.device_id);
         c.put16(COMMAND, CMD_MEMORY);
@@ -34,7 +56,8 @@ impl ConfigSpace {
         c.put16(0x2c, info.subsystem_vendor_id);
         c.put16(0x2e, info.subsystem_device_id);
         c.bytes[0x34] = PCIE_CAP as u8;
-        c.bytes[0x3d] = 1; // INTA
+        // INTA where the card raises INTx; 0 (no pin) otherwise (§6.2.4).
+        c.bytes[0x3d] = irq.is_some_and(|(o, _)| o.intx) as u8;
         c.bytes[0x3c] = 0xff;
         c.wmask[0x3c] = 0xff; // interrupt line is scratch for software
         for (index, size) in info.bars.iter().map(|b| (b.index, b.size)) {
@@ -62,7 +85,65 @@ impl ConfigSpace {
         c.put32(p + 0x0c, (width << 4) | gen); // LinkCap: max speed, max width
         c.put16(p + 0x12, 0x1000 | (width << 4) as u16 | gen as u16); // LinkSta: slot clock, trained at max
         c.put32(p + 0x2c, ((1u32 << gen) - 1) << 1); // LinkCap2: every speed up to the max
+        if let Some((offers, bar)) = irq {
+            c.interrupt_caps(offers, bar);
+        }
         c
+    }
+
+    /// The MSI and MSI-X capabilities `offers` has, linked in front of the PCI Express one.
+    fn interrupt_caps(&mut self, offers: Offers, bar: u8) {
+        if offers.msix > 0 {
+            // MSI-X (§6.8.2): Table Size N-1, the table and PBA in the register BAR (BIR).
+            let x = MSIX_CAP;
+            self.bytes[x] = 0x11;
+            self.bytes[x + 1] = self.bytes[0x34];
+            self.bytes[0x34] = x as u8;
+            self.put16(x + 2, (offers.msix - 1) as u16);
+            self.mask16(x + 2, MSIX_ENABLE | MSIX_MASK_ALL);
+            self.put32(x + 4, offers.msix_table | bar as u32);
+            self.put32(x + 8, offers.msix_pba | bar as u32);
+            self.msix = Some(x);
+        }
+        if offers.msi > 0 {
+            // MSI (§6.8.1), 64-bit address capable, without per-vector masking, as the Xilinx
+            // PCIe cores configure it by default.
+            let m = MSI_CAP;
+            self.bytes[m] = 0x05;
+            self.bytes[m + 1] = self.bytes[0x34];
+            self.bytes[0x34] = m as u8;
+            let mmc = offers.msi.clamp(1, 32).ilog2() as u16;
+            self.put16(m + 2, MSI_64BIT | mmc << 1);
+            self.mask16(m + 2, MSI_ENABLE | 0x70);
+            self.mask32(m + 4, 0xffff_fffc); // Message Address, DWORD-aligned
+            self.mask32(m + 8, 0xffff_ffff); // Message Upper Address
+            self.mask16(m + 12, 0xffff); // Message Data
+            self.msi = Some(m);
+        }
+    }
+
+    /// The interrupt enables as the config space holds them now.
+    pub fn control(&self) -> Control {
+        let rd16 = |at: usize| u16::from_le_bytes([self.bytes[at], self.bytes[at + 1]]);
+        let msix = self.msix.map_or(0, |x| rd16(x + 2));
+        let msi = self.msi.map_or(0, |m| rd16(m + 2));
+        // Multiple Message Enable above the capable count is software's error: the capable count.
+        let mmc = (msi >> 1) & 0x7;
+        Control {
+            msix_enabled: msix & MSIX_ENABLE != 0,
+            msix_masked: msix & MSIX_MASK_ALL != 0,
+            msi_enabled: msi & MSI_ENABLE != 0,
+            msi_vectors: 1 << ((msi >> 4) & 0x7).min(mmc),
+            intx_disabled: self.command() & CMD_INTX_DISABLE != 0,
+        }
+    }
+
+    /// Where the MSI and MSI-X capabilities are (for an access path that enables them).
+    pub fn msi_at(&self) -> Option<usize> {
+        self.msi
+    }
+    pub fn msix_at(&self) -> Option<usize> {
+        self.msix
     }
 
     /// Make the header a conventional PCI one where PCI Express hardwires fields to 0: MWI
@@ -123,11 +204,18 @@ impl ConfigSpace {
 mod tests {
     use super::*;
     use crate::pci::config;
+    use crate::pci::intr;
     use crate::sim::CardSpec;
+
+    fn xdma() -> ConfigSpace {
+        let offers =
+            Offers { msix: 32, msi: 32, intx: true, intx_maskable: true, msix_table: 0x8000, msix_pba: 0x8fe0 };
+        ConfigSpace::from_info(&crate::sim::xdma::card::XdmaCard.info(), Some((offers, 4)))
+    }
 
     #[test]
     fn parses_as_the_described_card() {
-        let c = ConfigSpace::from_info(&crate::sim::xdma::card::XdmaCard.info());
+        let c = xdma();
         let info = config::parse(c.bytes());
         assert!(info.warnings.is_empty(), "{:?}", info.warnings);
         assert_eq!(info.command, Some(CMD_MEMORY));
@@ -139,7 +227,7 @@ mod tests {
 
     #[test]
     fn command_bits_and_bar_sizing_follow_the_masks() {
-        let mut c = ConfigSpace::from_info(&crate::sim::xdma::card::XdmaCard.info());
+        let mut c = xdma();
         c.write(4, &[0x07]).unwrap(); // I/O (read-only 0), Memory, Bus Master
         assert_eq!(c.command(), CMD_MEMORY | CMD_BUS_MASTER);
         c.write(4, &(CMD_MEMORY).to_le_bytes()).unwrap();
@@ -157,5 +245,39 @@ mod tests {
         assert_eq!(&c.bytes()[0..2], &[0xee, 0x10]);
         assert!(c.read(255, &mut [0; 2]).is_err());
         assert!(c.write(256, &[0]).is_err());
+    }
+
+    #[test]
+    fn interrupt_capabilities_are_linked_and_their_enables_stick() {
+        let mut c = xdma();
+        let info = config::parse(c.bytes());
+        assert!(info.warnings.is_empty(), "{:?}", info.warnings);
+        let ids: Vec<(u16, u16)> = info.capabilities.iter().map(|k| (k.id, k.offset)).collect();
+        assert_eq!(ids, vec![(0x05, 0x48), (0x11, 0x60), (0x10, 0x70)]);
+        let irq = intr::read(c.bytes());
+        assert_eq!((irq.pin, irq.msi.unwrap().vectors, irq.msi.unwrap().addr64), (1, 32, true));
+        let x = irq.msix.unwrap();
+        assert_eq!((x.vectors, x.table_bar, x.table_offset, x.enabled), (32, 4, 0x8000, false));
+        assert_eq!(&c.bytes()[0x68..0x6c], &(0x8fe0u32 | 4).to_le_bytes(), "PBA offset and BIR");
+        assert_eq!(c.control(), Control { msi_vectors: 1, ..Control::default() });
+        // MSI-X Enable and Function Mask stick; Table Size is read-only.
+        c.write(0x62, &0xffffu16.to_le_bytes()).unwrap();
+        assert_eq!(&c.bytes()[0x62..0x64], &(0xc000u16 | 31).to_le_bytes());
+        assert!(c.control().msix_enabled && c.control().msix_masked);
+        // MSI: Enable and Multiple Message Enable (4 vectors) stick; capable bits do not move.
+        c.write(0x4a, &(0x0021u16).to_le_bytes()).unwrap();
+        assert_eq!(c.control().msi_vectors, 4);
+        assert!(c.control().msi_enabled);
+        assert_eq!(u16::from_le_bytes([c.bytes()[0x4a], c.bytes()[0x4b]]), 0x00a0 | 5 << 1 | 1);
+        c.write(0x4c, &[0xff; 4]).unwrap();
+        assert_eq!(&c.bytes()[0x4c..0x50], &[0xfc, 0xff, 0xff, 0xff], "the address is DWORD-aligned");
+        c.write(4, &(CMD_MEMORY | CMD_INTX_DISABLE).to_le_bytes()).unwrap();
+        assert!(c.control().intx_disabled);
+        // A card that raises nothing: no pin, no interrupt capability.
+        let plain = ConfigSpace::from_info(&crate::sim::xdma::card::XdmaCard.info(), None);
+        assert_eq!(
+            intr::read(plain.bytes()),
+            intr::IrqCaps { intx_disabled: Some(false), intx_pending: Some(false), ..Default::default() }
+        );
     }
 }

@@ -3,18 +3,29 @@
 //!
 //! A model names each interrupt cause it has (`source`: an XDMA channel's bit in the IRQ block, the
 //! NVRAM's one line) and says whenever the cause's request changes (`set`), with the vector its
-//! registers program for it. The signalling follows the kind routed:
-//! - MSI-X and MSI are edge messages (PCI Local Bus 3.0 §6.8): a rising request sends one message
-//!   on its vector; MSI with fewer vectors enabled than programmed keeps only the low bits of the
-//!   vector number (the Multiple Message Enable field, §6.8.1.3).
-//! - INTx is a level (§2.2.6): asserted while any cause requests. As vfio-pci does
-//!   (`vfio_intx_handler`), the line is masked when it fires and stays masked until the handler
-//!   unmasks it, so an asserted level never storms; unmasking while still asserted fires again.
+//! registers program for it. What the function signals follows its config space, as on hardware
+//! (`Control`, which the config space model hands over after every write):
+//! - MSI-X when its Enable bit is set (PCI Local Bus 3.0 §6.8.2.3): each rising request sends one
+//!   message on its table entry, unless the entry's Mask bit or the Function Mask is set; a masked
+//!   message is held pending in the PBA and sent when the mask clears (§6.8.2.9-10), so nothing is
+//!   lost and nothing is flagged.
+//! - MSI when its Enable bit is set: one message per rising request; with fewer vectors enabled
+//!   than programmed only the low bits of the vector number are kept (Multiple Message Enable,
+//!   §6.8.1.3).
+//! - INTx otherwise, unless the command register's Interrupt Disable is set (§6.2.2): a level
+//!   (§2.2.6), asserted while any cause requests. As vfio-pci does (`vfio_intx_handler`), the line
+//!   is masked when it fires and stays masked until the handler unmasks it, so an asserted level
+//!   never storms; unmasking while still asserted fires again. A function with MSI or MSI-X
+//!   enabled never asserts INTx (§6.8.1).
+//!
+//! Where the messages land is the routing (`route`): an eventfd per vector, the host side that
+//! VFIO's SET_IRQS sets up together with the enables (`access::sim` does both, as vfio-pci).
 //!
 //! What a driver makes the card do that real hardware would act on badly is a protocol violation:
-//! a cause raised with no vector routed (an interrupt nothing services: a missed interrupt), a
-//! vector the routed kind does not have, and an INTx unmasked while the level is still asserted
-//! with no cause cleared since it fired (a storm: the handler acknowledged nothing).
+//! a cause raised with nothing to service it (no vector routed, or another kind routed than the
+//! function signals: a missed interrupt), a message on a vector no eventfd stands behind, and an
+//! INTx unmasked while the level is still asserted with no cause cleared since it fired (a storm:
+//! the handler acknowledged nothing).
 //!
 //! The models raise inside the register accesses (or their engine workers), so in the stepped mode
 //! (docs/determinism.md) every interrupt is signalled before the access that caused it returns.
@@ -43,15 +54,27 @@ impl std::fmt::Display for Signal {
     }
 }
 
-/// What a card's function offers: vectors per kind (0: the kind is absent).
+/// What a card's function offers: vectors per kind (0: the kind is absent), and where its MSI-X
+/// table and Pending Bit Array sit in the BAR its register model answers (PCI Local Bus 3.0
+/// §6.8.2.4-5: the capability's BIR names that BAR).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offers {
     pub msix: u32,
     pub msi: u32,
     pub intx: bool,
+    /// Whether the command register's Interrupt Disable masks INTx (PCI 2.3 and every PCI
+    /// Express function); a card from before PCI 2.3 keeps the bit and asserts INTx regardless.
+    pub intx_maskable: bool,
+    /// Offsets of the MSI-X table and the PBA in the card's register BAR (unused without MSI-X).
+    pub msix_table: u32,
+    pub msix_pba: u32,
 }
 
 impl Offers {
+    /// An INTx pin that Interrupt Disable does not mask (before PCI 2.3), and nothing else.
+    pub const LEGACY_INTX: Offers =
+        Offers { msix: 0, msi: 0, intx: true, intx_maskable: false, msix_table: 0, msix_pba: 0 };
+
     /// Vectors the function has of `kind` (INTx: 1 where it has a pin).
     pub fn vectors(&self, kind: Signal) -> u32 {
         match kind {
@@ -61,6 +84,26 @@ impl Offers {
         }
     }
 }
+
+/// The function's interrupt enables as its config space holds them (handed over by the config
+/// space model after every write).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Control {
+    /// MSI-X Message Control bits 15 (Enable) and 14 (Function Mask).
+    pub msix_enabled: bool,
+    pub msix_masked: bool,
+    /// MSI Message Control bit 0 (Enable) and Multiple Message Enable as a count (1 to 32).
+    pub msi_enabled: bool,
+    pub msi_vectors: u32,
+    /// Command register bit 10, Interrupt Disable.
+    pub intx_disabled: bool,
+}
+
+/// An MSI-X table entry's bytes: Message Address, Upper Address, Data, Vector Control (§6.8.2.6-9).
+const ENTRY: usize = 16;
+const VECTOR_CONTROL: usize = 12;
+/// Vector Control bit 0: masked. Set at reset (§6.8.2.9).
+const VECTOR_MASKED: u8 = 1;
 
 /// The interrupts of one simulated card.
 pub struct SimIrq {
@@ -73,6 +116,11 @@ pub struct SimIrq {
 struct State {
     /// Routed kind and an eventfd per vector; None while nothing is routed.
     routed: Option<(Signal, Arc<Vec<OwnedFd>>)>,
+    /// The config space's enables.
+    ctl: Control,
+    /// The MSI-X table, 16 bytes an entry, and the PBA, one bit an entry.
+    table: Vec<u8>,
+    pba: Vec<u8>,
     /// Causes requesting now: bit `source`.
     level: u64,
     /// INTx: masked since it fired, until `unmask`.
@@ -86,7 +134,13 @@ struct State {
 
 impl SimIrq {
     pub fn new(card: &'static str, offers: Offers) -> SimIrq {
-        SimIrq { card, offers, state: Mutex::default() }
+        let n = offers.msix as usize;
+        let mut table = vec![0u8; n * ENTRY];
+        for e in 0..n {
+            table[e * ENTRY + VECTOR_CONTROL] = VECTOR_MASKED;
+        }
+        let state = State { table, pba: vec![0; n.div_ceil(64) * 8], ..State::default() };
+        SimIrq { card, offers, state: Mutex::new(state) }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -97,8 +151,42 @@ impl SimIrq {
         self.offers
     }
 
+    /// How the function signals now, from its enables (None: INTx disabled and no message
+    /// kind enabled, or no pin).
+    fn signalling(&self, s: &State) -> Option<Signal> {
+        if s.ctl.msix_enabled && self.offers.msix > 0 {
+            Some(Signal::MsiX)
+        } else if s.ctl.msi_enabled && self.offers.msi > 0 {
+            Some(Signal::Msi)
+        } else if self.offers.intx && !(s.ctl.intx_disabled && self.offers.intx_maskable) {
+            Some(Signal::Intx)
+        } else {
+            None
+        }
+    }
+
+    /// How the function signals now (its config space's enables).
+    pub fn signals(&self) -> Option<Signal> {
+        self.signalling(&self.state())
+    }
+
+    /// The config space's enables changed. INTx enabled again with a cause requesting asserts the
+    /// line; an MSI-X function mask lifted sends what its unmasked entries hold pending.
+    pub fn set_control(&self, ctl: Control) {
+        let mut s = self.state();
+        let before = self.signalling(&s);
+        s.ctl = ctl;
+        let now = self.signalling(&s);
+        let intx_routed = matches!(s.routed, Some((Signal::Intx, _)));
+        if now == Some(Signal::Intx) && before != now && s.level != 0 && intx_routed && !s.masked {
+            Self::fire(&mut s, 0);
+        }
+        self.send_pending(&mut s);
+    }
+
     /// Route `vectors` vectors of `kind` to fresh eventfds (one routing at a time, as VFIO allows
-    /// one trigger per index). Returns the vectors granted: at most what the function has.
+    /// one trigger per index). Returns the vectors granted: at most what the function has. The
+    /// function's enables are its config space's: an access path sets them as vfio-pci does.
     pub fn route(&self, kind: Signal, vectors: u32) -> Result<u32> {
         let has = self.offers.vectors(kind);
         if has == 0 {
@@ -127,7 +215,7 @@ impl SimIrq {
         (s.masked, s.cleared) = (false, true);
         s.sent = vec![0; granted as usize];
         // A level already asserted fires as soon as INTx is routed (an MSI edge has passed).
-        if kind == Signal::Intx && s.level != 0 {
+        if kind == Signal::Intx && s.level != 0 && self.signalling(&s) == Some(Signal::Intx) {
             Self::fire(&mut s, 0);
         }
         Ok(granted)
@@ -159,32 +247,18 @@ impl SimIrq {
             return;
         }
         s.level |= bit;
-        let kind = s.routed.as_ref().map(|(k, _)| *k);
-        match kind {
+        match self.signalling(&s) {
+            Some(Signal::Intx) => Self::assert_intx(&mut s, what),
+            Some(_) => self.send(&mut s, vector, what),
+            // Interrupt Disable set: the level shows in the Interrupt Status bit only, and
+            // asserts INTx when software clears the bit (`set_control`).
+            None if self.offers.intx => {}
             None => {
-                let v = format!("{} and nothing services interrupts (no vector is routed)", what());
+                let v = format!(
+                    "{} and nothing services interrupts (MSI-X is not enabled, and there is no INTx pin)",
+                    what()
+                );
                 s.violations.push(v);
-            }
-            Some(Signal::Intx) => {
-                if !s.masked {
-                    Self::fire(&mut s, 0);
-                }
-            }
-            Some(Signal::Msi) => {
-                let n = s.sent.len() as u32;
-                Self::fire(&mut s, vector & (n - 1));
-            }
-            Some(Signal::MsiX) => {
-                if (vector as usize) < s.sent.len() {
-                    Self::fire(&mut s, vector);
-                } else {
-                    let v = format!(
-                        "{} on MSI-X vector {vector}, but only {} vectors are routed: the message goes nowhere",
-                        what(),
-                        s.sent.len()
-                    );
-                    s.violations.push(v);
-                }
             }
         }
     }
@@ -193,13 +267,29 @@ impl SimIrq {
     /// writeback interrupt); `what` names it for a violation.
     pub fn message(&self, vector: u32, what: impl FnOnce() -> String) {
         let mut s = self.state();
-        let kind = s.routed.as_ref().map(|(k, _)| *k);
-        let n = s.sent.len() as u32;
-        match kind {
-            Some(Signal::MsiX) if vector < n => Self::fire(&mut s, vector),
-            Some(Signal::Msi) => Self::fire(&mut s, vector & (n - 1)),
+        match self.signalling(&s) {
+            Some(Signal::MsiX | Signal::Msi) => self.send(&mut s, vector, what),
+            _ if s.routed.is_none() => {
+                let v = format!("{} and nothing services interrupts (no vector is routed)", what());
+                s.violations.push(v);
+            }
+            _ => {
+                let v = format!("{}, but neither MSI-X nor MSI is enabled: the message goes nowhere", what());
+                s.violations.push(v);
+            }
+        }
+    }
+
+    /// INTx asserted (not masked by the host since it last fired): signalled where INTx is routed.
+    fn assert_intx(s: &mut State, what: impl FnOnce() -> String) {
+        match s.routed.as_ref().map(|(k, _)| *k) {
+            Some(Signal::Intx) => {
+                if !s.masked {
+                    Self::fire(s, 0);
+                }
+            }
             Some(k) => {
-                let v = format!("{} on {k} vector {vector}, which is not routed: the message goes nowhere", what());
+                let v = format!("{} on INTx, but {k} is routed: nothing services the line", what());
                 s.violations.push(v);
             }
             None => {
@@ -207,6 +297,116 @@ impl SimIrq {
                 s.violations.push(v);
             }
         }
+    }
+
+    /// A message on `vector` as the enabled kind sends it: MSI-X held pending while its entry or
+    /// the function is masked, MSI folded to the enabled vectors.
+    fn send(&self, s: &mut State, vector: u32, what: impl FnOnce() -> String) {
+        let kind = if s.ctl.msix_enabled { Signal::MsiX } else { Signal::Msi };
+        let vector = match kind {
+            Signal::MsiX if vector >= self.offers.msix => {
+                let v = format!(
+                    "{} on MSI-X vector {vector}, but the table has {} entries: the message goes nowhere",
+                    what(),
+                    self.offers.msix
+                );
+                s.violations.push(v);
+                return;
+            }
+            Signal::MsiX
+                if s.ctl.msix_masked || s.table[vector as usize * ENTRY + VECTOR_CONTROL] & VECTOR_MASKED != 0 =>
+            {
+                s.pba[vector as usize / 8] |= 1 << (vector % 8);
+                return;
+            }
+            Signal::MsiX => vector,
+            _ => vector & (s.ctl.msi_vectors.clamp(1, 32).next_power_of_two() - 1),
+        };
+        match s.routed.as_ref() {
+            Some((k, fds)) if *k == kind && (vector as usize) < fds.len() => Self::fire(s, vector),
+            Some((k, fds)) if *k == kind => {
+                let v = format!(
+                    "{} on {kind} vector {vector}, but only {} vectors are routed: the message goes nowhere",
+                    what(),
+                    fds.len()
+                );
+                s.violations.push(v);
+            }
+            Some((k, _)) => {
+                let v = format!("{} by {kind}, but {k} is routed: the message goes nowhere", what());
+                s.violations.push(v);
+            }
+            None => {
+                let v = format!("{} and nothing services interrupts (no vector is routed)", what());
+                s.violations.push(v);
+            }
+        }
+    }
+
+    /// Send what the PBA holds for entries no longer masked (§6.8.2.10), clearing their bits.
+    fn send_pending(&self, s: &mut State) {
+        if !s.ctl.msix_enabled || s.ctl.msix_masked {
+            return;
+        }
+        for v in 0..self.offers.msix {
+            let (byte, bit) = (v as usize / 8, 1u8 << (v % 8));
+            if s.pba[byte] & bit != 0 && s.table[v as usize * ENTRY + VECTOR_CONTROL] & VECTOR_MASKED == 0 {
+                s.pba[byte] &= !bit;
+                self.send(s, v, || format!("MSI-X vector {v}'s pending message"));
+            }
+        }
+    }
+
+    /// The register BAR's bytes at `offset` that are the MSI-X table or PBA: which structure,
+    /// and the offset in it. None: the access is the model's.
+    fn structure(&self, offset: u64, len: usize) -> Option<(bool, usize)> {
+        let n = self.offers.msix as u64;
+        let inside = |base: u32, size: u64| {
+            let base = base as u64;
+            (offset >= base && offset + len as u64 <= base + size).then(|| (offset - base) as usize)
+        };
+        if n == 0 {
+            return None;
+        }
+        inside(self.offers.msix_table, n * ENTRY as u64)
+            .map(|o| (true, o))
+            .or_else(|| inside(self.offers.msix_pba, n.div_ceil(64) * 8).map(|o| (false, o)))
+    }
+
+    /// A read of `len` bytes (1 to 8) of the register BAR at `offset`: Some(value) where it is the
+    /// MSI-X table or PBA, None where it is the model's.
+    pub fn table_read(&self, offset: u64, len: usize) -> Option<u64> {
+        let (table, at) = self.structure(offset, len)?;
+        let s = self.state();
+        let src = if table { &s.table } else { &s.pba };
+        Some(src[at..at + len].iter().rev().fold(0u64, |a, &b| (a << 8) | b as u64))
+    }
+
+    /// A write of `len` bytes (1 to 8) of the register BAR at `offset`: true where it was the MSI-X
+    /// table or PBA (the PBA is read-only; of Vector Control only the Mask bit is writable, and
+    /// the address's two low bits read 0: §6.8.2.6-9), false where it is the model's.
+    pub fn table_write(&self, offset: u64, len: usize, value: u64) -> bool {
+        let Some((table, at)) = self.structure(offset, len) else { return false };
+        if !table {
+            return true;
+        }
+        let mut s = self.state();
+        for (i, b) in value.to_le_bytes()[..len].iter().enumerate() {
+            let o = at + i;
+            s.table[o] = match o % ENTRY {
+                0 => b & !0x3,
+                VECTOR_CONTROL => b & VECTOR_MASKED,
+                13..=15 => 0,
+                _ => *b,
+            };
+        }
+        self.send_pending(&mut s);
+        true
+    }
+
+    /// Whether MSI-X entry `vector`'s message is pending in the PBA.
+    pub fn pending(&self, vector: u32) -> bool {
+        self.state().pba.get(vector as usize / 8).is_some_and(|b| b & (1 << (vector % 8)) != 0)
     }
 
     /// INTx: the handler unmasks the line (vfio-pci's unmask eventfd or VFIO_IRQ_SET_ACTION_UNMASK).
@@ -218,7 +418,7 @@ impl SimIrq {
             return;
         }
         s.masked = false;
-        if s.level != 0 {
+        if s.level != 0 && self.signalling(&s) == Some(Signal::Intx) {
             if !s.cleared {
                 let v = format!(
                     "INTx storm: the line was unmasked with its level still asserted (causes {:#x}) and no cause \
@@ -247,7 +447,7 @@ impl SimIrq {
         }
     }
 
-    /// Whether INTx is asserted now (any cause requesting), for tests.
+    /// Whether INTx is asserted now (any cause requesting): the Interrupt Status bit (§6.2.3).
     pub fn level(&self) -> bool {
         self.state().level != 0
     }
@@ -264,75 +464,5 @@ impl SimIrq {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use std::os::fd::{AsFd, BorrowedFd};
-
-    fn pending(fd: BorrowedFd<'_>) -> u64 {
-        let mut v = [0u8; 8];
-        rustix::io::read(fd, &mut v).map_or(0, |_| u64::from_ne_bytes(v))
-    }
-
-    fn all() -> Offers {
-        Offers { msix: 4, msi: 4, intx: true }
-    }
-
-    #[test]
-    fn msix_sends_one_message_per_rising_request_on_its_vector() {
-        let irq = SimIrq::new("t", all());
-        assert_eq!(irq.route(Signal::MsiX, 8).unwrap(), 4, "at most the function's vectors");
-        irq.set(0, 2, true, || "c0".into());
-        irq.set(0, 2, true, || "c0".into()); // still requesting: no new edge
-        irq.set(0, 2, false, || "c0".into());
-        irq.set(0, 2, true, || "c0".into());
-        assert_eq!(pending(irq.fds().unwrap()[2].as_fd()), 2);
-        assert_eq!(irq.sent(), vec![0, 0, 2, 0]);
-        irq.set(1, 9, true, || "c1".into());
-        assert!(irq.violations()[0].contains("MSI-X vector 9"), "{:?}", irq.violations());
-    }
-
-    #[test]
-    fn msi_grants_a_power_of_two_and_folds_vector_numbers() {
-        let irq = SimIrq::new("t", all());
-        assert_eq!(irq.route(Signal::Msi, 3).unwrap(), 4);
-        irq.unroute();
-        assert_eq!(irq.route(Signal::Msi, 1).unwrap(), 1);
-        irq.set(3, 3, true, || "c3".into());
-        assert_eq!(irq.sent(), vec![1]);
-        assert!(irq.violations().is_empty());
-    }
-
-    #[test]
-    fn intx_is_masked_when_it_fires_and_refires_on_unmask_while_asserted() {
-        let irq = SimIrq::new("t", all());
-        irq.route(Signal::Intx, 1).unwrap();
-        irq.set(0, 0, true, || "c0".into());
-        irq.set(1, 0, true, || "c1".into()); // masked: no second interrupt
-        assert_eq!(irq.sent(), vec![1]);
-        // The handler clears one cause and unmasks: the other still asserts, and fires (no storm).
-        irq.set(0, 0, false, || "c0".into());
-        irq.unmask();
-        assert_eq!((irq.sent(), irq.violations().len()), (vec![2], 0));
-        // Unmasked again with nothing cleared: a storm, flagged; still one interrupt per unmask.
-        irq.unmask();
-        assert_eq!(irq.sent(), vec![3]);
-        assert!(irq.violations()[0].contains("INTx storm"), "{:?}", irq.violations());
-        // Cleared, then unmasked: the line stays quiet.
-        irq.set(1, 0, false, || "c1".into());
-        irq.unmask();
-        assert_eq!((irq.sent(), irq.level()), (vec![3], false));
-    }
-
-    #[test]
-    fn a_cause_with_nothing_routed_is_a_missed_interrupt() {
-        let irq = SimIrq::new("t", Offers { msix: 0, msi: 0, intx: true });
-        irq.set(0, 0, true, || "H2C channel 0 raised its interrupt".into());
-        assert!(irq.violations()[0].contains("nothing services interrupts"));
-        assert!(irq.route(Signal::MsiX, 1).unwrap_err().to_string().contains("no MSI-X"));
-        // INTx routed later with the level still up: it fires at once.
-        irq.route(Signal::Intx, 1).unwrap();
-        assert_eq!(irq.sent(), vec![1]);
-        assert!(irq.route(Signal::Intx, 1).is_err(), "one routing at a time");
-    }
-}
+#[path = "irq_tests.rs"]
+mod tests;

@@ -149,6 +149,8 @@ pub struct CardShape {
     pub mps: u32,
     pub mps_supported: u32,
     pub mrrs: u32,
+    /// The interrupts its IP has (what its model's `SimIrq` offers); None: it raises none.
+    pub irq: Option<irq::Offers>,
 }
 
 /// `resource` flags of a 64-bit prefetchable memory BAR (IORESOURCE_MEM | PREFETCH | MEM_64 | SIZEALIGN).
@@ -211,6 +213,9 @@ pub fn card_info(s: &CardShape) -> DeviceInfo {
         warnings: Vec::new(),
         served: None,
     };
+    // The capability list as the card's config space links it (its MSI and MSI-X among them).
+    let space = config_space::ConfigSpace::from_info(&info, s.irq.map(|o| (o, 0)));
+    info.capabilities = crate::pci::config::parse(space.bytes()).capabilities;
     info.fill_model();
     info
 }

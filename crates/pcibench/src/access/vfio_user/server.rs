@@ -125,7 +125,8 @@ fn serve_on(
     for b in card.spec().info().bars {
         bars.push((b.index, dev.open_bar(b.index, Mapping::Uc, IoMode::Mmap)?));
     }
-    let server = Server { dev, bars, opts, caps: capabilities(card, &opts), irqs };
+    let guarded = forward::Guarded::of(&dev);
+    let server = Server { dev, bars, opts, caps: capabilities(card, &opts), irqs, guarded };
     // One thread per client, all on the same card (a command may hold one connection while
     // another opens): each client's DMA mappings live and die with its connection.
     std::thread::scope(|scope| {
@@ -179,6 +180,8 @@ struct Server {
     caps: String,
     /// Where interrupts come from when not the card (`serve_irqs_from`).
     irqs: Option<Arc<dyn DeviceAccess>>,
+    /// The interrupt registers a client's accesses do not reach (as vfio-pci keeps them).
+    guarded: forward::Guarded,
 }
 
 /// One client's DMA_MAPs: (IOVA, size, the registration in the card's host map).
@@ -352,10 +355,15 @@ impl Server {
             Some(fd) => vec![fd.try_clone_to_owned().map_err(|_| Errno::NOMEM)?],
             None => Vec::new(),
         };
-        // The sparse mmap capability: one area, the whole BAR (vfio.h struct
-        // vfio_region_info_cap_sparse_mmap after its vfio_info_cap_header).
+        // The sparse mmap capability (vfio.h struct vfio_region_info_cap_sparse_mmap after its
+        // vfio_info_cap_header): the whole BAR, or the pages around an MSI-X table in it.
         let cap = if flags & REGION_CAPS != 0 {
-            Put::default().u16(CAP_SPARSE_MMAP).u16(1).u32(0).u32(1).u32(0).u64(0).u64(size).0
+            let areas = self.guarded.mmap_areas(index, size);
+            let mut cap = Put::default().u16(CAP_SPARSE_MMAP).u16(1).u32(0).u32(areas.len() as u32).u32(0);
+            for (offset, len) in areas {
+                cap = cap.u64(offset).u64(len);
+            }
+            cap.0
         } else {
             Vec::new()
         };
@@ -375,13 +383,22 @@ impl Server {
             }
             return match what {
                 Access::Read(b) => self.dev.config_read(offset, b),
-                Access::Write(b) => self.dev.config_write(offset, b),
+                Access::Write(b) => {
+                    self.guarded.config_write(&self.dev, offset, b).and_then(|b| self.dev.config_write(offset, &b))
+                }
             }
             .map_err(|_| Errno::INVAL);
         }
         let (_, bar) = self.bars.iter().find(|(b, _)| *b as u32 == region).ok_or(Errno::INVAL)?;
         if offset.checked_add(len).is_none_or(|e| e > bar.len()) {
             return Err(Errno::INVAL);
+        }
+        if self.guarded.hides(region, offset, len) {
+            // The MSI-X table is the server's to program (DEVICE_SET_IRQS), as vfio-pci's is.
+            if let Access::Read(b) = what {
+                b.fill(0xff);
+            }
+            return Ok(());
         }
         let width = match len {
             1 => Width::B8,

@@ -51,11 +51,55 @@ fn served_regions_config_and_the_bounds_the_server_keeps() {
         assert!(c.request(cmd::DMA_MAP, &no_fd, &[]).is_err());
         assert!(map.unmap_shared(0x10_0000, 4096).is_err(), "not a mapping");
         map.unmap_shared(0x10_0000, 8192).unwrap();
-        // The card has an INTx pin and no MSI: it offers INTx only, and routes nothing itself yet.
-        assert_eq!(dev.irqs[..3], [(0, 1), (1, 0), (2, 0)]);
-        let e = dev.interrupts(crate::access::IrqRequest::only(IrqKind::Msi, 1)).err().unwrap().to_string();
-        assert!(e.contains("offers no MSI vectors") && e.contains("it offers: INTx"), "{e}");
+        // XDMA's INTx pin, 32 MSI and 32 MSI-X vectors, counted from its config space.
+        assert_eq!(dev.irqs[..3], [(0, 1), (1, 32), (2, 32)]);
         assert!(dev.reset().unwrap_err().to_string().contains("offers no reset"));
+    });
+    // The QDMA card has MSI-X only (no pin): INTx is refused in one line.
+    with_served(SimId::from_name("sim-qdma").unwrap(), true, |socket| {
+        let dev = VfioUserDevice::open(socket).unwrap();
+        assert_eq!(dev.irqs[..3], [(0, 0), (1, 0), (2, 32)]);
+        let e = dev.interrupts(crate::access::IrqRequest::only(IrqKind::Intx, 1)).err().unwrap().to_string();
+        assert!(e.contains("offers no INTx vectors") && e.contains("it offers: MSI-X"), "{e}");
+    });
+}
+
+/// The MSI and MSI-X registers as vfio-pci keeps them from a user: only DEVICE_SET_IRQS enables
+/// them, and the MSI-X table is not the client's to read or write.
+#[test]
+fn the_client_s_interrupt_enables_and_the_msix_table_are_the_server_s() {
+    with_served(SimId::DEFAULT, true, |socket| {
+        let dev = VfioUserDevice::open(socket).unwrap();
+        let caps = |d: &VfioUserDevice| {
+            let mut b = [0u8; 256];
+            d.config_read(0, &mut b).unwrap();
+            crate::pci::intr::read(&b)
+        };
+        let x = caps(&dev).msix.unwrap();
+        assert_eq!((x.table_bar, x.table_offset, x.vectors, x.enabled), (4, 0x8000, 32, false));
+        // The client's writes to MSI-X and MSI Enable do not reach the card.
+        dev.config_write(x.offset as u64 + 2, &0xc01fu16.to_le_bytes()).unwrap();
+        dev.config_write(0x4a, &1u16.to_le_bytes()).unwrap();
+        assert!(!caps(&dev).msix.unwrap().enabled && !caps(&dev).msi.unwrap().enabled);
+        // The table reads all-ones and ignores writes; the PBA reads through.
+        let c = dev.client();
+        c.region_write(4, 0x800c, &0u32.to_le_bytes()).unwrap();
+        let mut w = [0u8; 4];
+        c.region_read(4, 0x800c, &mut w).unwrap();
+        assert_eq!(w, [0xff; 4]);
+        c.region_read(4, 0x8fe0, &mut w).unwrap();
+        assert_eq!(w, [0; 4]);
+        // DEVICE_SET_IRQS enables MSI-X at the card, and its teardown clears it.
+        let irq = dev.interrupts(crate::access::IrqRequest::only(IrqKind::MsiX, 2)).unwrap();
+        assert_eq!((irq.kind(), irq.vectors()), (IrqKind::MsiX, 2));
+        let x = caps(&dev).msix.unwrap();
+        assert!(x.enabled && !x.function_masked, "{x:?}");
+        drop(irq);
+        assert!(!caps(&dev).msix.unwrap().enabled);
+        let irq = dev.interrupts(crate::access::IrqRequest::only(IrqKind::Msi, 1)).unwrap();
+        assert!(caps(&dev).msi.unwrap().enabled);
+        drop(irq);
+        assert!(!caps(&dev).msi.unwrap().enabled);
     });
 }
 

@@ -28,6 +28,7 @@ pub const SHAPE: CardShape = CardShape {
     mps: 128,
     mps_supported: 128,
     mrrs: 512,
+    irq: Some(super::super::irq::Offers::LEGACY_INTX),
 };
 
 pub struct NvramCard;

@@ -63,7 +63,7 @@ impl NvramModel {
             latency_timer: AtomicU8::new(0),
             irq_enables: AtomicU32::new(0),
             violations: Mutex::new(Vec::new()),
-            irq_out: Arc::new(SimIrq::new("MM-5425CN", Offers { msix: 0, msi: 0, intx: true })),
+            irq_out: Arc::new(SimIrq::new("MM-5425CN", Offers::LEGACY_INTX)),
             run: Mutex::new(RunState::default()),
             gen_hint: AtomicU64::new(0),
             wake: Condvar::new(),

@@ -84,6 +84,17 @@ pub(crate) const SW1_ERR_SHIFT: u32 = 26;
 pub(crate) const SW1_ERR_WB_SENT: u32 = 1 << 28;
 pub(crate) const SW1_IS_MM: u32 = 1 << 31;
 
+/// The QDMA PF's interrupts: MSI-X only (a PF has up to 2048 vectors in the IP; the sim card's
+/// table has 32), the table and PBA in the config BAR (qdma_soft_reg.h QDMA_TRQ_MSIX_TABLE, _PBA).
+pub const IRQ: super::super::irq::Offers = super::super::irq::Offers {
+    msix: 32,
+    msi: 0,
+    intx: false,
+    intx_maskable: true,
+    msix_table: 0x10000,
+    msix_pba: 0x14000,
+};
+
 /// What the model is built with. Defaults: a QDMA soft IP (3.x register map, Vivado 2019.2),
 /// MM and ST engines present, 2048 queues, function 0 with an empty FMAP, the vendor's ring-size
 /// table already programmed, every error enable cleared (as after reset).
@@ -390,11 +401,7 @@ impl Shared {
             perf_regs: Mutex::new(ip.perf_regs().iter().map(|r| (*r, 0)).collect()),
             direct_fmap,
             violations: Mutex::new(Vec::new()),
-            // A PF has up to 2048 vectors in the IP; the sim card's table has 32.
-            irq_out: Arc::new(super::super::irq::SimIrq::new(
-                "QDMA",
-                super::super::irq::Offers { msix: 32, msi: 0, intx: false },
-            )),
+            irq_out: Arc::new(super::super::irq::SimIrq::new("QDMA", IRQ)),
             writes: CacheLine(AtomicU64::new(0)),
             st: Mutex::new(super::st_state::StState::default()),
             err_int: AtomicU32::new(0),

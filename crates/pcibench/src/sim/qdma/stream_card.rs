@@ -25,6 +25,7 @@ pub const SHAPE: CardShape = CardShape {
     mps: 256,
     mps_supported: 512,
     mrrs: 512,
+    irq: Some(super::state::IRQ),
 };
 
 pub struct QdmaStreamCard;

@@ -26,6 +26,7 @@ pub const SHAPE: CardShape = CardShape {
     mps: 256,
     mps_supported: 512,
     mrrs: 512,
+    irq: Some(super::model::IRQ),
 };
 
 /// `sim-xdma-st`: the `sim` card's shape with AXI4-Stream channels (the example design's device id

@@ -20,6 +20,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+/// The XDMA IP's interrupts (PG195): up to 32 MSI-X and 32 MSI vectors, and INTx; the MSI-X table
+/// and PBA in the DMA BAR's target 0x8 (PG195 "MSI-X Vector Table and PBA": 0x8000, PBA 0x8fe0).
+pub const IRQ: Offers =
+    Offers { msix: 32, msi: 32, intx: true, intx_maskable: true, msix_table: 0x8000, msix_pba: 0x8fe0 };
+
 /// The XDMA register block and engine of one sim card.
 pub struct XdmaModel {
     shared: Arc<Shared>,
@@ -91,8 +96,7 @@ impl XdmaModel {
             config: regs(),
             common: regs(),
             violations: Mutex::new(Vec::new()),
-            // PG195: up to 32 MSI-X and 32 MSI vectors, and INTx.
-            irq_out: Arc::new(SimIrq::new("XDMA", Offers { msix: 32, msi: 32, intx: true })),
+            irq_out: Arc::new(SimIrq::new("XDMA", IRQ)),
         };
         let loops = (0..if cfg.stream { cfg.h2c_channels.min(cfg.c2h_channels) } else { 0 })
             .map(|_| Default::default())

@@ -29,6 +29,7 @@ const SHAPE: CardShape = CardShape {
     mps: 256,
     mps_supported: 256,
     mrrs: 512,
+    irq: None,
 };
 
 /// The toy card, opened: its identifier in BAR0, memory in BAR2.
