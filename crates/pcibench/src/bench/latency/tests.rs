@@ -4,9 +4,9 @@
 use super::*;
 use crate::bench::latency::load::LoadMode;
 use crate::bench::result::Completion;
-use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
+use crate::bench::sample::clock::{FakeClock, MonotonicClock};
 use crate::bench::sample::sampler::Progress;
-use crate::bench::sample::timer::TimerOverhead;
+use crate::bench::test_rig::{sampling, FallsOff, SimRig};
 use crate::host::Host;
 use crate::session::{EngineRequest, Session};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,10 +14,6 @@ use std::time::Duration;
 
 fn session(card: &str) -> Session {
     Session::open(&Host::with_root("/nonexistent-root"), &card.parse().unwrap(), None).unwrap()
-}
-
-fn sampling<'a>(clock: &'a dyn Clock, stop: &'a AtomicBool, p: &'a mut dyn Progress) -> Sampling<'a> {
-    Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: p, health: None }
 }
 
 fn plan(widths: Vec<Width>, allow_write: bool) -> LatencyPlan {
@@ -361,55 +357,12 @@ fn a_stop_request_ends_the_run_with_what_was_measured() {
     assert_eq!(crate::outcome::Outcome::of_report(&r).code(), 130);
 }
 
-/// The sim card's engine, with the card falling off the bus when the second C2H transfer is
-/// prepared (the first reads back the H2C row to verify it).
-struct FallsOff<'a> {
-    inner: &'a mut dyn Engine,
-    dev: &'a crate::access::sim::SimDevice,
-    c2h: u32,
-    stops: u32,
-}
-
-impl Engine for FallsOff<'_> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn card_size(&self) -> u64 {
-        self.inner.card_size()
-    }
-    fn max_transfer(&self) -> u64 {
-        self.inner.max_transfer()
-    }
-    fn prepare(&mut self, buf: &dyn crate::dma::DmaBuffer, t: &crate::dma::Transfer) -> Result<()> {
-        if t.dir == Direction::C2h {
-            self.c2h += 1;
-            if self.c2h == 2 {
-                self.dev.fall_off_bus();
-            }
-        }
-        self.inner.prepare(buf, t)
-    }
-    fn run(&mut self, timeout: Duration) -> Result<()> {
-        self.inner.run(timeout)
-    }
-    fn stop(&mut self) -> Result<String> {
-        self.stops += 1;
-        self.inner.stop()
-    }
-}
-
 /// A card that stops answering during `latency` ends the run with the card-gone line (exit 1),
 /// the rows before kept and the engine stopped, as `dma` does: not a plain error.
 #[test]
 fn a_card_that_falls_off_the_bus_keeps_the_rows_before_and_is_named() {
-    use crate::dma::engines::{self, EngineOptions};
-    let dev = crate::access::sim::SimDevice::open(crate::sim::SimId::from_name("sim").unwrap()).unwrap();
-    let info = crate::sim::CardSpec::info(&crate::sim::xdma::card::XdmaCard);
-    let (driver, found) = engines::resolve(None, &info, &dev).unwrap();
-    let alloc = crate::dma::buffers::sim::SimAllocator::new(dev.host_map().clone());
-    let mut opened = driver.open(&found, &info, &dev, &alloc, &EngineOptions::default()).unwrap();
-    let mut engine = FallsOff { inner: opened.engine.as_mut(), dev: &dev, c2h: 0, stops: 0 };
-    let device = crate::device::Device::new(crate::device::Target::SIM, info.clone());
+    let mut rig = SimRig::open("sim", &Default::default());
+    let mut engine = FallsOff::new(rig.engine.as_mut(), &rig.dev);
     let clock = FakeClock::new(5, 100, 64);
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
@@ -423,7 +376,7 @@ fn a_card_that_falls_off_the_bus_keeps_the_rows_before_and_is_named() {
         timeout: Duration::from_secs(20),
         rate: None,
     });
-    let t = LatencyTarget { dev: &dev, device: &device, engine: Some((&mut engine, &alloc)), irq: None };
+    let t = LatencyTarget { dev: &rig.dev, device: &rig.device, engine: Some((&mut engine, &rig.alloc)), irq: None };
     let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).expect("the report of the rows before, not an error");
     let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma)).collect();
     assert_eq!(dma.len(), 1, "the H2C row, measured before the card went");
