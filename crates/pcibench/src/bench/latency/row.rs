@@ -4,7 +4,7 @@
 use super::super::result::{LatencyFigures, Note, Row, Traced};
 use super::super::sample::clock::{Clock, MonotonicClock};
 use super::super::sample::histogram::LatencyHistogram;
-use super::super::sample::sampler::Single;
+use super::super::sample::single::Single;
 
 /// The clock for single-access latency: the invariant TSC on x86-64 where /proc/cpuinfo says it
 /// is invariant (`tsc_invariant`: constant_tsc and nonstop_tsc), its frequency measured against
