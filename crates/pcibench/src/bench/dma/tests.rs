@@ -7,7 +7,7 @@ use crate::bench::dma::layout::Access;
 use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
 use crate::bench::sample::timer::TimerOverhead;
 use crate::dma::Addressing;
-use crate::dma::{EngineCounters, Segment, Work};
+use crate::dma::{EngineCounters, Segment, Transfer, Work};
 use crate::pci::config::COMMAND;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
