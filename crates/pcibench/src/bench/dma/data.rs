@@ -36,21 +36,21 @@ pub(in crate::bench) fn card_copy(
 
 /// Run the prepared batch; on failure stop the engine and add its status to the error.
 pub(in crate::bench) fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()> {
-    match engine.run(timeout) {
-        Ok(()) => Ok(()),
-        // The runner stops an engine whose card went away itself, and says so in one line.
-        Err(e @ Error::Gone(_)) => Err(e),
-        Err(e) => {
-            let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
-            Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
-        }
-    }
+    let r = engine.run(timeout);
+    stopped_on_failure(engine, r)
 }
 
 /// Run the prepared transfer by its completion interrupt; on failure stop the engine and add its
 /// status to the error (as `timed_run`).
 pub(in crate::bench) fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupts, timeout: Duration) -> Result<()> {
-    match engine.run_interrupt(irq, timeout) {
+    let r = engine.run_interrupt(irq, timeout);
+    stopped_on_failure(engine, r)
+}
+
+/// A run's failure with the engine stopped and its status added; a card that went away is left as
+/// it is (the runner stops that engine itself, and says so in one line).
+fn stopped_on_failure(engine: &mut dyn Engine, r: Result<()>) -> Result<()> {
+    match r {
         Ok(()) => Ok(()),
         Err(e @ Error::Gone(_)) => Err(e),
         Err(e) => {
