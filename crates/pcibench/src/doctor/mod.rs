@@ -174,6 +174,19 @@ impl Finding {
         self.takes = true;
         self
     }
+
+    /// The check this finding becomes once the report judged it `severity`: its fix kept unless
+    /// it passed or `drop_fix` (a fix that would take a device the running system uses).
+    fn judged(self, severity: Severity, drop_fix: bool) -> Check {
+        let fix = if severity == Severity::Pass || drop_fix { None } else { self.fix };
+        Check {
+            name: self.name,
+            severity,
+            evidence: self.evidence,
+            fix,
+            blocks: self.blocks.into_iter().map(|b| b.0).collect(),
+        }
+    }
 }
 
 /// What the running system uses the device for (`host::inuse`).
@@ -385,14 +398,8 @@ fn finish_in_use(device: String, findings: Vec<Finding>, in_use: &InUse) -> Repo
         .into_iter()
         .map(|f| {
             let severity = if f.name == "in-use" { Severity::Fail } else { f.base };
-            let fix = if severity == Severity::Pass || f.takes { None } else { f.fix };
-            Check {
-                name: f.name,
-                severity,
-                evidence: f.evidence,
-                fix,
-                blocks: f.blocks.into_iter().map(|b| b.0).collect(),
-            }
+            let takes = f.takes;
+            f.judged(severity, takes)
         })
         .collect();
     let worst = checks.iter().map(|c| c.severity).max().unwrap_or(Severity::Pass);
@@ -458,14 +465,7 @@ fn finish(device: String, findings: Vec<Finding>, candidates: &[Via]) -> Report 
             if f.dma_only && recommended.goal == Some(Via::Sysfs) && severity == Severity::Warn {
                 severity = Severity::Info;
             }
-            let fix = if severity == Severity::Pass { None } else { f.fix };
-            Check {
-                name: f.name,
-                severity,
-                evidence: f.evidence,
-                fix,
-                blocks: f.blocks.into_iter().map(|b| b.0).collect(),
-            }
+            f.judged(severity, false)
         })
         .collect();
     let worst = checks.iter().map(|c| c.severity).max().unwrap_or(Severity::Pass);
