@@ -31,6 +31,19 @@ fn plan(widths: Vec<Width>, allow_write: bool) -> LatencyPlan {
     }
 }
 
+/// DMA rows both ways at `sizes`, 20 polled samples each at card address 0x1000.
+fn dma_both_ways(sizes: Vec<u64>) -> DmaLatency {
+    DmaLatency {
+        dirs: vec![Direction::H2c, Direction::C2h],
+        sizes,
+        completions: vec![Completion::Poll],
+        samples: Some(20),
+        card_addr: 0x1000,
+        timeout: Duration::from_secs(2),
+        rate: None,
+    }
+}
+
 fn target<'a>(s: &'a Session) -> LatencyTarget<'a> {
     LatencyTarget { dev: s.dev.as_ref(), device: &s.device, engine: None, irq: None }
 }
@@ -155,15 +168,7 @@ fn dma_rows_on_the_sim_card_are_verified_and_exact() {
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
-    p.dma = Some(DmaLatency {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        sizes: vec![64, 4096],
-        completions: vec![Completion::Poll],
-        samples: Some(20),
-        card_addr: 0x1000,
-        timeout: Duration::from_secs(2),
-        rate: None,
-    });
+    p.dma = Some(dma_both_ways(vec![64, 4096]));
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
     let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap();
     let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma)).collect();
@@ -192,13 +197,8 @@ fn dma_at_offered_rates_on_an_engine_that_runs_one_at_a_time_says_its_closed_loo
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
     let dma = DmaLatency {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        sizes: vec![64],
-        completions: vec![Completion::Poll],
-        samples: Some(20),
-        card_addr: 0x1000,
-        timeout: Duration::from_secs(2),
         rate: Some(RateRequest { rates: Rates::These(vec![Rate::Ops(1e5), Rate::Ops(1e6)]), until_p99_ns: None }),
+        ..dma_both_ways(vec![64])
     };
     p.dma = Some(dma.clone());
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
@@ -228,13 +228,10 @@ fn dma_rows_by_polling_and_by_interrupt_are_both_verified() {
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
     p.dma = Some(DmaLatency {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        sizes: vec![256],
         completions: vec![Completion::Poll, Completion::Irq],
-        samples: Some(20),
         card_addr: 0,
         timeout: Duration::from_secs(20),
-        rate: None,
+        ..dma_both_ways(vec![256])
     });
     // Without the interrupt the plan is refused before anything runs.
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
@@ -367,15 +364,7 @@ fn a_card_that_falls_off_the_bus_keeps_the_rows_before_and_is_named() {
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
-    p.dma = Some(DmaLatency {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        sizes: vec![64],
-        completions: vec![Completion::Poll],
-        samples: Some(20),
-        card_addr: 0x1000,
-        timeout: Duration::from_secs(20),
-        rate: None,
-    });
+    p.dma = Some(DmaLatency { timeout: Duration::from_secs(20), ..dma_both_ways(vec![64]) });
     let t = LatencyTarget { dev: &rig.dev, device: &rig.device, engine: Some((&mut engine, &rig.alloc)), irq: None };
     let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).expect("the report of the rows before, not an error");
     let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma)).collect();
