@@ -274,7 +274,7 @@ pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
 pub fn run_as_for(host: &Host, target: &Target, caller: &Caller, transfer: Option<u64>) -> Result<Report> {
     let addr = match target {
         Target::Sim(id) => return Ok(targets::sim_report(id.name())),
-        Target::VfioUser(_) => return Ok(targets::vfio_user_report(host, target)),
+        Target::VfioUser(_) => return Ok(vfio_user_report(host, target)),
         Target::Pci(a) => *a,
     };
     let info = match crate::device::describe(host, target) {
@@ -495,3 +495,55 @@ pub const CHECK_NAMES: [&str; 20] = [
     "link",
     "aer",
 ];
+
+/// A vfio-user device: reachable when its server answers; nothing of the host's applies.
+fn vfio_user_report(host: &Host, target: &Target) -> Report {
+    let name = target.to_string();
+    let (severity, evidence, fix) = match crate::device::describe(host, target) {
+        Ok(info) => {
+            let s = info.served.as_ref();
+            let evidence = format!(
+                "a vfio-user server answers: protocol {}{}",
+                s.map_or("?", |s| s.protocol.as_str()),
+                s.and_then(|s| s.pcibench_card.as_deref())
+                    .map(|c| format!(", pcibench's simulated card {c}"))
+                    .unwrap_or_default()
+            );
+            (Severity::Pass, evidence, None)
+        }
+        Err(e) => (
+            Severity::Fail,
+            e.to_string(),
+            Some(format!(
+                "start the model's server on that socket (pcibench serve sim --socket {})",
+                &name[crate::device::VFIO_USER_PREFIX.len()..]
+            )),
+        ),
+    };
+    let ready = severity == Severity::Pass;
+    let check = Check {
+        name: "device",
+        severity,
+        evidence: evidence.clone(),
+        fix,
+        blocks: if ready { Vec::new() } else { vec![Via::VfioUser] },
+    };
+    Report {
+        device: name.clone(),
+        checks: vec![check],
+        recommended: Recommendation {
+            via: Some(Via::VfioUser),
+            goal: Some(Via::VfioUser),
+            ready,
+            blocked_by: if ready { Vec::new() } else { vec!["device"] },
+            command: Some(format!("pcibench pio {name}")),
+            then: Vec::new(),
+            summary: if ready {
+                format!("{name}: ready ({evidence})")
+            } else {
+                format!("{name}: not reachable: {evidence}")
+            },
+        },
+        worst: severity,
+    }
+}

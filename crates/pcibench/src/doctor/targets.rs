@@ -1,9 +1,8 @@
-//! The reports for targets with no host checks to run: a PCI address with no device behind it, a
-//! vfio-user socket (its server answers or not), and a simulated card (every check information).
+//! The reports for targets with no host checks to run: a PCI address with no device behind it and
+//! a simulated card (every check information).
 
 use super::{Check, Recommendation, Report, Severity, CHECK_NAMES};
 use crate::access::Via;
-use crate::device::Target;
 use crate::host::Host;
 use crate::pci::PciAddress;
 
@@ -33,58 +32,6 @@ pub(super) fn missing_report(host: &Host, addr: &PciAddress) -> Report {
             summary: format!("none until you fix device: no PCI device {addr}"),
         },
         worst: Severity::Fail,
-    }
-}
-
-/// A vfio-user device: reachable when its server answers; nothing of the host's applies.
-pub(super) fn vfio_user_report(host: &Host, target: &Target) -> Report {
-    let name = target.to_string();
-    let (severity, evidence, fix) = match crate::device::describe(host, target) {
-        Ok(info) => {
-            let s = info.served.as_ref();
-            let evidence = format!(
-                "a vfio-user server answers: protocol {}{}",
-                s.map_or("?", |s| s.protocol.as_str()),
-                s.and_then(|s| s.pcibench_card.as_deref())
-                    .map(|c| format!(", pcibench's simulated card {c}"))
-                    .unwrap_or_default()
-            );
-            (Severity::Pass, evidence, None)
-        }
-        Err(e) => (
-            Severity::Fail,
-            e.to_string(),
-            Some(format!(
-                "start the model's server on that socket (pcibench serve sim --socket {})",
-                &name[crate::device::VFIO_USER_PREFIX.len()..]
-            )),
-        ),
-    };
-    let ready = severity == Severity::Pass;
-    let check = Check {
-        name: "device",
-        severity,
-        evidence: evidence.clone(),
-        fix,
-        blocks: if ready { Vec::new() } else { vec![Via::VfioUser] },
-    };
-    Report {
-        device: name.clone(),
-        checks: vec![check],
-        recommended: Recommendation {
-            via: Some(Via::VfioUser),
-            goal: Some(Via::VfioUser),
-            ready,
-            blocked_by: if ready { Vec::new() } else { vec!["device"] },
-            command: Some(format!("pcibench pio {name}")),
-            then: Vec::new(),
-            summary: if ready {
-                format!("{name}: ready ({evidence})")
-            } else {
-                format!("{name}: not reachable: {evidence}")
-            },
-        },
-        worst: severity,
     }
 }
 
