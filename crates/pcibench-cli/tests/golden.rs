@@ -190,6 +190,8 @@ golden! {
     dma_sim_xdma_st_json: None Json ["dma", "sim-xdma-st", "--size", "4K", "--total", "64K", "--json"];
     dma_sim_xdma_st_card_addr: None Text ["dma", "sim-xdma-st", "--card-addr", "0x10", "--size", "64"];
     dma_sim_xdma_st_csv: None Csv ["dma", "sim-xdma-st", "--size", "64", "--total", "16K", "--format", "csv"];
+    dma_sim_xdma_st_completion_both: None Text ["dma", "sim-xdma-st", "--completion", "both", "--size", "64,4K", "--total", "64K"];
+    latency_sim_xdma_st_dma_completion_json: None Json ["latency", "sim-xdma-st", "--dma", "--completion", "both", "--samples", "100", "--dma-samples", "20", "--size", "64", "--format", "json"];
     info_sim_qdma_st: None Exact ["info", "sim-qdma-st"];
     dma_sim_qdma_st_queues: None Text ["dma", "sim-qdma-st", "--queues", "1,2", "--size", "64,64K", "--dir", "all", "--total", "256K"];
     dma_sim_qdma_st_seed: None Text ["dma", "sim-qdma-st", "--queues", "1..2", "--size", "4K", "--total", "64K", "--format", "seed"];
@@ -201,6 +203,8 @@ golden! {
     dma_sim_completion_json: None Json ["dma", "sim", "--completion", "both", "--size", "4K", "--total", "64K", "--format", "json"];
     dma_sim_nvram_completion_both: None Text ["dma", "sim-nvram", "--completion", "both", "--size", "64K", "--total", "512K"];
     dma_sim_qdma_completion_both: None Text ["dma", "sim-qdma", "--completion", "both", "--queues", "1,4", "--size", "4K", "--total", "256K"];
+    dma_sim_qdma_aggregated: None Text ["dma", "sim-qdma", "--completion", "both", "--queues", "1,4", "--qdma-intr", "aggregated", "--size", "4K", "--total", "256K"];
+    dma_refused_qdma_intr: None Text ["dma", "sim-qdma", "--qdma-intr", "aggregated"];
     dma_refused_engine: None Text ["dma", "sim", "--engine", "edu"];
     dma_refused_size: None Text ["dma", "sim", "--size", "2M"];
     dma_refused_queues: None Text ["dma", "sim", "--queues", "2"];

@@ -13,12 +13,14 @@ const RUNS: usize = 20;
 
 /// Long runs of every measuring command (each would take hours uninterrupted). The DMA engine
 /// model's threads may starve on a loaded host: its no-progress limit is raised past any stall.
-const COMMANDS: [&[&str]; 6] = [
+const COMMANDS: [&[&str]; 7] = [
     &["pio", "sim", "--bar", "0", "--map", "uc", "--size", "4K", "--total", "1T", "--json"],
     &["latency", "sim", "--samples", "1000000000", "--json"],
     &["dma", "sim", "--size", "4K", "--total", "1T", "--timeout-ms", "600000", "--json"],
     // Completion by interrupt: the thread asleep on the eventfd when the signal comes.
     &["dma", "sim", "--completion", "irq", "--size", "4K", "--total", "1T", "--timeout-ms", "600000", "--json"],
+    // A stream pair's batch by interrupt: both channels armed, both enables put back on the way out.
+    &["dma", "sim-xdma-st", "--completion", "irq", "--size", "4K", "--total", "1T", "--timeout-ms", "600000", "--json"],
     &["buffers", "--buffer", "heap", "--size", "64K", "--total", "1T", "--json"],
     &["run", "sim", "--total", "1T", "--json"],
 ];

@@ -40,6 +40,10 @@ pub struct EngineRequest {
     pub channel: Option<u8>,
     /// `--ring-size`: descriptors per ring.
     pub ring_size: Option<u32>,
+    /// `--qdma-intr`: libqdma's interrupt mode for completion by interrupt (None: direct). Absent
+    /// in older saved runs, and written only when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdma_intr: Option<crate::dma::engines::qdma::QdmaIntr>,
     /// `--force` with `--buffer reserved:`: take a Reserved range the kernel command line did not
     /// reserve (firmware may use it; the run says so).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -321,6 +325,7 @@ impl Session {
             channel: req.channel,
             queues,
             ring_size: req.ring_size,
+            qdma_intr: req.qdma_intr,
         };
         let (driver, found) = engines::resolve(req.engine.as_deref(), &self.device.info, self.dev.as_ref())?;
         driver.check_options(&options)?;

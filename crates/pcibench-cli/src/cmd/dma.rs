@@ -4,7 +4,7 @@ use pcibench::access::{IrqKind, Via};
 use pcibench::device::Target;
 use pcibench::host::Host;
 use pcibench::measure::{
-    BufferSource, CompletionMode, DefaultSize, DmaDirs, DmaPattern, DmaRequest, EngineRequest, Request,
+    BufferSource, CompletionMode, DefaultSize, DmaDirs, DmaPattern, DmaRequest, EngineRequest, QdmaIntr, Request,
 };
 use pcibench::report;
 use pcibench::units::{parse_size, parse_size_list, parse_sizes};
@@ -93,6 +93,35 @@ impl IrqKindArg {
             IrqKindArg::Intx => Some(IrqKind::Intx),
         }
     }
+}
+
+/// `--qdma-intr`: libqdma's interrupt mode for QDMA's completion by interrupt (docs/engines/qdma.md).
+#[derive(Clone, Copy, ValueEnum)]
+pub enum QdmaIntrArg {
+    /// Each queue its own MSI-X vector (libqdma's direct interrupt mode; the default).
+    Direct,
+    /// Every queue through the function's interrupt aggregation ring, one vector (libqdma's indirect mode).
+    Aggregated,
+}
+
+impl QdmaIntrArg {
+    /// The request's field: None for the default, so saved runs show the mode only when it is not.
+    pub(crate) fn mode(self) -> Option<QdmaIntr> {
+        match self {
+            QdmaIntrArg::Direct => None,
+            QdmaIntrArg::Aggregated => Some(QdmaIntr::Aggregated),
+        }
+    }
+}
+
+/// `--qdma-intr` applies only to completion by interrupt, as `--irq-kind` does.
+pub(crate) fn check_qdma_intr(mode: Option<QdmaIntrArg>, by_irq: bool, or: &str) -> anyhow::Result<()> {
+    if mode.is_some() && !by_irq {
+        anyhow::bail!(pcibench::Error::usage(format!(
+            "--qdma-intr applies to completion by interrupt: add --completion irq or --completion both{or}"
+        )));
+    }
+    Ok(())
 }
 
 /// `--irq-kind` applies only to completion by interrupt (`--completion irq|both`; `--irq` on
@@ -188,6 +217,9 @@ pub struct DmaArgs {
     /// The interrupt kind --completion irq|both routes: auto (MSI-X, else MSI, else INTx), msix, msi or intx.
     #[arg(long, value_enum, value_name = "KIND")]
     pub irq_kind: Option<IrqKindArg>,
+    /// QDMA's interrupt mode with --completion irq|both: direct (default: a vector per queue) or aggregated (the interrupt ring).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub qdma_intr: Option<QdmaIntrArg>,
     /// Consent to start DMA on this device (not needed for sim).
     #[arg(long)]
     pub allow_dma: bool,
@@ -205,6 +237,7 @@ pub struct DmaArgs {
 /// The request the flags ask for.
 pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
     check_irq_kind(a.irq_kind, a.completion, false, "")?;
+    check_qdma_intr(a.qdma_intr, matches!(a.completion, Some(CompletionArg::Irq | CompletionArg::Both)), "")?;
     if a.force && !a.buffer.as_deref().is_some_and(|b| b.starts_with("reserved:") || b == "heap") {
         return Err(pcibench::Error::usage(
             "--force applies only with --buffer reserved:START,SIZE (a Reserved range the kernel command line did not reserve) or --buffer heap (movable pages without an IOMMU): drop --force",
@@ -230,6 +263,7 @@ pub fn request(a: &DmaArgs) -> anyhow::Result<Request> {
             card_size: a.card_size.as_deref().map(parse_size).transpose()?,
             channel: a.channel,
             ring_size: a.ring_size,
+            qdma_intr: a.qdma_intr.and_then(QdmaIntrArg::mode),
             force: a.force,
         },
         dirs: match a.dir {

@@ -96,6 +96,9 @@ pub struct LatencyArgs {
     /// The interrupt kind completion by interrupt routes (with --completion irq or both, or --irq): auto (MSI-X, else MSI, else INTx), msix, msi or intx.
     #[arg(long, value_enum, value_name = "KIND")]
     irq_kind: Option<super::dma::IrqKindArg>,
+    /// QDMA's interrupt mode for completion by interrupt: direct (default: a vector per queue) or aggregated (the interrupt ring).
+    #[arg(long, value_enum, value_name = "MODE")]
+    qdma_intr: Option<super::dma::QdmaIntrArg>,
     /// Also time the reads while the engine streams DMA: h2c, c2h, both, or all three.
     #[arg(long, value_enum)]
     load: Option<LoadArg>,
@@ -168,6 +171,7 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
             "--irq-kind applies to completion by interrupt: add --completion irq or --completion both (or --irq)"
         ));
     }
+    super::dma::check_qdma_intr(a.qdma_intr, by_irq, " (or --irq)")?;
     if let Some((flag, _)) = engine_opts.iter().find(|(_, given)| *given).filter(|_| !dma && a.load.is_none()) {
         anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency or load: add --dma or --load")));
     }
@@ -258,6 +262,7 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
             buffer: a.buffer.as_deref().map(str::parse::<BufferSource>).transpose()?,
             dma_bits: a.dma_bits,
             card_addr: a.card_addr.as_deref().map(parse_size).transpose()?,
+            qdma_intr: a.qdma_intr.and_then(super::dma::QdmaIntrArg::mode),
             ..EngineRequest::default()
         },
         timeout_ms: a.timeout_ms,

@@ -143,7 +143,7 @@ fn run(
         dma::run(setup, plan, s)
     })?;
     report.warnings.extend(window_note);
-    report.interrupts = irq.map(|i| i.describe());
+    report.interrupts = irq.map(|i| super::completion::describe(i, &r.engine));
     Ok(report)
 }
 

@@ -134,6 +134,6 @@ fn run(
         m.run(clock.as_ref(), "latency", r.samples.saturating_mul(4).saturating_mul(rows), hooks, |s| {
             latency::run(t, &plan, s)
         })?;
-    report.interrupts = irq.map(|i| i.describe());
+    report.interrupts = irq.map(|i| super::completion::describe(i, &r.engine));
     Ok(report)
 }

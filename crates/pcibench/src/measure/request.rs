@@ -15,6 +15,7 @@ pub use crate::bench::latency::DEFAULT_SAMPLES;
 pub use crate::bench::rate::{parse_latency, Rate, RateRequest, Rates};
 pub use crate::bench::result::MapMode;
 pub use crate::dma::cpu::Kind;
+pub use crate::dma::engines::qdma::QdmaIntr;
 pub use crate::dma::BufferSource;
 /// The engine to drive and how to open it (`dma`, `latency`, the suite's DMA part).
 pub use crate::session::EngineRequest;
@@ -408,7 +409,7 @@ mod tests {
                     cpu: Some(0),
                     rate: Some(Rate::Bytes(6e9)),
                 }),
-                engine: EngineRequest::default(),
+                engine: EngineRequest { qdma_intr: Some(QdmaIntr::Aggregated), ..EngineRequest::default() },
                 timeout_ms: 500,
                 allow_dma: false,
                 common: common(),
@@ -429,6 +430,16 @@ mod tests {
                 common: Common::default(),
             }),
         ]
+    }
+
+    #[test]
+    fn qdma_intr_is_written_only_when_asked_and_older_requests_read() {
+        let text = serde_json::to_string(&EngineRequest::default()).unwrap();
+        assert!(!text.contains("qdma_intr"), "{text}");
+        let asked = EngineRequest { qdma_intr: Some(QdmaIntr::Aggregated), ..EngineRequest::default() };
+        assert!(serde_json::to_string(&asked).unwrap().contains(r#""qdma_intr":"aggregated""#));
+        let old: EngineRequest = serde_json::from_str(r#"{"engine":"qdma","buffer":null,"dma_bits":null,"card_addr":null,"card_size":null,"channel":null,"ring_size":null}"#).unwrap();
+        assert_eq!(old.qdma_intr, None);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the CPU knowing it completed, either by the engine's own polling loop (`Engine::run`) or by
 //! sleeping until the device's MSI arrives (`Engine::run_interrupt`, where the engine has a
 //! completion interrupt and the access path delivers it). Each row's data is verified after its
-//! samples: what the card received read back, what the host received compared in place.
+//! samples: what the card received read back, what the host received compared in place (on a
+//! stream engine: what its far end generates, and its checker's verdict on what it was sent).
 
 use super::super::dma::{bytes, bytes_mut, card_copy, default_size, interrupt_run, put, timed_run};
 use super::super::pattern::{verify, Pattern};
@@ -78,7 +79,7 @@ fn check(engine: &dyn Engine, irq: Option<&dyn Interrupts>, plan: &DmaLatency) -
     if plan.completions.contains(&Completion::Irq) {
         if !engine.completes_by_interrupt() {
             return Err(Error::usage(format!(
-                "--completion irq: the {} engine completes by polling only (xdma, qdma's memory-mapped queues, umem and edu complete by interrupt): use --completion poll",
+                "--completion irq: the {} engine completes by polling only (xdma, qdma, umem and edu complete by interrupt): use --completion poll",
                 engine.name()
             )));
         }
@@ -103,7 +104,9 @@ pub(super) fn rows(
 ) -> Result<Vec<Row>> {
     check(engine, irq, plan)?;
     let sizes = sizes(engine, plan)?;
-    let len = sizes.iter().copied().max().unwrap_or(4096).max(4096) as usize;
+    let most = sizes.iter().copied().max().unwrap_or(4096).max(4096);
+    // A stream engine's C2H transfer takes whole receive buffers of the host's memory.
+    let len = engine.stream_end().map_or(most, |e| e.c2h_stride(most).max(most)) as usize;
     let mut bufs = [alloc.alloc(len)?, alloc.alloc(len)?];
     report.addressing = Some(bufs[0].addressing());
     report.buffer = Some(bufs[0].describe());
@@ -185,12 +188,20 @@ impl One {
         warnings: &mut Vec<String>,
     ) -> Result<Row> {
         let n = self.size as usize;
-        let expected = self.pattern.generate(n);
+        // A stream engine has no card memory: its far end generates what C2H brings (every
+        // transfer of a size the same bytes) and checks what H2C sends (bench/dma/stream.rs).
+        let stream = engine.stream_end().map(|e| e.transfer_bytes(self.size));
+        let expected = stream.clone().unwrap_or_else(|| self.pattern.generate(n));
         // The data in place first (untimed): the card holds the pattern before reads of it.
         put(&mut *bufs[0], 0, &expected);
-        if self.dir == Direction::C2h {
-            card_copy(engine, Direction::H2c, &*bufs[0], self.card, self.size, self.timeout)?;
-            bytes_mut(&mut *bufs[1])[..n].fill(0);
+        match (self.dir, engine.stream_end()) {
+            (Direction::H2c, Some(end)) => end.clear_checker()?,
+            (Direction::C2h, Some(_)) => bytes_mut(&mut *bufs[1])[..n].fill(0),
+            (Direction::C2h, None) => {
+                card_copy(engine, Direction::H2c, &*bufs[0], self.card, self.size, self.timeout)?;
+                bytes_mut(&mut *bufs[1])[..n].fill(0);
+            }
+            (Direction::H2c, None) => {}
         }
         let (src, dst) = (&*bufs[0], &*bufs[1]);
         let buf = if self.dir == Direction::H2c { src } else { dst };
@@ -208,6 +219,22 @@ impl One {
         row.completion = Some(self.completion);
         finish(&mut row, &single, s.clock);
         if single.interrupted {
+            return Ok(row);
+        }
+        if let (Direction::H2c, Some(end)) = (self.dir, engine.stream_end()) {
+            // The far end's checker saw every sample's packets: its verdict is the row's.
+            row.verify = Some(match end.checker()? {
+                Ok(()) => Verify::Ok,
+                Err(reason) => {
+                    warnings.push(format!(
+                        "{} {} {}: {reason}",
+                        self.dir,
+                        human_size(self.size),
+                        self.completion.name()
+                    ));
+                    Verify::Rejected { reason }
+                }
+            });
             return Ok(row);
         }
         let found = match self.dir {

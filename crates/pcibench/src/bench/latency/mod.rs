@@ -369,4 +369,6 @@ fn mmio_row(a: Access, probe: Probe, plan: &LatencyPlan, s: &mut Sampling) -> Re
 }
 
 #[cfg(test)]
+mod stream_tests;
+#[cfg(test)]
 mod tests;

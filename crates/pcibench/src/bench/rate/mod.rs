@@ -104,6 +104,16 @@ pub fn rows(
     stop: &AtomicBool,
     report: &mut Report,
 ) -> Result<Vec<Row>> {
+    if engine.stream_end().is_some() {
+        // The open loop posts a prepared transfer again and again into a memory-mapped ring and
+        // verifies against card memory; stream queues post receive buffers and completion-ring
+        // entries per packet, which it does not drive.
+        return Err(Error::usage(format!(
+            "--rate offers load on memory-mapped queues: the {} engine drives stream queues here (their far end makes \
+             and checks the data); drop --rate to time them one transfer at a time",
+            engine.name()
+        )));
+    }
     let most_q = plan.queues.iter().copied().max().unwrap_or(1);
     let largest = plan.sizes.iter().copied().max().unwrap_or(0);
     check(engine, plan, most_q, largest)?;

@@ -49,6 +49,8 @@ pub struct EngineOptions {
     pub queues: Option<u16>,
     /// Descriptors per ring (`--ring-size`), for engines with descriptor rings.
     pub ring_size: Option<u32>,
+    /// QDMA's interrupt mode (`--qdma-intr`).
+    pub qdma_intr: Option<qdma::QdmaIntr>,
 }
 
 impl EngineOptions {
@@ -63,6 +65,9 @@ impl EngineOptions {
             return Err(Error::usage(format!(
                 "--ring-size applies to engines with descriptor rings (qdma), not {engine}: drop it"
             )));
+        }
+        if self.qdma_intr.is_some() {
+            return Err(Error::usage(format!("--qdma-intr applies to the qdma engine, not {engine}: drop it")));
         }
         Ok(())
     }

@@ -52,11 +52,18 @@ pub fn build(cfg: QdmaModelConfig) -> Result<(SimCard, Arc<QdmaModel>)> {
 /// The same card seeing the host memory `host` (a fresh card beside one already holding DMA
 /// buffers: a trace's replay).
 pub fn build_on(cfg: QdmaModelConfig, host: Arc<super::super::host_map::HostMap>) -> Result<(SimCard, Arc<QdmaModel>)> {
-    let model = Arc::new(QdmaModel::new(cfg, Arc::clone(&host))?);
     let user = SHAPE.bars.iter().find(|b| b.0 == QDMA_USER_BAR).map_or(0, |b| b.1 as usize);
-    let bars = vec![
-        (QDMA_CONFIG_BAR, SimBar::Registers(model.clone())),
-        (QDMA_USER_BAR, SimBar::Memory(Arc::new(Pages::shared("BAR2", user)?))),
-    ];
+    assemble(cfg, host, |_| Ok(SimBar::Memory(Arc::new(Pages::shared("BAR2", user)?))))
+}
+
+/// A QDMA card of either shape: the model on `host` behind the config BAR, `user` (given the
+/// model) as the user BAR, and the model's MSI-X vectors as the card's interrupts.
+pub(super) fn assemble(
+    cfg: QdmaModelConfig,
+    host: Arc<super::super::host_map::HostMap>,
+    user: impl FnOnce(&Arc<QdmaModel>) -> Result<SimBar>,
+) -> Result<(SimCard, Arc<QdmaModel>)> {
+    let model = Arc::new(QdmaModel::new(cfg, Arc::clone(&host))?);
+    let bars = vec![(QDMA_CONFIG_BAR, SimBar::Registers(model.clone())), (QDMA_USER_BAR, user(&model)?)];
     Ok((SimCard { bars, host, irq: Some(Arc::clone(model.irq())) }, model))
 }

@@ -148,6 +148,9 @@ impl QdmaModel {
                 s.context_error("the FMAP context invalidated (the vendor's *_fmap_conf refuses it)".into())
             }
             _ => {
+                if sel == super::intr::SEL_INT_COAL && op != OP_RD {
+                    s.intr_ctx_changed(id);
+                }
                 let mut other = s.other_ctx.lock().unwrap_or_else(|e| e.into_inner());
                 let ctx = other.entry((sel, id)).or_insert([0; 8]);
                 apply(ctx, ind);

@@ -414,10 +414,8 @@ pub(crate) fn raise(shared: &Shared, dir: Direction, qid: usize, c: &mut QCtx) {
     c.sw[0] &= !SW0_IRQ_ARM;
     c.irq_pending = None;
     if c.sw[4] & SW4_INTR_AGGR != 0 {
-        shared.violation(format!(
-            "{dir} queue {qid}: interrupt aggregation (software context word 4 bit 11) is set; the model has no interrupt ring"
-        ));
-        return;
+        // Indirect mode: an entry in the interrupt ring the vector field names (`intr.rs`).
+        return shared.aggregate(dir, qid, c.sw[4] & SW4_VEC);
     }
     let vector = c.sw[4] & SW4_VEC;
     shared.irq_out.message(vector, || format!("{dir} queue {qid} raised its interrupt (vector {vector})"));

@@ -11,7 +11,9 @@
 //! performance monitor; the global, descriptor and target-access error registers (write 1 to
 //! clear, logged only where enabled, in the variant's layout). The engines themselves
 //! (descriptor fetch, data movement, status writeback) run on one worker thread per direction:
-//! `engine.rs`. ST queues, interrupts and completion rings are not modelled.
+//! `engine.rs`. Interrupts (`intr.rs`): each queue's MSI-X vector at a status writeback while
+//! armed, the interrupt aggregation rings, the error interrupt. Stream queues, their completion
+//! rings and the example design: `stream.rs` (the `sim-qdma-st` card).
 //!
 //! What the real IP would not accept is recorded as a protocol violation (`violations`): a
 //! register the variant does not have, a context select it does not have, error enables its
@@ -88,6 +90,7 @@ impl QdmaModel {
             R_QDMA_CAP => (s.cfg.max_queues as u32).min(0xfff),
             R_FUNC_RET => s.cfg.func_id as u32,
             R_MISC_CAP => s.cfg.misc_cap,
+            super::intr::R_GLBL_ERR_INT => s.err_int.load(Ordering::Acquire),
             0x200..=0x2fc => s.glbl(off).load(Ordering::Acquire),
             0x1000..=0x10fc => self.read_mm(&s.c2h, off - R_MM_C2H),
             0x1200..=0x12fc => self.read_mm(&s.h2c, off - R_MM_H2C),
@@ -149,6 +152,7 @@ impl QdmaModel {
                 w1c(s.glbl(off), value);
             }
             R_DSC_ERR_STS => self.clear_dsc_errors(value),
+            super::intr::R_GLBL_ERR_INT => s.err_int_write(value),
             _ if s.st_write(off, value) => {}
             R_GLBL_ERR_MASK => self.enable(off, value, s.ip.glbl_defined(), "GLBL_ERR_MASK"),
             R_DSC_ERR_MSK => self.enable(off, value, s.ip.dsc_defined(), "GLBL_DSC_ERR_MSK"),
@@ -268,14 +272,19 @@ impl QdmaModel {
         let dir = match reg {
             4 => Direction::H2c,
             8 => Direction::C2h,
-            // Completion-ring CIDX: the stream card's (interrupt CIDX: nothing to model).
+            // Completion-ring CIDX: the stream card's; the interrupt ring's CIDX (`intr.rs`).
             0xc if s.cfg.stream => Direction::C2h,
+            0 => Direction::H2c,
             _ => return Ok(()),
         };
         let (qbase, qmax) = *s.fmap.lock().unwrap_or_else(|e| e.into_inner());
         let qid = qbase + rel;
         if rel >= qmax || qid >= s.cfg.max_queues as u32 {
             s.trq_error(s.ip.trq_qid_range(), off);
+            return Ok(());
+        }
+        if reg == 0 {
+            s.int_cidx_update(qid, value);
             return Ok(());
         }
         if s.cfg.stream {
@@ -376,7 +385,8 @@ impl QdmaModel {
         self.shared.st_error_next()
     }
 
-    /// Test hook: a stalled engine accepts doorbells but moves nothing (a hung queue).
+    /// Test hook: a stalled engine accepts doorbells but moves nothing (a hung queue); on the
+    /// stream card a stalled C2H holds the example design's generator.
     pub fn set_stalled(&self, dir: Direction, stalled: bool) {
         self.shared.mm(dir).stalled.store(stalled, Ordering::Release);
         self.shared.mm(dir).wake_worker();

@@ -15,6 +15,10 @@ pub(crate) struct Cmpt {
     pub color: bool,
     /// The context generation the indexes belong to.
     pub gen: u64,
+    /// The completion interrupt is armed (by a CIDX update with its interrupt enable), and
+    /// entries were written while it was not.
+    pub armed: bool,
+    pub pending: bool,
 }
 
 /// The example design's generator and checker, and the ST engine state.

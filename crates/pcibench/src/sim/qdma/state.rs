@@ -344,6 +344,10 @@ pub(crate) struct Shared {
     pub writes: CacheLine<AtomicU64>,
     /// Stream queues and the example design (`stream.rs`).
     pub st: Mutex<super::st_state::StState>,
+    /// GLBL_ERR_INT (0xB04): the error interrupt's function, vector and arm (`intr.rs`).
+    pub err_int: AtomicU32,
+    /// Each interrupt ring's consumer index as the driver last wrote it (`intr.rs`).
+    pub int_cidx: Mutex<HashMap<u32, u32>>,
 }
 
 impl Shared {
@@ -393,6 +397,8 @@ impl Shared {
             )),
             writes: CacheLine(AtomicU64::new(0)),
             st: Mutex::new(super::st_state::StState::default()),
+            err_int: AtomicU32::new(0),
+            int_cidx: Mutex::new(HashMap::new()),
         }
     }
 
@@ -483,6 +489,9 @@ impl Shared {
     pub fn global_error(&self, bit: u32) {
         let enabled = bit & self.glbl(R_GLBL_ERR_MASK).load(Ordering::Acquire);
         self.glbl(R_GLBL_ERR_STAT).fetch_or(enabled, Ordering::AcqRel);
+        if enabled != 0 {
+            self.error_interrupt();
+        }
     }
 
     /// GLBL_ERR_STAT written 1-to-clear: a bit whose leaf still holds an error comes straight

@@ -23,6 +23,7 @@
 //! (C2H_ERR_STAT WRB_QFULL, bit 13), which stops the generator; a packet for a queue that is not
 //! a valid ST C2H queue is dropped (counted) and flagged.
 
+use super::engine::{raise, DB_IRQ_ARM, SW0_IRQ_ARM, SW1_IRQ_EN};
 use super::layout::Ip;
 use super::st_state::{Cmpt, StState, GE_C2H_ST};
 use super::state::*;
@@ -42,6 +43,12 @@ const SEL_PFTCH: u32 = 7;
 const MAX_BUFFERS: u64 = 7;
 const H2C_DESC: u64 = 16;
 const C2H_DESC: u64 = 8;
+/// Completion context word 0's interrupt enable, word 4's aggregation bit (vector [14:4]), and
+/// the CMPT CIDX update's interrupt enable (`QDMA_COMPL_CTXT_W0_EN_INT_MASK`,
+/// `QDMA_COMPL_CTXT_W4_INTR_AGGR_MASK`, `QDMA_DMAP_SEL_CMPT_IRQ_EN_MASK`).
+const CM0_EN_INT: u32 = 1 << 1;
+const CM4_INT_AGGR: u32 = 1 << 15;
+const DB_CMPT_IRQ_EN: u32 = 1 << 28;
 
 /// The example design's data for one packet.
 pub(crate) fn pattern(len: usize) -> Vec<u8> {
@@ -101,7 +108,17 @@ impl Shared {
     pub(crate) fn st_doorbell(&self, reg: u32, qid: u32, value: u32) {
         let mut st = self.st();
         match reg {
-            4 => self.h2c(&mut st, qid, value & 0xffff),
+            4 => {
+                // QDMA_DMA_SEL_IRQ_EN_MASK: the update arms the queue's interrupt, as on MM.
+                if let Some(q) = self.queue(Direction::H2c, qid as usize).filter(|_| value & DB_IRQ_ARM != 0) {
+                    let mut c = q.lock();
+                    c.sw[0] |= SW0_IRQ_ARM;
+                    if c.irq_pending == Some(c.gen) {
+                        raise(self, Direction::H2c, qid as usize, &mut c);
+                    }
+                }
+                self.h2c(&mut st, qid, value & 0xffff)
+            }
             8 => {
                 if let Some(q) = self.queue(Direction::C2h, qid as usize) {
                     let mut c = q.lock();
@@ -111,6 +128,9 @@ impl Shared {
             }
             0xc => {
                 self.cmpt_cidx(&mut st, qid, value & 0xffff);
+                if value & DB_CMPT_IRQ_EN != 0 {
+                    self.cmpt_arm(&mut st, qid);
+                }
                 self.pump(&mut st);
             }
             _ => {}
@@ -158,6 +178,11 @@ impl Shared {
                     "h2c queue {qid} slot {cidx}: descriptor or data read failed (address {src:#x})"
                 ));
                 c.sw[1] |= 1 << SW1_ERR_SHIFT;
+                // Stopped with nothing in flight, as an MM queue stopped on an error shows.
+                c.hw[1] = HW1_IDL_STP_B;
+                // Logged as an MM queue's failed host read is (on soft 3.x the descriptor
+                // engine's "DMA engine error"), so the error interrupt fires for it too.
+                self.mm_error(Direction::H2c, false, MM_RD_UR_CA, qid, cidx);
                 break;
             }
             if st.corrupt && flags & 2 != 0 && !data.is_empty() {
@@ -169,7 +194,46 @@ impl Shared {
         c.hw[0] = (c.hw[0] & !0xffff) | cidx;
         if w1 & SW1_WBK_EN != 0 {
             let _ = self.host.store_u32_release(base + ring as u64 * H2C_DESC, pidx | cidx << 16);
+            // Interrupt mode: the writeback raises the queue's interrupt if armed, as on MM.
+            if c.sw[1] & SW1_IRQ_EN != 0 {
+                if c.sw[0] & SW0_IRQ_ARM != 0 {
+                    raise(self, Direction::H2c, qid as usize, &mut c);
+                } else {
+                    c.irq_pending = Some(c.gen);
+                }
+            }
         }
+    }
+
+    /// A CMPT CIDX update with its interrupt enable: the completion ring is armed, and raises at
+    /// once when entries came since the driver last looked (`QDMA_DMAP_SEL_CMPT_IRQ_EN_MASK`).
+    fn cmpt_arm(&self, st: &mut StState, qid: u32) {
+        let Some(cm) = st.cmpt.get_mut(&qid) else { return };
+        cm.armed = true;
+        if std::mem::take(&mut cm.pending) || cm.pidx != cm.cidx {
+            self.cmpt_interrupt(st, qid);
+        }
+    }
+
+    /// Entries were written to C2H queue `qid`'s completion ring: with its context's interrupt
+    /// enabled (trigger mode "every entry", the only one the driver sets), it raises its vector,
+    /// or writes an entry into the interrupt ring its context names, if armed, and disarms.
+    fn cmpt_interrupt(&self, st: &mut StState, qid: u32) {
+        let ctx = self.ctx_words(SEL_CMPT, qid);
+        let Some(cm) = st.cmpt.get_mut(&qid) else { return };
+        if ctx[0] & CM0_EN_INT == 0 {
+            return;
+        }
+        if !std::mem::take(&mut cm.armed) {
+            cm.pending = true;
+            return;
+        }
+        cm.pending = false;
+        let vec = (ctx[4] >> 4) & 0x7ff;
+        if ctx[4] & CM4_INT_AGGR != 0 {
+            return self.aggregate(Direction::C2h, qid as usize, vec);
+        }
+        self.irq_out.message(vec, || format!("c2h queue {qid}'s completion ring raised its interrupt (vector {vec})"));
     }
 
     /// The example design's H2C checker: packets from SOP to EOP per queue against the pattern.
@@ -219,6 +283,10 @@ impl Shared {
     /// The generator writes what it can: stops at credit exhaustion (stall), a full completion
     /// ring (error) or the end of its count.
     fn pump(&self, st: &mut StState) {
+        // A stalled C2H engine (test hook) holds the generator: nothing is written, nothing raised.
+        if self.mm(Direction::C2h).stalled.load(Ordering::Acquire) {
+            return;
+        }
         while st.remaining > 0 && st.gen_control & 2 != 0 {
             if !self.packet(st) {
                 return;
@@ -349,6 +417,8 @@ impl Shared {
             let _ = self.host.write(status + 4, &(m.color as u32).to_le_bytes());
             let _ = self.host.store_u32_release(status, m.pidx | m.cidx << 16);
         }
+        // The interrupt after everything it reports is in memory.
+        self.cmpt_interrupt(st, qid);
         true
     }
 

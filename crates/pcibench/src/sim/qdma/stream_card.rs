@@ -43,15 +43,11 @@ impl CardSpec for QdmaStreamCard {
 
 /// The stream card with its engine built from `cfg` (its MM engines off, stream on).
 pub fn build(cfg: QdmaModelConfig) -> Result<(SimCard, Arc<QdmaModel>)> {
-    let host = super::super::host_map::HostMap::new();
     let cfg = QdmaModelConfig { mm_h2c: false, mm_c2h: false, stream: true, ..cfg };
-    let model = Arc::new(QdmaModel::new(cfg, Arc::clone(&host))?);
-    let bars = vec![
-        (QDMA_CONFIG_BAR, SimBar::Registers(model.clone())),
-        (QDMA_USER_BAR, SimBar::Registers(Arc::new(ExampleBar(model.clone())))),
-    ];
-    // The model's interrupts as on sim-qdma; the driver polls stream queues' completion rings.
-    Ok((SimCard { bars, host, irq: Some(Arc::clone(model.irq())) }, model))
+    // The model's interrupts as on sim-qdma, the example design's registers in the user BAR.
+    super::card::assemble(cfg, super::super::host_map::HostMap::new(), |m| {
+        Ok(SimBar::Registers(Arc::new(ExampleBar(m.clone()))))
+    })
 }
 
 /// The example design's registers, 32-bit.

@@ -29,6 +29,8 @@ pub enum Sel {
     Cmpt,
     /// A C2H ST queue's prefetch context (select 7).
     Prefetch,
+    /// An interrupt aggregation ring's context (select 8), by ring index.
+    IntCoal,
     Fmap,
 }
 
@@ -59,6 +61,7 @@ impl Sel {
             }
             Sel::Cmpt => SEL_CMPT,
             Sel::Prefetch => SEL_PFTCH,
+            Sel::IntCoal => SEL_INT_COAL,
             Sel::Fmap => SEL_FMAP,
         }
     }
@@ -70,6 +73,7 @@ impl Sel {
             Sel::Credit(d) => format!("{d} credit context"),
             Sel::Cmpt => "completion (CMPT) context".into(),
             Sel::Prefetch => "C2H prefetch context".into(),
+            Sel::IntCoal => "interrupt (aggregation ring) context".into(),
             Sel::Fmap => "function map (FMAP)".into(),
         }
     }
@@ -240,7 +244,7 @@ pub struct SwCtx {
     pub ring_base: u64,
     /// Direct interrupt mode: the MSI-X vector the queue signals on (word 4).
     pub vec: u16,
-    /// Interrupt aggregation (libqdma's indirect mode): never set by pcibench.
+    /// Interrupt aggregation (libqdma's indirect mode): `vec` is then an interrupt ring index.
     pub intr_aggr: bool,
 }
 
@@ -333,6 +337,61 @@ impl fmt::Display for SwCtx {
     }
 }
 
+/// An interrupt aggregation ring's context (select 8): what libqdma's `make_intr_context`
+/// writes through the IP's `*_indirect_intr_context_write`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct IntrCtx {
+    pub valid: bool,
+    /// The MSI-X vector the ring raises.
+    pub vec: u16,
+    /// Interrupt state (the hardware's; written 0).
+    pub int_st: bool,
+    /// The colour the next entry is written with (libqdma starts at 1).
+    pub color: bool,
+    /// Ring base, 4 KiB aligned.
+    pub base: u64,
+    /// Ring size code: (code + 1) pages of 512 entries.
+    pub page_size: u8,
+    /// The hardware's producer index (read back; written 0).
+    pub pidx: u16,
+    /// The owning function: word 3 on EQDMA and CPM5; soft 3.x's context has no such field.
+    pub func: u16,
+}
+
+impl IntrCtx {
+    pub fn words(&self, ip: IpKind) -> [u32; 4] {
+        let b = |on: bool, mask: u32| if on { mask } else { 0 };
+        let lo = ((self.base >> IC_BADDR_LOW_BIT) as u32) & ((1 << (IC_BADDR_MID_BIT - IC_BADDR_LOW_BIT)) - 1);
+        let w0 = b(self.valid, IC_W0_VALID)
+            | (self.vec as u32 & IC_W0_VEC) << IC_W0_VEC_SHIFT
+            | b(self.int_st, IC_W0_INT_ST)
+            | b(self.color, IC_W0_COLOR)
+            | lo << IC_W0_BADDR_SHIFT;
+        let w1 = (self.base >> IC_BADDR_MID_BIT) as u32;
+        let w2 = (self.base >> IC_BADDR_HIGH_BIT) as u32 & IC_W2_BADDR_H
+            | (self.page_size as u32 & IC_W2_PAGE_SIZE) << IC_W2_PAGE_SIZE_SHIFT
+            | (self.pidx as u32 & IC_W2_PIDX) << IC_W2_PIDX_SHIFT;
+        let w3 = if ip.eq_layout() { (self.func as u32 & EQ_IC_W3_FUNC) << EQ_IC_W3_FUNC_SHIFT } else { 0 };
+        [w0, w1, w2, w3]
+    }
+
+    pub fn from_words(w: &[u32; 8], ip: IpKind) -> IntrCtx {
+        let lo = (w[0] >> IC_W0_BADDR_SHIFT) as u64;
+        IntrCtx {
+            valid: w[0] & IC_W0_VALID != 0,
+            vec: ((w[0] >> IC_W0_VEC_SHIFT) & IC_W0_VEC) as u16,
+            int_st: w[0] & IC_W0_INT_ST != 0,
+            color: w[0] & IC_W0_COLOR != 0,
+            base: lo << IC_BADDR_LOW_BIT
+                | (w[1] as u64) << IC_BADDR_MID_BIT
+                | ((w[2] & IC_W2_BADDR_H) as u64) << IC_BADDR_HIGH_BIT,
+            page_size: ((w[2] >> IC_W2_PAGE_SIZE_SHIFT) & IC_W2_PAGE_SIZE) as u8,
+            pidx: ((w[2] >> IC_W2_PIDX_SHIFT) & IC_W2_PIDX) as u16,
+            func: if ip.eq_layout() { ((w[3] >> EQ_IC_W3_FUNC_SHIFT) & EQ_IC_W3_FUNC) as u16 } else { 0 },
+        }
+    }
+}
+
 /// A hardware context (`QDMA_HW_CTXT_W*`): the engine's own view of the queue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct HwCtx {
@@ -416,5 +475,33 @@ mod tests {
         let wide = Fmap { qbase: 2048, qmax: 4096 };
         assert_eq!(Fmap::from_words(&wide.words(IpKind::VersalCpm5), IpKind::VersalCpm5), wide);
         assert_eq!(wide.words(IpKind::Eqdma), [0, 0]);
+    }
+
+    #[test]
+    fn interrupt_context_words_follow_each_ips_layout() {
+        let c = IntrCtx {
+            valid: true,
+            vec: 0x5a5,
+            color: true,
+            base: 0xe000_0001_2345_6000,
+            page_size: 2,
+            pidx: 0x123,
+            func: 0xabc,
+            ..Default::default()
+        };
+        // qdma_soft_reg.h QDMA_INTR_CTXT_W*: valid 0, vector [11:1], colour 14, base [28:12] in
+        // W0 [31:15], [60:29] in W1, [63:61] in W2 [2:0]; page size W2 [5:3], pidx W2 [17:6].
+        let w = c.words(IpKind::QdmaSoft);
+        assert_eq!(w[0], 1 | 0x5a5 << 1 | 1 << 14 | (0x2_3456 & 0x1_ffff) << 15);
+        assert_eq!(w[1], (0xe000_0001_2345_6000u64 >> 29) as u32);
+        assert_eq!(w[2], 7 | 2 << 3 | 0x123 << 6);
+        assert_eq!(w[3], 0, "soft 3.x has no function field");
+        // EQDMA / CPM5 (INTR_CTXT_DATA_W3_FUNC_MASK [29:18]): the function in word 3.
+        assert_eq!(c.words(IpKind::Eqdma)[3], 0xabc << 18);
+        let mut all = [0u32; 8];
+        all[..4].copy_from_slice(&c.words(IpKind::VersalCpm5));
+        assert_eq!(IntrCtx::from_words(&all, IpKind::VersalCpm5), c);
+        all[..4].copy_from_slice(&w);
+        assert_eq!(IntrCtx::from_words(&all, IpKind::QdmaSoft), IntrCtx { func: 0, ..c });
     }
 }

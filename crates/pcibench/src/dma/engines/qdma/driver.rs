@@ -18,7 +18,7 @@ impl EngineDriver for QdmaDriver {
     }
 
     fn about(&self) -> &'static str {
-        "AMD/Xilinx QDMA (PG302), memory-mapped queues in poll mode"
+        "AMD/Xilinx QDMA (PG302), memory-mapped and stream queues, completed by polling or interrupt (direct or aggregated)"
     }
 
     fn check_options(&self, opts: &EngineOptions) -> Result<()> {
@@ -83,6 +83,7 @@ impl EngineDriver for QdmaDriver {
             card_addr: opts.card_addr.unwrap_or(0),
             card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
             simulated: info.simulated,
+            intr: opts.qdma_intr.unwrap_or_default(),
             ..Default::default()
         };
         let probed = super::probe::probe(&*bar)?;

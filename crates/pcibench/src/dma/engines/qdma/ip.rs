@@ -94,6 +94,20 @@ impl IpKind {
         }
     }
 
+    /// The EQDMA register layouts (EQDMA 4.0/5.0 and CPM5 share `eqdma_soft_reg.h`'s fields).
+    pub fn eq_layout(&self) -> bool {
+        self.err_layout() == ErrLayout::Eqdma
+    }
+
+    /// GLBL_ERR_INT's function field: [7:0] on soft 3.x, [11:0] on EQDMA and CPM5.
+    pub fn err_int_func(&self) -> u32 {
+        if self.eq_layout() {
+            EQ_IC_W3_FUNC
+        } else {
+            ERR_INT_FUNC
+        }
+    }
+
     /// Queues in the IP from GLBL2_CHANNEL_QDMA_CAP (CPM5 reads 0xfff for its 4096).
     pub fn max_queues(&self, cap: u32) -> u32 {
         let n = cap & QDMA_CAP_MULTIQ_MAX;

@@ -6,20 +6,10 @@
 use super::testkit::*;
 use super::{QdmaEngine, QdmaOptions, SwCtx};
 use crate::access::{DeviceAccess, IrqKind, IrqRequest};
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
+use crate::dma::{Direction, DmaAllocator, Engine};
 use crate::sim::qdma::model::QdmaModelConfig;
 use std::time::Duration;
 use Direction::{C2h, H2c};
-
-fn spread<'a>(buf: &'a dyn DmaBuffer, dir: Direction, count: u64, len: u64, n: u16) -> Vec<Work<'a>> {
-    (0..count)
-        .map(|i| Work {
-            buf,
-            t: Transfer { dir, buf_offset: i * len, card_addr: i * len, len },
-            queue: (i % n as u64) as u16,
-        })
-        .collect()
-}
 
 fn engine(card: &Card, alloc: &dyn DmaAllocator, n: u16) -> QdmaEngine {
     QdmaEngine::new(card.bar(), alloc, QdmaOptions { queues: n, ..Default::default() }).unwrap()
@@ -32,7 +22,11 @@ fn queues_complete_by_their_msix_vectors_in_direct_mode() {
         let alloc = card.alloc();
         let mut eng = engine(&card, &alloc, 4);
         let req = eng.irq_request();
-        assert_eq!(req, IrqRequest::only(IrqKind::MsiX, 8), "a vector per ring: 4 queues, both directions");
+        assert_eq!(
+            req,
+            IrqRequest::only(IrqKind::MsiX, 9),
+            "the error vector, a vector per ring: 4 queues, both directions"
+        );
         let irq = card.dev.interrupts(req).unwrap();
         let (src, dst) = (alloc.alloc(64 << 10).unwrap(), alloc.alloc(64 << 10).unwrap());
         pattern(7, bytes(&*src));
@@ -44,10 +38,13 @@ fn queues_complete_by_their_msix_vectors_in_direct_mode() {
         }
         assert!(bytes(&*src)[..] == bytes(&*dst)[..]);
         let sent = card.model.irq().sent();
-        assert!(sent.iter().all(|n| *n > 0), "every ring's vector fired: {sent:?}");
-        // The context holds what libqdma's direct mode writes: enabled, its vector, no aggregation.
+        assert!(sent[1..9].iter().all(|n| *n > 0), "every ring's vector fired: {sent:?}");
+        assert_eq!(sent[0], 0, "no error, so no error interrupt: {sent:?}");
+        // The context holds what libqdma's direct mode writes: enabled, its vector (after the
+        // error vector), no aggregation; GLBL_ERR_INT names function 0, vector 0, armed.
         let sw = SwCtx::from_words(&ctx_read(&*card.bar(), sw_sel(C2h), 3));
-        assert!(sw.irq && !sw.intr_aggr && sw.vec == 7, "{sw:?}");
+        assert!(sw.irq && !sw.intr_aggr && sw.vec == 8, "{sw:?}");
+        assert_eq!(r(&*card.bar(), 0xb04), 1 << 24);
         // Polling again restarts the queues without interrupts: nothing more fires.
         let before: u64 = card.model.irq().sent().iter().sum();
         eng.prepare_batch(&spread(&*src, H2c, 16, 4096, 4)).unwrap();
@@ -55,6 +52,7 @@ fn queues_complete_by_their_msix_vectors_in_direct_mode() {
         assert_eq!(card.model.irq().sent().iter().sum::<u64>(), before);
         let sw = SwCtx::from_words(&ctx_read(&*card.bar(), sw_sel(H2c), 0));
         assert!(!sw.irq && !sw.irq_arm, "{sw:?}");
+        assert_eq!(r(&*card.bar(), 0xb04), 0, "GLBL_ERR_INT put back as found");
         drop(eng);
         drop(irq);
         assert!(card.model.violations().is_empty(), "{:?}", card.model.violations());

@@ -118,17 +118,28 @@ impl fmt::Display for QdmaInfo {
             }
         )?;
         writeln!(f, "  queues: {} in the IP ({}-bit context ids)", self.max_queues, self.ip.qid_bits())?;
-        // The vector each queue signals on with `--completion irq` (`irq.rs`: the rings in the
-        // order the driver opens them, over the MSI-X vectors routed).
-        let per = (self.mm_h2c as u32 + self.mm_c2h as u32).max(1);
+        // The vector each queue signals on with `--completion irq` (`irq.rs`: errors on vector 0,
+        // the rings in the order the driver opens them over the data vectors from 1; `aggr.rs`:
+        // one interrupt ring per function, its index the function number).
+        let driven = if mm.is_empty() { [self.st_h2c, self.st_c2h] } else { [self.mm_h2c, self.mm_c2h] };
+        let per = (driven[0] as u32 + driven[1] as u32).max(1);
         let vectors =
-            if per == 2 { "queue q's H2C ring on vector 2q, its C2H ring on 2q+1" } else { "queue q on vector q" };
+            if per == 2 { "queue q's H2C ring on vector 2q+1, its C2H ring on 2q+2" } else { "queue q on vector q+1" };
         if mm.is_empty() && !st.is_empty() {
-            writeln!(f, "  interrupts: none armed (stream queues complete by polling their completion rings)")?;
+            writeln!(
+                f,
+                "  interrupts (--completion irq): MSI-X, errors on vector 0 (GLBL_ERR_INT); H2C stream queues by their \
+                 status writeback, C2H ones by their completion rings; --qdma-intr direct (default): {vectors} \
+                 (modulo the vectors routed); aggregated: every queue through interrupt ring {} on vector 1",
+                self.func
+            )?;
         } else {
             writeln!(
                 f,
-                "  interrupts (--completion irq): MSI-X in libqdma's direct mode, {vectors} (modulo the vectors routed); no aggregation ring"
+                "  interrupts (--completion irq): MSI-X, errors on vector 0 (GLBL_ERR_INT); --qdma-intr direct \
+                 (default): {vectors} (modulo the vectors routed); aggregated: every queue through interrupt ring {} \
+                 on vector 1",
+                self.func
             )?;
         }
         let sizes = self.ring_sizes();

@@ -248,6 +248,45 @@ pub(crate) const SW_W1_IS_MM: u32 = 1 << 31;
 pub(crate) const SW_W4_VEC: u32 = 0x7ff;
 pub(crate) const SW_W4_INTR_AGGR: u32 = 1 << 11;
 
+// Interrupt (aggregation) context, select 8 (`QDMA_CTXT_SEL_INT_COAL`; soft 3.x
+// `QDMA_INTR_CTXT_W*`, three words; EQDMA/CPM5 `INTR_CTXT_DATA_W*`, four, the function in word 3).
+// The ring base is 4 KiB aligned: address bits [28:12] in word 0 [31:15], [60:29] in word 1,
+// [63:61] in word 2 [2:0] (`QDMA_INTR_CTXT_BADDR_GET_*_MASK`).
+pub(crate) const SEL_INT_COAL: u32 = 8;
+pub(crate) const IC_W0_VALID: u32 = 1 << 0;
+pub(crate) const IC_W0_VEC_SHIFT: u32 = 1;
+pub(crate) const IC_W0_VEC: u32 = 0x7ff;
+pub(crate) const IC_W0_INT_ST: u32 = 1 << 13;
+pub(crate) const IC_W0_COLOR: u32 = 1 << 14;
+pub(crate) const IC_W0_BADDR_SHIFT: u32 = 15;
+pub(crate) const IC_BADDR_LOW_BIT: u32 = 12;
+pub(crate) const IC_BADDR_MID_BIT: u32 = 29;
+pub(crate) const IC_BADDR_HIGH_BIT: u32 = 61;
+pub(crate) const IC_W2_BADDR_H: u32 = 0x7;
+pub(crate) const IC_W2_PAGE_SIZE_SHIFT: u32 = 3;
+pub(crate) const IC_W2_PAGE_SIZE: u32 = 0x7;
+pub(crate) const IC_W2_PIDX_SHIFT: u32 = 6;
+pub(crate) const IC_W2_PIDX: u32 = 0xfff;
+pub(crate) const EQ_IC_W3_FUNC_SHIFT: u32 = 18;
+pub(crate) const EQ_IC_W3_FUNC: u32 = 0xfff;
+/// An interrupt ring entry: 8 bytes (`union qdma_intr_ring`, `qdma_intr_ring_generic`), 512 to
+/// a 4 KiB page; libqdma's ring is one page (`QDMA_INTR_COAL_RING_SIZE`, page size code 0).
+pub(crate) const IE_BYTES: u64 = 8;
+pub(crate) const IE_PER_PAGE: u32 = 512;
+/// Entry fields: queue [62:39] (absolute), type [38] (0 H2C, 1 C2H), the ring's colour [63].
+pub(crate) const IE_QID_SHIFT: u32 = 39;
+pub(crate) const IE_QID: u64 = 0xff_ffff;
+pub(crate) const IE_TYPE_C2H: u64 = 1 << 38;
+pub(crate) const IE_COLOR: u64 = 1 << 63;
+// The error interrupt (`QDMA_OFFSET_GLBL_ERR_INT` 0xB04): function [7:0] on soft 3.x ([11:0]
+// on EQDMA/CPM5), vector [22:12], arm [24] (`QDMA_GLBL_ERR_*_MASK`, `GLBL_ERR_INT_*_MASK`).
+// EQDMA's en_coal [23] would route it through an interrupt ring; libqdma never sets it.
+pub(crate) const R_GLBL_ERR_INT: u64 = 0xb04;
+pub(crate) const ERR_INT_FUNC: u32 = 0xff;
+pub(crate) const ERR_INT_VEC_SHIFT: u32 = 12;
+pub(crate) const ERR_INT_VEC: u32 = 0x7ff;
+pub(crate) const ERR_INT_ARM: u32 = 1 << 24;
+
 // Hardware context (`QDMA_HW_CTXT_W*`).
 pub(crate) const HW_W0_CIDX: u32 = 0xffff;
 pub(crate) const HW_W0_CRD_USE_SHIFT: u32 = 16;
@@ -279,6 +318,13 @@ pub(crate) const DB_PIDX: u32 = 0xffff;
 /// The PIDX update's interrupt arm [16] (`QDMA_DMA_SEL_IRQ_EN_MASK`): the queue may raise its
 /// interrupt at the next status writeback (libqdma re-arms with every update in interrupt mode).
 pub(crate) const DB_IRQ_ARM: u32 = 1 << 16;
+/// The interrupt ring's consumer index update (`QDMA_OFFSET_DMAP_SEL_INT_CIDX`, +0x0 of a queue's
+/// doorbells): the software CIDX [15:0] and the ring index [23:16] (`QDMA_DMA_SEL_INT_SW_CIDX_MASK`,
+/// `QDMA_DMA_SEL_INT_RING_IDX_MASK`); libqdma writes it at the last queue it serviced.
+pub(crate) const DB_INT_CIDX: u64 = 0x0;
+pub(crate) const INT_CIDX_SW: u32 = 0xffff;
+pub(crate) const INT_CIDX_RING_SHIFT: u32 = 16;
+pub(crate) const INT_CIDX_RING: u32 = 0xff;
 /// The smallest config BAR that reaches the first queue's doorbells.
 pub const MIN_CONFIG_BAR_LEN: u64 = R_PF_DOORBELLS + DB_STEP;
 
@@ -390,6 +436,12 @@ pub(crate) const CM_W3_VALID: u32 = 1 << 28;
 pub(crate) const CM_W3_ERR_SHIFT: u32 = 29;
 pub(crate) const CM_W4_OVF_CHK_DIS: u32 = 1 << 2;
 pub(crate) const EQ_CM_W4_DIR_C2H: u32 = 1 << 18;
+/// Word 4: the queue's interrupt vector [14:4], or its interrupt ring's index with aggregation
+/// [15] (`QDMA_COMPL_CTXT_W4_INTR_VEC_MASK`, `_INTR_AGGR_MASK`; EQDMA/CPM5 `CMPL_CTXT_DATA_W4_*`:
+/// the same bits on every IP).
+pub(crate) const CM_W4_VEC_SHIFT: u32 = 4;
+pub(crate) const CM_W4_VEC: u32 = 0x7ff;
+pub(crate) const CM_W4_INT_AGGR: u32 = 1 << 15;
 pub(crate) const EQ_CM_W5_BADDR_LOW_SHIFT: u32 = 14;
 /// Trigger mode "every entry" (`TRIG_MODE_ANY`): the qdma driver's default (nl.c).
 pub(crate) const TRIG_EVERY: u32 = 1;
@@ -414,6 +466,9 @@ pub(crate) const CMPT_LEN: u32 = 0xffff;
 // PF doorbells beyond the producer indexes (`QDMA_OFFSET_DMAP_SEL_CMPT_CIDX`, `_MASK`s).
 pub(crate) const DB_CMPT_CIDX: u64 = 0xc;
 pub(crate) const DB_CMPT_STAT_EN: u32 = 1 << 27;
+/// The CMPT CIDX update's interrupt enable [28] (`QDMA_DMAP_SEL_CMPT_IRQ_EN_MASK`): arms the
+/// completion ring's interrupt again (libqdma sets it in interrupt mode).
+pub(crate) const DB_CMPT_IRQ_EN: u32 = 1 << 28;
 pub(crate) const DB_CMPT_TRIG_SHIFT: u32 = 24;
 pub(crate) const DB_CMPT_TMR_SHIFT: u32 = 20;
 pub(crate) const DB_CMPT_CNT_SHIFT: u32 = 16;

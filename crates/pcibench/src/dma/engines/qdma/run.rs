@@ -109,7 +109,7 @@ impl QdmaEngine {
     pub fn wait(&mut self, timeout: Duration) -> Result<()> {
         let mut prep = self.prepared.take().ok_or_else(|| Error::usage("QDMA wait before prepare"))?;
         let res = if self.stream.is_some() {
-            self.wait_stream(&mut prep, timeout)
+            self.wait_stream(&mut prep, timeout, None)
         } else {
             self.wait_prepared(&mut prep, timeout)
         };
@@ -122,11 +122,8 @@ impl QdmaEngine {
         // plus the MM engines' completed-descriptor counts (which move with each descriptor, while
         // the writeback may come once per many): one moving queue keeps the run alive, none
         // moving for the timeout stops it.
-        let mut dog = Watchdog::new(timeout);
+        let mut pace = Pace::new(timeout);
         let mut engines = 0u64;
-        let mut next_check = ERRORS_EVERY;
-        let mut spins = 0u32;
-        let mut checked = false;
         loop {
             let mut busy = false;
             let mut lost = None;
@@ -145,34 +142,25 @@ impl QdmaEngine {
             if !busy {
                 // A run shorter than the error poll has had no look at the error registers:
                 // one now, so an error the queues survived is not missed (W3).
-                if !checked && self.error_stops_run()? {
+                if !pace.checked && self.error_stops_run()? {
                     return Err(self.fail(prep, "logged an error during the run".into()));
                 }
                 return Ok(());
             }
             self.post(prep)?;
-            spins = spins.wrapping_add(1);
-            if spins % 16 == 0 {
-                let elapsed = dog.elapsed();
-                if elapsed >= next_check {
-                    next_check = elapsed + ERRORS_EVERY;
-                    checked = true;
-                    if self.error_stops_run()? {
-                        return Err(self.fail(prep, "stopped on an error".into()));
-                    }
-                    engines = 0;
-                    for i in 0..self.dirs.len() {
-                        engines += u64::from(rd(self.bar(), mm(self.dirs[i], MM_COMPLETED))?);
-                    }
+            let Some(due) = pace.tick() else { continue };
+            if due {
+                if self.error_stops_run()? {
+                    return Err(self.fail(prep, "stopped on an error".into()));
                 }
-                if dog.stalled(completed.wrapping_add(engines)) {
-                    return Err(self.fail(prep, no_progress(timeout)));
-                }
-                if elapsed >= YIELD_AFTER {
-                    std::thread::yield_now();
+                engines = 0;
+                for i in 0..self.dirs.len() {
+                    engines += u64::from(rd(self.bar(), mm(self.dirs[i], MM_COMPLETED))?);
                 }
             }
-            std::hint::spin_loop();
+            if pace.stalled(completed.wrapping_add(engines)) {
+                return Err(self.fail(prep, no_progress(timeout)));
+            }
         }
     }
 
@@ -324,5 +312,51 @@ impl QdmaEngine {
             }
         }
         Error::Device(format!("QDMA {what}: {}; {stopped}", parts.join("; ")))
+    }
+}
+
+/// The polling waits' pacing, shared by the MM loop (`wait_prepared`) and the stream loop
+/// (`wait_stream`): a spin hint every pass; every 16th pass the error registers when they are
+/// due (at most every `ERRORS_EVERY`), the progress watchdog, and a yield once the wait has
+/// lasted `YIELD_AFTER` (a simulated engine needs a core).
+pub(super) struct Pace {
+    pub dog: Watchdog,
+    next_check: Duration,
+    spins: u32,
+    /// The error registers were looked at during the wait.
+    pub checked: bool,
+}
+
+impl Pace {
+    pub fn new(timeout: Duration) -> Pace {
+        Pace { dog: Watchdog::new(timeout), next_check: ERRORS_EVERY, spins: 0, checked: false }
+    }
+
+    /// One pass: None on most; Some(whether the error registers are due a look) every 16th.
+    pub fn tick(&mut self) -> Option<bool> {
+        std::hint::spin_loop();
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins % 16 != 0 {
+            return None;
+        }
+        let elapsed = self.dog.elapsed();
+        let due = elapsed >= self.next_check;
+        if due {
+            self.next_check = elapsed + ERRORS_EVERY;
+            self.checked = true;
+        }
+        Some(due)
+    }
+
+    /// After a 16th pass: whether `progress` has not moved for the timeout; else yield if the
+    /// wait is long.
+    pub fn stalled(&mut self, progress: u64) -> bool {
+        if self.dog.stalled(progress) {
+            return true;
+        }
+        if self.dog.elapsed() >= YIELD_AFTER {
+            std::thread::yield_now();
+        }
+        false
     }
 }

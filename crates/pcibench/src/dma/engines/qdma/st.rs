@@ -177,8 +177,9 @@ impl Cmpt {
 
 /// The CMPT CIDX doorbell value: the new consumer index with the trigger mode and status
 /// descriptor enable the context was given, counter and timer index 0 (libqdma writes them
-/// with every update, `qdma_queue_cmpt_cidx_update`).
-pub(crate) fn cmpt_doorbell(cidx: u32) -> u32 {
+/// with every update, `qdma_queue_cmpt_cidx_update`), and in interrupt mode the interrupt
+/// enable that re-arms the ring (`QDMA_DMAP_SEL_CMPT_IRQ_EN_MASK`, libqdma's `irq_en`).
+pub(crate) fn cmpt_doorbell(cidx: u32, irq: bool) -> u32 {
     const COUNTER_IDX: u32 = 0;
     const TIMER_IDX: u32 = 0;
     cidx & DB_PIDX
@@ -186,6 +187,7 @@ pub(crate) fn cmpt_doorbell(cidx: u32) -> u32 {
         | TIMER_IDX << DB_CMPT_TMR_SHIFT
         | TRIG_EVERY << DB_CMPT_TRIG_SHIFT
         | DB_CMPT_STAT_EN
+        | if irq { DB_CMPT_IRQ_EN } else { 0 }
 }
 
 /// An H2C ST descriptor moving `len` bytes from `src`.
@@ -209,7 +211,8 @@ mod tests {
         // qdma_h2c_desc: cdh_flags 0, pld_len [31:16], len [47:32], flags [63:48] (SOP 1, EOP 2).
         assert_eq!(h2c_desc(0x1000, 64, true, true), [64 << 16 | 64 << 32 | 6 << 48, 0x1000, 0, 0]);
         assert_eq!(c2h_desc(0xabc0)[0], 0xabc0);
-        assert_eq!(cmpt_doorbell(5), 5 | 1 << 27 | 1 << 24);
+        assert_eq!(cmpt_doorbell(5, false), 5 | 1 << 27 | 1 << 24);
+        assert_eq!(cmpt_doorbell(5, true), 5 | 1 << 28 | 1 << 27 | 1 << 24);
         assert_eq!(Packets::of(64), Packets { count: 1, len: 64, buffers: 1 });
         assert_eq!(Packets::of(10 << 10), Packets { count: 1, len: 10 << 10, buffers: 3 });
         // 64 KiB is more than 7 buffers of 4 KiB: four packets of 16 KiB.

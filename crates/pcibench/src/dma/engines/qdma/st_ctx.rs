@@ -61,6 +61,9 @@ pub struct CmptCtx {
     pub valid: bool,
     pub err: u8,
     pub ovf_chk_dis: bool,
+    /// The interrupt vector, or the interrupt ring's index when `int_aggr` (word 4).
+    pub vec: u16,
+    pub int_aggr: bool,
 }
 
 impl CmptCtx {
@@ -80,7 +83,9 @@ impl CmptCtx {
         let w3 = (self.cidx as u32) << CM_W3_CIDX_SHIFT
             | b(self.valid, CM_W3_VALID)
             | (self.err as u32 & 3) << CM_W3_ERR_SHIFT;
-        let w4 = b(self.ovf_chk_dis, CM_W4_OVF_CHK_DIS);
+        let w4 = b(self.ovf_chk_dis, CM_W4_OVF_CHK_DIS)
+            | (self.vec as u32 & CM_W4_VEC) << CM_W4_VEC_SHIFT
+            | b(self.int_aggr, CM_W4_INT_AGGR);
         if eqdma(ip) {
             let w1 = (self.base >> EQ_CM_BADDR_LOW_BIT) as u32;
             let w5 = (((self.base >> 2) & 0xf) as u32) << EQ_CM_W5_BADDR_LOW_SHIFT;
@@ -114,6 +119,8 @@ impl CmptCtx {
             valid: w[3] & CM_W3_VALID != 0,
             err: f(w[3], CM_W3_ERR_SHIFT, 3),
             ovf_chk_dis: w[4] & CM_W4_OVF_CHK_DIS != 0,
+            vec: ((w[4] >> CM_W4_VEC_SHIFT) & CM_W4_VEC) as u16,
+            int_aggr: w[4] & CM_W4_INT_AGGR != 0,
         }
     }
 

@@ -6,8 +6,9 @@
 use super::regs::*;
 use super::ring::Desc;
 use super::st::{self, Cmpt, ExampleDesign, Packets, BUF_BYTES};
-use super::{doorbell, Prepared, QdmaEngine, ERRORS_EVERY, YIELD_AFTER};
-use crate::dma::watchdog::{no_progress, Watchdog};
+use super::{doorbell, Prepared, QdmaEngine};
+use crate::access::Interrupts;
+use crate::dma::watchdog::no_progress;
 use crate::dma::{Direction, Work};
 use crate::{Error, Result};
 use std::time::Duration;
@@ -86,6 +87,9 @@ impl QdmaEngine {
     /// Post what fits of the prepared stream descriptors, a doorbell every `doorbell_batch`.
     pub(super) fn post_stream(&mut self, prep: &mut Prepared) -> Result<usize> {
         let batch = self.opts.doorbell_batch.max(1);
+        // In interrupt mode an H2C PIDX update arms the queue as on MM queues; a C2H queue is
+        // armed through its completion ring's CIDX (`reap_cmpt`).
+        let arm = self.irq_vectors.is_some();
         let mut posted = 0;
         for (i, ring) in self.rings.iter_mut().enumerate() {
             let descs = &prep.per_ring[i];
@@ -102,13 +106,12 @@ impl QdmaEngine {
                 }
                 // SAFETY: a `Desc` is 32 bytes, at least one descriptor of any size.
                 ring.put_bytes(unsafe { std::slice::from_raw_parts(d.as_ptr().cast::<u8>(), 32) });
-                // Stream queues poll their completion rings: the interrupt arm bit stays off.
                 if (k as u32 + 1) % batch == 0 {
-                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, false)?;
+                    doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, arm && ring.dir == Direction::H2c)?;
                 }
             }
             if n as u32 % batch != 0 {
-                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, false)?;
+                doorbell(&*self.bar, ring.queue, ring.dir, ring.pidx, arm && ring.dir == Direction::H2c)?;
             }
             *next += n;
             posted += n;
@@ -118,6 +121,7 @@ impl QdmaEngine {
 
     /// Reap every completion entry the C2H ring `i` has, checking each; returns packets reaped.
     fn reap_cmpt(&mut self, i: usize, len: u64, left: &mut u32) -> Result<u32> {
+        let irq = self.irq_vectors.is_some();
         let s = self.stream.as_mut().expect("stream mode");
         let Some(c) = s.cmpt[i].as_mut() else { return Ok(0) };
         let ring = &mut self.rings[i];
@@ -157,15 +161,21 @@ impl QdmaEngine {
         }
         if n > 0 {
             let reg = R_PF_DOORBELLS + ring.queue as u64 * DB_STEP + DB_CMPT_CIDX;
-            wr(&*self.bar, reg, st::cmpt_doorbell(c.ring.cidx))?;
+            wr(&*self.bar, reg, st::cmpt_doorbell(c.ring.cidx, irq))?;
         }
         Ok(n)
     }
 
     /// Post the rest, run the generator queue by queue and poll every ring until the batch is
     /// done, an error is logged or a completion entry is wrong, or `timeout` passes without
-    /// progress (then the queues are stopped and cleared).
-    pub(super) fn wait_stream(&mut self, prep: &mut Prepared, timeout: Duration) -> Result<()> {
+    /// progress (then the queues are stopped and cleared). With `irq` the thread sleeps on the
+    /// queues' vectors between looks instead of spinning (`irq.rs`).
+    pub(super) fn wait_stream(
+        &mut self,
+        prep: &mut Prepared,
+        timeout: Duration,
+        irq: Option<&dyn Interrupts>,
+    ) -> Result<()> {
         let (want, len) = {
             let s = self.stream.as_ref().expect("stream mode");
             (s.want.clone(), s.len.unwrap_or(0))
@@ -173,10 +183,7 @@ impl QdmaEngine {
         let mut todo = want.clone();
         let mut left = want;
         let mut generating: Option<usize> = None;
-        let mut dog = Watchdog::new(timeout);
-        let mut next_check = ERRORS_EVERY;
-        let mut spins = 0u32;
-        let mut checked = false;
+        let mut pace = super::run::Pace::new(timeout);
         let mut reaped = 0u64;
         loop {
             let mut busy = false;
@@ -219,34 +226,51 @@ impl QdmaEngine {
                 }
             }
             if !busy {
-                if !checked && self.error_stops_run()? {
+                if let Some(irq) = irq {
+                    // The handler for what fired meanwhile (the ring walked, armed again).
+                    let fired = irq.wait(Duration::ZERO)?;
+                    if let Some(why) = self.service(&fired, true)? {
+                        return Err(self.fail(prep, why));
+                    }
+                    pace.checked = false;
+                }
+                if !pace.checked && self.error_stops_run()? {
                     let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
                     return Err(self.fail(prep, format!("logged an error during the run{c2h}")));
                 }
                 return Ok(());
             }
             self.post_stream(prep)?;
-            spins = spins.wrapping_add(1);
-            if spins % 16 == 0 {
-                let elapsed = dog.elapsed();
-                if elapsed >= next_check {
-                    next_check = elapsed + ERRORS_EVERY;
-                    checked = true;
-                    if self.error_stops_run()? {
-                        let _ = self.stream.as_ref().map(|s| s.ex.stop());
-                        let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
-                        return Err(self.fail(prep, format!("stopped on an error{c2h}")));
-                    }
+            if let Some(irq) = irq {
+                // Re-arm every H2C queue with work left (its PIDX again, with the arm bit); C2H
+                // queues were re-armed by their last CIDX update.
+                for r in self.rings.iter().filter(|r| r.dir == Direction::H2c && r.outstanding > 0) {
+                    doorbell(&*self.bar, r.queue, r.dir, r.pidx, true)?;
                 }
-                if dog.stalled(completed) {
+                let fired = irq.wait(super::irq::SLICE.min(timeout))?;
+                if let Some(why) = self.service(&fired, false)? {
                     let _ = self.stream.as_ref().map(|s| s.ex.stop());
-                    return Err(self.fail(prep, no_progress(timeout)));
+                    return Err(self.fail(prep, why));
                 }
-                if elapsed >= YIELD_AFTER {
-                    std::thread::yield_now();
+                if fired.is_empty() && pace.dog.stalled(completed) {
+                    let _ = self.stream.as_ref().map(|s| s.ex.stop());
+                    let why = format!("no interrupt came ({}) and {}", irq.describe(), no_progress(timeout));
+                    return Err(self.fail(prep, why));
+                }
+                if !fired.is_empty() {
+                    continue;
                 }
             }
-            std::hint::spin_loop();
+            let Some(due) = pace.tick() else { continue };
+            if due && self.error_stops_run()? {
+                let _ = self.stream.as_ref().map(|s| s.ex.stop());
+                let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
+                return Err(self.fail(prep, format!("stopped on an error{c2h}")));
+            }
+            if pace.stalled(completed) {
+                let _ = self.stream.as_ref().map(|s| s.ex.stop());
+                return Err(self.fail(prep, no_progress(timeout)));
+            }
         }
     }
 }

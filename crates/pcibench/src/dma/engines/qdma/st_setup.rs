@@ -55,6 +55,9 @@ impl QdmaEngine {
         c.color = true;
         let (ip, func, ring_idx, base) = (self.info.ip, self.info.func as u16, self.ring_idx, c.ring.bus);
         let q = self.rings[i].queue;
+        // Interrupt mode: the completion ring interrupts (`make_cmpt_context`: `en_int`, and its
+        // vector or, aggregated, the interrupt ring's index with `int_aggr`).
+        let target = self.irq_target(&self.rings[i]);
         let ctx = self.ctx();
         let pf = PrefetchCtx { bypass: false, buf_sz_idx: BUF_SZ_IDX, pfch_en: false, err: false, valid: true };
         ctx.write(Sel::Prefetch, qid, &pf.words())?;
@@ -67,6 +70,9 @@ impl QdmaEngine {
             base,
             desc_size: CMPT_SZ_8B as u8,
             valid: true,
+            en_int: target.is_some(),
+            vec: target.map_or(0, |t| t.0),
+            int_aggr: target.is_some_and(|t| t.1),
             ..CmptCtx::default()
         };
         ctx.write(Sel::Cmpt, qid, &cm.words(ip))?;
@@ -83,7 +89,7 @@ impl QdmaEngine {
             )));
         }
         let reg = R_PF_DOORBELLS + q as u64 * DB_STEP + DB_CMPT_CIDX;
-        wr(&*self.bar, reg, st::cmpt_doorbell(0))
+        wr(&*self.bar, reg, st::cmpt_doorbell(0, target.is_some()))
     }
 
     /// The software context of an ST queue.
@@ -104,6 +110,12 @@ impl QdmaEngine {
             marker_disable: !c2h,
             is_mm: false,
             ring_base: ring.bus,
+            // H2C ST signals as MM queues do; C2H ST through its completion ring's context
+            // (`make_sw_context` clears `irq_en` and `irq_arm` for ST C2H).
+            irq: !c2h && self.irq_vectors.is_some(),
+            irq_arm: !c2h && self.irq_vectors.is_some(),
+            vec: if c2h { 0 } else { self.irq_target(ring).map_or(0, |t| t.0) },
+            intr_aggr: !c2h && self.irq_target(ring).is_some_and(|t| t.1),
             ..SwCtx::default()
         }
     }

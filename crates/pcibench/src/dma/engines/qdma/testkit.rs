@@ -6,7 +6,7 @@ use crate::access::sim::SimDevice;
 use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
 use crate::direction::Direction;
 use crate::dma::buffers::sim::SimAllocator;
-use crate::dma::DmaBuffer;
+use crate::dma::{DmaBuffer, Transfer, Work};
 use crate::mmio::Width;
 use crate::sim::qdma::card::{self, QdmaCard, QDMA_CONFIG_BAR};
 use crate::sim::qdma::model::{QdmaModel, QdmaModelConfig};
@@ -14,6 +14,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const LONG: Duration = Duration::from_secs(20);
+
+/// `count` transfers of `len` bytes at buffer and card offset i × len, spread over `n` queues.
+pub fn spread(buf: &dyn DmaBuffer, dir: Direction, count: u64, len: u64, n: u16) -> Vec<Work<'_>> {
+    (0..count)
+        .map(|i| Work {
+            buf,
+            t: Transfer { dir, buf_offset: i * len, card_addr: i * len, len },
+            queue: (i % n as u64) as u16,
+        })
+        .collect()
+}
 
 /// GLBL2_MISC_CAP of each IP variant the model knows (device type [31:28], release [27:24],
 /// IP type [23:20]): the soft IP 3.x of Vivado 2019.2, EQDMA 4.0 of 2020.2, Versal CPM5 and CPM4.

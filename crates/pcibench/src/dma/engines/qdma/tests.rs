@@ -6,7 +6,7 @@
 use super::testkit::*;
 use super::{QdmaEngine, QdmaOptions, SwCtx};
 use crate::access::DeviceAccess;
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
+use crate::dma::{Direction, DmaAllocator, Engine, Transfer, Work};
 use crate::sim::qdma::model::{QdmaModelConfig, CARD_MEMORY_SIZE};
 use std::time::Duration;
 use Direction::{C2h, H2c};
@@ -17,17 +17,6 @@ fn engine(card: &Card, alloc: &dyn DmaAllocator, opts: QdmaOptions) -> crate::Re
 
 fn queues(n: u16) -> QdmaOptions {
     QdmaOptions { queues: n, ..Default::default() }
-}
-
-/// `count` transfers of `len` bytes at buffer and card offset i × len, spread over `n` queues.
-fn spread<'a>(buf: &'a dyn DmaBuffer, dir: Direction, count: u64, len: u64, n: u16) -> Vec<Work<'a>> {
-    (0..count)
-        .map(|i| Work {
-            buf,
-            t: Transfer { dir, buf_offset: i * len, card_addr: i * len, len },
-            queue: (i % n as u64) as u16,
-        })
-        .collect()
 }
 
 /// H2C `count` × `len` over `n` queues, check card memory, C2H it back, compare.

@@ -18,7 +18,7 @@ impl EngineDriver for UmemDriver {
     }
 
     fn about(&self) -> &'static str {
-        "Micro Memory MM-5415/5425/6155 NVRAM cards (the old umem driver's DMA engine), chained descriptors in poll mode"
+        "Micro Memory MM-5415/5425/6155 NVRAM cards (the old umem driver's DMA engine), chained descriptors, completed by polling or INTx"
     }
 
     fn check_options(&self, opts: &EngineOptions) -> Result<()> {

@@ -87,11 +87,16 @@ impl UmemEngine {
         };
         let timeout = timeout.max(Duration::from_micros(largest / FLOOR_MBPS));
         let mut dog = Watchdog::new(timeout);
+        // Whether the chain was seen finished at the last empty wait: a chain that finishes between
+        // a wait's timeout and the status read has its interrupt still on the way, so only one
+        // seen finished across a whole further slice with nothing fired is called unraised.
+        let mut finished = false;
         loop {
             if irq.wait(SLICE.min(timeout))?.is_empty() {
                 let done = self.completed(n);
                 let s = self.rd32(DMA_STATUS_CTRL)?;
-                if s & GO == 0 && done >= part.start + part.count {
+                let was = std::mem::replace(&mut finished, s & GO == 0 && done >= part.start + part.count);
+                if finished && was {
                     return Err(Error::Device(format!(
                         "the {} finished its chain without raising its interrupt ({}; status {}): \
                          is PCI_COMMAND's Interrupt Disable set behind pcibench's back?",

@@ -6,8 +6,14 @@
 //! handful of register accesses (stop, clear status, writeback address, chain address, control,
 //! one flushing read) and then polls the writeback word in host memory, so a run costs the same
 //! whatever the chain's length.
+//!
+//! Where the rest is: `wait.rs` polls a run to its end, `irq.rs` completes one by interrupt (and
+//! holds what the memory-mapped and stream drivers share: a channel pair's arming, servicing and
+//! poll-mode setup), `stream.rs` drives AXI4-Stream channel pairs, `driver.rs` is the registry
+//! entry that picks between them.
 
 pub(super) mod desc;
+mod driver;
 mod irq;
 #[cfg(test)]
 mod irq_tests;
@@ -23,16 +29,14 @@ mod stream_tests;
 pub(super) mod tests;
 #[cfg(test)]
 mod vendor_tests;
+mod wait;
 
 use self::desc::Chain;
 use self::regs::*;
-use super::freshest::freshest;
-use super::{Detected, EngineDriver, EngineOptions, Opened};
-use crate::access::{BarRegion, DeviceAccess, IoMode, Mapping};
-use crate::dma::watchdog::{no_progress, Watchdog};
+use crate::access::BarRegion;
+use crate::dma::watchdog::Watchdog;
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, EngineCounters, Transfer};
 use crate::mmio::Width;
-use crate::pci::DeviceInfo;
 use crate::trace::Tracer;
 use crate::{Error, Result};
 use std::sync::atomic::{fence, Ordering};
@@ -40,6 +44,7 @@ use std::time::{Duration, Instant};
 
 pub use self::desc::Chain as XdmaChain;
 pub use self::desc::{decode_status, Descriptor};
+pub use self::driver::XdmaDriver;
 pub use self::probe::{find_dma_bar, is_dma_bar, probe, Interface, XdmaChannel, XdmaInfo};
 pub use self::regs::{MIN_DMA_BAR_LEN, XILINX_VENDOR};
 
@@ -95,15 +100,8 @@ pub struct XdmaEngine {
     trace: Option<Tracer>,
     /// The card's user clock where it is known (the simulated card's): no register reports it.
     user_clock_hz: Option<f64>,
-    /// Interrupt mode's registers as found, while armed (`irq.rs`).
-    armed: Option<irq::Armed>,
-}
-
-enum Outcome {
-    Done,
-    Error(u32),
-    Stopped(u32),
-    Timeout(u32),
+    /// The pair's interrupts, and interrupt mode's registers as found while armed (`irq.rs`).
+    irq: irq::PairIrq,
 }
 
 impl XdmaEngine {
@@ -136,57 +134,11 @@ impl XdmaEngine {
             .filter(|b| b % 4 == 0 && wb_mem.as_ptr() as usize % 4 == 0)
             .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
         let trace = bar.tracer().cloned();
-        let engine = XdmaEngine {
-            bar,
-            info,
-            opts,
-            desc_mem,
-            wb_mem,
-            wb_bus,
-            chain: None,
-            trace,
-            user_clock_hz: None,
-            armed: None,
-        };
-        engine.poll_mode()?;
+        let irq = irq::PairIrq::new(&info, opts.channel);
+        let engine =
+            XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace, user_clock_hz: None, irq };
+        irq::poll_mode(&*engine.bar, &engine.info, engine.opts.channel)?;
         Ok(engine)
-    }
-
-    /// Set the channel pair up for poll mode as the vendor driver does, so that a card left in
-    /// interrupt mode (by the kernel driver, or an earlier program) raises no interrupt nothing
-    /// here would service: the interrupt enable mask gets the vendor's poll-mode value (errors
-    /// only, never descriptor completion; libxdma.c engine_init_regs), and the channels'
-    /// interrupt enables in the IRQ block are cleared (libxdma.c xdma_device_open disables every
-    /// channel interrupt and enables them only when not in poll mode). Only this channel pair's
-    /// bits are touched: other channels may belong to someone else's measurement.
-    fn poll_mode(&self) -> Result<()> {
-        let ch = self.opts.channel;
-        let mut irq_bits = 0u32;
-        for dir in [Direction::H2c, Direction::C2h] {
-            if self.info.channel(dir, ch).is_none() {
-                continue;
-            }
-            self.wr(self.ch_reg(dir, CH_IE_MASK), IE_MASK_POLL)?;
-            if let Some(bit) = self.irq_bit(dir) {
-                irq_bits |= 1 << bit;
-            }
-        }
-        if irq_bits != 0 {
-            self.wr(reg(T_IRQ, 0, IRQ_CHANNEL_ENABLE_W1C), irq_bits)?;
-        }
-        Ok(())
-    }
-
-    /// The channel's bit in the IRQ block's channel registers: the vendor numbers engines H2C
-    /// first, then C2H, in probe order (libxdma.c probe_engines, engine_create irq_bitmask);
-    /// its probe stops at the first absent channel, so only channels below a gap have a bit.
-    fn irq_bit(&self, dir: Direction) -> Option<u32> {
-        let present = |list: &[XdmaChannel]| (0..4u8).take_while(|i| list.iter().any(|c| c.index == *i)).count() as u32;
-        let ch = self.opts.channel as u32;
-        match dir {
-            Direction::H2c => (ch < present(&self.info.h2c)).then_some(ch),
-            Direction::C2h => (ch < present(&self.info.c2h)).then(|| present(&self.info.h2c) + ch),
-        }
     }
 
     pub fn info(&self) -> &XdmaInfo {
@@ -320,139 +272,6 @@ impl XdmaEngine {
         )
     }
 
-    /// Poll the writeback word until the submitted chain completes, fails or times out; then
-    /// clear run.
-    pub fn wait(&mut self, timeout: Duration) -> Result<()> {
-        let chain = self.prepared()?;
-        let (dir, n) = (chain.dir, chain.descriptors.len() as u32);
-        let largest = chain.descriptors.iter().map(|d| u64::from(d.len)).max().unwrap_or(0);
-        let word = desc::writeback_word(&*self.wb_mem);
-        // The writeback holds the count only when the last descriptor completes; the channel's
-        // completed-descriptor register (PG195 +0x48, reset when run rises) moves with each one, so
-        // that is the progress the watchdog watches, read with the status. A descriptor moves up
-        // to 256 MiB: the wait for the next is at least that one's time at FLOOR_MBPS.
-        let timeout = timeout.max(Duration::from_micros(largest / FLOOR_MBPS));
-        let mut dog = Watchdog::new(timeout);
-        let mut progress = 0u32;
-        let mut next_status = STATUS_EVERY;
-        let mut spins = 0u32;
-        // The writeback as last traced: `submit` zeroed it.
-        let mut seen = 0u32;
-        let outcome = loop {
-            let w = word.load(Ordering::Acquire);
-            if let Some(t) = self.trace.as_ref().filter(|_| w != seen) {
-                seen = w;
-                t.writeback("xdma", "writeback", self.wb_bus, Width::B32, w.into());
-            }
-            if w & WB_ERROR != 0 {
-                break Outcome::Error(w & WB_COUNT);
-            }
-            if w & WB_COUNT >= n {
-                break Outcome::Done;
-            }
-            spins = spins.wrapping_add(1);
-            if spins % 16 == 0 {
-                let elapsed = dog.elapsed();
-                if elapsed >= next_status {
-                    next_status = elapsed + STATUS_EVERY;
-                    if let Some(o) = self.check_stopped(dir, n)? {
-                        break o;
-                    }
-                    progress = self.rd(self.ch_reg(dir, CH_COMPLETED))? & WB_COUNT;
-                }
-                if dog.stalled(u64::from(progress.max(w & WB_COUNT))) {
-                    break Outcome::Timeout(progress.max(w & WB_COUNT).min(n));
-                }
-                if elapsed >= YIELD_AFTER {
-                    std::thread::yield_now();
-                }
-            }
-            std::hint::spin_loop();
-        };
-        let ch = self.opts.channel;
-        match outcome {
-            Outcome::Done => self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN),
-            Outcome::Error(done) | Outcome::Stopped(done) => {
-                // PG195 does not order the error writeback against the status register: wait
-                // (bounded) for the channel to go idle, so the status read holds the reason.
-                let t = Instant::now();
-                while self.rd(self.ch_reg(dir, CH_STATUS))? & ST_BUSY != 0 && t.elapsed() < IDLE_WAIT {
-                    std::thread::yield_now();
-                }
-                let status = self.rd(self.ch_reg(dir, CH_STATUS_RC))?;
-                self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
-                let (done, note) = self.freshest(dir, n, done)?;
-                Err(Error::Device(format!(
-                    "XDMA {dir} channel {ch} stopped after {done} of {n} descriptors{note}: status {}",
-                    decode_status(dir, status)
-                )))
-            }
-            Outcome::Timeout(done) => {
-                self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
-                let (status, idle) = self.settle(dir)?;
-                // After the settle: the descriptor in flight has landed in the counts too.
-                let (done, note) = self.freshest(dir, n, done)?;
-                let stopped = if idle {
-                    "cleared run and waited for the channel to go idle".to_string()
-                } else {
-                    format!("cleared run; {}", self.still_busy(dir))
-                };
-                Err(Error::Device(format!(
-                    "XDMA {dir} channel {ch}: {} ({done} of {n} descriptors completed{note}); {stopped}; status {}. \
-                     Is the engine clocked and out of reset, and does --card-addr point at card memory?",
-                    no_progress(timeout),
-                    decode_status(dir, status)
-                )))
-            }
-        }
-    }
-
-    /// Descriptors done when a run failed, from the freshest source (`freshest`): the writeback
-    /// word and the completed-descriptor register read once more now (the wait loop read the
-    /// register once per `STATUS_EVERY`, and `seen` is what it last used).
-    fn freshest(&self, dir: Direction, n: u32, seen: u32) -> Result<(u32, String)> {
-        let w = desc::writeback_word(&*self.wb_mem).load(Ordering::Acquire) & WB_COUNT;
-        let count = self.rd(self.ch_reg(dir, CH_COMPLETED))? & WB_COUNT;
-        let counter = Some((u64::from(count), "the completed-descriptor count (+0x48)"));
-        let (done, note) = freshest(u64::from(n), u64::from(w), "writeback", counter);
-        // What the wait loop saw stands when neither word says more now.
-        Ok(if u64::from(seen) > done { (seen, String::new()) } else { (done as u32, note) })
-    }
-
-    /// The engine went idle without a complete writeback: done after all (no writeback), or
-    /// stopped short (an error, or run cleared by someone else).
-    fn check_stopped(&self, dir: Direction, n: u32) -> Result<Option<Outcome>> {
-        let status = self.rd(self.ch_reg(dir, CH_STATUS))?;
-        if status == u32::MAX {
-            self.check_answering(dir)?;
-        }
-        if status & ST_BUSY != 0 {
-            return Ok(None);
-        }
-        let w = desc::writeback_word(&*self.wb_mem).load(Ordering::Acquire);
-        if w & WB_ERROR == 0 && w & WB_COUNT >= n {
-            return Ok(Some(Outcome::Done));
-        }
-        let done = self.rd(self.ch_reg(dir, CH_COMPLETED))?;
-        if done >= n && status & ST_ERRORS == 0 {
-            return Ok(Some(Outcome::Done));
-        }
-        Ok(Some(Outcome::Stopped(done)))
-    }
-
-    /// A status of all-ones may be the card gone: its identifier register cannot read all-ones
-    /// (its top 12 bits are the subsystem id 0x1fc), so if it does, the card no longer answers.
-    fn check_answering(&self, dir: Direction) -> Result<()> {
-        let id = self.rd(self.ch_reg(dir, CH_ID))?;
-        if id == u32::MAX {
-            return Err(Error::Gone(format!(
-                "XDMA {dir} channel {}'s status and identifier registers read 0xffffffff (the identifier holds 0x1fc in its top bits)",
-                self.opts.channel
-            )));
-        }
-        Ok(())
-    }
-
     fn check_transfer(&self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<&XdmaChannel> {
         let ch = self.opts.channel;
         let c = self.info.channel(t.dir, ch).ok_or_else(|| {
@@ -562,7 +381,7 @@ impl Engine for XdmaEngine {
 
     fn run(&mut self, timeout: Duration) -> Result<()> {
         // Back from interrupt mode: the enables as found, so polling raises no interrupt.
-        self.disarm()?;
+        self.irq.disarm(&*self.bar)?;
         self.submit()?;
         self.wait(timeout)
     }
@@ -572,7 +391,7 @@ impl Engine for XdmaEngine {
     }
 
     fn irq_request(&self) -> crate::access::IrqRequest {
-        self.irq_wanted()
+        self.irq.wanted()
     }
 
     fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
@@ -618,67 +437,6 @@ impl Drop for XdmaEngine {
     /// The interrupt enables left as found (best effort: a card that stopped answering takes
     /// the writes nowhere, and there is no one to tell).
     fn drop(&mut self) {
-        let _ = self.disarm();
-    }
-}
-
-/// The interface of channel `ch` in `dir` as detect found it (its details are an `XdmaInfo`).
-fn found_interface(found: &Detected, dir: Direction, ch: u8) -> Option<Interface> {
-    let list = found.details.get(if dir == Direction::H2c { "h2c" } else { "c2h" })?.as_array()?;
-    let c = list.iter().find(|c| c.get("index").and_then(|i| i.as_u64()) == Some(u64::from(ch)))?;
-    Some(if c.get("interface")?.as_str()? == "stream" { Interface::Stream } else { Interface::MemoryMapped })
-}
-
-/// XDMA in the engine registry.
-pub struct XdmaDriver;
-
-impl EngineDriver for XdmaDriver {
-    fn name(&self) -> &'static str {
-        "xdma"
-    }
-
-    fn about(&self) -> &'static str {
-        "Xilinx/AMD DMA/Bridge Subsystem (PG195), SGDMA in poll mode"
-    }
-
-    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
-        if !(info.simulated || info.vendor_id == XILINX_VENDOR) {
-            return Ok(None);
-        }
-        let Some(bar) = find_dma_bar(dev, &super::probe_bar::memory_bars(info))? else { return Ok(None) };
-        let simulated = info.simulated;
-        super::probe_bar::detected(self.name(), dev, bar, |b| probe(b).map(|i| i.with_far_end(simulated))).map(Some)
-    }
-
-    fn open(
-        &self,
-        found: &Detected,
-        info: &crate::pci::DeviceInfo,
-        dev: &dyn DeviceAccess,
-        alloc: &dyn DmaAllocator,
-        opts: &EngineOptions,
-    ) -> Result<Opened> {
-        let bar = found.register_bars[0];
-        let channel = opts.channel.unwrap_or(0);
-        let stream = |dir| found_interface(found, dir, channel) == Some(Interface::Stream);
-        if stream(Direction::H2c) || stream(Direction::C2h) {
-            if opts.card_addr.is_some() {
-                return Err(Error::usage(format!(
-                    "XDMA channel {channel} is AXI4-Stream: a stream has no card address; drop --card-addr"
-                )));
-            }
-            let window = opts.card_size.unwrap_or(DEFAULT_CARD_SIZE);
-            let engine =
-                stream::XdmaStreamEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, channel, window)?;
-            return Ok(Opened { engine: Box::new(engine), card_offset: 0 });
-        }
-        let o = XdmaOptions {
-            channel: opts.channel.unwrap_or(0),
-            card_addr: opts.card_addr.unwrap_or(0),
-            card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
-        };
-        let mut engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
-        engine.set_user_clock(info.simulated.then_some(crate::sim::xdma::perf::CLOCK_HZ));
-        Ok(Opened { engine: Box::new(engine), card_offset: 0 })
+        let _ = self.irq.disarm(&*self.bar);
     }
 }

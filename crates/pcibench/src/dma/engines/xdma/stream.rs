@@ -22,9 +22,22 @@
 //! caller's buffer. So the runner's checks (h2c read back, c2h seeded first) go through the
 //! loopback both ways, and every run moves its bytes on both channels.
 //!
-//! Completion is by polling (the seam for interrupts is `Engine::run_interrupt`, not taken here).
+//! Completion is by polling both writebacks, or by the channels' interrupts as libxdma runs
+//! streams (`stream_irq.rs`: one interrupt per channel per batch, on the chain's last descriptor).
+//! A batch's chains are laid out in `stream_chain.rs` and its records checked in `stream_records.rs`.
 
-use super::desc::{self, Chain, Piece};
+#[path = "stream_chain.rs"]
+mod chain;
+#[path = "stream_irq.rs"]
+mod irq;
+#[cfg(test)]
+#[path = "stream_irq_tests.rs"]
+mod irq_tests;
+#[path = "stream_records.rs"]
+mod records;
+
+use super::desc::Chain;
+use super::irq::PairIrq;
 use super::regs::*;
 use super::{decode_status, probe, Interface, XdmaInfo};
 use crate::access::BarRegion;
@@ -75,6 +88,8 @@ pub struct XdmaStreamEngine {
     wb: Box<dyn DmaBuffer>,
     prepared: Option<Prepared>,
     trace: Option<Tracer>,
+    /// The pair's interrupts, and interrupt mode's registers as found while armed.
+    irq: PairIrq,
 }
 
 fn word(mem: &dyn DmaBuffer, at: usize) -> &AtomicU32 {
@@ -126,22 +141,24 @@ impl XdmaStreamEngine {
             )?;
         }
         let trace = bar.tracer().cloned();
-        let e =
-            XdmaStreamEngine { bar, info, ch, window, peer, h2c_desc, c2h_desc, records, wb, prepared: None, trace };
         // Poll mode as for memory-mapped channels (libxdma.c engine_init_regs: the error enables
         // only in the interrupt mask; the IRQ block's channel enables cleared).
-        for dir in [Direction::H2c, Direction::C2h] {
-            e.wr(e.ch_reg(dir, CH_IE_MASK), IE_MASK_POLL)?;
-        }
-        // The pair's bits in the IRQ block, numbered as libxdma.c probe_engines does (H2C first,
-        // then C2H; only channels below the first gap have one), as `XdmaEngine::poll_mode` clears them.
-        let present =
-            |l: &[super::XdmaChannel]| (0..4u8).take_while(|i| l.iter().any(|c| c.index == *i)).count() as u32;
-        let (h, c, n) = (present(&e.info.h2c), present(&e.info.c2h), u32::from(ch));
-        let bits = if n < h { 1 << n } else { 0 } | if n < c { 1 << (h + n) } else { 0 };
-        if bits != 0 {
-            e.wr(reg(T_IRQ, 0, IRQ_CHANNEL_ENABLE_W1C), bits)?;
-        }
+        super::irq::poll_mode(&*bar, &info, ch)?;
+        let irq = PairIrq::new(&info, ch);
+        let e = XdmaStreamEngine {
+            bar,
+            info,
+            ch,
+            window,
+            peer,
+            h2c_desc,
+            c2h_desc,
+            records,
+            wb,
+            prepared: None,
+            trace,
+            irq,
+        };
         Ok(e)
     }
 
@@ -173,83 +190,9 @@ impl XdmaStreamEngine {
         }
     }
 
-    /// `len` bytes of `buf` at `off` as pieces that are bus-contiguous and end at C2H buffer
-    /// boundaries of the bus address where `cut` (as pages of a user buffer are).
-    fn pieces(buf: &dyn DmaBuffer, off: u64, len: u64, cut: bool, out: &mut Vec<Piece>) -> Result<()> {
-        for p in desc::split(buf.segments(), off, len, 0)? {
-            if !cut {
-                out.push(p);
-                continue;
-            }
-            let mut at = 0;
-            while at < p.len {
-                let n = (C2H_BUF - (p.host + at) % C2H_BUF).min(p.len - at);
-                out.push(Piece { host: p.host + at, card: 0, len: n });
-                at += n;
-            }
-        }
-        Ok(())
-    }
-
-    /// The H2C chain of a batch: one descriptor per bus-contiguous piece of each packet, EOP on
-    /// each packet's last (the packet ends there; libxdma.c transfer_init), STOP | COMPLETED on
-    /// the chain's last. `ends[k]`: the index of packet k's last piece.
-    fn h2c_chain(&self, pieces: &[Piece], ends: &[usize]) -> Result<Chain> {
-        self.fits(pieces, &*self.h2c_desc, "H2C")?;
-        let mem = &*self.h2c_desc;
-        let mut chain = desc::link(Direction::H2c, pieces, |i| mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES))?;
-        for &e in ends {
-            chain.descriptors[e].word0 |= DESC_EOP;
-        }
-        desc::write_chain(mem, &chain)?;
-        Ok(chain)
-    }
-
-    /// The C2H chain of a batch: one descriptor per host buffer, its source the bus address of
-    /// its writeback record (libxdma.c transfer_build).
-    fn c2h_chain(&self, pieces: &[Piece]) -> Result<Chain> {
-        self.fits(pieces, &*self.c2h_desc, "C2H")?;
-        if pieces.len() * RESULT_BYTES as usize > self.records.len() {
-            return Err(Error::Unsupported(format!(
-                "{} C2H buffers need more writeback records than allocated: use fewer or smaller packets",
-                pieces.len()
-            )));
-        }
-        let mem = &*self.c2h_desc;
-        let mut chain = desc::link(Direction::C2h, pieces, |i| mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES))?;
-        for (i, d) in chain.descriptors.iter_mut().enumerate() {
-            d.src = self.records.bus_range(i as u64 * RESULT_BYTES, RESULT_BYTES).ok_or_else(|| {
-                Error::Device(format!("writeback record {i} has no bus address in the record buffer"))
-            })?;
-        }
-        desc::write_chain(mem, &chain)?;
-        Ok(chain)
-    }
-
-    fn fits(&self, pieces: &[Piece], mem: &dyn DmaBuffer, side: &str) -> Result<()> {
-        let capacity = mem.len() / DESC_BYTES as usize;
-        if pieces.len() > capacity {
-            return Err(Error::Unsupported(format!(
-                "this batch of packets needs {} {side} descriptors; descriptor memory holds {capacity}: use a \
-                 smaller --size or a buffer with larger contiguous segments (hugepages)",
-                pieces.len()
-            )));
-        }
-        Ok(())
-    }
-
-    fn trace_chain(&self, chain: &Chain, mem: &dyn DmaBuffer) {
-        let Some(tr) = &self.trace else { return };
-        for (i, d) in chain.descriptors.iter().enumerate() {
-            let bus = mem.bus_range(i as u64 * DESC_BYTES, DESC_BYTES).unwrap_or_default();
-            let fields =
-                [("control", d.word0.into()), ("len", d.len.into()), ("src", d.src), ("dst", d.dst), ("next", d.next)];
-            tr.descriptor("xdma-st", i as u64, bus, &d.to_bytes(), &fields);
-        }
-    }
-
-    /// Start `chain` on the `dir` channel, as the memory-mapped path does (`XdmaEngine::submit`).
-    fn start(&self, dir: Direction, chain: &Chain) -> Result<()> {
+    /// Start `chain` on the `dir` channel with `control` (poll mode's or interrupt mode's), as the
+    /// memory-mapped path does (`XdmaEngine::submit_with`).
+    fn start(&self, dir: Direction, chain: &Chain, control: u32) -> Result<()> {
         self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
         if self.rd(self.ch_reg(dir, CH_STATUS_RC))? & ST_BUSY != 0 {
             self.settle(dir)?;
@@ -265,7 +208,7 @@ impl XdmaStreamEngine {
         fence(Ordering::SeqCst);
         // The control word libxdma writes for stream channels too (engine_start_mode_config:
         // nothing stream-specific; C2H credits stay off as with enable_st_c2h_credit=0).
-        self.wr(self.ch_reg(dir, CH_CONTROL), CONTROL_POLL)?;
+        self.wr(self.ch_reg(dir, CH_CONTROL), control)?;
         self.rd(self.ch_reg(dir, CH_STATUS))?;
         Ok(())
     }
@@ -285,90 +228,6 @@ impl XdmaStreamEngine {
             }
             std::thread::yield_now();
         }
-    }
-
-    /// Record `i`'s status and length as the engine wrote them.
-    fn record(&self, i: usize) -> (u32, u32) {
-        let at = i * RESULT_BYTES as usize;
-        (word(&*self.records, at).load(Ordering::Acquire), word(&*self.records, at + 4).load(Ordering::Acquire))
-    }
-
-    /// What C2H writeback records `first..first + count` (of `n` in the chain) say, for an error
-    /// line (the first ones and the last).
-    fn records_text(&self, first: usize, count: usize, n: usize) -> String {
-        let show = |i: usize| {
-            let (s, l) = self.record(i);
-            if s == 0 && l == 0 {
-                format!("#{i} not written")
-            } else {
-                let eop = if s & RESULT_EOP != 0 { " EOP" } else { "" };
-                format!("#{i} magic {:#06x} length {l}{eop}", s >> 16)
-            }
-        };
-        let end = (first + count).min(n);
-        let mut parts: Vec<String> = (first..end.min(first + 4)).map(show).collect();
-        if end > first + 4 {
-            parts.push(format!("... {}", show(end - 1)));
-        }
-        format!("C2H writeback records: {}", parts.join(", "))
-    }
-
-    /// Check the records of the last run against the prepared packets.
-    pub(super) fn check_records(&self) -> Result<()> {
-        let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
-        let n = p.c2h.descriptors.len();
-        for (k, pk) in p.packets.iter().enumerate() {
-            self.check_packet(&p.c2h, k, p.packets.len(), pk).map_err(|w| {
-                Error::Device(format!(
-                    "XDMA C2H stream channel {}: packet {k} of {}: {w}: the packet that came back is not the {}-byte \
-                     packet sent on H2C {} ({})",
-                    self.ch,
-                    p.packets.len(),
-                    pk.len,
-                    self.ch,
-                    self.records_text(pk.first, pk.n, n)
-                ))
-            })?;
-        }
-        Ok(())
-    }
-
-    /// Where the C2H writeback records live (tests: a card that writes them wrong).
-    #[cfg(test)]
-    pub(super) fn records_mem(&self) -> &dyn DmaBuffer {
-        &*self.records
-    }
-
-    /// Check packet `k`'s records: magic, EOP on its last buffer only, every buffer but the last
-    /// full, and the lengths adding up to what was sent. What is wrong, in words.
-    fn check_packet(&self, c2h: &Chain, k: usize, of: usize, pk: &Packet) -> std::result::Result<(), String> {
-        let n = c2h.descriptors.len();
-        let mut total = 0u64;
-        for i in pk.first..pk.first + pk.n {
-            let d = &c2h.descriptors[i];
-            let (status, len) = self.record(i);
-            if let Some(t) = &self.trace {
-                t.writeback("xdma-st", "c2h-record", d.src, Width::B32, status.into());
-            }
-            let last = i + 1 == pk.first + pk.n;
-            let wrong = if status >> 16 != RESULT_MAGIC {
-                Some(format!("magic {:#06x}, not {RESULT_MAGIC:#06x}", status >> 16))
-            } else if (status & RESULT_EOP != 0) != last {
-                Some(if last { "no EOP on the packet's last buffer".into() } else { format!("EOP after {len} bytes") })
-            } else if len != d.len {
-                Some(format!("length {len} in a {}-byte buffer", d.len))
-            } else {
-                None
-            };
-            if let Some(w) = wrong {
-                return Err(format!("writeback record {i} of {n} has {w}"));
-            }
-            total += u64::from(len);
-        }
-        if total != pk.len {
-            return Err(format!("{total} bytes came back in packet {k} of {of}, {} were sent", pk.len));
-        }
-        Ok(())
     }
 
     /// Stop both channels the vendor's way (run cleared, libxdma.c xdma_engine_stop), and say
@@ -391,17 +250,18 @@ impl XdmaStreamEngine {
     }
 
     /// Post the C2H buffers, send the packet, poll both writebacks, check the records.
-    /// The three steps are apart so that completion by interrupt (`Engine::run_interrupt`, not
-    /// implemented for streams yet) can replace the middle one: `submit`, then wait (`wait_polled`
-    /// here), then `complete`.
+    /// Completion by interrupt (`irq.rs`) replaces the middle step: `submit`, then wait, then
+    /// `complete`.
     fn run_polled(&mut self, timeout: Duration) -> Result<()> {
-        self.submit()?;
+        // Back from interrupt mode: the enables as found, so polling raises no interrupt.
+        self.irq.disarm(&*self.bar)?;
+        self.submit(CONTROL_POLL)?;
         self.wait_polled(timeout)?;
         self.complete()
     }
 
-    /// Zero the records, post the C2H buffers, send the packet.
-    fn submit(&self) -> Result<()> {
+    /// Zero the records, post the C2H buffers, send the packet, each channel started with `control`.
+    fn submit(&self, control: u32) -> Result<()> {
         let p = self.prepared.as_ref().ok_or_else(|| Error::usage("XDMA stream run before prepare"))?;
         // Records are zeroed before each run (libxdma.c transfer_build memsets them), so a record
         // left from the last run cannot pass for this one's.
@@ -409,8 +269,8 @@ impl XdmaStreamEngine {
             word(&*self.records, i * RESULT_BYTES as usize).store(0, Ordering::Relaxed);
             word(&*self.records, i * RESULT_BYTES as usize + 4).store(0, Ordering::Relaxed);
         }
-        self.start(Direction::C2h, &p.c2h)?;
-        self.start(Direction::H2c, &p.h2c)
+        self.start(Direction::C2h, &p.c2h, control)?;
+        self.start(Direction::H2c, &p.h2c, control)
     }
 
     /// Both chains ended on STOP: clear run as libxdma does when a transfer completes
@@ -592,6 +452,18 @@ impl Engine for XdmaStreamEngine {
         self.run_polled(timeout)
     }
 
+    fn completes_by_interrupt(&self) -> bool {
+        true
+    }
+
+    fn irq_request(&self) -> crate::access::IrqRequest {
+        self.irq.wanted()
+    }
+
+    fn run_interrupt(&mut self, irq: &dyn crate::access::Interrupts, timeout: Duration) -> Result<()> {
+        self.run_irq(irq, timeout)
+    }
+
     fn stop(&mut self) -> Result<String> {
         if let Some(t) = &self.trace {
             t.stop(self.name());
@@ -603,5 +475,12 @@ impl Engine for XdmaStreamEngine {
             out.push(format!("{dir} stream channel {}: {}{busy}", self.ch, decode_status(dir, status)));
         }
         Ok(out.join("; "))
+    }
+}
+
+impl Drop for XdmaStreamEngine {
+    /// The interrupt enables left as found (best effort, as `XdmaEngine`'s drop).
+    fn drop(&mut self) {
+        let _ = self.irq.disarm(&*self.bar);
     }
 }
