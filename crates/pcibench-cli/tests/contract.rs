@@ -4,7 +4,7 @@
 
 use pcibench::pci::fixture::{endpoint_config, seed_tree, Fixture};
 mod common;
-use common::{err, pcibench as run};
+use common::{err, pcibench as run, spawn_piped};
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -94,13 +94,7 @@ fn a_closed_stdout_is_a_quiet_exit() {
         &["buffers", "--buffer", "heap", "--size", "1M"],
         &["doctor", "sim"],
     ] {
-        let mut child = bin()
-            .args(args)
-            .env("PCIBENCH_SYSROOT", none())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(args);
         // Read one byte, then close the pipe, as `| head -c1` does.
         let mut out = child.stdout.take().unwrap();
         let mut b = [0u8; 1];
@@ -120,13 +114,7 @@ fn an_interrupted_run_prints_what_it_measured() {
         (&["dma", "sim", "--size", "4K", "--total", "1T", "--json"], "dma"),
         (&["run", "sim", "--total", "1T", "--json"], "run"),
     ] {
-        let child = bin()
-            .args(args)
-            .env("PCIBENCH_SYSROOT", none())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn_piped(args);
         std::thread::sleep(Duration::from_millis(1500));
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(child.id() as i32).unwrap(),

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::err;
+use common::{err, spawn_piped};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -70,13 +70,7 @@ fn a_long_request_is_estimated_before_it_runs_and_shows_no_bar_in_a_pipe() {
 /// Run pcibench with `args`, its stderr a pipe; once it printed its first stderr line, SIGINT.
 /// Returns that line, the rest of stderr and the exit code.
 fn first_line_then_ctrl_c(args: &[&str]) -> (String, String, Option<i32>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pcibench"))
-        .args(args)
-        .env("PCIBENCH_SYSROOT", none())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(args);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut first = String::new();
     stderr.read_line(&mut first).unwrap();

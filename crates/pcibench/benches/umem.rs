@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{median, timer_overhead, Pieces};
+use common::timer_overhead;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -49,69 +49,18 @@ fn t(dir: Direction, len: u64) -> Transfer {
 
 fn submission(dev: &SimDevice, timer: f64) {
     println!("1. host-side submission (UmemEngine::submit alone; timer overhead {timer:.0} ns subtracted)");
-    println!("   {:>12} {:>14} {:>18}", "descriptors", "ns per run", "ns per descriptor");
     let alloc = SimAllocator::new(dev.host_map().clone());
-    let buf = alloc.alloc(4096 * 64).expect("buffer");
-    for n in [1u64, 8, 64, 512, 4096] {
-        let view = Pieces::new(&*buf, 64, n);
-        let mut eng = engine(dev, &alloc);
-        eng.prepare(&view, &t(Direction::H2c, n * 64)).expect("prepare");
-        let iters = (400_000 / n).clamp(500, 20_000) as usize;
-        let mut v = Vec::with_capacity(iters);
-        for i in 0..iters + 200 {
-            let t0 = Instant::now();
-            eng.submit().expect("submit");
-            let dt = t0.elapsed().as_nanos() as f64 - timer;
-            eng.wait(TIMEOUT).expect("wait");
-            if i >= 200 {
-                v.push(dt.max(0.0));
-            }
-        }
-        let m = median(&mut v);
-        println!("   {n:>12} {m:>14.0} {:>18.1}", m / n as f64);
-    }
-}
-
-fn end_to_end(dev: &SimDevice) {
-    println!("2. end to end per descriptor (run on chains of 64-byte pieces: submit + model + poll)");
-    println!("   {:>12} {:>14} {:>18}", "descriptors", "us per run", "ns per descriptor");
-    let alloc = SimAllocator::new(dev.host_map().clone());
-    let buf = alloc.alloc(64 * 4096).expect("buffer");
-    for n in [1u64, 16, 256, 4096] {
-        let view = Pieces::new(&*buf, 64, n);
-        let mut eng = engine(dev, &alloc);
-        eng.prepare(&view, &t(Direction::C2h, n * 64)).expect("prepare");
-        let iters = (200_000 / n).clamp(200, 20_000) as usize;
-        let mut v: Vec<f64> = (0..iters)
-            .map(|_| {
-                let t0 = Instant::now();
-                eng.run(TIMEOUT).expect("run");
-                t0.elapsed().as_nanos() as f64
-            })
-            .collect();
-        let m = median(&mut v);
-        println!("   {n:>12} {:>14.2} {:>18.1}", m / 1000.0, m / n as f64);
-    }
-}
-
-fn prepare_cost(dev: &SimDevice) {
-    let alloc = SimAllocator::new(dev.host_map().clone());
-    let buf = alloc.alloc(64 * 4096).expect("buffer");
-    let n = 4096u64;
-    let view = Pieces::new(&*buf, 64, n);
-    let mut eng = engine(dev, &alloc);
-    let mut v: Vec<f64> = (0..200)
-        .map(|_| {
-            let t0 = Instant::now();
-            eng.prepare(&view, &t(Direction::H2c, n * 64)).expect("prepare");
-            t0.elapsed().as_nanos() as f64
-        })
-        .collect();
-    let m = median(&mut v);
-    println!(
-        "3. prepare (build + write the chain once): {:.1} ns per descriptor ({n} descriptors, {:.0} us)",
-        m / n as f64,
-        m / 1000.0
+    common::submission(
+        &alloc,
+        timer,
+        |n| (200, (400_000 / n).clamp(500, 20_000) as usize),
+        |view, t| {
+            let mut eng = engine(dev, &alloc);
+            eng.prepare(view, &t).expect("prepare");
+            eng
+        },
+        |e| e.submit().expect("submit"),
+        |e| e.wait(TIMEOUT).expect("wait"),
     );
 }
 
@@ -152,7 +101,8 @@ fn main() {
     let dev = card();
     println!("umem driver on the sim-nvram card (simulated card: host-memory figures)");
     submission(&dev, timer);
-    end_to_end(&dev);
-    prepare_cost(&dev);
+    let alloc = SimAllocator::new(dev.host_map().clone());
+    common::end_to_end(&alloc, TIMEOUT, || engine(&dev, &alloc));
+    common::prepare_cost(&alloc, engine(&dev, &alloc));
     throughput(&dev);
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{median, timer_overhead, Pieces};
+use common::{median, timer_overhead};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -44,76 +44,20 @@ fn engine(dev: &SimDevice, alloc: &dyn DmaAllocator, opts: XdmaOptions) -> XdmaE
 
 fn submission(timer: f64) {
     println!("1. host-side submission (XdmaEngine::submit alone; timer overhead {timer:.0} ns subtracted)");
-    println!("   {:>12} {:>14} {:>16}", "descriptors", "ns per run", "ns per descriptor");
     let (dev, opts) = sim(16 << 20);
     let alloc = SimAllocator::new(dev.host_map().clone());
-    let buf = alloc.alloc(4096 * 64).expect("buffer");
-    for n in [1u64, 8, 64, 512, 4096] {
-        let piece = 64;
-        let view = Pieces::new(&*buf, piece, n);
-        let mut eng = engine(&dev, &alloc, opts);
-        let t = Transfer { dir: Direction::H2c, buf_offset: 0, card_addr: 0, len: n * piece };
-        eng.prepare(&view, &t).expect("prepare");
-        assert_eq!(eng.chain().map(|c| c.descriptors.len() as u64), Some(n));
-        let iters = 20_000;
-        let mut v = Vec::with_capacity(iters);
-        for i in 0..iters + 500 {
-            let t0 = Instant::now();
-            eng.submit().expect("submit");
-            let dt = t0.elapsed().as_nanos() as f64 - timer;
-            eng.wait(TIMEOUT).expect("wait");
-            if i >= 500 {
-                v.push(dt.max(0.0));
-            }
-        }
-        let m = median(&mut v);
-        println!("   {n:>12} {m:>14.0} {:>16.1}", m / n as f64);
-    }
-}
-
-fn end_to_end() {
-    println!("2. end to end per descriptor (run on chains of 64-byte descriptors: submit + model + poll)");
-    println!("   {:>12} {:>14} {:>16}", "descriptors", "us per run", "ns per descriptor");
-    let (dev, opts) = sim(16 << 20);
-    let alloc = SimAllocator::new(dev.host_map().clone());
-    let buf = alloc.alloc(64 * 4096).expect("buffer");
-    for n in [1u64, 16, 256, 4096] {
-        let view = Pieces::new(&*buf, 64, n);
-        let mut eng = engine(&dev, &alloc, opts);
-        eng.prepare(&view, &Transfer { dir: Direction::C2h, buf_offset: 0, card_addr: 0, len: n * 64 })
-            .expect("prepare");
-        let iters = (200_000 / n).clamp(200, 20_000) as usize;
-        let mut v = Vec::with_capacity(iters);
-        for _ in 0..iters {
-            let t0 = Instant::now();
-            eng.run(TIMEOUT).expect("run");
-            v.push(t0.elapsed().as_nanos() as f64);
-        }
-        let m = median(&mut v);
-        println!("   {n:>12} {:>14.2} {:>16.1}", m / 1000.0, m / n as f64);
-    }
-}
-
-fn prepare_cost() {
-    let (dev, opts) = sim(16 << 20);
-    let alloc = SimAllocator::new(dev.host_map().clone());
-    let buf = alloc.alloc(64 * 4096).expect("buffer");
-    let n = 4096u64;
-    let view = Pieces::new(&*buf, 64, n);
-    let mut eng = engine(&dev, &alloc, opts);
-    let t = Transfer { dir: Direction::H2c, buf_offset: 0, card_addr: 0, len: n * 64 };
-    let mut v: Vec<f64> = (0..200)
-        .map(|_| {
-            let t0 = Instant::now();
-            eng.prepare(&view, &t).expect("prepare");
-            t0.elapsed().as_nanos() as f64
-        })
-        .collect();
-    let m = median(&mut v);
-    println!(
-        "3. prepare (build + write the chain once): {:.1} ns per descriptor ({n} descriptors, {:.0} us)",
-        m / n as f64,
-        m / 1000.0
+    common::submission(
+        &alloc,
+        timer,
+        |_| (500, 20_000),
+        |view, t| {
+            let mut eng = engine(&dev, &alloc, opts);
+            eng.prepare(view, &t).expect("prepare");
+            assert_eq!(eng.chain().map(|c| c.descriptors.len() as u64), Some(t.len / common::PIECE));
+            eng
+        },
+        |e| e.submit().expect("submit"),
+        |e| e.wait(TIMEOUT).expect("wait"),
     );
 }
 
@@ -183,7 +127,9 @@ fn main() {
     println!("XDMA driver against the sim card's XDMA model (simulated card: host memory figures)");
     let timer = timer_overhead();
     submission(timer);
-    end_to_end();
-    prepare_cost();
+    let (dev, opts) = sim(16 << 20);
+    let alloc = SimAllocator::new(dev.host_map().clone());
+    common::end_to_end(&alloc, TIMEOUT, || engine(&dev, &alloc, opts));
+    common::prepare_cost(&alloc, engine(&dev, &alloc, opts));
     throughput();
 }

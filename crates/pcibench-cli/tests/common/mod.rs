@@ -5,7 +5,7 @@
 pub mod served;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// Run `pcibench args` with `root` standing in for / (`PCIBENCH_SYSROOT`).
 pub fn pcibench(root: &Path, args: &[&str]) -> Output {
@@ -14,6 +14,18 @@ pub fn pcibench(root: &Path, args: &[&str]) -> Output {
         .env("PCIBENCH_SYSROOT", root)
         .output()
         .expect("run pcibench")
+}
+
+/// Start `pcibench args` on no sysfs at all (the simulated cards alone), its stdout and stderr
+/// pipes, for a test that reads them as it runs or signals it.
+pub fn spawn_piped(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_pcibench"))
+        .args(args)
+        .env("PCIBENCH_SYSROOT", "/nonexistent")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pcibench")
 }
 
 pub fn out(o: &Output) -> String {

@@ -14,4 +14,6 @@ pub mod pio;
 pub mod rate;
 pub mod result;
 pub mod sample;
+#[cfg(test)]
+pub mod test_rig;
 pub mod trace_cost;

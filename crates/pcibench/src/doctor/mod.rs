@@ -30,6 +30,7 @@ mod device;
 mod dma;
 mod irq;
 mod sysfs;
+mod targets;
 mod vfio;
 
 pub use caller::Caller;
@@ -173,6 +174,19 @@ impl Finding {
         self.takes = true;
         self
     }
+
+    /// The check this finding becomes once the report judged it `severity`: its fix kept unless
+    /// it passed or `drop_fix` (a fix that would take a device the running system uses).
+    fn judged(self, severity: Severity, drop_fix: bool) -> Check {
+        let fix = if severity == Severity::Pass || drop_fix { None } else { self.fix };
+        Check {
+            name: self.name,
+            severity,
+            evidence: self.evidence,
+            fix,
+            blocks: self.blocks.into_iter().map(|b| b.0).collect(),
+        }
+    }
 }
 
 /// What the running system uses the device for (`host::inuse`).
@@ -259,13 +273,13 @@ pub fn run_as(host: &Host, target: &Target, caller: &Caller) -> Result<Report> {
 /// `run_as` for transfers of `transfer` bytes.
 pub fn run_as_for(host: &Host, target: &Target, caller: &Caller, transfer: Option<u64>) -> Result<Report> {
     let addr = match target {
-        Target::Sim(id) => return Ok(sim_report(id.name())),
+        Target::Sim(id) => return Ok(targets::sim_report(id.name())),
         Target::VfioUser(_) => return Ok(vfio_user_report(host, target)),
         Target::Pci(a) => *a,
     };
     let info = match crate::device::describe(host, target) {
         Ok(i) => i,
-        Err(crate::Error::NoDevice(_)) => return Ok(missing_report(host, &addr)),
+        Err(crate::Error::NoDevice(_)) => return Ok(targets::missing_report(host, &addr)),
         Err(e) => return Err(e),
     };
     let group = crate::host::state::iommu_group_of(host, &addr);
@@ -384,14 +398,8 @@ fn finish_in_use(device: String, findings: Vec<Finding>, in_use: &InUse) -> Repo
         .into_iter()
         .map(|f| {
             let severity = if f.name == "in-use" { Severity::Fail } else { f.base };
-            let fix = if severity == Severity::Pass || f.takes { None } else { f.fix };
-            Check {
-                name: f.name,
-                severity,
-                evidence: f.evidence,
-                fix,
-                blocks: f.blocks.into_iter().map(|b| b.0).collect(),
-            }
+            let takes = f.takes;
+            f.judged(severity, takes)
         })
         .collect();
     let worst = checks.iter().map(|c| c.severity).max().unwrap_or(Severity::Pass);
@@ -457,47 +465,11 @@ fn finish(device: String, findings: Vec<Finding>, candidates: &[Via]) -> Report 
             if f.dma_only && recommended.goal == Some(Via::Sysfs) && severity == Severity::Warn {
                 severity = Severity::Info;
             }
-            let fix = if severity == Severity::Pass { None } else { f.fix };
-            Check {
-                name: f.name,
-                severity,
-                evidence: f.evidence,
-                fix,
-                blocks: f.blocks.into_iter().map(|b| b.0).collect(),
-            }
+            f.judged(severity, false)
         })
         .collect();
     let worst = checks.iter().map(|c| c.severity).max().unwrap_or(Severity::Pass);
     Report { device, checks, recommended, worst }
-}
-
-fn missing_report(host: &Host, addr: &PciAddress) -> Report {
-    let why = if host.path("/sys/bus/pci").exists() {
-        format!("no {} in /sys/bus/pci/devices", addr)
-    } else {
-        "no /sys/bus/pci on this host (no PCI, or sysfs not mounted)".to_string()
-    };
-    let check = Check {
-        name: "device",
-        severity: Severity::Fail,
-        evidence: why,
-        fix: Some("pcibench list (the devices present, with their addresses)".into()),
-        blocks: vec![Via::Sysfs, Via::Vfio, Via::VfioNoiommu],
-    };
-    Report {
-        device: addr.to_string(),
-        checks: vec![check],
-        recommended: Recommendation {
-            via: None,
-            goal: None,
-            ready: false,
-            blocked_by: vec!["device"],
-            command: Some("pcibench list".into()),
-            then: Vec::new(),
-            summary: format!("none until you fix device: no PCI device {addr}"),
-        },
-        worst: Severity::Fail,
-    }
 }
 
 /// Every check name, in report order (the sim card reports each as information).
@@ -577,32 +549,5 @@ fn vfio_user_report(host: &Host, target: &Target) -> Report {
             },
         },
         worst: severity,
-    }
-}
-
-fn sim_report(name: &str) -> Report {
-    let checks = CHECK_NAMES
-        .iter()
-        .map(|n| Check {
-            name: n,
-            severity: Severity::Info,
-            evidence: crate::sim::SIM_LABEL.to_string(),
-            fix: None,
-            blocks: Vec::new(),
-        })
-        .collect();
-    Report {
-        device: name.into(),
-        checks,
-        recommended: Recommendation {
-            via: Some(Via::Sim),
-            goal: Some(Via::Sim),
-            ready: true,
-            blocked_by: Vec::new(),
-            command: Some(format!("pcibench pio {name}")),
-            then: Vec::new(),
-            summary: format!("{name}: ready ({}, BARs in host memory)", crate::sim::SIM_LABEL),
-        },
-        worst: Severity::Info,
     }
 }

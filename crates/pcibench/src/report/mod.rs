@@ -78,3 +78,16 @@ pub(crate) fn simulated_label(simulated: bool) -> &'static str {
         ""
     }
 }
+
+/// A DMA report's first lines, up to its buffer: "pcibench dma DEV engine E via PATH (simulated
+/// ...)\n  buffer: B", which the closed-loop table and the offered-load table go on from.
+pub(crate) fn dma_heading(r: &Report) -> String {
+    format!(
+        "pcibench dma {} engine {} via {}{}\n  buffer: {}",
+        r.device,
+        r.engine.as_deref().unwrap_or("-"),
+        r.via,
+        simulated_label(r.simulated),
+        r.buffer.as_deref().unwrap_or("-"),
+    )
+}

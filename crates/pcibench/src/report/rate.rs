@@ -2,8 +2,8 @@
 //! rate and latency from each transfer's due time, the extra CSV columns, and `--format seed`'s
 //! DMA-latency shape of seed 004 (packet size, OPS limit, Mops, GB/s, latency).
 
+use super::dma_heading;
 use super::notes::{flags, verify_text};
-use super::simulated_label;
 use crate::bench::rate::ops_words;
 use crate::bench::result::{RateFigures, Report, Row};
 use crate::units::human_size;
@@ -20,14 +20,7 @@ fn rated(r: &Report) -> impl Iterator<Item = (&Row, &RateFigures)> {
 
 /// `dma --rate`: the header, then the rate table.
 pub fn dma_table(r: &Report) -> String {
-    let mut s = format!(
-        "pcibench dma {} engine {} via {}{}\n  buffer: {}; MB = 10^6 bytes\n",
-        r.device,
-        r.engine.as_deref().unwrap_or("-"),
-        r.via,
-        simulated_label(r.simulated),
-        r.buffer.as_deref().unwrap_or("-"),
-    );
+    let mut s = format!("{}; MB = 10^6 bytes\n", dma_heading(r));
     if let Some(c) = &r.context {
         let _ = writeln!(s, "  {}", super::notes::where_it_ran(c));
     }

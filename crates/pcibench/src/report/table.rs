@@ -2,7 +2,7 @@
 //! notes under their row, then warnings. PIO and DMA reports have their own columns.
 
 use super::notes::{flags, grouped, verify_text, where_it_ran};
-use super::{simulated_label, Exporter};
+use super::{dma_heading, simulated_label, Exporter};
 use crate::bench::result::{Kind, Report, Row};
 use crate::dma::Addressing;
 use crate::measure::SuiteReport;
@@ -266,12 +266,8 @@ fn dma(r: &Report, notes: bool) -> String {
         None => "unknown",
     };
     let mut s = format!(
-        "pcibench dma {} engine {} via {}{}\n  buffer: {}; the card was given {addressing} addresses; timer overhead {:.0} ns; MB = 10^6 bytes\n",
-        r.device,
-        r.engine.as_deref().unwrap_or("-"),
-        r.via,
-        simulated_label(r.simulated),
-        r.buffer.as_deref().unwrap_or("-"),
+        "{}; the card was given {addressing} addresses; timer overhead {:.0} ns; MB = 10^6 bytes\n",
+        dma_heading(r),
         r.timer_overhead_ns
     );
     context_lines(&mut s, r);

@@ -7,17 +7,20 @@
 //! A run is a batch of transfers (`layout`): one transfer for engines that take one at a
 //! time, many spread over queues for engines with queues, sequential or at random offsets.
 
+mod data;
 pub mod layout;
 mod stream;
 
+pub(super) use self::data::{bytes, bytes_mut, card_copy, interrupt_run, put, timed_run};
+use self::data::{compare, scatter};
 use self::layout::{Access, Layout};
 use super::counters::EngineFigures;
-use super::pattern::{host_bytes, Mismatch, Pattern};
+use super::pattern::{host_bytes, Pattern};
 use super::result::{Completion, Kind, Note, Report, Row, Verify};
 use super::sample::sampler::{Sampled, Sampling};
 use crate::access::{BusMaster, DeviceAccess, Interrupts};
 use crate::device::Device;
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer, Work};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Work};
 use crate::host::Host;
 use crate::pci::link::Link;
 use crate::units::human_size;
@@ -509,108 +512,6 @@ fn verify_parts(
         });
     }
     Ok(())
-}
-
-/// Untimed: move `len` bytes between `buf` (from offset 0) and the card at `card`, in pieces the
-/// engine takes (seeding the card, reading it back).
-pub(super) fn card_copy(
-    engine: &mut dyn Engine,
-    dir: Direction,
-    buf: &dyn DmaBuffer,
-    card: u64,
-    len: u64,
-    timeout: Duration,
-) -> Result<()> {
-    let piece = engine.max_transfer().max(1);
-    let work: Vec<Work> = (0..len.div_ceil(piece))
-        .map(|i| Work {
-            buf,
-            t: Transfer { dir, buf_offset: i * piece, card_addr: card + i * piece, len: piece.min(len - i * piece) },
-            queue: 0,
-        })
-        .collect();
-    for chunk in work.chunks(engine.max_batch().max(1)) {
-        engine.prepare_batch(chunk)?;
-        timed_run(engine, timeout)?;
-    }
-    Ok(())
-}
-
-/// Run the prepared batch; on failure stop the engine and add its status to the error.
-pub(super) fn timed_run(engine: &mut dyn Engine, timeout: Duration) -> Result<()> {
-    match engine.run(timeout) {
-        Ok(()) => Ok(()),
-        // The runner stops an engine whose card went away itself, and says so in one line.
-        Err(e @ Error::Gone(_)) => Err(e),
-        Err(e) => {
-            let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
-            Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
-        }
-    }
-}
-
-/// Run the prepared transfer by its completion interrupt; on failure stop the engine and add its
-/// status to the error (as `timed_run`).
-pub(super) fn interrupt_run(engine: &mut dyn Engine, irq: &dyn Interrupts, timeout: Duration) -> Result<()> {
-    match engine.run_interrupt(irq, timeout) {
-        Ok(()) => Ok(()),
-        Err(e @ Error::Gone(_)) => Err(e),
-        Err(e) => {
-            let status = engine.stop().unwrap_or_else(|s| format!("stop failed too: {s}"));
-            Err(Error::Device(format!("{e} (engine stopped; status: {status})")))
-        }
-    }
-}
-
-/// The CPU's view of a DMA buffer's bytes, to read them (verification). The view borrows the
-/// buffer, so no `bytes_mut` view of it can exist at the same time; the device writes the
-/// buffer only while an engine runs a transfer on it, and the runners never hold a view then.
-pub(super) fn bytes(buf: &dyn DmaBuffer) -> &[u8] {
-    // SAFETY: a `DmaBuffer` owns `len()` bytes at `as_ptr()` for as long as it lives (the
-    // trait's contract); the shared borrow of `buf` outlives the slice and excludes `bytes_mut`.
-    unsafe { std::slice::from_raw_parts(buf.as_ptr(), buf.len()) }
-}
-
-/// The same, to fill the buffer. It takes the buffer exclusively: two views of one buffer that
-/// could overlap (or a view beside work an engine holds it in) do not compile.
-pub(super) fn bytes_mut(buf: &mut dyn DmaBuffer) -> &mut [u8] {
-    // SAFETY: as in `bytes`; the exclusive borrow of `buf` makes this the only view for the
-    // slice's life.
-    unsafe { std::slice::from_raw_parts_mut(buf.as_ptr(), buf.len()) }
-}
-
-pub(super) fn put(buf: &mut dyn DmaBuffer, at: usize, data: &[u8]) {
-    bytes_mut(buf)[at..at + data.len()].copy_from_slice(data);
-}
-
-/// Transfer i's `size` bytes of `data` at the layout's host offset i.
-fn scatter(buf: &mut dyn DmaBuffer, l: &Layout, data: &[u8]) {
-    let v = bytes_mut(buf);
-    for (i, &h) in l.host.iter().enumerate() {
-        let (h, n) = (h as usize, l.size as usize);
-        v[h..h + n].copy_from_slice(&data[i * n..(i + 1) * n]);
-    }
-}
-
-/// Compare transfer i's bytes at host offset i with `expected`; the first difference is named
-/// by its host offset.
-fn compare(buf: &dyn DmaBuffer, l: &Layout, expected: &[u8]) -> std::result::Result<(), Mismatch> {
-    let v = bytes(buf);
-    let n = l.size as usize;
-    let (mut first, mut count) = (None, 0u64);
-    for (i, &h) in l.host.iter().enumerate() {
-        let (got, want) = (&v[h as usize..h as usize + n], &expected[i * n..(i + 1) * n]);
-        if got != want {
-            for (k, (a, b)) in want.iter().zip(got).enumerate().filter(|(_, (a, b))| a != b) {
-                first.get_or_insert(Mismatch { offset: h + k as u64, expected: *a, found: *b, count: 0 });
-                count += 1;
-            }
-        }
-    }
-    match first {
-        None => Ok(()),
-        Some(m) => Err(Mismatch { count, ..m }),
-    }
 }
 
 #[cfg(test)]

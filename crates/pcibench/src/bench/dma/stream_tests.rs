@@ -6,8 +6,8 @@ use super::layout::Access;
 use super::*;
 use crate::access::sim::SimDevice;
 use crate::bench::sample::clock::MonotonicClock;
-use crate::bench::sample::timer::TimerOverhead;
-use crate::dma::engines::{self, EngineOptions};
+use crate::bench::test_rig::{sampling, SimRig};
+use crate::dma::engines::EngineOptions;
 use crate::sim::qdma::model::QdmaModelConfig;
 use crate::sim::qdma::stream_card::{self, QdmaStreamCard};
 use std::sync::atomic::AtomicBool;
@@ -16,18 +16,14 @@ use std::sync::atomic::AtomicBool;
 fn stream_rows_are_verified_by_the_far_end_and_corruption_is_named_both_ways() {
     let (card, model) = stream_card::build(QdmaModelConfig::default()).unwrap();
     let info = crate::sim::CardSpec::info(&QdmaStreamCard);
-    let dev = SimDevice::from_card("sim-qdma-st", &info, card);
-    let (driver, found) = engines::resolve(None, &info, &dev).unwrap();
-    let alloc = crate::dma::buffers::sim::SimAllocator::new(dev.host_map().clone());
     let opts = EngineOptions { queues: Some(4), ..Default::default() };
-    let mut opened = driver.open(&found, &info, &dev, &alloc, &opts).unwrap();
-    let device = Device::new(crate::device::Target::SIM, info.clone());
+    let mut rig = SimRig::on(SimDevice::from_card("sim-qdma-st", &info, card), info, &opts);
     let mut go = |p: &DmaPlan| {
         let (stop, clock) = (AtomicBool::new(false), MonotonicClock);
         let mut progress = |_| {};
-        let overhead = TimerOverhead::measure(&clock);
-        let mut s = Sampling { clock: &clock, overhead, stop: &stop, progress: &mut progress, health: None };
-        let setup = DmaSetup { dev: &dev, device: &device, engine: opened.engine.as_mut(), alloc: &alloc, irq: None };
+        let mut s = sampling(&clock, &stop, &mut progress);
+        let setup =
+            DmaSetup { dev: &rig.dev, device: &rig.device, engine: rig.engine.as_mut(), alloc: &rig.alloc, irq: None };
         run(setup, p, &mut s).unwrap()
     };
     let base = DmaPlan {

@@ -7,7 +7,7 @@ use crate::bench::dma::layout::Access;
 use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
 use crate::bench::sample::timer::TimerOverhead;
 use crate::dma::Addressing;
-use crate::dma::{EngineCounters, Segment, Work};
+use crate::dma::{EngineCounters, Segment, Transfer, Work};
 use crate::pci::config::COMMAND;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -452,29 +452,18 @@ fn the_random_window_follows_available_memory() {
 
 #[test]
 fn sim_qdma_end_to_end_over_queues_both_ways_and_at_random() {
-    use crate::access::sim::SimDevice;
-    use crate::dma::engines::{self, EngineOptions};
-    let dev = SimDevice::open(crate::sim::SimId::from_name("sim-qdma").unwrap()).unwrap();
-    let info = crate::sim::CardSpec::info(&crate::sim::qdma::card::QdmaCard);
-    let (driver, found) = engines::resolve(None, &info, &dev).unwrap();
-    assert_eq!(driver.name(), "qdma");
-    let alloc = crate::dma::buffers::sim::SimAllocator::new(dev.host_map().clone());
-    let opts = EngineOptions { queues: Some(8), ..Default::default() };
-    let mut opened = driver.open(&found, &info, &dev, &alloc, &opts).unwrap();
-    let device = Device::new(crate::device::Target::SIM, info.clone());
+    use crate::bench::test_rig::{sampling, SimRig};
+    let opts = crate::dma::engines::EngineOptions { queues: Some(8), ..Default::default() };
+    let mut rig = SimRig::open("sim-qdma", &opts);
+    assert_eq!(rig.engine.name(), "qdma");
     for access in [Access::Sequential, Access::Random { window: 8 << 20 }] {
         let p = DmaPlan { bidir: true, sizes: vec![64, 4096], queues: vec![1, 8], total: 1 << 20, access, ..plan() };
         let stop = AtomicBool::new(false);
         let clock = MonotonicClock;
         let mut progress = |_| {};
-        let mut s = Sampling {
-            clock: &clock,
-            overhead: TimerOverhead::measure(&clock),
-            stop: &stop,
-            progress: &mut progress,
-            health: None,
-        };
-        let setup = DmaSetup { dev: &dev, device: &device, engine: opened.engine.as_mut(), alloc: &alloc, irq: None };
+        let mut s = sampling(&clock, &stop, &mut progress);
+        let setup =
+            DmaSetup { dev: &rig.dev, device: &rig.device, engine: rig.engine.as_mut(), alloc: &rig.alloc, irq: None };
         let r = run(setup, &p, &mut s).unwrap();
         assert_eq!(r.results.len(), 16);
         for x in &r.results {

@@ -3,7 +3,8 @@
 
 use super::super::result::{LatencyFigures, Note, Row, Traced};
 use super::super::sample::clock::{Clock, MonotonicClock};
-use super::super::sample::sampler::Single;
+use super::super::sample::histogram::LatencyHistogram;
+use super::super::sample::single::Single;
 
 /// The clock for single-access latency: the invariant TSC on x86-64 where /proc/cpuinfo says it
 /// is invariant (`tsc_invariant`: constant_tsc and nonstop_tsc), its frequency measured against
@@ -33,7 +34,14 @@ pub fn figures(single: &Single, clock: &str) -> LatencyFigures {
         clock: clock.to_string(),
         ..Default::default()
     };
-    let Some(h) = single.hist.summary() else { return base };
+    histogram_figures(&single.hist, base)
+}
+
+/// `base` with the histogram's count, mean, percentiles, outliers and CDF filled in (`base`
+/// unchanged when the histogram is empty): the one conversion every latency row makes, for the
+/// closed-loop runners here and the open loop of `bench::rate`.
+pub fn histogram_figures(hist: &LatencyHistogram, base: LatencyFigures) -> LatencyFigures {
+    let Some(h) = hist.summary() else { return base };
     LatencyFigures {
         samples: h.samples,
         min_ns: h.min as f64,
@@ -45,7 +53,7 @@ pub fn figures(single: &Single, clock: &str) -> LatencyFigures {
         p9999_ns: h.p9999 as f64,
         max_ns: h.max as f64,
         outliers: h.outliers,
-        cdf: single.hist.cdf(),
+        cdf: hist.cdf(),
         ..base
     }
 }
@@ -69,7 +77,6 @@ pub fn finish(row: &mut Row, single: &Single, clock: &dyn Clock) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::sample::histogram::LatencyHistogram;
     use crate::direction::Direction;
 
     #[test]

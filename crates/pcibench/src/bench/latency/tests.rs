@@ -4,9 +4,9 @@
 use super::*;
 use crate::bench::latency::load::LoadMode;
 use crate::bench::result::Completion;
-use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
+use crate::bench::sample::clock::{FakeClock, MonotonicClock};
 use crate::bench::sample::sampler::Progress;
-use crate::bench::sample::timer::TimerOverhead;
+use crate::bench::test_rig::{sampling, FallsOff, SimRig};
 use crate::host::Host;
 use crate::session::{EngineRequest, Session};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,10 +14,6 @@ use std::time::Duration;
 
 fn session(card: &str) -> Session {
     Session::open(&Host::with_root("/nonexistent-root"), &card.parse().unwrap(), None).unwrap()
-}
-
-fn sampling<'a>(clock: &'a dyn Clock, stop: &'a AtomicBool, p: &'a mut dyn Progress) -> Sampling<'a> {
-    Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: p, health: None }
 }
 
 fn plan(widths: Vec<Width>, allow_write: bool) -> LatencyPlan {
@@ -32,6 +28,19 @@ fn plan(widths: Vec<Width>, allow_write: bool) -> LatencyPlan {
         warmup: Some(7),
         dma: None,
         load: None,
+    }
+}
+
+/// DMA rows both ways at `sizes`, 20 polled samples each at card address 0x1000.
+fn dma_both_ways(sizes: Vec<u64>) -> DmaLatency {
+    DmaLatency {
+        dirs: vec![Direction::H2c, Direction::C2h],
+        sizes,
+        completions: vec![Completion::Poll],
+        samples: Some(20),
+        card_addr: 0x1000,
+        timeout: Duration::from_secs(2),
+        rate: None,
     }
 }
 
@@ -159,15 +168,7 @@ fn dma_rows_on_the_sim_card_are_verified_and_exact() {
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
-    p.dma = Some(DmaLatency {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        sizes: vec![64, 4096],
-        completions: vec![Completion::Poll],
-        samples: Some(20),
-        card_addr: 0x1000,
-        timeout: Duration::from_secs(2),
-        rate: None,
-    });
+    p.dma = Some(dma_both_ways(vec![64, 4096]));
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
     let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap();
     let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma)).collect();
@@ -196,13 +197,8 @@ fn dma_at_offered_rates_on_an_engine_that_runs_one_at_a_time_says_its_closed_loo
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
     let dma = DmaLatency {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        sizes: vec![64],
-        completions: vec![Completion::Poll],
-        samples: Some(20),
-        card_addr: 0x1000,
-        timeout: Duration::from_secs(2),
         rate: Some(RateRequest { rates: Rates::These(vec![Rate::Ops(1e5), Rate::Ops(1e6)]), until_p99_ns: None }),
+        ..dma_both_ways(vec![64])
     };
     p.dma = Some(dma.clone());
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
@@ -232,13 +228,10 @@ fn dma_rows_by_polling_and_by_interrupt_are_both_verified() {
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
     p.dma = Some(DmaLatency {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        sizes: vec![256],
         completions: vec![Completion::Poll, Completion::Irq],
-        samples: Some(20),
         card_addr: 0,
         timeout: Duration::from_secs(20),
-        rate: None,
+        ..dma_both_ways(vec![256])
     });
     // Without the interrupt the plan is refused before anything runs.
     let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
@@ -361,69 +354,18 @@ fn a_stop_request_ends_the_run_with_what_was_measured() {
     assert_eq!(crate::outcome::Outcome::of_report(&r).code(), 130);
 }
 
-/// The sim card's engine, with the card falling off the bus when the second C2H transfer is
-/// prepared (the first reads back the H2C row to verify it).
-struct FallsOff<'a> {
-    inner: &'a mut dyn Engine,
-    dev: &'a crate::access::sim::SimDevice,
-    c2h: u32,
-    stops: u32,
-}
-
-impl Engine for FallsOff<'_> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn card_size(&self) -> u64 {
-        self.inner.card_size()
-    }
-    fn max_transfer(&self) -> u64 {
-        self.inner.max_transfer()
-    }
-    fn prepare(&mut self, buf: &dyn crate::dma::DmaBuffer, t: &crate::dma::Transfer) -> Result<()> {
-        if t.dir == Direction::C2h {
-            self.c2h += 1;
-            if self.c2h == 2 {
-                self.dev.fall_off_bus();
-            }
-        }
-        self.inner.prepare(buf, t)
-    }
-    fn run(&mut self, timeout: Duration) -> Result<()> {
-        self.inner.run(timeout)
-    }
-    fn stop(&mut self) -> Result<String> {
-        self.stops += 1;
-        self.inner.stop()
-    }
-}
-
 /// A card that stops answering during `latency` ends the run with the card-gone line (exit 1),
 /// the rows before kept and the engine stopped, as `dma` does: not a plain error.
 #[test]
 fn a_card_that_falls_off_the_bus_keeps_the_rows_before_and_is_named() {
-    use crate::dma::engines::{self, EngineOptions};
-    let dev = crate::access::sim::SimDevice::open(crate::sim::SimId::from_name("sim").unwrap()).unwrap();
-    let info = crate::sim::CardSpec::info(&crate::sim::xdma::card::XdmaCard);
-    let (driver, found) = engines::resolve(None, &info, &dev).unwrap();
-    let alloc = crate::dma::buffers::sim::SimAllocator::new(dev.host_map().clone());
-    let mut opened = driver.open(&found, &info, &dev, &alloc, &EngineOptions::default()).unwrap();
-    let mut engine = FallsOff { inner: opened.engine.as_mut(), dev: &dev, c2h: 0, stops: 0 };
-    let device = crate::device::Device::new(crate::device::Target::SIM, info.clone());
+    let mut rig = SimRig::open("sim", &Default::default());
+    let mut engine = FallsOff::new(rig.engine.as_mut(), &rig.dev);
     let clock = FakeClock::new(5, 100, 64);
     let stop = AtomicBool::new(false);
     let mut none = |_| {};
     let mut p = plan(vec![Width::B32], false);
-    p.dma = Some(DmaLatency {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        sizes: vec![64],
-        completions: vec![Completion::Poll],
-        samples: Some(20),
-        card_addr: 0x1000,
-        timeout: Duration::from_secs(20),
-        rate: None,
-    });
-    let t = LatencyTarget { dev: &dev, device: &device, engine: Some((&mut engine, &alloc)), irq: None };
+    p.dma = Some(DmaLatency { timeout: Duration::from_secs(20), ..dma_both_ways(vec![64]) });
+    let t = LatencyTarget { dev: &rig.dev, device: &rig.device, engine: Some((&mut engine, &rig.alloc)), irq: None };
     let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).expect("the report of the rows before, not an error");
     let dma: Vec<&Row> = r.results.iter().filter(|x| x.probe == Some(Probe::Dma)).collect();
     assert_eq!(dma.len(), 1, "the H2C row, measured before the card went");

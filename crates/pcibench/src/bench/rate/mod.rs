@@ -11,6 +11,7 @@ pub mod spec;
 use self::open_loop::{EngineSubmit, OpenLoop, Schedule};
 pub use self::spec::{parse_latency, Rate, Rates};
 use super::dma::{bytes, bytes_mut, card_copy, put, timed_run, DmaSetup};
+use super::latency::row::histogram_figures;
 use super::pattern::{verify, Pattern};
 use super::result::{Completion, Kind, LatencyFigures, Note, Probe, RateFigures, Report, Row, Verify};
 use super::sample::clock::Clock;
@@ -395,22 +396,7 @@ pub fn ops_words(ops: f64) -> String {
 /// The row's latency figures from the open loop's histogram (from each due time: nothing of
 /// the clock's cost is subtracted, as a due time is not a clock reading).
 fn figures(r: &OpenLoop, clock: &dyn Clock) -> LatencyFigures {
-    let base = LatencyFigures { clock: clock.name(), ..Default::default() };
-    let Some(h) = r.hist.summary() else { return base };
-    LatencyFigures {
-        samples: h.samples,
-        min_ns: h.min as f64,
-        mean_ns: h.mean,
-        p50_ns: h.p50 as f64,
-        p90_ns: h.p90 as f64,
-        p99_ns: h.p99 as f64,
-        p999_ns: h.p999 as f64,
-        p9999_ns: h.p9999 as f64,
-        max_ns: h.max as f64,
-        outliers: h.outliers,
-        cdf: r.hist.cdf(),
-        ..base
-    }
+    histogram_figures(&r.hist, LatencyFigures { clock: clock.name(), ..Default::default() })
 }
 
 #[cfg(test)]

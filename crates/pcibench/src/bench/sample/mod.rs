@@ -6,6 +6,7 @@ pub mod clock;
 pub mod estimate;
 pub mod histogram;
 pub mod sampler;
+pub mod single;
 pub mod stats;
 pub mod timer;
 #[cfg(target_arch = "x86_64")]

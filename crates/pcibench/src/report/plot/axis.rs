@@ -177,14 +177,6 @@ impl Axis {
     }
 }
 
-/// A panel: its group (`<g class="panel CLASS">`, closed by the caller), its bold title above
-/// the plot area, and the axes (`draw`).
-pub fn panel(out: &mut String, class: &str, title_y: f64, title: &str, x: &Axis, y: &Axis, titles: (&str, &str)) {
-    let _ = writeln!(out, "<g class=\"panel {class}\">");
-    text(out, "panel-title", x.px0, title_y, "start", r#" font-size="13" font-weight="bold""#, title);
-    draw(out, x, y, titles.0, titles.1);
-}
-
 /// The plot area's frame, grid lines, tick labels and axis titles. `x` runs left to right,
 /// `y` bottom to top.
 pub fn draw(out: &mut String, x: &Axis, y: &Axis, x_title: &str, y_title: &str) {

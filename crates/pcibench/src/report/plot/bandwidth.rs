@@ -2,10 +2,11 @@
 //! link model's ceiling where rows carry one (the row's `limit_mbps`: the same figure the table's
 //! `limit` column shows, for the direction, size and payload of that row).
 
-use super::axis::{self, Axis};
-use super::legend::{self, Entry};
+use super::axis::Axis;
+use super::legend::Entry;
+use super::panel::Panel;
 use super::svg::{self, points, px, values};
-use super::{Input, Styles, CEILING_DASH, LEFT, PANEL, RIGHT};
+use super::{Input, Styles, CEILING_DASH, LEFT, RIGHT};
 use crate::direction::Direction;
 use crate::results::config::Config;
 use std::fmt::Write;
@@ -246,8 +247,8 @@ pub fn draw(
     styles: &mut Styles,
     top: f64,
 ) -> f64 {
-    let plot_top = top + 22.0;
-    let bottom = plot_top + PANEL;
+    let panel = Panel::at(top);
+    let (plot_top, bottom) = (panel.plot_top, panel.bottom);
     let lo = curves.iter().flat_map(|c| c.points.iter().map(|p| p.size)).min().unwrap_or(1) as f64;
     let hi = curves.iter().flat_map(|c| c.points.iter().map(|p| p.size)).max().unwrap_or(1) as f64;
     let x = Axis::log2(lo, hi, LEFT, RIGHT);
@@ -255,10 +256,9 @@ pub fn draw(
     let curves = &thinned[..];
     let ceilings = ceilings(curves);
     let y = y_axis(curves, &ceilings, bottom, plot_top);
-    axis::panel(
+    panel.begin(
         out,
         "bandwidth",
-        top + 12.0,
         "Bandwidth by transfer size: median, p5..p95 band; dash-dot: the link model's ceiling",
         &x,
         &y,
@@ -286,16 +286,14 @@ pub fn draw(
     if ceilings.is_empty() {
         let why = inputs.iter().find_map(|i| i.run.reports.iter().find_map(|r| r.limit_note.clone()));
         let note = why.unwrap_or_else(|| "no link model ceiling: the rows carry no link limit".into());
-        svg::text(out, "no-ceiling", RIGHT - 6.0, plot_top + 16.0, "end", r##" font-size="10" fill="#555555""##, &note);
+        panel.note(out, "no-ceiling", 0, &note);
     }
     if left_out > 0 {
         let note = format!(
             "{left_out} more configuration{} not drawn: a plot shows at most {MAX_CURVES}; plot fewer runs or rows at once",
             if left_out == 1 { "" } else { "s" }
         );
-        svg::text(out, "left-out", RIGHT - 6.0, plot_top + 30.0, "end", r##" font-size="10" fill="#555555""##, &note);
+        panel.note(out, "left-out", 1, &note);
     }
-    let end = legend::draw(out, &entries, bottom + 60.0);
-    out.push_str("</g>\n");
-    end
+    panel.end(out, &entries)
 }

@@ -2,11 +2,12 @@
 //! at or below each latency) on a log10 latency axis, the fraction on a tail scale so that 90%,
 //! 99% and 99.9% are equally spaced and the tail is visible.
 
-use super::axis::{self, Axis};
+use super::axis::Axis;
 use super::bandwidth::{MAX_CURVES, MAX_POINTS};
-use super::legend::{self, Entry};
+use super::legend::Entry;
+use super::panel::Panel;
 use super::svg::{self, points, values};
-use super::{Input, Styles, LEFT, PANEL, RIGHT};
+use super::{Input, Styles, LEFT, RIGHT};
 use crate::results::config::Config;
 use std::fmt::Write;
 
@@ -76,18 +77,17 @@ pub fn draw(
     styles: &mut Styles,
     top: f64,
 ) -> f64 {
-    let plot_top = top + 22.0;
-    let bottom = plot_top + PANEL;
+    let panel = Panel::at(top);
+    let (plot_top, bottom) = (panel.plot_top, panel.bottom);
     let all = curves.iter().flat_map(|c| c.points.iter());
     let (lo, hi) = all.clone().fold((f64::MAX, 0f64), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let x = Axis::log10(lo, hi, LEFT, RIGHT);
     // Down to the deepest fraction below 1 the data reaches: 99% at least, 99.9999% at most.
     let deepest = all.map(|p| p.1).filter(|f| *f < 1.0).map(|f| -(1.0 - f).log10()).fold(2.0f64, f64::max);
     let y = Axis::tail(1.0 - 10f64.powi(-((deepest - 1e-9).ceil().min(6.0) as i32)), bottom, plot_top);
-    axis::panel(
+    panel.begin(
         out,
         "latency",
-        top + 12.0,
         "Latency per access: fraction of accesses at or below (CDF, tail scale)",
         &x,
         &y,
@@ -114,9 +114,7 @@ pub fn draw(
     if left_out > 0 {
         let note =
             format!("{left_out} more latency rows not drawn: a plot shows at most {MAX_CURVES}; plot fewer at once");
-        svg::text(out, "left-out", RIGHT - 6.0, plot_top + 16.0, "end", r##" font-size="10" fill="#555555""##, &note);
+        panel.note(out, "left-out", 0, &note);
     }
-    let end = legend::draw(out, &entries, bottom + 60.0);
-    out.push_str("</g>\n");
-    end
+    panel.end(out, &entries)
 }

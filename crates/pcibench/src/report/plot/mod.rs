@@ -11,6 +11,7 @@ pub mod axis;
 pub mod bandwidth;
 pub mod cdf;
 mod legend;
+mod panel;
 pub mod rate;
 pub mod svg;
 

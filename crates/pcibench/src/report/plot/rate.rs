@@ -3,11 +3,12 @@
 //! its points in order of offered rate; p50 solid, p99 dashed, p99.9 dotted in the curve's colour,
 //! on a log10 latency axis so the flat part and the climb past the knee both show.
 
-use super::axis::{self, Axis};
+use super::axis::Axis;
 use super::bandwidth::MAX_CURVES;
-use super::legend::{self, Entry};
+use super::legend::Entry;
+use super::panel::Panel;
 use super::svg::{self, points, values};
-use super::{Input, Styles, LEFT, PANEL, RIGHT};
+use super::{Input, Styles, LEFT, RIGHT};
 use crate::bench::result::{LatencyFigures, Row};
 use crate::results::config::Config;
 use std::fmt::Write;
@@ -73,18 +74,17 @@ pub fn draw(
     styles: &mut Styles,
     top: f64,
 ) -> f64 {
-    let plot_top = top + 22.0;
-    let bottom = plot_top + PANEL;
+    let panel = Panel::at(top);
+    let (plot_top, bottom) = (panel.plot_top, panel.bottom);
     let pts = curves.iter().flat_map(|c| c.points.iter());
     let hi_mbps = pts.clone().map(|p| p.0).fold(0f64, f64::max);
     let lats = pts.flat_map(|p| PERCENTILES.iter().map(move |q| q.1(&p.1))).filter(|v| *v > 0.0);
     let (lo, hi) = lats.fold((f64::MAX, 0f64), |(a, b), v| (a.min(v), b.max(v)));
     let x = Axis::linear(0.0, hi_mbps, LEFT, RIGHT);
     let y = Axis::log10(lo.min(hi), hi.max(lo), bottom, plot_top);
-    axis::panel(
+    panel.begin(
         out,
         "rate",
-        top + 12.0,
         "Latency under offered load: p50 (solid), p99 (dashed), p99.9 (dotted) against the throughput achieved",
         &x,
         &y,
@@ -113,11 +113,9 @@ pub fn draw(
         let note = format!(
             "{left_out} more offered-load curves not drawn: a plot shows at most {MAX_CURVES}; plot fewer at once"
         );
-        svg::text(out, "left-out", RIGHT - 6.0, plot_top + 16.0, "end", r##" font-size="10" fill="#555555""##, &note);
+        panel.note(out, "left-out", 0, &note);
     }
-    let end = legend::draw(out, &entries, bottom + 60.0);
-    out.push_str("</g>\n");
-    end
+    panel.end(out, &entries)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 
 mod card;
 pub mod desc;
+mod driver;
 mod irq;
 #[cfg(test)]
 mod irq_tests;
@@ -28,13 +29,12 @@ mod tests;
 mod vendor_tests;
 
 use self::desc::Chain;
+pub use self::driver::UmemDriver;
 use self::regs::*;
-use super::{Detected, EngineDriver, EngineOptions, Opened};
-use crate::access::{BarRegion, ConfigPort, DeviceAccess, IoMode, Mapping};
+use crate::access::{BarRegion, ConfigPort};
 use crate::dma::watchdog::{no_progress, Watchdog};
 use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Transfer};
 use crate::mmio::Width;
-use crate::pci::DeviceInfo;
 use crate::trace::Tracer;
 use crate::units::human_size;
 use crate::{Error, Result};
@@ -568,61 +568,5 @@ impl Engine for UmemEngine {
         }
         let s = self.halt()?;
         Ok(format!("GO cleared; status {}", decode_status(s)))
-    }
-}
-
-/// The umem engine in the registry.
-pub struct UmemDriver;
-
-impl EngineDriver for UmemDriver {
-    fn name(&self) -> &'static str {
-        "umem"
-    }
-
-    fn about(&self) -> &'static str {
-        "Micro Memory MM-5415/5425/6155 NVRAM cards (the old umem driver's DMA engine), chained descriptors, completed by polling or INTx"
-    }
-
-    fn check_options(&self, opts: &EngineOptions) -> Result<()> {
-        opts.refuse_queues("umem")?;
-        if opts.channel.is_some() {
-            return Err(Error::usage("--channel does not apply to the umem engine (one DMA engine per card): drop it"));
-        }
-        Ok(())
-    }
-
-    /// Micro Memory's vendor id and a family device id first; then byte reads of status
-    /// registers only. A wrong magic byte is shown (and the engine refused at open), not hidden.
-    /// umem.c warns that reading the battery register during host-to-card DMA can hang the card:
-    /// `probe` reads it only while GO is clear (detect runs on a device pcibench itself opens,
-    /// never during its own runs; VFIO lets one process in at a time).
-    fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>> {
-        if info.vendor_id != VENDOR || expected_magic(info.device_id).is_none() {
-            return Ok(None);
-        }
-        if !info.bar(CSR_BAR).is_some_and(|b| b.is_memory()) {
-            return Ok(None);
-        }
-        let bar = dev.open_bar_read_only(CSR_BAR, Mapping::Uc, IoMode::Mmap)?;
-        let u = probe(&*bar, info.device_id)?;
-        let details = serde_json::to_value(&u).unwrap_or_default();
-        Ok(Some(Detected { engine: self.name(), register_bars: vec![CSR_BAR], summary: u.to_string(), details }))
-    }
-
-    fn open(
-        &self,
-        found: &Detected,
-        info: &DeviceInfo,
-        dev: &dyn DeviceAccess,
-        alloc: &dyn DmaAllocator,
-        opts: &EngineOptions,
-    ) -> Result<Opened> {
-        // The device id says which card of the family it is (umem.c's magic and flags).
-        let device = info.device_id;
-        debug_assert_eq!(found.register_bars, [CSR_BAR]);
-        let o = UmemOptions { card_addr: opts.card_addr.unwrap_or(0), card_size: opts.card_size };
-        let bar = dev.open_bar(CSR_BAR, Mapping::Uc, IoMode::Mmap)?;
-        let engine = UmemEngine::new(bar, dev.config_port()?, device, alloc, o)?;
-        Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }
