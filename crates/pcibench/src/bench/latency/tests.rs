@@ -39,7 +39,7 @@ fn dma_both_ways(sizes: Vec<u64>) -> DmaLatency {
         completions: vec![Completion::Poll],
         samples: Some(20),
         card_addr: 0x1000,
-        timeout: Duration::from_secs(2),
+        timeout: Duration::from_secs(20),
         rate: None,
     }
 }
@@ -277,7 +277,7 @@ fn reads_under_load_carry_the_load_and_its_verified_data() {
             cpu: None,
             rate: None,
             card_addr: 0,
-            timeout: Duration::from_secs(2),
+            timeout: Duration::from_secs(20),
         });
         let t = LatencyTarget { engine: Some((rig.engine.as_mut(), rig.alloc.as_ref())), ..target(&s) };
         let r = run(t, &p, &mut sampling(&clock, &stop, &mut none)).unwrap();
@@ -301,7 +301,7 @@ fn reads_under_load_carry_the_load_and_its_verified_data() {
         let buf = rig.alloc.alloc(4096).unwrap();
         rig.engine.prepare(buf.as_ref(), &one).unwrap();
         let _bm = crate::access::BusMaster::enable(s.dev.as_ref()).unwrap();
-        rig.engine.run(Duration::from_secs(2)).unwrap();
+        rig.engine.run(Duration::from_secs(20)).unwrap();
     }
 }
 
@@ -319,7 +319,7 @@ fn a_load_held_at_a_rate_never_runs_ahead_of_it() {
         cpu: None,
         rate: Some(crate::bench::rate::Rate::Bytes(2e6)),
         card_addr: 0,
-        timeout: Duration::from_secs(2),
+        timeout: Duration::from_secs(20),
     };
     let mut load = super::load::Rig::new(rig.engine.as_mut(), rig.alloc.as_ref(), &plan).unwrap();
     let stop = AtomicBool::new(false);
