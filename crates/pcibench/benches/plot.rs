@@ -31,7 +31,7 @@ fn bandwidth(curves: u16, points: u64) -> SavedRun {
             let secs: Vec<f64> = (0..16)
                 .map(|k| size as f64 / (1e9 * (1.0 + (size as f64).ln() / 10.0)) * (1.0 + k as f64 / 200.0))
                 .collect();
-            row.stats = Samples { size, batch: 1, secs }.stats();
+            row.stats = Samples { size, batch: 1, secs, extra: 0 }.stats();
             row.limit_mbps = Some(6000.0 + (size as f64).ln());
             row.verify = Some(Verify::Ok);
             r.results.push(row);

@@ -27,7 +27,7 @@ fn run_of(n: usize, scale: f64) -> SavedRun {
             let size = 4096u64 << (i / 10 % 8);
             let mut row = Row::new(if i % 2 == 0 { Direction::H2c } else { Direction::C2h }, size);
             let secs: Vec<f64> = (0..16).map(|k| size as f64 / 5e9 * scale * (1.0 + k as f64 / 100.0)).collect();
-            row.stats = Samples { size, batch: 1, secs }.stats();
+            row.stats = Samples { size, batch: 1, secs, extra: 0 }.stats();
             row.verify = Some(Verify::Ok);
             r.results.push(row);
             r

@@ -139,7 +139,7 @@ mod tests {
     fn row(measured: bool, verify: Option<Verify>) -> Row {
         let mut r = Row::new(Direction::H2c, 8);
         if measured {
-            r.stats = Samples { size: 8, batch: 1, secs: vec![1e-6] }.stats();
+            r.stats = Samples { size: 8, batch: 1, secs: vec![1e-6], extra: 0 }.stats();
         } else {
             r.notes.push(Note::Skipped { reason: "x".into() });
         }

@@ -307,7 +307,7 @@ impl Row {
             self.notes.push(Note::Batched { transfers: sampled.samples.batch, timer_overhead_ns: overhead_ns });
         }
         self.stats = sampled.samples.stats();
-        self.traced = Some(Traced { events: sampled.traced, secs: sampled.samples.secs.iter().sum() });
+        self.traced = Some(Traced { events: sampled.traced, secs: sampled.samples.timed_secs() });
         self.limit_mbps = limit_mbps;
         self.efficiency_pct = match (&self.stats, limit_mbps) {
             (Some(st), Some(l)) if l > 0.0 => Some(st.median_mbps / l * 100.0),

@@ -156,9 +156,9 @@ pub struct Sampled {
 }
 
 impl Sampled {
-    /// Transfers measured (samples × batch).
+    /// Transfers measured (samples × batch, and the extra the last sample moved).
     pub fn measured(&self) -> u64 {
-        self.samples.secs.len() as u64 * self.samples.batch
+        self.samples.secs.len() as u64 * self.samples.batch + self.samples.extra
     }
 }
 
@@ -222,13 +222,15 @@ impl<'a> Sampling<'a> {
         // Fewer planned transfers than one batch: one sample of them all (flagged as short by
         // the statistics). More samples than we keep: batch more per sample.
         let batch = batch.min(planned).max(planned.div_ceil(MAX_SAMPLES));
-        // Samples are whole batches, so `planned % batch` transfers would go unmeasured: a batch up
-        // to half again as large that divides the plan measures them all (64 transfers of 1 MiB
-        // in batches of 4, not 63 in batches of 3, as fpga_sio's "64 transfers" reads), unless
-        // that leaves too few samples to show the spread.
+        // Samples are whole batches: a batch up to half again as large that divides the plan keeps
+        // every sample alike (64 transfers of 1 MiB in batches of 4, not 63 in batches of 3, as
+        // fpga_sio's "64 transfers" reads), unless that leaves too few samples to show the spread.
+        // Where none does (the calibrated batch depends on the host's speed and load), the last
+        // sample also moves the `rest`: the total given is moved and measured whole on any host.
         let enough = (planned / batch).min(super::stats::MIN_SAMPLES as u64);
         let batch = (batch..=batch + batch / 2).find(|b| planned % b == 0 && planned / b >= enough).unwrap_or(batch);
         let count = planned / batch;
+        let rest = planned % batch;
         let mut samples = Samples::new(size, batch);
         // At most MAX_SAMPLES (8 MiB of times); fallible all the same, like every large buffer.
         samples.secs.try_reserve_exact(count as usize).map_err(|_| {
@@ -253,9 +255,12 @@ impl<'a> Sampling<'a> {
                 planned = i * batch;
                 break;
             }
-            let ns = timed(batch, &mut op)?;
+            let k = if i + 1 == count { batch + rest } else { batch };
+            let ns = timed(k, &mut op)?;
             spent_ns += ns;
-            samples.secs.push(ns as f64 * 1e-9);
+            // A sample of batch + rest transfers counts at its own rate, as a batch's time.
+            samples.secs.push(ns as f64 * 1e-9 * batch as f64 / k as f64);
+            samples.extra = k - batch;
             if !estimated && (i + 1 >= min.min(count) || spent_ns >= ESTIMATE_AFTER_NS) {
                 estimated = true;
                 let per = spent_ns as f64 / (i + 1) as f64;
@@ -409,10 +414,22 @@ mod tests {
         assert_eq!(s.samples.batch, 200);
         assert!(s.samples.secs.iter().all(|t| *t >= 100e-6), "every sample lasts the floor");
         assert_eq!((s.samples.secs.len(), s.measured()), (50, 10_000), "every planned transfer measured");
-        // 10,007 is prime: no divisor near 148, so the last 91 go unmeasured (whole samples only).
+        // 10,007 is prime: no divisor near 148, so the last sample also moves the 91 left over,
+        // its time counted at its own rate; every planned transfer is moved and measured.
         let clock = FakeClock::new(20, 1000, u64::MAX).with_floor(100_000);
-        let s = sampling(&clock, &stop, &mut moved).run(64, 64 * 10_007, |_| Ok(())).unwrap();
-        assert_eq!((s.samples.batch, s.measured()), (148, 10_007 / 148 * 148));
+        let mut ks = Vec::new();
+        let s = sampling(&clock, &stop, &mut moved)
+            .run(64, 64 * 10_007, |k| {
+                ks.push(k);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((s.samples.batch, s.samples.secs.len(), s.measured()), (148, 67, 10_007));
+        assert_eq!(ks.last(), Some(&(148 + 91)), "the last sample carries the rest");
+        let st = s.samples.stats().unwrap();
+        assert_eq!((st.transfers, st.bytes), (10_007, 64 * 10_007));
+        // Each transfer costs the same 1 µs: the scaled last sample is as fast as the others.
+        assert!(st.max_mbps / st.min_mbps < 1.01, "{st:?}");
         assert_eq!(MonotonicClock.sample_floor_ns(), crate::bench::sample::clock::SAMPLE_FLOOR_NS);
     }
 

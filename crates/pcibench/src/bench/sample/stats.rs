@@ -4,12 +4,16 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Timed samples of one configuration. Each sample moved `batch` transfers of `size` bytes.
+/// Timed samples of one configuration. Each sample moved `batch` transfers of `size` bytes (its
+/// time in `secs` is that of `batch` transfers; see `extra`).
 #[derive(Debug, Clone, Default)]
 pub struct Samples {
     pub size: u64,
     pub batch: u64,
     pub secs: Vec<f64>,
+    /// Transfers moved beyond the whole batches: the last sample also moved them, and its time is
+    /// scaled to a batch's (its own rate), so a total no batch divides is moved and measured whole.
+    pub extra: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -24,7 +28,7 @@ pub struct Latency {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Stats {
-    /// Transfers of `size` bytes (samples × batch).
+    /// Transfers of `size` bytes (samples × batch, and the extra the last sample moved).
     pub transfers: u64,
     pub samples: usize,
     pub batch: u64,
@@ -86,7 +90,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 impl Samples {
     pub fn new(size: u64, batch: u64) -> Self {
-        Samples { size, batch: batch.max(1), secs: Vec::new() }
+        Samples { size, batch: batch.max(1), secs: Vec::new(), extra: 0 }
+    }
+
+    /// The time the samples took, the last one's unscaled (it moved `extra` more transfers).
+    pub fn timed_secs(&self) -> f64 {
+        let last = self.secs.last().map_or(0.0, |l| l * self.extra as f64 / self.batch as f64);
+        self.secs.iter().sum::<f64>() + last
     }
 
     pub fn stats(&self) -> Option<Stats> {
@@ -105,10 +115,10 @@ impl Samples {
         let var = t.iter().map(|x| (x - mean_t).powi(2)).sum::<f64>() / n as f64;
         let cv_pct = if mean_t > 0.0 { var.sqrt() / mean_t * 100.0 } else { 0.0 };
         Some(Stats {
-            transfers: n as u64 * self.batch,
+            transfers: n as u64 * self.batch + self.extra,
             samples: n,
             batch: self.batch,
-            bytes: per_sample as u64 * n as u64,
+            bytes: per_sample as u64 * n as u64 + self.extra * self.size,
             min_mbps: rate(t[n - 1]),
             mean_mbps: rate(total / n as f64),
             median_mbps: rate(median_t),
@@ -136,7 +146,7 @@ mod tests {
     #[test]
     fn exact_statistics_from_known_samples() {
         // 1 MB per sample at 1, 2 and 4 ms: 1000, 500 and 250 MB/s.
-        let s = Samples { size: 500_000, batch: 2, secs: vec![0.002, 0.001, 0.004] };
+        let s = Samples { size: 500_000, batch: 2, secs: vec![0.002, 0.001, 0.004], extra: 0 };
         let st = s.stats().unwrap();
         assert_eq!(st.transfers, 6);
         assert_eq!(st.bytes, 3_000_000);
@@ -161,13 +171,13 @@ mod tests {
 
     #[test]
     fn steady_samples_are_not_flagged_and_one_slow_one_is() {
-        let steady = Samples { size: 1000, batch: 1, secs: vec![1e-6; 20] };
+        let steady = Samples { size: 1000, batch: 1, secs: vec![1e-6; 20], extra: 0 };
         let st = steady.stats().unwrap();
         assert!(st.cv_pct.abs() < 1e-9 && st.quality().is_empty(), "{st:?}");
         // 19 samples at 1 µs and one at 85 µs: the median stands, the min is 85x below it.
         let mut secs = vec![1e-6; 19];
         secs.push(85e-6);
-        let st = Samples { size: 1000, batch: 1, secs }.stats().unwrap();
+        let st = Samples { size: 1000, batch: 1, secs, extra: 0 }.stats().unwrap();
         assert!((st.median_mbps - 1000.0).abs() < 1e-6);
         match &st.quality()[..] {
             [Quality::Noisy { min_vs_median, .. }] => assert!((min_vs_median - 1.0 / 85.0).abs() < 1e-9),
