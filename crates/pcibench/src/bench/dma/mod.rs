@@ -9,7 +9,7 @@
 
 mod data;
 pub mod layout;
-mod stream;
+pub(in crate::bench) mod stream;
 
 pub(super) use self::data::{bytes, bytes_mut, card_copy, interrupt_run, put, timed_run};
 use self::data::{compare, scatter};

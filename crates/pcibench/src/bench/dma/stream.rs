@@ -58,7 +58,7 @@ pub(super) fn clear(engine: &mut dyn Engine, parts: &[(Direction, Layout)]) -> R
 }
 
 /// The far end checker's verdict on a row's H2C data; None without a far end.
-pub(super) fn verdict(engine: &mut dyn Engine) -> Option<Result<Verify>> {
+pub(in crate::bench) fn verdict(engine: &mut dyn Engine) -> Option<Result<Verify>> {
     let end = engine.stream_end()?;
     Some(end.checker().map(|v| match v {
         Ok(()) => Verify::Ok,

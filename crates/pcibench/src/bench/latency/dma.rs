@@ -221,21 +221,17 @@ impl One {
         if single.interrupted {
             return Ok(row);
         }
-        if let (Direction::H2c, Some(end)) = (self.dir, engine.stream_end()) {
+        if self.dir == Direction::H2c {
             // The far end's checker saw every sample's packets: its verdict is the row's.
-            row.verify = Some(match end.checker()? {
-                Ok(()) => Verify::Ok,
-                Err(reason) => {
-                    warnings.push(format!(
-                        "{} {} {}: {reason}",
-                        self.dir,
-                        human_size(self.size),
-                        self.completion.name()
-                    ));
-                    Verify::Rejected { reason }
+            if let Some(v) = super::super::dma::stream::verdict(engine) {
+                let v = v?;
+                if let Verify::Rejected { reason } = &v {
+                    let (size, how) = (human_size(self.size), self.completion.name());
+                    warnings.push(format!("{} {size} {how}: {reason}", self.dir));
                 }
-            });
-            return Ok(row);
+                row.verify = Some(v);
+                return Ok(row);
+            }
         }
         let found = match self.dir {
             Direction::C2h => verify(&expected, &bytes(&*bufs[1])[..n], 0),
