@@ -6,17 +6,27 @@ HELLO="pcibench lab: this file lives on the device under test"
 # The first line of the raw disks raw1..raw3 is "$RAW rawN" (lab/host/inuse.sh).
 RAW="pcibench lab raw disk"
 
-# inuse_modules: load the virtio modules and loop (in their order) and wait for the five virtio disks (data,
-# swap, raw1-raw3) and the NIC.
+# inuse_modules: load the virtio modules and loop (in their order), mount configfs, and wait for the five virtio
+# disks (data, swap, raw1-raw3) and the NIC.
 inuse_modules() {
 	for m in $(cat "$TOOLS/modules/order"); do
 		[ -d "/sys/module/$m" ] || insmod "$TOOLS/modules/$m.ko" || fail "insmod $m"
 	done
+	# Where a Debian host has it (systemd's sys-kernel-config.mount): pcibench reads the storage targets there.
+	grep -q " /sys/kernel/config " /proc/mounts || mount -t configfs none /sys/kernel/config
 	i=0
 	while [ "$(ls /sys/block | grep -c '^vd')" -lt 5 ] || [ -z "$(ls /sys/class/net | grep -v '^lo$')" ]; do
 		i=$((i + 1))
 		[ "$i" -lt 100 ] || fail "virtio disks or NIC did not appear: $(ls /sys/block) / $(ls /sys/class/net)"
 		sleep 0.1
+	done
+}
+
+# inuse_modules_extra NAME...: load modules the tools disk carries beyond the common ones (in the order given:
+# each after what it depends on), unless loaded.
+inuse_modules_extra() {
+	for m in "$@"; do
+		[ -d "/sys/module/$(echo "$m" | tr - _)" ] || insmod "$TOOLS/modules/$m.ko" || fail "insmod $m"
 	done
 }
 
@@ -116,4 +126,52 @@ lnk() {
 		[ "$r" = Sta ] || printf '|'
 	done
 	echo
+}
+
+# refused ADDR DRIVER PATTERN: setup --vfio and pio --allow-write refuse naming PATTERN (right after "uses it: ":
+# start it with .* where other users may come first), nothing changes, doctor fails in-use with it and offers
+# nothing that takes the device, in text or JSON.
+refused() {
+	expect_err "^pcibench: refusing to unbind $1 from $2: the running system uses it: $3" pcibench setup "$1" --vfio
+	check_unchanged "$1" "$2"
+	expect_err "^pcibench: $1 is bound to driver $2 and the running system uses it \($3" pcibench pio "$1" --allow-write
+	check_unchanged "$1" "$2"
+	expect_rc 2 "^FAIL  in-use +in use by the running system: $3" pcibench doctor "$1"
+	offers_nothing_that_takes pcibench doctor "$1"
+	offers_nothing_that_takes pcibench doctor "$1" --json
+}
+
+# offered ADDR: doctor passes in-use and recommends setup again (once the kernel has finished tearing the holder
+# down: a namespace's last reference is dropped by its last process or unmount, its contents after).
+offered() {
+	i=0
+	until pcibench doctor "$1" 2>&1 | grep -q '^PASS  in-use'; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || break
+		sleep 0.05
+	done
+	expect_rc "1 2" '^PASS  in-use +the running system does not use it' pcibench doctor "$1"
+	expect_rc 2 "^  run: sudo pcibench setup $1 --vfio\$" pcibench doctor "$1"
+}
+
+# wait_comm PID NAME: wait until process PID runs NAME (busybox unshare and nsenter exec it).
+wait_comm() {
+	i=0
+	while [ "$(cat "/proc/$1/comm" 2>/dev/null)" != "$2" ]; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || fail "PID $1 is not running $2"
+		sleep 0.05
+	done
+}
+
+# back_here ADDR: wait until the function's interface is in this namespace again (a namespace is torn down by a
+# kernel worker after its last reference goes, net/core/net_namespace.c cleanup_net).
+back_here() {
+	i=0
+	while [ -z "$(net_of "$1")" ]; do
+		i=$((i + 1))
+		[ "$i" -lt 200 ] || fail "the interface of $1 did not come back to this namespace"
+		sleep 0.05
+	done
+	ok "$(net_of "$1") is back in this namespace"
 }

@@ -59,6 +59,23 @@ unbind() {
 	echo >"$SYS/$1/driver_override"
 }
 
+# edu_behind PORT: the address of edu (1234:11e8), which must sit behind the bridge PORT (machine q35-pcie's root
+# port, whose secondary bus edu has alone: the scenarios that reset that bus).
+edu_behind() {
+	_eb=$(find_dev 1234:11e8)
+	[ "$(basename "$(dirname "$(readlink -f "$SYS/$_eb")")")" = "$1" ] || fail "edu $_eb is not behind $1"
+	echo "$_eb"
+}
+
+# readd ADDR: unbound, removed and found again by a rescan, so the kernel assigns its BARs afresh (a scenario that
+# reset the function leaves it as the boot did).
+readd() {
+	unbind "$1" 2>/dev/null || true
+	echo 1 >"$SYS/$1/remove"
+	echo 1 >/sys/bus/pci/rescan
+	[ -e "$SYS/$1" ] || fail "$1 did not come back after a rescan"
+}
+
 # bind_vfio ADDR: bind the device to vfio-pci through driver_override + drivers_probe.
 bind_vfio() {
 	unbind "$1"

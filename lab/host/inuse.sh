@@ -17,13 +17,17 @@
 #                   (inuse_sriov).
 # Built once per run, and only when a q35-inuse boot is planned (so the other machines do not pay for it):
 # packages e2fsprogs and pciutils, the virtio modules, loop and LIO's core and iblock backstore (with configfs and
-# scsi_common: inuse_namespaces exports a disk) from the cached cloud kernel .deb (virtio_blk, virtio_net, loop and
+# scsi_common: inuse_namespaces exports a disk), nvmet, nvmet-tcp, nvme-fabrics and nvme-tcp (inuse_kernel) from the
+# cached cloud kernel .deb (virtio_blk, virtio_net, loop and
 # target_core_* are modules there; nvme and ext4 are built in), the disk images.
 
 INUSE_PACKAGES=(e2fsprogs pciutils)
 # Load order: each after what it depends on (the .ko's modinfo depends=).
 INUSE_MODULES=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk failover
 	net_failover virtio_net loop configfs scsi_common target_core_mod target_core_iblock)
+# On the tools disk too, loaded only by the scenarios that use them (inuse_modules_extra): the NVMe over Fabrics
+# target and the kernel's NVMe/TCP host (inuse_kernel exports a disk and reads it back over 127.0.0.1).
+INUSE_EXTRA_MODULES=(nvmet nvmet-tcp nvme-fabrics nvme-tcp)
 INUSE_HELLO="pcibench lab: this file lives on the device under test"
 # The first line of each raw disk, then its serial (lab/guest/inuse.sh has the same words).
 INUSE_RAW="pcibench lab raw disk"
@@ -42,7 +46,7 @@ inuse_images() {
 	mkdir -p "$dir"
 	# The virtio modules, from the kernel package prepare_kernel cached.
 	local ko=$KO_DIR/virtio deb tmp m f missing=
-	for m in "${INUSE_MODULES[@]}"; do [ -f "$ko/$m.ko" ] || missing=1; done
+	for m in "${INUSE_MODULES[@]}" "${INUSE_EXTRA_MODULES[@]}"; do [ -f "$ko/$m.ko" ] || missing=1; done
 	if [ -n "$missing" ]; then
 		deb=$(compgen -G "$(dirname "$KO_DIR")/debs/linux-image-*.deb" | head -n 1)
 		[ -n "$deb" ] || die "no linux-image .deb in the cache for the virtio modules"
@@ -51,9 +55,10 @@ inuse_images() {
 			'*/drivers/block/virtio_blk.ko' '*/drivers/net/virtio_net.ko' '*/drivers/net/net_failover.ko' \
 			'*/net/core/failover.ko' '*/drivers/block/loop.ko' '*/fs/configfs/configfs.ko' \
 			'*/drivers/scsi/scsi_common.ko' '*/drivers/target/target_core_mod.ko' \
-			'*/drivers/target/target_core_iblock.ko'
+			'*/drivers/target/target_core_iblock.ko' '*/drivers/nvme/target/nvmet.ko' \
+			'*/drivers/nvme/target/nvmet-tcp.ko' '*/drivers/nvme/host/nvme-fabrics.ko' '*/drivers/nvme/host/nvme-tcp.ko'
 		mkdir -p "$ko"
-		for m in "${INUSE_MODULES[@]}"; do
+		for m in "${INUSE_MODULES[@]}" "${INUSE_EXTRA_MODULES[@]}"; do
 			f=$(find "$tmp" -name "$m.ko" | head -n 1)
 			[ -n "$f" ] || die "$m.ko not in $deb"
 			cp "$f" "$ko/"
@@ -64,7 +69,7 @@ inuse_images() {
 	local tools=$dir/tools.d lib
 	rm -rf "$tools"
 	mkdir -p "$tools/modules" "$tools/lib"
-	for m in "${INUSE_MODULES[@]}"; do cp "$ko/$m.ko" "$tools/modules/"; done
+	for m in "${INUSE_MODULES[@]}" "${INUSE_EXTRA_MODULES[@]}"; do cp "$ko/$m.ko" "$tools/modules/"; done
 	printf '%s\n' "${INUSE_MODULES[@]}" >"$tools/modules/order"
 	cp /usr/bin/lspci "$tools/"
 	# The pci.ids pcibench is built with (the pci-ids crate's, at Cargo.lock's version; the host's where the

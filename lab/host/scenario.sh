@@ -2,7 +2,8 @@
 # (set -euo pipefail). A host side may define host_setup (before the boot), host_during (beside the running
 # guest) and host_check (after it). Environment: SHM (ivshmem backing file), OUT (the scenario's guest output,
 # for host_check), CONSOLE (the guest's console as it is written), MON (QEMU's monitor socket), LAB_MACHINE,
-# LAB_TIME_SCALE (PCIBENCH_LAB_TIME_SCALE).
+# LAB_TIME_SCALE (PCIBENCH_LAB_TIME_SCALE), PCIBENCH_LAB_BIN (the lab's static x86-64 pcibench, for measurements on
+# the host), and on the served machines SERVED (the servers' folder: CARD.sock, CARD.log, CARD.pid; host/served.sh).
 #
 # Hand-offs wait on events, never on sleeps: where the host must act while the guest is inside a step, the guest
 # holds the step (e.g. SIGSTOPs the pcibench run once its trace shows the step began), prints a cue, and resumes

@@ -11,13 +11,9 @@
 . /lab/lib.sh
 
 port=0000:00:01.0
-e=$(find_dev 1234:11e8)
-[ "$(basename "$(dirname "$(readlink -f "$SYS/$e")")")" = "$port" ] || fail "edu $e is not behind $port"
+e=$(edu_behind "$port")
 restore() {
-	unbind "$e" 2>/dev/null || true
-	echo 1 >"$SYS/$e/remove"
-	echo 1 >/sys/bus/pci/rescan
-	[ -e "$SYS/$e" ] || fail "edu $e did not come back after a rescan"
+	readd "$e"
 	mem_enable "$e"
 	rm -f /tmp/sbr.state
 }

@@ -1,8 +1,8 @@
 # What only the kernel or another namespace knows is never taken (issue 35): a virtio NIC moved into a network
 # namespace made by `unshare --net` (named by its process), then into one kept only by a bind mount under
 # /run/netns as `ip netns add` makes it (named by that name), each up with an address; a raw virtio disk exported
-# by the kernel's SCSI target (LIO, iblock backstore through configfs, enable 1: held exclusively from inside the
-# kernel, no holders/ link, no process, no mount); a virtio disk mounted only inside a process's private mount
+# by the kernel's SCSI target (LIO, iblock backstore through configfs, enable 1: no holders/ link, no process, no
+# mount; named from configfs); a virtio disk mounted only inside a process's private mount
 # namespace while another virtio disk is mounted here (so virtio_blk's module references cannot tell which disk
 # is held). For each: doctor fails in-use offering nothing that takes it, setup --vfio refuses and changes
 # nothing, pio --allow-write refuses, the holder still works; released, the device is offered again.
@@ -21,53 +21,6 @@ cleanup() {
 	umount /mnt/data 2>/dev/null || true
 }
 trap cleanup EXIT
-
-# refused ADDR DRIVER PATTERN: setup --vfio and pio --allow-write refuse naming PATTERN, nothing changes, doctor
-# fails in-use with it and offers nothing that takes the device.
-refused() {
-	expect_err "^pcibench: refusing to unbind $1 from $2: the running system uses it: $3" pcibench setup "$1" --vfio
-	check_unchanged "$1" "$2"
-	expect_err "^pcibench: $1 is bound to driver $2 and the running system uses it \($3" pcibench pio "$1" --allow-write
-	check_unchanged "$1" "$2"
-	expect_rc 2 "^FAIL  in-use +in use by the running system: $3" pcibench doctor "$1"
-	offers_nothing_that_takes pcibench doctor "$1"
-	offers_nothing_that_takes pcibench doctor "$1" --json
-}
-
-# offered ADDR: doctor passes in-use and recommends setup again (once the kernel has finished tearing the holder
-# down: a namespace's last reference is dropped by its last process or unmount, its contents after).
-offered() {
-	i=0
-	until pcibench doctor "$1" 2>&1 | grep -q '^PASS  in-use'; do
-		i=$((i + 1))
-		[ "$i" -lt 100 ] || break
-		sleep 0.05
-	done
-	expect_rc "1 2" '^PASS  in-use +the running system does not use it' pcibench doctor "$1"
-	expect_rc 2 "^  run: sudo pcibench setup $1 --vfio\$" pcibench doctor "$1"
-}
-
-# wait_comm PID NAME: wait until process PID runs NAME (busybox unshare and nsenter exec it).
-wait_comm() {
-	i=0
-	while [ "$(cat "/proc/$1/comm" 2>/dev/null)" != "$2" ]; do
-		i=$((i + 1))
-		[ "$i" -lt 100 ] || fail "PID $1 is not running $2"
-		sleep 0.05
-	done
-}
-
-# back_here ADDR: wait until the function's interface is in this namespace again (a namespace is torn down by a
-# kernel worker after its last reference goes, net/core/net_namespace.c cleanup_net).
-back_here() {
-	i=0
-	while [ -z "$(net_of "$1")" ]; do
-		i=$((i + 1))
-		[ "$i" -lt 200 ] || fail "the interface of $1 did not come back to this namespace"
-		sleep 0.05
-	done
-	ok "$(net_of "$1") is back in this namespace"
-}
 
 # 1. A NIC in a network namespace of a process (unshare --net), up with an address.
 c=$(func_of "$(ls -d "$SYS"/*/virtio*/net | head -n 1)")
@@ -126,7 +79,8 @@ echo 1 >"$LIO/enable"
 [ "$(cat "$LIO/enable")" = 1 ] || fail "LIO did not enable iblock_0/lab"
 [ -z "$(ls "/sys/block/$r3/holders")" ] || fail "LIO made a holders/ link on $r3: this tests nothing new"
 ok "$r3 ($a3) exported by LIO (iblock_0/lab enabled), no holders/ link"
-refused "$a3" virtio-pci "$r3 is held exclusively by the kernel \(a mount in another namespace, a storage target export, \.\.\.\)"
+refused "$a3" virtio-pci "LIO \(the kernel's SCSI target\) exports $r3 as backstore iblock_0/lab"
+expect_rc 2 "^  then: delete the backstore: targetcli /backstores/block delete lab\$" pcibench doctor "$a3"
 cat "$LIO/info"
 grep -q "/dev/$r3" "$LIO/info" || fail "LIO's backstore no longer names /dev/$r3"
 [ "$(cat "$LIO/enable")" = 1 ] || fail "LIO's backstore was disabled"

@@ -35,22 +35,25 @@ bind_vfio "$e"
 echo 1 >/proc/sys/kernel/printk
 nonfatal() { sed -n 's/^TOTAL_ERR_NONFATAL //p' "$SYS/$port/aer_dev_nonfatal"; }
 before=$(nonfatal)
-# The hand-off is an event protocol, not a timing guess (issue 34): the run goes h2c then c2h; once its trace
-# shows the first h2c DMA command (edu's 0x98 written with start, RAM to device), the run is held with SIGSTOP
-# inside the h2c row, the host is cued, and the run goes on only after the kernel has counted both injected
-# errors. However the guest, the host or their loads are scheduled, the errors land in the h2c row.
+# The hand-off is an event protocol, not a timing guess (issue 34): the run goes h2c then c2h, each row from the
+# untimed placing of its data and guards on the card to the check after its samples; once its trace shows the
+# first h2c DMA command (edu's 0x98 written with start, RAM to device: 0x1; device to RAM is 0x3), the run is held
+# with SIGSTOP inside the h2c row, the host is cued, and the run goes on only after the kernel has counted both
+# injected errors. However the guest, the host or their loads are scheduled, the errors land in the h2c row.
 pcibench dma "$e" --engine edu --dma-bits 32 --size 4095 --total 160K --allow-dma --json --save saved.json \
 	--trace trace.jsonl >dma.json 2>dma.err &
 pid=$!
-h2c_started() { grep -q '"off":"0x98","w":32,"v":"0x1"' trace.jsonl 2>/dev/null || ! kill -0 "$pid" 2>/dev/null; }
+# DMA commands started so far in direction $1 (0x1 or 0x3): writes of 0x98 (the engine's status reads repeat it).
+started() { grep '"ev":"write"' trace.jsonl 2>/dev/null | grep -c "\"off\":\"0x98\",\"w\":32,\"v\":\"$1\""; }
+h2c_started() { [ "$(started 0x1)" -ge 1 ] || ! kill -0 "$pid" 2>/dev/null; }
 wait_until 60 "the first h2c DMA command in the trace" h2c_started
 kill -STOP "$pid" || fail "pcibench dma ended before its h2c row started: $(cat dma.err)"
-h2c=$(grep -c '"off":"0x98","w":32,"v":"0x1"' trace.jsonl)
+h2c=$(started 0x1)
 # No c2h command yet; the host checks that fewer h2c transfers had started than the row has, so the row (and its
 # link-health snapshot after it) was not over when the errors came.
-! grep -q '"off":"0x98","w":32,"v":"0x3"' trace.jsonl || fail "the run was held only after its h2c row"
+[ "$(started 0x3)" = 0 ] || fail "the run was held only after its h2c row"
 echo "$h2c" >held.txt
-ok "pcibench dma held inside its h2c row after $h2c transfer(s)"
+ok "pcibench dma held inside its h2c row after $h2c DMA command(s)"
 echo "@@HOST inject"
 counted() { [ "$(nonfatal)" -ge $((before + 2)) ]; }
 wait_until 60 "the root port's non-fatal count to grow by 2 from $before" counted

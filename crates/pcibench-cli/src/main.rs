@@ -48,10 +48,16 @@ enum Command {
         pcibench::dma::engines::names()
     ))]
     Dma(cmd::dma::DmaArgs),
+    /// The card memory a DMA engine reaches, all of it: filled with each address, read back, checked, and the aliasing pass.
+    Memtest(cmd::memtest::MemtestArgs),
     /// Why a device can't be reached, each check with its evidence and the exact fix.
     Doctor(cmd::doctor::DoctorArgs),
     /// Prepare a device for an access path: --vfio, --sysfs-user USER, or --release.
     Setup(cmd::setup::SetupArgs),
+    /// Reset a device by a way the kernel offers (VFIO, sysfs reset, a bus reset of its port); --list shows them.
+    Reset(cmd::reset::ResetArgs),
+    /// A link's registers, its target speed and a retrain (--speed genN, --retrain), AER before and after.
+    Link(cmd::link::LinkArgs),
     /// The suite on one device: info, then the measurements its access paths allow (default: sim).
     Run(cmd::run::RunArgs),
     /// Single-access latency: MMIO reads per width, DMA by polling and by MSI, reads under DMA load.
@@ -169,9 +175,22 @@ fn main() -> ExitCode {
             return ExitCode::from(Outcome::of_error(&e).code());
         }
     }
+    if matches!(cli.command, Command::Serve(_)) {
+        // serve's card is host memory, and its clients are other processes: nothing it does needs
+        // a capability, and no client may reach one through it (issue 51 S7). Before any thread.
+        if let Err(e) = pcibench::os::privilege::keep_only(0, "starting serve (a simulated card needs no privilege)") {
+            eprintln!("pcibench: {e}");
+            return ExitCode::from(Outcome::of_error(&e).code());
+        }
+    }
     if matches!(
         cli.command,
-        Command::Pio(_) | Command::Dma(_) | Command::Latency(_) | Command::Buffers(_) | Command::Run(_)
+        Command::Pio(_)
+            | Command::Dma(_)
+            | Command::Latency(_)
+            | Command::Buffers(_)
+            | Command::Run(_)
+            | Command::Memtest(_)
     ) {
         // A measuring command stops on a signal with what it has measured, from the start.
         cmd::interrupt_flag();
@@ -183,6 +202,12 @@ fn main() -> ExitCode {
         Some(r) if !r.as_os_str().is_empty() => Host::with_root(r),
         _ => Host::from_env(),
     };
+    // Read-only commands walk no /proc (issue 55): what uses a device is doctor's and setup's question.
+    let host = if matches!(cli.command, Command::List(_) | Command::Info(_) | Command::Health(_)) {
+        host.without_process_walk()
+    } else {
+        host
+    };
     let result = match cli.command {
         Command::List(a) => cmd::list::run(&host, a),
         Command::Info(a) => cmd::info::run(&host, a),
@@ -192,7 +217,10 @@ fn main() -> ExitCode {
         Command::Pio(a) => cmd::pio::run(&host, a),
         Command::Doctor(a) => cmd::doctor::run(&host, a),
         Command::Setup(a) => cmd::setup::run(&host, a),
+        Command::Reset(a) => cmd::reset::run(&host, a),
+        Command::Link(a) => cmd::link::run(&host, a),
         Command::Dma(a) => cmd::dma::run(&host, a),
+        Command::Memtest(a) => cmd::memtest::run(&host, a),
         Command::Peek(a) => cmd::peek::peek(&host, a),
         Command::Poke(a) => cmd::peek::poke(&host, a),
         Command::Plot(a) => cmd::plot::run(a),

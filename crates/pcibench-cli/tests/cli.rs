@@ -12,17 +12,18 @@ fn list_prints_a_line_per_device() {
     assert!(o.status.success());
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 10, "{out}");
+    assert_eq!(lines.len(), 11, "{out}");
     assert!(lines[0].starts_with("sim ") && lines[0].contains("(simulated)"));
     assert!(lines[1].starts_with("sim-qdma ") && lines[1].contains("[10ee:903f] (simulated)"), "{out}");
     assert!(lines[2].starts_with("sim-nvram ") && lines[2].contains("[1332:5425] (simulated)"), "{out}");
     assert!(lines[3].starts_with("sim-xdma-st ") && lines[3].contains("AXI4-Stream"), "{out}");
     assert!(lines[4].starts_with("sim-qdma-st ") && lines[4].contains("[10ee:903f] (simulated)"), "{out}");
+    assert!(lines[5].starts_with("sim-xdma4 ") && lines[5].contains("four memory-mapped channel pairs"), "{out}");
     assert_eq!(
-        lines[5],
+        lines[6],
         "0000:15:00.0 Memory controller [0580]: Xilinx Corporation Device 7024 [10ee:7024] driver=none"
     );
-    assert!(lines[9].contains("[1332:5425]") && lines[9].ends_with("driver=vfio-pci"));
+    assert!(lines[10].contains("[1332:5425]") && lines[10].ends_with("driver=vfio-pci"));
 
     // The sim-nvram card has seed 001's ids too: -d matches it and the fixture card.
     let o = pcibench(t.path(), &["list", "-d", "1332:5425"]);
@@ -223,6 +224,19 @@ fn dma_on_sim_qdma_over_queues_random_and_refusals() {
             "--ring-size 1000 is not in the card's global ring-size table",
         ),
         (&["dma", "sim", "--pattern", "random"][..], "--pattern random needs an engine that runs batches"),
+        // Issue 55: either QDMA interrupt mode, named on another engine, is refused alike.
+        (
+            &["dma", "sim", "--completion", "irq", "--qdma-intr", "direct"][..],
+            "--qdma-intr applies to the qdma engine, not xdma: drop it",
+        ),
+        (
+            &["dma", "sim-nvram", "--completion", "irq", "--qdma-intr", "direct"][..],
+            "--qdma-intr applies to the qdma engine, not umem: drop it",
+        ),
+        (
+            &["latency", "sim", "--dma", "--completion", "irq", "--qdma-intr", "direct"][..],
+            "--qdma-intr applies to the qdma engine, not xdma: drop it",
+        ),
     ] {
         let o = pcibench(none, args);
         let err = stderr(&o);
@@ -349,4 +363,54 @@ fn run_prints_each_kind_of_note_once() {
         kinds.dedup();
         assert_eq!(kinds.len(), n, "{card}: a kind of note twice:\n{out}");
     }
+}
+
+/// Issue 55: an engine's register BAR named with --bar is read at the widths it decodes: the
+/// default width is refused once, up front, naming the one to use, and that one runs (reads only,
+/// the writes skipped with the reason), on the cards and through `serve` (mapped or messages).
+#[test]
+fn pio_on_a_register_bar_runs_at_its_widths_or_is_refused_with_one_that_works() {
+    let none = std::path::Path::new("/nonexistent");
+    let served = common::served::Served::start("sim-qdma", &[]);
+    let messages = common::served::Served::start("sim-nvram", &["--no-mmap"]);
+    let cases = [
+        ("sim-qdma".to_string(), "0", "the qdma engine's registers, which take 32-bit accesses", "32"),
+        ("sim-nvram".to_string(), "0", "the umem engine's registers, which take 8, 16 or 32-bit accesses", "32"),
+        ("sim".to_string(), "4", "the xdma engine's registers, which take 32-bit accesses", "32"),
+        (served.device(), "0", "the qdma engine's registers, which take 32-bit accesses", "32"),
+        (messages.device(), "0", "the umem engine's registers, which take 8, 16 or 32-bit accesses", "32"),
+    ];
+    for (dev, bar, held, width) in cases {
+        let args = ["pio", &dev, "--bar", bar, "--map", "uc", "--size", "4K", "--total", "16K"];
+        let o = pcibench(none, &args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{dev}: {err}");
+        assert_eq!(err.lines().count(), 1, "{dev}: {err}");
+        let want = format!("BAR{bar} of {dev} holds {held}: --width 64 does not apply; use --width {width}");
+        assert!(err.contains(&want), "{dev}: {err}");
+        // The width it names works: reads, not compared; the writes skipped, saying why.
+        let o = pcibench(none, &[&args[..], &["--width", width, "--json"]].concat());
+        assert!(o.status.success(), "{dev}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let rows = v["results"].as_array().unwrap();
+        assert_eq!(rows.len(), 2, "{dev}: {v}");
+        assert_eq!(rows[0]["dir"], "h2c");
+        assert!(rows[0]["notes"][0]["reason"].as_str().unwrap().contains("pio reads them only"), "{dev}: {v}");
+        assert_eq!((rows[1]["dir"].as_str(), rows[1]["stats"]["transfers"].as_u64()), (Some("c2h"), Some(4)), "{dev}");
+        assert_eq!(rows[1]["verify"]["status"], "unverified", "{dev}: {v}");
+        // Writes alone are refused up front.
+        let o = pcibench(none, &[&args[..], &["--width", width, "--dir", "h2c"]].concat());
+        assert_eq!(o.status.code(), Some(2), "{dev}: {}", stderr(&o));
+        assert!(stderr(&o).contains("pio reads them only") && stderr(&o).contains("use --dir c2h"), "{}", stderr(&o));
+    }
+    // A register access the server refuses says which access and why, not the bare errno.
+    let o = pcibench(none, &["peek", &served.device(), "0", "0", "--width", "64"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("refused REGION_READ (8 bytes of BAR0 at 0x0): ")
+            && err.contains("BAR0 does not take 8-byte accesses there")
+            && err.contains("--width 32"),
+        "{err}"
+    );
 }

@@ -254,6 +254,19 @@ golden! {
     doctor_fixture_bridge_json: Fixture Json ["doctor", "20:00.0", "--json"];
     doctor_fixture_vfio: Fixture Text ["doctor", "2d:00.0"];
 
+    // Reset and link: what the kernel offers, and every refusal before anything is written.
+    reset_fixture_list: Fixture Exact ["reset", "22:00.0", "--list"];
+    reset_fixture_list_json: Fixture Exact ["reset", "22:00.0", "--list", "--json"];
+    reset_fixture_needs_consent: Fixture Exact ["reset", "22:00.0"];
+    reset_fixture_bridge: Fixture Exact ["reset", "20:00.0", "--allow-reset"];
+    reset_sim_refused: None Exact ["reset", "sim", "--allow-reset"];
+    reset_refused_method: Fixture Exact ["reset", "22:00.0", "--method", "reboot"];
+    link_fixture_root_bus: Fixture Exact ["link", "15:00.0"];
+    link_fixture_needs_consent: Fixture Exact ["link", "22:00.0", "--speed", "gen1", "--retrain"];
+    link_refused_speed: Fixture Exact ["link", "22:00.0", "--speed", "gen9"];
+    setup_refused_id_and_device: Fixture Exact ["setup", "15:00.0", "--id", "10ee", "--vfio"];
+    setup_refused_id_sysfs_user: Fixture Exact ["setup", "--id", "10ee", "--sysfs-user", "alice"];
+
     // Saved runs: plot and compare.
     plot_card: SavedRuns Exact ["plot", "card.json", "-o", "-"];
     plot_latency: SavedRuns Exact ["plot", "latency.json", "card.json", "--label", "lat", "--label", "card", "-o", "-"];

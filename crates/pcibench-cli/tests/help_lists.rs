@@ -94,3 +94,34 @@ fn width_lists_are_the_routines_each_command_runs() {
         assert!(w.parse::<Width>().is_ok(), "{w}");
     }
 }
+
+#[test]
+fn reset_methods_are_the_ones_the_parser_takes() {
+    let h = help(&["reset"]);
+    let methods = set(pcibench::reset::METHODS);
+    assert_eq!(list(line(&h, "How: "), "How: ", " (auto:"), methods, "reset --method");
+    for m in &methods {
+        assert!(m.parse::<pcibench::reset::Method>().is_ok(), "{m}");
+    }
+}
+
+/// Every command `pcibench --help` lists has its row in docs/commands.md (issue 56: new commands
+/// come with their documentation).
+#[test]
+fn every_command_is_in_the_commands_page() {
+    let top = help(&[]);
+    let from = top.find("Commands:").expect("a Commands: section") + "Commands:".len();
+    let names: Vec<&str> = top[from..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| *n != "help")
+        .collect();
+    assert!(names.contains(&"reset") && names.contains(&"link"), "{names:?}");
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/commands.md")).unwrap();
+    for n in names {
+        let row = page.contains(&format!("`pcibench {n} ")) || page.contains(&format!("/ `{n} "));
+        assert!(row, "docs/commands.md has no row for `pcibench {n}`");
+    }
+}

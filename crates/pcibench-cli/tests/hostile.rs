@@ -429,3 +429,94 @@ fn absurd_numbers_in_saved_runs_are_refused_before_plotting() {
     }
     assert!(!d.join("out.svg").exists());
 }
+
+/// Issue 55: the figures newer runs carry (engine counters, a stream row's packets a second, a
+/// held load's rate, a note's figures) are checked as the others are: `plot`, `compare` and
+/// `export` refuse each in one line naming report, row and field.
+#[test]
+fn the_newer_figures_of_saved_runs_are_checked_too() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let save = |name: &str, args: &[&str]| -> serde_json::Value {
+        let o = run(d, &[args, &["--save", name]].concat());
+        assert!(o.status.success(), "{args:?}: {}", err(&o));
+        serde_json::from_slice(&fs::read(d.join(name)).unwrap()).unwrap()
+    };
+    let dma = save("dma.json", &["dma", "sim", "--size", "4K", "--total", "1M"]);
+    let st = save("st.json", &["dma", "sim-qdma-st", "--dir", "c2h", "--size", "4K", "--total", "1M"]);
+    let load = save("load.json", &["latency", "sim", "--samples", "1000", "--load", "h2c", "--load-rate", "500MB/s"]);
+    assert!(dma["reports"][0]["results"][0]["engine"]["busy_pct"].is_number(), "{dma}");
+    assert!(st["reports"][0]["results"][0]["packets_per_s"].is_number(), "{st}");
+    let held =
+        load["reports"][0]["results"].as_array().unwrap().iter().position(|r| r["load"]["held_mbps"].is_number());
+    let held = held.unwrap_or_else(|| panic!("a held load row: {load}"));
+    type Set = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&serde_json::Value, Set, &str)> = vec![
+        (&dma, Box::new(|r| r["engine"]["busy_pct"] = (-1e308).into()), "row 1: engine busy_pct is -1e308"),
+        (&dma, Box::new(|r| r["engine"]["engine_mbps"] = (-1.0).into()), "row 1: engine engine_mbps is -1e0"),
+        (&dma, Box::new(|r| r["engine"]["clock_mhz"] = 1e308.into()), "row 1: engine clock_mhz is 1e308"),
+        (
+            &dma,
+            Box::new(|r| r["engine"]["wall_s"] = 18446744073709551616.0.into()),
+            "engine wall_s is 1.8446744073709552e19",
+        ),
+        (&dma, Box::new(|r| r["engine"]["wall_s"] = 5e-324.into()), "row 1: engine wall_s is 5e-324"),
+        (
+            &dma,
+            Box::new(|r| r["notes"] = serde_json::json!([{"note": "noisy", "cv_pct": 1e308, "min_vs_median": 0.5}])),
+            "row 1: a note's cv_pct is 1e308",
+        ),
+        (&st, Box::new(|r| r["packets_per_s"] = (-5.0).into()), "row 1: packets_per_s is -5e0"),
+    ];
+    let mut cases = cases;
+    cases.push((&load, Box::new(move |r| r["load"]["held_mbps"] = 1e300.into()), "load held_mbps is 1e300"));
+    for (i, (run_json, set, want)) in cases.into_iter().enumerate() {
+        let mut v = run_json.clone();
+        let row = if std::ptr::eq(run_json, &load) { held } else { 0 };
+        set(&mut v["reports"][0]["results"][row]);
+        let name = format!("bad{i}.json");
+        fs::write(d.join(&name), serde_json::to_vec(&v).unwrap()).unwrap();
+        let want: &[&str] = &[&name, "is damaged", "report 1", want];
+        refused(&run(d, &["plot", &name, "-o", "out.svg"]), 2, want);
+        refused(&run(d, &["compare", &name, "dma.json"]), 2, want);
+        refused(&run(d, &["compare", "dma.json", &name]), 2, want);
+        refused(&run(d, &["export", &name]), 2, want);
+    }
+    assert!(!d.join("out.svg").exists());
+}
+
+/// Issue 55: `export` holds a saved run's rows as the few figures it exports, never whole, and
+/// writes as it goes: 10^5 rows (a 40 MB file) export under a 250 MB address-space limit, where
+/// holding them took some 360 MB and aborted.
+#[test]
+fn export_of_many_rows_fits_in_a_small_address_space() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(fixtures().join("card.json")).unwrap()).unwrap();
+    let row = v["reports"][1]["results"][0].clone();
+    let first =
+        |field: &str| v["reports"][0]["results"].as_array().unwrap().iter().filter(|r| !r[field].is_null()).count();
+    let (verified, measured) = (100_000 + first("verify"), 100_000 + first("stats"));
+    let rows: Vec<serde_json::Value> = (0..100_000u64)
+        .map(|i| {
+            let mut r = row.clone();
+            r["size"] = (8 + i % 4096).into();
+            r
+        })
+        .collect();
+    v["reports"][1]["results"] = rows.into();
+    fs::write(d.join("many.json"), serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = Command::new("sh")
+        .args(["-c", "ulimit -v 250000; exec \"$0\" export many.json -o many.prom", bin()])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    let text = fs::read_to_string(d.join("many.prom")).unwrap();
+    let rows = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+    // Every row of both reports, repeats numbered in order: size 8 B comes 25 times in 100,000
+    // rows of sizes 8 B to 4103 B.
+    assert_eq!(rows("pcibench_verified{"), verified);
+    assert_eq!(rows("pcibench_throughput_bytes_per_second{"), 3 * measured);
+    assert!(text.contains(" h2c 8 B #25\"") && !text.contains(" h2c 8 B #26\""), "repeats numbered");
+}

@@ -67,6 +67,46 @@ fn a_long_request_is_estimated_before_it_runs_and_shows_no_bar_in_a_pipe() {
     }
 }
 
+/// Issue 55: an open-loop run's time is known before it starts (transfers over the rate; a
+/// sweep's rates from its closed loop, timed first) and said at once; an engine's batch of
+/// transfers is not named as the transfer size; `--dma-samples` names itself.
+#[test]
+fn open_loop_runs_and_batched_transfers_are_estimated_in_their_own_words() {
+    for (args, work) in [
+        (
+            &["dma", "sim-qdma", "--rate", "1K", "--size", "64", "--total", "1G", "--dir", "h2c"][..],
+            "for 16777216 transfers of 64 B at 1.000 K/s; --total sets it",
+        ),
+        (
+            &["latency", "sim", "--dma", "--rate", "100", "--size", "64", "--dma-samples", "10000000"],
+            "for 2 rows, the longest 10000000 transfers of 64 B at 100.00 /s; --dma-samples sets it",
+        ),
+        (
+            &["latency", "sim", "--dma", "--size", "64", "--dma-samples", "10000000"],
+            "for 10000000 samples; --dma-samples sets it",
+        ),
+        // QDMA runs 1-byte transfers in batches over its ring: the transfers are 1 B.
+        (
+            &["dma", "sim-qdma", "--size", "1", "--total", "1G"],
+            "for 2 configurations, the longest 1 GiB in 1 B transfers; --total sets it",
+        ),
+    ] {
+        let (first, rest, o) = first_line_within(args);
+        assert!(first.starts_with("pcibench: about ") && first.trim_end().ends_with(work), "{args:?}: {first}{rest}");
+        assert_eq!(o.status.code(), Some(130), "{args:?}: {first}{rest}");
+    }
+    let args = ["dma", "sim-qdma", "--rate", "sweep", "--size", "64", "--total", "1T", "--dir", "h2c"];
+    let (first, rest, o) = first_line_within(&args);
+    assert!(first.starts_with("pcibench: about "), "{first}{rest}");
+    assert!(
+        first.contains(" for 1 curve swept from 5% to 100% of the closed loop's rate (or past it), the longest row ")
+            && first.contains(" transfers of 64 B at ")
+            && first.trim_end().ends_with("; --total sets it"),
+        "{first}{rest}"
+    );
+    assert_eq!(o.status.code(), Some(130), "{first}{rest}");
+}
+
 /// Run pcibench with `args`, its stderr a pipe; once it printed its first stderr line, SIGINT.
 /// Returns that line, the rest of stderr and the exit code.
 fn first_line_then_ctrl_c(args: &[&str]) -> (String, String, Option<i32>) {
@@ -215,4 +255,51 @@ fn latency_rows_without_samples_are_sized_by_time_and_a_long_count_is_estimated(
         "{first}{rest}"
     );
     assert_eq!(code, Some(130), "{first}{rest}");
+}
+
+/// `first_line_then_ctrl_c` for a request that may say nothing at all (what these tests check):
+/// no first line within 60 s (a hang guard: the estimates take a second or two) kills it and fails.
+fn first_line_within(args: &[&str]) -> (String, String, std::process::Output) {
+    let mut child = spawn_piped(args);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = stderr.read_line(&mut first);
+        let _ = tx.send(first);
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        rest
+    });
+    let Ok(first) = rx.recv_timeout(Duration::from_secs(60)) else {
+        let _ = child.kill();
+        panic!("{args:?}: nothing said within 60 s");
+    };
+    interrupt(&child);
+    let o = child.wait_with_output().unwrap();
+    let rest = reader.join().unwrap();
+    (first, rest, o)
+}
+
+/// Issue 55: `run` over a card whose every BAR access is a message says its estimate before the
+/// PIO rows run (the probe times each configuration's first accesses: whole transfers of a
+/// message per access took minutes before anything was said), and a stop ends a transfer between
+/// its accesses instead of after seconds of them: the row says it stopped mid-transfer. The
+/// deadline is a hang guard (the estimate takes a second or two; the old probe pass, 100 s).
+#[test]
+fn run_over_messages_is_estimated_at_once_and_a_stop_cuts_the_transfer() {
+    let served = Served::start();
+    let dev = served.device();
+    let (first, rest, o) = first_line_within(&["run", &dev, "--total", "1M", "--json"]);
+    assert!(
+        first.starts_with("pcibench: about ")
+            && first.contains(" configurations, the longest 1 MiB in ")
+            && first.trim_end().ends_with(" transfers; --total sets it"),
+        "{first}{rest}"
+    );
+    assert_eq!(o.status.code(), Some(130), "{first}{rest}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = &v["pio"]["results"][0];
+    assert_eq!(row["verify"]["reason"], "the stop came mid-transfer: its data was not all moved", "{v}");
+    assert!(v["dma"].is_null(), "{v}");
 }

@@ -487,3 +487,77 @@ fn a_trace_refuses_a_file_root_does_not_own() {
     assert!(o.status.success(), "{}", common::err(&o));
     assert_eq!(std::fs::metadata(&new).unwrap().mode() & 0o777, 0o600);
 }
+
+/// The capability lines of every thread of `pid` (capabilities are per thread): None once gone.
+fn caps_of_every_thread(pid: u32) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let s = std::fs::read_to_string(t.ok()?.path().join("status")).ok()?;
+        if field(&s, "Name:") != "pcibench" {
+            return Some(Vec::new()); // setpriv has not exec'ed it yet
+        }
+        out.extend(["CapPrm:", "CapEff:"].map(|f| format!("{f} {}", field(&s, f))));
+    }
+    Some(out)
+}
+
+/// S7 (issue 51): a capability copy holds no capability in any thread while it serves, nor while
+/// it talks to a vfio-user server: /proc/PID/task/*/status, read while `serve` listens and while
+/// `info vfio-user:...` waits for this test's server to answer its first message.
+#[test]
+fn a_capability_copy_holds_no_capability_serving_or_talking_to_a_vfio_user_server() {
+    use std::os::unix::net::UnixListener;
+    let Some((d, bin)) = capability_copy() else { return };
+    let run = dir_of(&d, "run", 65534, 0o755);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let zero = ["CapPrm: 0000000000000000", "CapEff: 0000000000000000"];
+    let spawn = |args: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin).args(args).current_dir("/");
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("PCIBENCH_") {
+                c.env_remove(k);
+            }
+        }
+        c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    };
+    // serve: once it listens (after the drop at start), every thread's sets are empty.
+    let socket = run.join("s.sock");
+    let mut server = spawn(&["serve", "sim", "--socket", socket.to_str().unwrap()]);
+    while !socket.exists() {
+        assert!(server.try_wait().unwrap().is_none(), "serve ended early");
+        assert!(std::time::Instant::now() < deadline, "serve never listened");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let caps = caps_of_every_thread(server.id()).unwrap();
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGINT) };
+    let o = server.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", common::err(&o));
+    assert!(!caps.is_empty() && caps.iter().all(|c| zero.contains(&c.as_str())), "serve: {caps:?}");
+    assert!(!socket.exists(), "serve removes its socket");
+    // info vfio-user:: a server of this test's that accepts and never answers.
+    let fake = run.join("fake.sock");
+    let listener = UnixListener::bind(&fake).unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let target = format!("vfio-user:{}", fake.display());
+    let mut client = spawn(&["info", &target, "--debug"]);
+    let conn = loop {
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("accept: {e}"),
+        }
+        assert!(client.try_wait().unwrap().is_none(), "info ended before it connected");
+        assert!(std::time::Instant::now() < deadline, "info never connected");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let caps = caps_of_every_thread(client.id()).unwrap();
+    drop(conn);
+    let o = client.wait_with_output().unwrap();
+    let e = common::err(&o);
+    assert!(!caps.is_empty() && caps.iter().all(|c| zero.contains(&c.as_str())), "info: {caps:?}");
+    let line = e.lines().find(|l| l.starts_with("pcibench: debug: privilege: ")).unwrap_or_else(|| panic!("{e}"));
+    assert!(line.contains(&format!("dropped cap_sys_rawio after choosing the vfio-user target {target}")), "{line}");
+}

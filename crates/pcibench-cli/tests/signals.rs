@@ -117,3 +117,59 @@ fn run_interrupted_before_dma_says_so() {
     let dma = out.split("\n== DMA\n").nth(1).unwrap_or_else(|| panic!("no DMA section: {out}"));
     assert!(dma.starts_with("DMA not run: the run was interrupted before it"), "{out}");
 }
+
+/// A soak (`dma --duration`) stopped by Ctrl-C keeps every stream's rows (issue 56): the interval
+/// lines it printed as they came (JSON lines), and its report, one line more, with a row per
+/// stream, marked interrupted, exit 130. The signal comes once every stream has a line out.
+#[test]
+fn a_soak_stopped_keeps_every_streams_rows() {
+    use std::io::BufRead;
+    let mut child = Command::new(bin())
+        .args(["dma", "sim-xdma4", "--duration", "1h", "--every", "200ms", "--size", "16K", "--json"])
+        .env("PCIBENCH_SYSROOT", "/nonexistent")
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut shown: Vec<serde_json::Value> = Vec::new();
+    let streams = |v: &[serde_json::Value]| {
+        let mut s: Vec<String> = v.iter().filter_map(|l| l["interval"]["label"].as_str().map(String::from)).collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    while streams(&shown).len() < 8 {
+        let l = lines.next().expect("a line per stream before the stop").unwrap();
+        shown.push(serde_json::from_str(&l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")));
+    }
+    caught_sigint(child.id());
+    rustix::process::kill_process_group(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    for l in lines {
+        let l = l.unwrap();
+        shown.push(serde_json::from_str(&l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")));
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert_eq!(err.lines().filter(|l| l.contains("interrupted")).count(), 1, "{err}");
+    let (report, intervals) = shown.split_last().unwrap();
+    assert!(intervals.iter().all(|v| v.get("interval").is_some()), "interval lines, then the report");
+    assert_eq!(report["interrupted"], serde_json::Value::Bool(true), "{report}");
+    let rows: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["stream"].as_str().unwrap()).collect();
+    assert_eq!(rows.len(), 8, "a row per stream: {rows:?}");
+    let mut sorted: Vec<String> = rows.iter().map(|s| s.to_string()).collect();
+    sorted.sort();
+    assert_eq!(sorted, streams(intervals), "the report's streams are those shown");
+    let kept = report["soak"]["intervals"].as_array().unwrap();
+    assert_eq!(kept.len(), intervals.len(), "every interval shown is kept in the report");
+    for r in report["results"].as_array().unwrap() {
+        assert!(r["stats"]["transfers"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(r["verify"]["status"], "ok", "{r}");
+    }
+}

@@ -88,6 +88,46 @@ fn dma_on_each_sim_card_traces_its_registers_buffers_descriptors_and_writebacks(
 }
 
 #[test]
+fn completion_by_interrupt_traces_the_routing_every_signal_and_the_teardown() {
+    // A line per wait that collected signals, so a host can hold a run and set the trace's count beside the
+    // kernel's for the same vectors (/proc/interrupts), as the lab does on served cards.
+    let t = tempfile::tempdir().unwrap();
+    for (card, kind, extra) in [
+        ("sim", "MSI-X", &[][..]),
+        ("sim", "MSI", &[][..]),
+        ("sim-nvram", "INTx", &[][..]),
+        ("sim-qdma", "MSI-X", &["--qdma-intr", "aggregated"][..]),
+    ] {
+        let path = t.path().join(format!("{card}-{kind}.jsonl"));
+        let k = kind.to_lowercase().replace('-', "");
+        let mut args = vec!["dma", card, "--size", "4K", "--total", "16K", "--completion", "irq", "--irq-kind", &k];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--trace", path.to_str().unwrap()]);
+        let o = pcibench(&args);
+        assert!(o.status.success(), "{card} {kind}: {}", err(&o));
+        let l = lines(&path);
+        framed(&l, "ok");
+        let at = |ev: &str| l.iter().enumerate().filter(|(_, x)| x["ev"] == ev).map(|(i, _)| i).collect::<Vec<_>>();
+        let (routes, irqs, offs) = (at("irq-route"), at("irq"), at("irq-off"));
+        assert!(!routes.is_empty() && routes.len() == offs.len(), "{card} {kind}: each routing torn down: {l:?}");
+        assert!(!irqs.is_empty(), "{card} {kind}: completions by interrupt, each traced");
+        for (r, o) in routes.iter().zip(&offs) {
+            assert!(r < o && l[*r]["kind"] == kind && l[*o]["kind"] == kind, "{card}: {} .. {}", l[*r], l[*o]);
+        }
+        for i in &irqs {
+            // Each signal lies inside a routing, on a routed vector, and the line's total is its vectors' sum.
+            let r = routes.iter().zip(&offs).find(|(r, o)| *r < i && i < *o);
+            let (r, _) = r.unwrap_or_else(|| panic!("{card} {kind}: a signal outside any routing: {}", l[*i]));
+            let vectors = l[*r]["vectors"].as_u64().unwrap();
+            let pairs = l[*i]["vectors"].as_array().unwrap();
+            let sum: u64 = pairs.iter().map(|p| p[1].as_u64().unwrap()).sum();
+            assert!(sum > 0 && sum == l[*i]["n"].as_u64().unwrap(), "{}", l[*i]);
+            assert!(pairs.iter().all(|p| p[0].as_u64().unwrap() < vectors), "{} of {vectors}", l[*i]);
+        }
+    }
+}
+
+#[test]
 fn info_latency_and_run_trace_what_they_do_to_the_card() {
     let t = tempfile::tempdir().unwrap();
     let path = t.path().join("info.jsonl");

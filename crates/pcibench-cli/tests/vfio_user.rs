@@ -7,7 +7,7 @@ mod common;
 
 use common::served::Served;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -137,7 +137,6 @@ fn dma_latency_through_the_socket() {
 #[test]
 fn a_server_killed_mid_dma_is_one_line_and_exit_1() {
     let mut s = Served::start("sim", &[]);
-    let mut log = BufReader::new(s.child.stderr.take().unwrap());
     let dev = s.device();
     let client = Command::new(env!("CARGO_BIN_EXE_pcibench"))
         .args(["dma", &dev, "--size", "64K", "--total", "64G"])
@@ -145,11 +144,7 @@ fn a_server_killed_mid_dma_is_one_line_and_exit_1() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    while !line.contains("a client connected") {
-        line.clear();
-        assert!(log.read_line(&mut line).unwrap() > 0, "the server ended first");
-    }
+    s.wait_log(0, "a client connected", |l| l.contains("a client connected"));
     s.child.kill().unwrap();
     s.child.wait().unwrap();
     // The client's own waits are bounded (a reply in 10 s, the engine's watchdog); this bound only

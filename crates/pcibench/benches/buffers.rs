@@ -8,7 +8,6 @@
 use pcibench::bench::buffers::{self, BufferPlan};
 use pcibench::bench::sample::clock::MonotonicClock;
 use pcibench::bench::sample::sampler::Sampling;
-use pcibench::bench::sample::timer::TimerOverhead;
 use pcibench::direction::Direction;
 use pcibench::dma::cpu::{anon::Anon, dmabuf::MemfdDmaBuf, CpuBuffer, Sync};
 use pcibench::host::Host;
@@ -56,13 +55,7 @@ fn main() {
         let mut bare = Vec::new();
         for _ in 0..3 {
             bare.push(bare_memcpy(heap.as_ref(), dir));
-            let mut s = Sampling {
-                clock: &clock,
-                overhead: TimerOverhead::measure(&clock),
-                stop: &stop,
-                progress: &mut progress,
-                health: None,
-            };
+            let mut s = Sampling::new(&clock, &stop, &mut progress, None);
             let plan =
                 BufferPlan { widths: vec![Width::Memcpy], size: None, total: (SIZE * REPS) as u64, budget_ns: None };
             let r = buffers::run(std::slice::from_ref(&heap), &[], &plan, &mut s).expect("runner");

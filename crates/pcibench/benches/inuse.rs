@@ -2,7 +2,9 @@
 //! `setup` and `doctor` pay to learn what uses a device, on a fixture host of 2,000 processes with
 //! 10,000 open descriptors (5 each: a device node, a pipe, a socket, a log file, a terminal) and 12
 //! mappings each, one of them holding the device's disk open. The first inventory of a command
-//! includes the /proc scan; every further device of the same command reuses it (`Host::procs`).
+//! includes the /proc scan; every further device of the same command reuses it (`Host::procs`); the
+//! difference, over 2,000, is the walk's cost per process. Read-only commands walk nothing
+//! (`Host::without_process_walk`): measured too.
 //! Then, where it can, the same on this machine's own /proc, for its first PCI device.
 //!
 //! A fixture's links resolve inside its tree, one component at a time: somewhat more work than the
@@ -68,9 +70,14 @@ fn fixture(root: &Path) {
             )
         })
         .collect();
+    link(root, "proc/self/ns/net", "net:[4026531840]");
+    link(root, "proc/self/ns/mnt", "mnt:[4026531841]");
     for pid in 100..100 + PROCESSES {
         let base = format!("proc/{pid}");
         write(root, &format!("{base}/comm"), "worker\n");
+        // In this host's namespaces, as most processes are: read, nothing to look into.
+        link(root, &format!("{base}/ns/net"), "net:[4026531840]");
+        link(root, &format!("{base}/ns/mnt"), "mnt:[4026531841]");
         write(root, &format!("{base}/maps"), &maps);
         let first = if pid == 100 + PROCESSES / 2 { "/dev/vde" } else { "/dev/null" };
         let targets = [
@@ -136,6 +143,21 @@ fn main() {
     println!(
         "  each further device (the scan reused):               median {again:.2} ms (min {again_min:.2}), CPU {again_cpu:.2} ms"
     );
+    // What the walk costs per process (issue 55): bounded by a fixed number of lookups (its directory,
+    // its two namespace links, its fd directory), one per descriptor and one read of its maps.
+    let per = |a: f64, b: f64| (a - b) * 1e3 / PROCESSES as f64;
+    println!(
+        "  the /proc walk per process ({FDS_EACH} fds, 12 mappings): {:.1} us (min {:.1}), CPU {:.1} us",
+        per(first, again),
+        per(first_min, again_min),
+        per(first_cpu, again_cpu)
+    );
+    // A read-only command (list, info, health) walks nothing: its inventory is incomplete by its words.
+    let (ro, ro_min, ro_cpu) = time(15, || {
+        let inv = pcibench::host::inuse::inventory(&Host::with_root(dir.path()).without_process_walk(), F).unwrap();
+        assert!(inv.is_empty() && !inv.unchecked.is_empty());
+    });
+    println!("  the same host without the walk (info's): median {ro:.2} ms (min {ro_min:.2}), CPU {ro_cpu:.2} ms");
     namespaces_and_disks();
     real_host();
 }
@@ -253,9 +275,22 @@ fn real_host() {
         let (med, min, cpu) = time(15, || {
             result = pcibench::host::inuse::inventory(&Host::with_root("/"), &addr).map(|_| ());
         });
-        match result {
+        match &result {
             Ok(()) => println!("  {what} {addr}: median {med:.1} ms (min {min:.1}), CPU {cpu:.1} ms"),
             Err(e) => println!("  {what} {addr}: the inventory failed: {e}"),
+        }
+        if what == "first device" && result.is_ok() && procs > 0 {
+            // The walk's share, per process: the same inventory without it (a read-only command's).
+            let (ro, ro_min, ro_cpu) = time(15, || {
+                let _ = pcibench::host::inuse::inventory(&Host::with_root("/").without_process_walk(), &addr);
+            });
+            let per = |a: f64, b: f64| (a - b).max(0.0) * 1e3 / procs as f64;
+            println!(
+                "    without the /proc walk (info's): median {ro:.1} ms; the walk per process: {:.1} us (min {:.1}), CPU {:.1} us",
+                per(med, ro),
+                per(min, ro_min),
+                per(cpu, ro_cpu)
+            );
         }
     }
 }

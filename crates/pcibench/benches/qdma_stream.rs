@@ -6,7 +6,7 @@
 //! packet), which a real card does in hardware: an upper bound of the host's cost.
 //!
 //! 1. C2H: per run 4096 packets of 64 B on one queue with a 2048-descriptor ring, so the run
-//!    refills the ring: completion ring reap (colour, error, length), buffers given back by the
+//!    refills the ring: completion ring reap (status descriptor index, colour, error, length), buffers given back by the
 //!    C2H PIDX doorbell (every 32), entries by the CMPT CIDX doorbell (every reap pass), the
 //!    generator started once.
 //! 2. H2C: per run 4096 packets of 64 B: descriptor writes, PIDX doorbells (every 32), status

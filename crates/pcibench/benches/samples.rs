@@ -155,6 +155,7 @@ fn main() {
         allow_write: true,
         strict_map: true,
         strict_width: true,
+        registers: Vec::new(),
     };
     println!(
         "run sim's PIO rows, {runs} runs, {} per row, measuring on CPU {here}{}, samples of at least {} µs",

@@ -28,23 +28,9 @@ use std::time::{Duration, Instant};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::median;
+use common::{median, per_call};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// ns per access of `op`, median of 5 runs of `n`.
-fn per_access(n: u32, mut op: impl FnMut()) -> f64 {
-    let mut runs: Vec<f64> = (0..5)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..n {
-                op();
-            }
-            t.elapsed().as_secs_f64() * 1e9 / n as f64
-        })
-        .collect();
-    median(&mut runs)
-}
 
 fn fill(buf: &dyn DmaBuffer) {
     // SAFETY: the buffer is `len` bytes owned by `buf`; no transfer is running.
@@ -90,9 +76,7 @@ fn main() {
     let listener = bind(&socket).expect("listen");
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let server = s.spawn(|| {
-            serve(&listener, SimId::DEFAULT, ServeOptions { mmap: true, once: false, anonymous: false }, &stop, &|_| {})
-        });
+        let server = s.spawn(|| serve(&listener, SimId::DEFAULT, ServeOptions::default(), &stop, &|_| {}));
         let remote = VfioUserDevice::open(&socket).expect("connect");
         let local = SimDevice::new().expect("sim card");
 
@@ -101,11 +85,11 @@ fn main() {
         for (name, dev) in [("in-process sim", &local as &dyn DeviceAccess), ("vfio-user message", &remote)] {
             let bar = dev.open_bar(SIM_DMA_BAR, Mapping::Uc, IoMode::Mmap).expect("BAR4");
             let n = if name.starts_with("vfio") { 20_000 } else { 2_000_000 };
-            let read = per_access(n, || {
+            let read = per_call(n, || {
                 std::hint::black_box(bar.read(0, Width::B32).expect("read"));
             });
             // The H2C channel's control register W1S alias with nothing set: a write with no effect.
-            let write = per_access(n, || bar.write(0x0008, Width::B32, 0).expect("write"));
+            let write = per_call(n, || bar.write(0x0008, Width::B32, 0).expect("write"));
             println!("   {name:<28} {read:>10.0} {write:>10.0}");
         }
 

@@ -27,6 +27,7 @@ macro_rules! serde_as_text {
 
 pub mod access;
 pub mod bench;
+pub mod clock;
 pub mod device;
 pub mod direction;
 pub mod dma;
@@ -35,12 +36,15 @@ pub mod error;
 pub mod file;
 pub mod health;
 pub mod host;
+pub mod linkctl;
 pub mod measure;
 pub mod mmio;
+pub mod model;
 pub mod os;
 pub mod outcome;
 pub mod pci;
 pub mod report;
+pub mod reset;
 pub mod results;
 pub mod session;
 pub mod setup;

@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn codes_follow_what_happened() {
-        let bad = Verify::Mismatch { mismatch: Mismatch { offset: 0, expected: 1, found: 2, count: 1 } };
+        let bad = Verify::Mismatch { mismatch: Mismatch { offset: 0, expected: 1, found: 2, count: 1, outside: None } };
         assert_eq!(Outcome::of_report(&report(vec![row(true, Some(Verify::Ok))], false)), Outcome::Ok);
         assert_eq!(Outcome::of_report(&report(vec![row(false, None)], false)).code(), 4);
         assert_eq!(Outcome::of_report(&report(vec![], false)).code(), 4);

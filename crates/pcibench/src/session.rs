@@ -20,6 +20,8 @@ pub struct Session {
     pub dev: Box<dyn DeviceAccess>,
     /// `expect_dma`: keep what opening DMA buffers needs when privilege is dropped.
     dma_to_come: AtomicBool,
+    /// The device's NUMA node, which DMA buffers prefer, and where they went (made on first use).
+    numa: std::sync::OnceLock<Option<std::sync::Arc<buffers::numa::NodePolicy>>>,
 }
 
 /// The engine to drive and how to open it (`--engine`, `--buffer`, `--dma-bits` and the engine
@@ -44,6 +46,16 @@ pub struct EngineRequest {
     /// in older saved runs, and written only when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qdma_intr: Option<crate::dma::engines::qdma::QdmaIntr>,
+    /// `--mode mm|st`: which of a QDMA's engines to drive where it has both (None: MM there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdma_mode: Option<crate::dma::engines::qdma::st::Mode>,
+    /// `--design qdma-example`: the far end asserted behind stream queues, and consent to write
+    /// its user BAR registers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<crate::dma::engines::qdma::st::Design>,
+    /// `--cmpt-trigger`: when QDMA stream queues' completion rings report (None: every entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmpt_trigger: Option<crate::dma::engines::qdma::CmptTrigger>,
     /// `--force` with `--buffer reserved:`: take a Reserved range the kernel command line did not
     /// reserve (firmware may use it; the run says so).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -67,12 +79,12 @@ impl Session {
             crate::os::privilege::keep_only(0, &format!("describing {}, a simulated card", device.name()))?;
         }
         let dev = device.open(host, via)?;
-        Ok(Session { host: host.clone(), device, dev, dma_to_come: AtomicBool::new(false) })
+        Ok(Session { host: host.clone(), device, dev, dma_to_come: AtomicBool::new(false), numa: Default::default() })
     }
 
     /// A session on a device opened by the caller (tests build cards of their own).
     pub fn with_device(host: &Host, device: Device, dev: Box<dyn DeviceAccess>) -> Session {
-        Session { host: host.clone(), device, dev, dma_to_come: AtomicBool::new(false) }
+        Session { host: host.clone(), device, dev, dma_to_come: AtomicBool::new(false), numa: Default::default() }
     }
 
     /// Trace every register and config-space access to the device from now on, every DMA buffer
@@ -159,7 +171,9 @@ impl Session {
         if !asked.is_empty() {
             return Ok(asked.to_vec());
         }
-        let engine_bars = engines::register_bars(&self.device.info, self.dev.as_ref());
+        let blocks = engines::register_blocks(&self.device.info, self.dev.as_ref());
+        let mut engine_bars: Vec<u8> = blocks.iter().map(|r| r.bar).collect();
+        engine_bars.dedup();
         let bars: Vec<u8> = self
             .device
             .info
@@ -174,8 +188,10 @@ impl Session {
                 format!("{addr} has no memory BAR to measure: `pcibench info {addr}` lists its BARs")
             } else {
                 let named: Vec<String> = engine_bars.iter().map(|b| format!("BAR{b}")).collect();
+                // Registers are read at a width they decode (the widest).
+                let width = blocks[0].widths.last().map_or(32, |w| w.bytes() * 8);
                 format!(
-                    "every memory BAR of {addr} holds DMA engine registers ({}), which PIO leaves alone by default (test patterns would program the engine): name one to measure it anyway, e.g. --bar {} --dir c2h (reads only)",
+                    "every memory BAR of {addr} holds DMA engine registers ({}), which PIO leaves alone by default (test patterns would program the engine): name one to measure it anyway, e.g. --bar {} --dir c2h --width {width} (reads only)",
                     named.join(", "),
                     engine_bars[0]
                 )
@@ -198,6 +214,12 @@ impl Session {
         args: &[String],
     ) -> Result<crate::bench::context::Context> {
         crate::bench::context::place(&self.host, placement, self.device.numa_node(), args)
+    }
+
+    /// The device's NUMA node for its DMA buffers (None where sysfs names none), shared by every
+    /// allocator of this session so the context can say where all of them went.
+    pub fn buffer_node(&self) -> Option<std::sync::Arc<buffers::numa::NodePolicy>> {
+        self.numa.get_or_init(|| buffers::numa::NodePolicy::for_node(self.device.numa_node())).clone()
     }
 
     /// DMA follows what is measured next (`pcibench run`: DMA after PIO): a no-IOMMU device
@@ -257,7 +279,14 @@ impl Session {
     /// One of the device's DMA buffers (VFIO-mapped, physical or a simulated card's), for the
     /// CPU-access measurement of `pcibench buffers`.
     pub fn cpu_buffer(&self, size: u64) -> Result<Box<dyn crate::dma::cpu::CpuBuffer>> {
-        let alloc = buffers::allocator(&self.host, self.dev.as_ref(), &BufferSource::Hugepage, 64)?;
+        let alloc = buffers::allocator_on(
+            &self.host,
+            self.dev.as_ref(),
+            &BufferSource::Hugepage,
+            64,
+            false,
+            self.buffer_node(),
+        )?;
         let len = usize::try_from(size).map_err(|_| Error::usage(format!("--size {size} is too large")))?;
         Ok(Box::new(crate::dma::cpu::anon::Anon::from_dma(alloc.alloc(len)?)))
     }
@@ -326,6 +355,9 @@ impl Session {
             queues,
             ring_size: req.ring_size,
             qdma_intr: req.qdma_intr,
+            qdma_mode: req.qdma_mode,
+            design: req.design,
+            cmpt_trigger: req.cmpt_trigger,
         };
         let (driver, found) = engines::resolve(req.engine.as_deref(), &self.device.info, self.dev.as_ref())?;
         driver.check_options(&options)?;
@@ -334,7 +366,7 @@ impl Session {
             BufferSource::Reserved { start, size, .. } => BufferSource::Reserved { start, size, force: req.force },
             b => b,
         };
-        let alloc = buffers::allocator_forced(&self.host, self.dev.as_ref(), &source, bits, req.force)?;
+        let alloc = buffers::allocator_on(&self.host, self.dev.as_ref(), &source, bits, req.force, self.buffer_node())?;
         let opened = driver.open(&found, &self.device.info, self.dev.as_ref(), alloc.as_ref(), &options)?;
         Ok(DmaRig { engine: opened.engine, alloc, card_offset: opened.card_offset })
     }

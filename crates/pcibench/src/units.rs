@@ -109,6 +109,19 @@ pub fn approx_size(n: u64) -> String {
     }
 }
 
+/// A whole number with its thousands grouped: `2,000`.
+pub fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// MB/s with MB = 10^6 bytes, as the seeds' "Mbytes/sec".
 pub fn mb_per_s(bytes: u64, secs: f64) -> f64 {
     if secs <= 0.0 {
@@ -117,9 +130,60 @@ pub fn mb_per_s(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / 1e6
 }
 
+/// The longest run a duration may ask for: 30 days.
+pub const MAX_DURATION_MS: u64 = 30 * 86_400_000;
+
+/// A time span for `flag` (`--duration`, `--every`) in milliseconds: `500ms`, `60s`, `10m`,
+/// `2h`, `1d`, or a plain number of seconds.
+pub fn parse_duration(s: &str, flag: &str) -> Result<u64> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix("min").or_else(|| t.strip_suffix('m')) {
+        (n, 60e3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600e3)
+    } else if let Some(n) = t.strip_suffix('d') {
+        (n, 86_400e3)
+    } else {
+        (t.as_str(), 1e3)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 && n * ms <= MAX_DURATION_MS as f64 => Ok((n * ms).round().max(1.0) as u64),
+        _ => Err(Error::usage(format!(
+            "{flag} '{s}': give a time such as 60s, 10m, 2h or 500ms (more than 0, at most 30 days)"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_with_their_units() {
+        assert_eq!(parse_duration("60", "--duration").unwrap(), 60_000);
+        assert_eq!(parse_duration("60s", "--duration").unwrap(), 60_000);
+        assert_eq!(parse_duration("1.5m", "--duration").unwrap(), 90_000);
+        assert_eq!(parse_duration("2h", "--duration").unwrap(), 7_200_000);
+        assert_eq!(parse_duration("250ms", "--every").unwrap(), 250);
+        assert_eq!(parse_duration("10min", "--every").unwrap(), 600_000);
+        let e = parse_duration("0", "--duration").unwrap_err().to_string();
+        assert!(e.starts_with("--duration '0': give a time such as 60s"), "{e}");
+        assert!(parse_duration("31d", "--duration").is_err());
+        assert!(parse_duration("soon", "--every").is_err());
+    }
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(
+            (group_thousands(0), group_thousands(999), group_thousands(2000)),
+            ("0".into(), "999".into(), "2,000".into())
+        );
+        assert_eq!(group_thousands(16_000_000), "16,000,000");
+    }
 
     #[test]
     fn sizes_parse() {

@@ -103,10 +103,11 @@ fn processes_that_cannot_be_checked_are_a_warning_not_a_pass() {
         "no use found, but could not check PID 4000 (/proc/PID/fd cannot be listed (Not a directory (os error 20)))",
     );
     expect(&r, "in-use", Severity::Warn, "the in-use check was incomplete");
-    // Root is never told to run as root (a sandbox denied it even that): the check from the host.
+    // Root is never told to run as root, nor to run it "on the host" (issue 54): what it could not
+    // check says how to settle it.
     assert_eq!(
         fix(&r, "in-use"),
-        "run pcibench doctor 0000:00:04.0 on the host itself (outside this container or sandbox), where every process can be read"
+        "settle what it could not check (each says how), then run pcibench doctor 0000:00:04.0 again"
     );
     // Not a use: the path that takes nothing (sysfs, no driver to unbind) stays ready, with the warning.
     assert!(r.recommended.ready, "{:#?}", r.recommended);
@@ -124,37 +125,72 @@ fn processes_that_cannot_be_checked_are_a_warning_not_a_pass() {
     offers_nothing_that_takes(&r);
 }
 
-/// Issue 43: a device bound to a driver whose in-use check could not read every process (PID 1
-/// denied even to root in a sandbox) is not offered to `setup --vfio` as if it were free: the
-/// check comes first (from the host itself), the setup after it.
+/// The lines of a report, text and JSON, that would take the device: a `setup ... --vfio`, an unbind,
+/// a driver_override or new_id write (issue 54).
+fn taking_lines(r: &Report) -> Vec<String> {
+    let json = serde_json::to_string_pretty(r).unwrap();
+    let text = render_text(r);
+    text.lines()
+        .chain(json.lines())
+        .filter(|l| {
+            ["unbind", "driver_override", "new_id", "drivers_probe"].iter().any(|w| l.contains(w))
+                || (l.contains("setup ") && l.contains("--vfio"))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issues 43 and 54: a device bound to a driver whose in-use check is incomplete (PID 1 denied even
+/// to root; a process of another user) is not offered to `setup --vfio`, nor by hand: no output
+/// line, text or JSON, unbinds it, writes its driver_override or new_id, or runs setup --vfio. The
+/// recommendation is to complete the check; as root it says how, never "on the host itself".
 #[test]
-fn an_incomplete_in_use_check_comes_before_setup() {
+fn an_incomplete_in_use_check_offers_nothing_that_takes_the_device() {
     let t = Tree::new();
     t.edu().iommu().bind(EDU, "e1000e").group(EDU, 5);
     t.file("proc/1/comm", "init\n").file("proc/1/fd", "");
     let r = doc(&t, EDU, &root());
+    expect(&r, "in-use", Severity::Warn, "the in-use check was incomplete: no use found, but could not check PID 1");
+    assert_eq!(taking_lines(&r), Vec::<String>::new(), "{}", render_text(&r));
     let rec = &r.recommended;
     assert!(!rec.ready && rec.via.is_none(), "{rec:#?}");
     assert_eq!(rec.command, None, "as root nothing here completes the check: {rec:#?}");
-    assert_eq!(rec.then.first().map(String::as_str), Some("sudo pcibench setup 0000:00:04.0 --vfio"));
-    assert!(rec.blocked_by.contains(&"in-use"), "{rec:#?}");
+    assert!(rec.then.is_empty(), "{rec:#?}");
+    assert_eq!(rec.blocked_by.first(), Some(&"in-use"), "{rec:#?}");
     assert!(
         rec.summary.starts_with("none until the in-use check is complete: could not check PID 1 (")
-            && rec.summary.contains("run pcibench doctor 0000:00:04.0 on the host itself")
-            && rec.summary.ends_with("then sudo pcibench setup 0000:00:04.0 --vfio"),
+            && rec.summary.ends_with("then run pcibench doctor 0000:00:04.0 again"),
         "{}",
         rec.summary
     );
     let text = render_text(&r);
-    assert!(!text.contains("run it as root"), "{text}");
+    assert!(!text.contains("run it as root") && !text.contains("host itself"), "{text}");
+    // The driver's check still says what is bound and that it blocks, without the commands that
+    // would take it.
+    expect(&r, "driver", Severity::Fail, "bound to e1000e");
+    assert_eq!(check(&r, "driver").fix, None);
+    assert_eq!(r.exit_code(), 2);
 
-    // As another user the check is incomplete by nature (other users' open files are root's to
-    // read): the `sudo pcibench setup` offered runs the whole check as root before it takes
-    // anything, so it stays the recommendation (the lab's doctor_setup as a user).
+    // As another user: the same check as root completes it, and that is the one command.
     let r = doc(&t, EDU, &user());
+    assert_eq!(taking_lines(&r), Vec::<String>::new(), "{}", render_text(&r));
     let rec = &r.recommended;
-    assert_eq!(rec.command.as_deref(), Some("sudo pcibench setup 0000:00:04.0 --vfio"), "{rec:#?}");
-    assert!(!rec.summary.contains("in-use check is complete"), "{}", rec.summary);
+    assert_eq!(rec.command.as_deref(), Some("sudo pcibench doctor 0000:00:04.0"), "{rec:#?}");
+    assert!(rec.summary.contains("in-use check is complete"), "{}", rec.summary);
+
+    // An interface in no namespace pcibench could find: incomplete too, and the same holds.
+    let t = Tree::new();
+    t.edu().iommu().bind(EDU, "e1000e").group(EDU, 5);
+    t.file(&format!("{}/net/.keep", t.devdir(EDU)), "");
+    std::fs::remove_file(t.path(&format!("{}/net/.keep", t.devdir(EDU)))).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "in-use", Severity::Warn, "its network interfaces are in no network namespace pcibench could find");
+    assert_eq!(taking_lines(&r), Vec::<String>::new(), "{}", render_text(&r));
+    // Free, the same device is offered to setup again.
+    std::fs::remove_dir(t.path(&format!("{}/net", t.devdir(EDU)))).unwrap();
+    let r = doc(&t, EDU, &root());
+    expect(&r, "in-use", Severity::Pass, "the running system does not use it");
+    assert_eq!(r.recommended.command.as_deref(), Some("sudo pcibench setup 0000:00:04.0 --vfio"));
 }
 
 #[test]

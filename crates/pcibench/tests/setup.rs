@@ -3,6 +3,8 @@
 //! the kernel's part (binding, group nodes), and each action is idempotent and refuses to
 //! take away a mounted filesystem or an interface that is up.
 
+#[path = "setup/by_id.rs"]
+mod by_id;
 mod common;
 #[path = "setup/in_use.rs"]
 mod in_use;

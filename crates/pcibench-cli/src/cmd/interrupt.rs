@@ -46,6 +46,9 @@ pub fn flag() -> Arc<AtomicBool> {
     FLAG.get_or_init(|| {
         EPOCH.get_or_init(Instant::now);
         let flag = Arc::new(AtomicBool::new(false));
+        // Every vfio-user request watches it too: a server that stops answering cannot hold a
+        // stopping run past the client's grace (access::vfio_user::client::STOP_GRACE).
+        pcibench::access::vfio_user::client::watch_stop(Arc::clone(&flag));
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
             let f = Arc::clone(&flag);
             // SAFETY: the action only touches atomics and reads the monotonic clock (vDSO

@@ -99,6 +99,14 @@ pub struct LatencyArgs {
     /// QDMA's interrupt mode for completion by interrupt: direct (default: a vector per queue) or aggregated (the interrupt ring).
     #[arg(long, value_enum, value_name = "MODE")]
     qdma_intr: Option<super::dma::QdmaIntrArg>,
+    /// QDMA: drive its memory-mapped (mm) or stream (st) queues where it has both (default mm).
+    #[arg(long, value_enum, value_name = "MODE")]
+    mode: Option<super::dma::QdmaModeArg>,
+    /// The far end behind a card's QDMA stream queues, asserted (no register says so); consents to writing its user BAR.
+    #[arg(long, value_enum, value_name = "DESIGN")]
+    design: Option<super::dma::DesignArg>,
+    #[arg(long, value_name = "TRIGGER", help = super::dma::CMPT_TRIGGER_HELP)]
+    cmpt_trigger: Option<String>,
     /// Also time the reads while the engine streams DMA: h2c, c2h, both, or all three.
     #[arg(long, value_enum)]
     load: Option<LoadArg>,
@@ -166,11 +174,7 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
     let dma = a.dma || a.irq || a.completion.is_some();
     let by_irq =
         a.irq || matches!(a.completion, Some(super::dma::CompletionArg::Irq | super::dma::CompletionArg::Both));
-    if a.irq_kind.is_some() && !by_irq {
-        anyhow::bail!(pcibench::Error::usage(
-            "--irq-kind applies to completion by interrupt: add --completion irq or --completion both (or --irq)"
-        ));
-    }
+    super::dma::check_irq_kind(a.irq_kind, a.completion, a.irq, " (or --irq)")?;
     super::dma::check_qdma_intr(a.qdma_intr, by_irq, " (or --irq)")?;
     if let Some((flag, _)) = engine_opts.iter().find(|(_, given)| *given).filter(|_| !dma && a.load.is_none()) {
         anyhow::bail!(pcibench::Error::usage(format!("{flag} applies to DMA latency or load: add --dma or --load")));
@@ -178,6 +182,7 @@ fn check(a: &LatencyArgs) -> anyhow::Result<()> {
     for (flag, given) in [
         ("--size", !a.sizes.is_empty()),
         ("--dma-samples", a.dma_samples.is_some()),
+        ("--cmpt-trigger", a.cmpt_trigger.is_some()),
         ("--rate", a.rate.is_some()),
         ("--until-p99", a.until_p99.is_some()),
     ] {
@@ -263,6 +268,9 @@ fn request(a: &LatencyArgs) -> anyhow::Result<Request> {
             dma_bits: a.dma_bits,
             card_addr: a.card_addr.as_deref().map(parse_size).transpose()?,
             qdma_intr: a.qdma_intr.and_then(super::dma::QdmaIntrArg::mode),
+            qdma_mode: a.mode.map(super::dma::QdmaModeArg::mode),
+            design: a.design.map(super::dma::DesignArg::design),
+            cmpt_trigger: super::dma::cmpt_trigger(a.cmpt_trigger.as_deref(), !matches!(a.dir, LatDir::H2c))?,
             ..EngineRequest::default()
         },
         timeout_ms: a.timeout_ms,

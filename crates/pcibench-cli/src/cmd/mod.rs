@@ -8,10 +8,13 @@ pub mod health;
 pub mod info;
 mod interrupt;
 pub mod latency;
+pub mod link;
 pub mod list;
+pub mod memtest;
 pub mod peek;
 pub mod pio;
 pub mod plot;
+pub mod reset;
 pub mod run;
 pub mod serve;
 pub mod setup;
@@ -95,6 +98,15 @@ pub mod help {
     pub fn widths(widths: &[Width]) -> String {
         Width::names(widths, " ")
     }
+}
+
+/// A real PCI function for a command that changes one (`reset`, `link`): a simulated card has no
+/// kernel, bus or link to act on.
+pub fn parse_pci(s: &str, what: &str) -> Result<pcibench::pci::PciAddress, String> {
+    if pcibench::sim::SimId::from_name(s).is_some() {
+        return Err(format!("{s} is a simulated card: it has no {what} (name a PCI device: DDDD:BB:DD.F or BB:DD.F)"));
+    }
+    s.parse::<pcibench::pci::PciAddress>().map_err(|e| e.to_string())
 }
 
 pub fn parse_target(s: &str) -> Result<Target, String> {
@@ -189,6 +201,7 @@ pub fn measure(host: &Host, request: &Request, trace: Option<&TraceArgs>) -> any
     let stop = interrupt_flag();
     let tracer = trace.map(TraceArgs::open).transpose()?.flatten();
     let mut progress = Progress::new();
+    progress.live = *live();
     let hooks = &mut Hooks { stop: &stop, progress: &mut progress, trace: tracer.as_ref() };
     let result = pcibench::measure::measure(host, request, hooks);
     if let Some(t) = tracer {
@@ -209,6 +222,13 @@ pub fn measure(host: &Host, request: &Request, trace: Option<&TraceArgs>) -> any
         }
     }
     Ok(result?)
+}
+
+/// The format a run shows what it finds as it goes in (a soak's interval rows, `dma
+/// --duration`): set by the command before its `measure`, as its output's format.
+pub fn live() -> std::sync::MutexGuard<'static, Option<report::Format>> {
+    static LIVE: std::sync::Mutex<Option<report::Format>> = std::sync::Mutex::new(None);
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What `--trace` wrote, said once when the command ends (`finish`): beside the line that
@@ -322,12 +342,18 @@ pub fn emit(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
-        }
-        eprintln!("pcibench: cannot write the output: {e}");
-        std::process::exit(1);
+        emit_failed(e);
     }
+}
+
+/// Stdout could not be written: a closed pipe ends quietly (141, as SIGPIPE would), anything else
+/// in one line.
+pub fn emit_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
+    eprintln!("pcibench: cannot write the output: {e}");
+    std::process::exit(1);
 }
 
 /// `emit` with a newline.
@@ -359,6 +385,10 @@ pub struct Progress {
     long: f64,
     /// A long estimate was said before the bar began (the whole run's): show it at once.
     long_said: bool,
+    /// The format rows shown as they come are printed in (a soak's intervals), and whether its
+    /// header was printed.
+    live: Option<report::Format>,
+    live_header: bool,
 }
 
 /// Work estimated longer than this is said before it starts (`PCIBENCH_LONG_SECS` sets another
@@ -379,6 +409,8 @@ impl Progress {
             tty: std::io::stderr().is_terminal(),
             long,
             long_said: false,
+            live: None,
+            live_header: false,
         }
     }
 
@@ -428,6 +460,10 @@ impl pcibench::bench::sample::sampler::Progress for Progress {
         }
     }
 
+    fn announce(&mut self, line: &str) {
+        eprintln!("pcibench: {line}");
+    }
+
     fn estimate(&mut self, secs: f64, work: &str, flag: &str) {
         if secs > self.long {
             if let Some(bar) = &self.bar {
@@ -443,6 +479,14 @@ impl pcibench::bench::sample::sampler::Progress for Progress {
     fn end(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
+        }
+    }
+
+    fn interval(&mut self, rows: &[pcibench::bench::soak::figures::Interval]) {
+        let Some(format) = self.live else { return };
+        if let Some(text) = report::soak::interval_text(rows, format, !self.live_header) {
+            self.live_header = true;
+            emit(&text);
         }
     }
 }

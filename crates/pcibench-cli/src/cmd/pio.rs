@@ -148,6 +148,7 @@ fn request(a: &PioArgs) -> anyhow::Result<Request> {
         sizes: parse_sizes(&a.sizes)?,
         total: a.total.as_deref().map_or(Ok(DEFAULT_TOTAL), parse_size)?,
         total_by_time: a.total.is_none(),
+        row_budget_ms: None,
         offset: parse_size(&a.offset)?,
         io: match a.io {
             IoArg::Mmap => IoMode::Mmap,

@@ -17,12 +17,20 @@ fn parse_addr(s: &str) -> Result<PciAddress, String> {
 #[command(after_help = "Examples:
   sudo pcibench setup 03:00.0 --vfio --user alice  bind to vfio-pci (no-IOMMU mode where there is no IOMMU), give alice the group
   sudo pcibench setup 03:00.0 --sysfs-user alice   let alice map the BARs through sysfs
-  sudo pcibench setup 03:00.0 --release            give the device back to its previous driver")]
+  sudo pcibench setup 03:00.0 --release            give the device back to its previous driver
+  sudo pcibench setup --id 10ee --vfio             every Xilinx function (checked with its whole IOMMU group first)
+  sudo pcibench setup --id 10ee:9038 --release")]
 #[command(group(clap::ArgGroup::new("action").required(true).args(["vfio", "sysfs_user", "release"])))]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["device", "id"])))]
 pub struct SetupArgs {
     /// The device: DDDD:BB:DD.F or BB:DD.F.
     #[arg(value_parser = parse_addr)]
-    device: PciAddress,
+    device: Option<PciAddress>,
+    /// Every function with these ids (hex VID or VID:DID, as lspci -d), with --vfio or --release:
+    /// nothing changes unless no member of their IOMMU groups is in use.
+    #[arg(long, value_name = "VID[:DID]", conflicts_with = "sysfs_user",
+          value_parser = |s: &str| s.parse::<pcibench::pci::IdFilter>().map_err(|e| e.to_string()))]
+    id: Option<pcibench::pci::IdFilter>,
     /// Bind to vfio-pci (enabling no-IOMMU mode where there is no IOMMU); the group node stays root's unless --user.
     #[arg(long)]
     vfio: bool,
@@ -48,13 +56,22 @@ pub fn run(host: &Host, a: SetupArgs) -> anyhow::Result<ExitCode> {
     let notify: setup::Notify = std::sync::Arc::new(|m: &str| eprintln!("WARNING: {m}"));
     let user = a.user.as_deref().map(|u| setup::User::resolve(host, u)).transpose()?;
     let opts = SetupOptions { force: a.force, notify: Some(notify), user, ..SetupOptions::from_env() };
-    let changes = if a.vfio {
-        setup::vfio(host, &a.device, &opts)?
-    } else if let Some(u) = &a.sysfs_user {
-        setup::sysfs_user(host, &a.device, u, &opts)?
-    } else {
-        setup::release(host, &a.device, &opts)?
+    let Some(device) = a.device else {
+        let ids = a.id.unwrap_or_default();
+        let each =
+            if a.vfio { setup::vfio_by_id(host, &ids, &opts)? } else { setup::release_by_id(host, &ids, &opts)? };
+        for e in &each {
+            super::emit(&pcibench::report::setup::render_changes(&e.device, &e.changes));
+        }
+        return Ok(ExitCode::SUCCESS);
     };
-    super::emit(&pcibench::report::setup::render_changes(&a.device.to_string(), &changes));
+    let changes = if a.vfio {
+        setup::vfio(host, &device, &opts)?
+    } else if let Some(u) = &a.sysfs_user {
+        setup::sysfs_user(host, &device, u, &opts)?
+    } else {
+        setup::release(host, &device, &opts)?
+    };
+    super::emit(&pcibench::report::setup::render_changes(&device.to_string(), &changes));
     Ok(ExitCode::SUCCESS)
 }

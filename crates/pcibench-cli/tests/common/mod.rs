@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test crate uses its own subset
 
+pub mod models;
+pub mod relay;
 pub mod served;
 
 use std::path::Path;

@@ -12,6 +12,20 @@ pub fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// ns per call of `op`, median of 5 runs of `n` calls (calls too short to time alone).
+pub fn per_call(n: u32, mut op: impl FnMut()) -> f64 {
+    let mut runs: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..n {
+                op();
+            }
+            t.elapsed().as_secs_f64() * 1e9 / n as f64
+        })
+        .collect();
+    median(&mut runs)
+}
+
 /// Nanoseconds one `Instant::now()` pair costs (subtracted from single-call timings).
 pub fn timer_overhead() -> f64 {
     let mut v: Vec<f64> = (0..200_000)

@@ -99,7 +99,8 @@ pub fn choose(req: IrqRequest, offered: Offered, device: &str) -> Result<(IrqKin
 
 /// Route `kind` with `vectors` vectors through `backend`. MSI with several vectors falls back to
 /// one where the platform refuses multiple MSI (x86 without interrupt remapping allocates one:
-/// the kernel's pci_alloc_irq_vectors fails and vfio_msi_enable returns the error).
+/// vfio_msi_enable then enables nothing and returns the count it could have had, which the VFIO
+/// backend reports as a failure).
 pub fn route(backend: Arc<dyn IrqBackend>, kind: IrqKind, vectors: u32) -> Result<EventfdIrqs> {
     // INTx is one line per function (VFIO refuses a count above 1 on its index).
     let vectors = if kind == IrqKind::Intx { 1 } else { vectors.clamp(1, MAX_VECTORS) };

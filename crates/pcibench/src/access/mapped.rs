@@ -17,12 +17,14 @@ pub struct MappedBar {
     size: u64,
     /// False for a read-only mapping: single writes are refused rather than faulting.
     writable: bool,
+    /// The PCI function it belongs to, once `guarded` names it.
+    device: Option<crate::pci::PciAddress>,
 }
 
 impl MappedBar {
     pub fn new(map: Mmap, index: u8, size: u64, mapping: Mapping, via: Via) -> Self {
         let size = size.min(map.len() as u64);
-        MappedBar { guard: None, map, index, mapping, via, size, writable: true }
+        MappedBar { guard: None, map, index, mapping, via, size, writable: true, device: None }
     }
 
     /// Register the mapping with the MMIO fault guard (`access::guard`) as a BAR of `device`,
@@ -30,6 +32,7 @@ impl MappedBar {
     /// then reads all-ones and is named, instead of SIGBUS ending the process.
     pub fn guarded(mut self, device: &crate::pci::PciAddress, config: Option<(std::os::fd::RawFd, u64)>) -> Self {
         self.guard = super::guard::register(self.map.as_ptr(), self.map.len(), device, config);
+        self.device = Some(*device);
         self
     }
 
@@ -65,6 +68,9 @@ impl BarRegion for MappedBar {
     }
     fn ptr(&self) -> Option<*mut u8> {
         Some(self.map.as_ptr())
+    }
+    fn device(&self) -> Option<String> {
+        self.device.map(|d| d.to_string())
     }
     fn read(&self, offset: u64, width: Width) -> Result<u64> {
         check_access(self.size, offset, width)?;

@@ -128,6 +128,17 @@ pub trait BarRegion: Send + Sync {
     fn io_mode(&self) -> Option<IoMode> {
         None
     }
+    /// The host is polling host memory for the device's progress (a writeback word, a semaphore,
+    /// a completion ring) rather than reading this BAR: a simulated card's engine brings itself
+    /// up to now (`sim::datapath`), as hardware does on its own. Drivers call it in every poll
+    /// loop; elsewhere it does nothing.
+    fn observe(&self) {}
+
+    /// The PCI function this BAR belongs to (`0000:03:00.0`), where the path knows it: an engine
+    /// that hangs names the command that resets it (`dma::engines::reset_the_card`).
+    fn device(&self) -> Option<String> {
+        None
+    }
 }
 
 /// An opened device on one access path.
@@ -211,8 +222,9 @@ pub trait IommuMap: Send + Sync {
 /// file (a memfd) this process maps and hands to the model, which maps the same pages, so its DMA
 /// lands in the buffer with no copy.
 pub trait SharedMap: Send + Sync {
-    /// Make `len` bytes of `fd` from offset 0 reachable by the device at bus address `iova`.
-    fn map_shared(&self, fd: std::os::fd::BorrowedFd<'_>, len: u64, iova: u64) -> Result<()>;
+    /// Make `len` bytes of `fd` from offset 0 reachable by the device, at a bus address (IOVA)
+    /// below 2^`bits` that the map chooses and returns.
+    fn map_shared(&self, fd: std::os::fd::BorrowedFd<'_>, len: u64, bits: u32) -> Result<u64>;
     /// Undo `map_shared`.
     fn unmap_shared(&self, iova: u64, len: u64) -> Result<()>;
 }

@@ -15,13 +15,15 @@ use crate::{Error, Result};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A simulated card, opened.
 pub struct SimDevice {
     name: &'static str,
     config: Arc<SimConfig>,
     card: SimCard,
+    /// The register BAR holding the MSI-X table and PBA.
+    msix_bar: u8,
     /// Error injection: the card fell off the bus (`fall_off_bus`).
     gone: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -58,6 +60,14 @@ fn covers(offset: u64, len: usize, at: usize) -> Option<(u16, i32)> {
 impl SimConfig {
     fn space(&self) -> std::sync::MutexGuard<'_, ConfigSpace> {
         self.space.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn advance(&self) {
+        self.models.iter().for_each(|m| m.advance());
+    }
+
+    fn due_in(&self) -> Option<Duration> {
+        self.models.iter().filter_map(|m| m.due_in()).min()
     }
 }
 
@@ -123,6 +133,20 @@ impl SimDevice {
 
     /// A card built by the caller (tests build the `sim` card with a custom engine).
     pub fn from_card(name: &'static str, info: &crate::pci::DeviceInfo, card: SimCard) -> SimDevice {
+        let msix_bar = msix_bar(&card);
+        SimDevice::from_card_with(name, info, card, msix_bar, None)
+    }
+
+    /// A card whose MSI-X table and PBA lie in register BAR `msix_bar`, with config space
+    /// capabilities of its own (`own_caps`: their offset and bytes) linked after the card's: a
+    /// user's model (`crate::model`) says where.
+    pub fn from_card_with(
+        name: &'static str,
+        info: &crate::pci::DeviceInfo,
+        card: SimCard,
+        msix_bar: u8,
+        own_caps: Option<(u8, &[u8])>,
+    ) -> SimDevice {
         let models: Vec<Arc<dyn RegisterModel>> = card
             .bars
             .iter()
@@ -131,13 +155,16 @@ impl SimDevice {
                 SimBar::Memory(_) => None,
             })
             .collect();
-        let mut space = ConfigSpace::from_info(info, card.irq.as_ref().map(|i| (i.offers(), msix_bar(&card))));
+        let mut space = ConfigSpace::from_info(info, card.irq.as_ref().map(|i| (i.offers(), msix_bar)));
+        if let Some((at, bytes)) = own_caps {
+            space.append_capabilities(at, bytes);
+        }
         if models.iter().any(|m| m.conventional_pci()) {
             space.allow_conventional();
         }
         let irq = card.irq.clone();
         let config = Arc::new(SimConfig { name, space: Mutex::new(space), models, irq });
-        SimDevice { name, config, card, gone: Default::default() }
+        SimDevice { name, config, card, msix_bar, gone: Default::default() }
     }
 
     /// Error injection: from now on the card answers nothing, as one that was surprise-removed,
@@ -149,6 +176,12 @@ impl SimDevice {
 
     fn is_gone(&self) -> bool {
         self.gone.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// What drivers made the card's engine models do that the real IP would act on badly, in words,
+    /// oldest first (every register model's `violations`).
+    pub fn violations(&self) -> Vec<String> {
+        self.config.models.iter().flat_map(|m| m.violations()).collect()
     }
 
     /// The memfd behind memory BAR `index`, which `pcibench serve` offers a vfio-user client to map.
@@ -163,6 +196,17 @@ impl SimDevice {
     pub fn host_map(&self) -> &Arc<crate::sim::host_map::HostMap> {
         &self.card.host
     }
+
+    /// Bring the card's engines to now (`sim::datapath`): what they finished completes.
+    pub fn advance(&self) {
+        self.config.advance();
+    }
+
+    /// How long until one of the card's engines next completes something (None: nothing is
+    /// under way).
+    pub fn due_in(&self) -> Option<Duration> {
+        self.config.due_in()
+    }
 }
 
 impl DeviceAccess for SimDevice {
@@ -176,7 +220,7 @@ impl DeviceAccess for SimDevice {
             Some((_, SimBar::Registers(model))) => Ok(Box::new(SimRegBar {
                 index,
                 model: Arc::clone(model),
-                irq: self.card.irq.clone().filter(|_| index == msix_bar(&self.card)),
+                irq: self.card.irq.clone().filter(|_| index == self.msix_bar),
                 mapping,
                 gone: Arc::clone(&self.gone),
             })),
@@ -250,12 +294,18 @@ impl DeviceAccess for SimDevice {
         };
         let vectors = irq.route(signal(kind), req.vectors)?;
         let fds = irq.fds().ok_or_else(|| Error::Device("the simulated card's interrupt routing vanished".into()))?;
+        let timer = rustix::time::timerfd_create(
+            rustix::time::TimerfdClockId::Monotonic,
+            rustix::time::TimerfdFlags::NONBLOCK | rustix::time::TimerfdFlags::CLOEXEC,
+        )
+        .map_err(|e| Error::Unsupported(format!("cannot create a timer for the simulated card's interrupts: {e}")))?;
         let found = enables::enable(&self.config, irq, signal(kind), vectors);
         Ok(Box::new(SimInterrupts {
             irq: Arc::clone(irq),
             config: Arc::clone(&self.config),
             found,
             fds,
+            timer,
             kind,
             vectors,
         }))
@@ -289,6 +339,9 @@ struct SimInterrupts {
     config: Arc<SimConfig>,
     found: enables::Found,
     fds: Arc<Vec<OwnedFd>>,
+    /// Armed at the engines' next completion while a wait blocks: the interrupt fires at its
+    /// modeled time, on this (the waiter's) thread.
+    timer: OwnedFd,
     kind: IrqKind,
     vectors: u32,
 }
@@ -300,10 +353,22 @@ impl Interrupts for SimInterrupts {
     fn vectors(&self) -> u32 {
         self.vectors
     }
+    /// The waiter is the host looking: the engines come up to now (raising what completed), and
+    /// while nothing has fired it sleeps until the next completion's modeled time (a timerfd: no
+    /// timer slack) or the timeout, whichever is first, then looks again.
     fn wait(&self, timeout: Duration) -> Result<Fired> {
-        let counts = wait_eventfds(&self.fds, timeout)
-            .map_err(|e| Error::Device(format!("waiting for the simulated card's interrupt failed: {e}")))?;
-        Ok(Fired::from_counts(counts))
+        let start = Instant::now();
+        let failed =
+            |e: std::io::Error| Error::Device(format!("waiting for the simulated card's interrupt failed: {e}"));
+        loop {
+            self.config.advance();
+            let left = timeout.saturating_sub(start.elapsed());
+            let due = self.config.due_in().filter(|d| *d < left);
+            let counts = wait_eventfds(&self.fds, left, due.map(|d| (&self.timer, d))).map_err(failed)?;
+            if counts.iter().any(|n| *n > 0) || start.elapsed() >= timeout {
+                return Ok(Fired::from_counts(counts));
+            }
+        }
     }
     fn unmask(&self) -> Result<()> {
         self.irq.unmask();
@@ -326,14 +391,26 @@ impl Drop for SimInterrupts {
     }
 }
 
-/// Wait up to `timeout` for any of the (non-blocking) eventfds; each one's count since the last
-/// wait (all 0 on a timeout). `Duration::ZERO` only collects what is pending.
-fn wait_eventfds(fds: &[OwnedFd], timeout: Duration) -> std::io::Result<Vec<u64>> {
-    let deadline = std::time::Instant::now() + timeout.min(Duration::from_secs(i32::MAX as u64));
+/// Wait up to `timeout` for any of the (non-blocking) eventfds, or for `timer` (a timerfd armed
+/// for the given time) to expire; each eventfd's count since the last wait (all 0 on a timeout or
+/// the timer). `Duration::ZERO` only collects what is pending.
+fn wait_eventfds(fds: &[OwnedFd], timeout: Duration, timer: Option<(&OwnedFd, Duration)>) -> std::io::Result<Vec<u64>> {
+    let deadline = Instant::now() + timeout.min(Duration::from_secs(i32::MAX as u64));
+    if let Some((t, after)) = timer {
+        // A zero it_value disarms a timerfd: the earliest is a nanosecond.
+        let it = rustix::time::Itimerspec {
+            it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: Timespec::try_from(after.max(Duration::from_nanos(1))).map_err(std::io::Error::other)?,
+        };
+        rustix::time::timerfd_settime(t, rustix::time::TimerfdTimerFlags::empty(), &it)?;
+    }
     loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now());
         let ts = Timespec::try_from(left).map_err(std::io::Error::other)?;
         let mut polled: Vec<PollFd<'_>> = fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
+        if let Some((t, _)) = timer {
+            polled.push(PollFd::new(t, PollFlags::IN));
+        }
         match poll(&mut polled, Some(&ts)) {
             Ok(_) => break,
             // A signal (Ctrl-C sets the stop flag) ends poll(2) early: wait out the rest, so an
@@ -341,6 +418,16 @@ fn wait_eventfds(fds: &[OwnedFd], timeout: Duration) -> std::io::Result<Vec<u64>
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
         }
+    }
+    if let Some((t, _)) = timer {
+        // Disarmed and drained: the next wait arms it afresh.
+        let off = rustix::time::Itimerspec {
+            it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: Timespec { tv_sec: 0, tv_nsec: 0 },
+        };
+        rustix::time::timerfd_settime(t, rustix::time::TimerfdTimerFlags::empty(), &off)?;
+        let mut v = [0u8; 8];
+        let _ = rustix::io::read(t, &mut v);
     }
     let mut counts = Vec::with_capacity(fds.len());
     for f in fds {
@@ -443,10 +530,10 @@ impl SimRegBar {
         self.gone.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    fn reg_read(&self, offset: u64, width: Width) -> u64 {
+    fn reg_read(&self, offset: u64, width: Width) -> Result<u64> {
         match self.irq.as_ref().and_then(|i| i.table_read(offset, width.bytes())) {
-            Some(v) => v,
-            None => self.model.read(offset, width),
+            Some(v) => Ok(v),
+            None => self.model.try_read(offset, width),
         }
     }
 
@@ -484,7 +571,7 @@ impl BarRegion for SimRegBar {
         if self.gone() {
             return Ok(u64::MAX >> (64 - 8 * n as u32));
         }
-        Ok(self.reg_read(offset, width))
+        self.reg_read(offset, width)
     }
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()> {
         self.model.check_width(self.index, width)?;
@@ -504,7 +591,7 @@ impl BarRegion for SimRegBar {
             return Ok(());
         }
         for (i, chunk) in buf.chunks_exact_mut(n).enumerate() {
-            let v = self.reg_read(offset + (i * n) as u64, width);
+            let v = self.reg_read(offset + (i * n) as u64, width)?;
             chunk.copy_from_slice(&v.to_le_bytes()[..n]);
         }
         Ok(())
@@ -519,6 +606,11 @@ impl BarRegion for SimRegBar {
             self.reg_write(offset + (i * n) as u64, width, u64::from_le_bytes(b))?;
         }
         Ok(())
+    }
+    fn observe(&self) {
+        if !self.gone() {
+            self.model.advance();
+        }
     }
 }
 

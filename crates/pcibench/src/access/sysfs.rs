@@ -116,9 +116,14 @@ impl SysfsDevice {
 }
 
 /// The refusal for a device a kernel driver (other than vfio-pci) owns. It offers the unbind only
-/// when the running system does not use the device (`host::inuse`).
+/// when the running system does not use the device (`host::inuse`) and the check looked everywhere
+/// (issue 54: an incomplete check offers nothing that takes the device).
 pub fn bound_driver_refusal(host: &Host, addr: &PciAddress, driver: &str) -> Error {
     match crate::host::inuse::inventory(host, &addr.to_string()) {
+        Ok(inv) if inv.is_empty() && !inv.unchecked.is_empty() => Error::Refused(format!(
+            "{addr} is bound to driver {driver}: pcibench will not touch a BAR a kernel driver owns, and whether the running system uses it cannot be told: {}; complete that check first (pcibench doctor {addr})",
+            inv.unchecked.words()
+        )),
         Ok(inv) if inv.is_empty() => Error::Refused(format!(
             "{addr} is bound to driver {driver}: pcibench will not touch a BAR a kernel driver owns; unbind it first: sudo pcibench setup {addr} --vfio (or echo {addr} > /sys/bus/pci/drivers/{driver}/unbind)"
         )),

@@ -10,11 +10,14 @@
 //! Every method of `DeviceAccess` and `BarRegion` is forwarded here: a method added to either
 //! trait with a default must be forwarded too, or a traced device would take the default.
 
-use super::{BarRegion, ConfigPort, DeviceAccess, DmaPath, Interrupts, IoMode, IrqRequest, Mapping, Via};
+use super::{
+    BarRegion, ConfigPort, DeviceAccess, DmaPath, Fired, Interrupts, IoMode, IrqKind, IrqRequest, Mapping, Via,
+};
 use crate::mmio::Width;
 use crate::trace::{Access, Tracer};
 use crate::Result;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A device whose accesses are traced.
 pub struct TracedDevice {
@@ -75,7 +78,9 @@ impl DeviceAccess for TracedDevice {
     }
 
     fn interrupts(&self, req: IrqRequest) -> Result<Box<dyn Interrupts>> {
-        self.inner.interrupts(req)
+        let inner = self.inner.interrupts(req)?;
+        self.trace.irq_route(&inner.kind().to_string(), inner.vectors(), &inner.describe());
+        Ok(Box::new(TracedIrqs { inner, trace: self.trace.clone() }))
     }
 
     fn populate_card_memory(&self, addr: u64, len: u64) {
@@ -96,10 +101,53 @@ impl DeviceAccess for TracedDevice {
     }
 }
 
+/// Routed interrupts whose every signal is traced as the wait that collected it returns (the
+/// count the kernel's /proc/interrupts line of the vector moves by), and whose teardown is traced.
+struct TracedIrqs {
+    inner: Box<dyn Interrupts>,
+    trace: Tracer,
+}
+
+impl Interrupts for TracedIrqs {
+    fn kind(&self) -> IrqKind {
+        self.inner.kind()
+    }
+    fn vectors(&self) -> u32 {
+        self.inner.vectors()
+    }
+    fn wait(&self, timeout: Duration) -> Result<Fired> {
+        let fired = self.inner.wait(timeout).inspect_err(|e| failed(&self.trace, format_args!("interrupt wait"), e))?;
+        if !fired.is_empty() {
+            self.trace.irq(&self.inner.kind().to_string(), fired.counts());
+        }
+        Ok(fired)
+    }
+    fn unmask(&self) -> Result<()> {
+        self.inner.unmask().inspect_err(|e| failed(&self.trace, format_args!("INTx unmask"), e))
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+impl Drop for TracedIrqs {
+    fn drop(&mut self) {
+        // Written before the inner teardown runs (fields drop after this body).
+        self.trace.irq_off(&self.inner.kind().to_string());
+    }
+}
+
 /// A BAR whose single and bulk accesses are traced.
 pub struct TracedBar {
     inner: Box<dyn BarRegion>,
     trace: Tracer,
+}
+
+impl TracedBar {
+    /// `inner` with its accesses traced to `trace` (a served card's BARs: `pcibench serve --trace`).
+    pub fn new(inner: Box<dyn BarRegion>, trace: Tracer) -> TracedBar {
+        TracedBar { inner, trace }
+    }
 }
 
 impl BarRegion for TracedBar {
@@ -125,6 +173,10 @@ impl BarRegion for TracedBar {
 
     fn io_mode(&self) -> Option<super::IoMode> {
         self.inner.io_mode()
+    }
+
+    fn device(&self) -> Option<String> {
+        self.inner.device()
     }
 
     fn read(&self, offset: u64, width: Width) -> Result<u64> {
@@ -160,6 +212,9 @@ impl BarRegion for TracedBar {
 
     fn tracer(&self) -> Option<&Tracer> {
         Some(&self.trace)
+    }
+    fn observe(&self) {
+        self.inner.observe()
     }
 }
 

@@ -264,20 +264,13 @@ fn partial_sync(view: &mut dyn CpuView, size: u64, row: &mut Row) {
 mod tests {
     use super::*;
     use crate::bench::sample::clock::FakeClock;
-    use crate::bench::sample::timer::TimerOverhead;
     use crate::dma::cpu::anon::Anon;
     use std::sync::atomic::AtomicBool;
 
     fn go(buffers: &[Box<dyn CpuBuffer>], plan: &BufferPlan, clock: &dyn Clock) -> Result<Report> {
         let stop = AtomicBool::new(false);
         let mut progress = ();
-        let mut s = Sampling {
-            clock,
-            overhead: TimerOverhead::measure(clock),
-            stop: &stop,
-            progress: &mut progress,
-            health: None,
-        };
+        let mut s = Sampling::new(clock, &stop, &mut progress, None);
         run(buffers, &[], plan, &mut s)
     }
 
@@ -315,13 +308,7 @@ mod tests {
         let plan = BufferPlan { widths: vec![Width::Memcpy], size: None, total: 16 * 65536, budget_ns: None };
         let stop = AtomicBool::new(false);
         let mut progress = ();
-        let mut s = Sampling {
-            clock: &clock,
-            overhead: TimerOverhead::measure(&clock),
-            stop: &stop,
-            progress: &mut progress,
-            health: Some(&probe),
-        };
+        let mut s = Sampling::new(&clock, &stop, &mut progress, Some(&probe));
         let r = run(&bufs, &[], &plan, &mut s).expect("a report, not an error");
         let line = r.gone.as_deref().expect("the device named as gone");
         assert!(

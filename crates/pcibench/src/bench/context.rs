@@ -42,6 +42,10 @@ pub struct Context {
     /// link is watched (a simulated card).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_health: Option<Vec<String>>,
+    /// Where the DMA buffers' pages are against the device's NUMA node; absent where the device
+    /// has no node (or the run made no DMA buffer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dma_buffers: Option<crate::dma::buffers::numa::BufferNode>,
 }
 
 fn read(host: &Host, p: &str) -> Option<String> {
@@ -130,6 +134,7 @@ pub fn place(host: &Host, placement: Placement, device_node: Option<i32>, args: 
         tsc_invariant,
         warnings,
         link_health: None,
+        dma_buffers: None,
     })
 }
 

@@ -6,9 +6,15 @@
 //! Two kinds of counters. XDMA's monitor in auto mode (PG195 "Performance Monitor Control
 //! (0xC0)") counts only while the engine runs, from the channel's run bit rising to its last
 //! descriptor, and clears itself at each run: its cycles over the engine's clock are the engine's
-//! running time, so beside the run's wall time they give the share of time the engine worked.
-//! QDMA's MM monitor started immediately (`*_MM_PERF_MON_CTL` IMM_START) counts throughout: its
-//! cycles over the row's wall time are the engine's clock, but not its idle time.
+//! running time, so beside the run's wall time they give the share of time the engine worked and
+//! its own rate. QDMA's MM monitor started immediately (`*_MM_PERF_MON_CTL` IMM_START) counts
+//! throughout: its cycles over the span's wall time are the engine's clock, but not its idle time,
+//! and it gives no rate of the engine's own (its bytes over its span are the host's figure again).
+//!
+//! The counters are taken per sample, over exactly the samples the host's figures summarise
+//! (`bench::dma`), and a row carries those of its median sample: the engine's figures and the
+//! host's then describe the same transfers, so they cannot disagree but by a bug
+//! (`EngineFigures::contradiction`).
 
 use crate::dma::EngineCounters;
 use serde::{Deserialize, Serialize};
@@ -58,7 +64,7 @@ impl EngineFigures {
         let clock_hz = c.clock_hz.or((!c.last_run && implied_hz > 0.0).then_some(implied_hz));
         let counted_s = clock_hz.filter(|_| c.cycles > 0).map(|f| c.cycles as f64 / f);
         let engine_mbps = match (c.beat_bytes, counted_s) {
-            (Some(w), Some(t)) if t > 0.0 => Some(c.beats as f64 * w as f64 / t / 1e6),
+            (Some(w), Some(t)) if t > 0.0 && c.last_run => Some(c.beats as f64 * w as f64 / t / 1e6),
             _ => None,
         };
         let busy_pct = match counted_s {
@@ -83,6 +89,37 @@ impl EngineFigures {
     /// Bytes the engine counted (beats × datapath width), where the width is known.
     pub fn engine_bytes(&self) -> Option<u64> {
         self.beat_bytes.map(|w| self.beats.saturating_mul(w as u64))
+    }
+
+    /// The host's rate over the same span, MB/s.
+    pub fn host_mbps(&self) -> Option<f64> {
+        (self.wall_s > 0.0).then(|| self.host_bytes as f64 / self.wall_s / 1e6)
+    }
+
+    /// Where the engine's figures contradict the host's over the same span, in words: the engine
+    /// moving the data slower than the host saw it arrive, or a busy share that is not the host's
+    /// rate over the engine's. Never the host's doing: a counting (or model) bug. Saturated
+    /// counters are lower bounds and contradict nothing.
+    pub fn contradiction(&self) -> Option<String> {
+        let (Some(engine), Some(host)) = (self.engine_mbps, self.host_mbps()) else { return None };
+        if self.maxed {
+            return None;
+        }
+        // Cycles are whole: allow a cycle's rounding per run, and 1% of float and clock-read slack.
+        if engine < host * 0.99 {
+            return Some(format!(
+                "the engine's {engine:.0} MB/s is below the host's {host:.0} MB/s over the same span"
+            ));
+        }
+        let busy = self.busy_pct?;
+        let implied = (host / engine * 100.0).min(100.0);
+        if (busy - implied).abs() > 2.0 {
+            return Some(format!(
+                "busy {busy:.1}% of the span, where the host's {host:.0} MB/s over the engine's {engine:.0} MB/s makes \
+                 it {implied:.1}%"
+            ));
+        }
+        None
     }
 }
 
@@ -111,6 +148,21 @@ mod tests {
         assert_eq!(f.engine_mbps, Some(1600.0));
         assert_eq!(f.engine_bytes(), Some(800_000));
         assert!(!f.maxed);
+        assert_eq!(f.contradiction(), None, "800 MB/s of host, 1600 of engine, busy 50%: consistent");
+    }
+
+    /// Issue 52: the last run's counters set beside a median run's wall time said "engine 35 MB/s,
+    /// host 260 MB/s, busy 100%". Over one span the figures are tied; a test catches a break.
+    #[test]
+    fn figures_that_contradict_the_hosts_are_caught() {
+        // 800 kB in 1 ms of wall time (800 MB/s), the engine counting 4 ms of it: slower than the host.
+        let f = EngineFigures::new(&running_only(1_000_000, 100_000), 800_000, 1e-3);
+        assert!(f.contradiction().unwrap().contains("below the host's 800 MB/s"), "{:?}", f.contradiction());
+        let f = EngineFigures {
+            busy_pct: Some(100.0),
+            ..EngineFigures::new(&running_only(125_000, 100_000), 800_000, 1e-3)
+        };
+        assert!(f.contradiction().unwrap().starts_with("busy 100.0%"), "{:?}", f.contradiction());
     }
 
     #[test]
@@ -119,7 +171,8 @@ mod tests {
         let f = EngineFigures::new(&c, 640_000, 1e-3);
         assert_eq!(f.clock_mhz, Some(250.0));
         assert_eq!(f.busy_pct, None);
-        assert_eq!(f.engine_mbps, Some(640.0));
+        assert_eq!(f.engine_mbps, None, "its bytes over its span are the host's rate again");
+        assert_eq!(f.contradiction(), None);
     }
 
     #[test]

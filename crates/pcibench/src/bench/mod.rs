@@ -9,11 +9,13 @@ pub mod counters;
 pub mod dma;
 pub mod gone;
 pub mod latency;
+pub mod memtest;
 pub mod pattern;
 pub mod pio;
 pub mod rate;
 pub mod result;
 pub mod sample;
+pub mod soak;
 #[cfg(test)]
 pub mod test_rig;
 pub mod trace_cost;

@@ -33,6 +33,10 @@ pub struct Mismatch {
     pub found: u8,
     /// Bytes that differ in the whole range.
     pub count: u64,
+    /// Where the first difference lies when no transfer should have written it ("byte 1 past
+    /// the end of transfer 0"): the engine wrote outside a transfer (`bench::dma::guard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside: Option<String>,
 }
 
 impl std::fmt::Display for Mismatch {
@@ -41,7 +45,11 @@ impl std::fmt::Display for Mismatch {
             f,
             "first mismatch at offset {:#x}: expected {:#04x}, found {:#04x} ({} bytes differ)",
             self.offset, self.expected, self.found, self.count
-        )
+        )?;
+        match &self.outside {
+            Some(w) => write!(f, "; it is {w}: the engine wrote outside the transfer"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -116,6 +124,7 @@ pub fn verify(expected: &[u8], found: &[u8], base: u64) -> Result<(), Mismatch> 
         expected: expected.get(first).copied().unwrap_or(0),
         found: found.get(first).copied().unwrap_or(0),
         count,
+        outside: None,
     })
 }
 

@@ -218,6 +218,15 @@ pub struct Row {
     pub packet_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packets_per_s: Option<f64>,
+    /// DMA: engine settings that shape the row's figures and that the engine did not choose
+    /// (`Engine::settings`: QDMA's writeback interval, whatever the previous driver left), by
+    /// name, as read when the row ran.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub engine_settings: std::collections::BTreeMap<String, String>,
+    /// A soak's stream (`dma --duration`): "sim ch1 h2c"; its figures span the run, one sample
+    /// per reporting interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
     pub notes: Vec<Note>,
     /// What the row's timed samples reported to a `--trace`, for the note on its cost (set by
     /// the sampler's figures; not saved: the note is).
@@ -266,6 +275,8 @@ impl Row {
             engine: None,
             packet_bytes: None,
             packets_per_s: None,
+            engine_settings: Default::default(),
+            stream: None,
             notes: Vec::new(),
             traced: None,
         }
@@ -298,6 +309,12 @@ impl Row {
     /// Million transfers per second at the median rate.
     pub fn mops(&self) -> Option<f64> {
         self.stats.as_ref().filter(|_| self.size > 0).map(|s| s.median_mbps / self.size as f64)
+    }
+
+    /// Millions of operations a second as the DMA table shows them: packets on a stream (a
+    /// transfer over 28 KiB is several on QDMA), transfers elsewhere (issue 50 item 14).
+    pub fn ops_mops(&self) -> Option<f64> {
+        self.packets_per_s.map(|p| p / 1e6).or_else(|| self.mops())
     }
 
     /// Fill statistics, the link model's limit and efficiency (of the median) and the flags
@@ -547,6 +564,12 @@ pub struct Report {
     /// them ("MSI-X, 2 vectors (VFIO eventfds)").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupts: Option<String>,
+    /// `dma --duration`: the streams, each interval's figures, aggregates, fairness and errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<super::soak::figures::Soak>,
+    /// `pcibench memtest`: the passes over the card memory, bad ranges and the size that answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memtest: Option<super::memtest::figures::Memtest>,
 }
 
 /// An eventfd signalled from another thread, until the thread asleep on it runs again: what
@@ -580,6 +603,8 @@ impl Report {
             warnings: Vec::new(),
             irq_wake: None,
             interrupts: None,
+            soak: None,
+            memtest: None,
         }
     }
 

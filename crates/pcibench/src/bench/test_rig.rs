@@ -4,7 +4,6 @@
 
 use super::sample::clock::Clock;
 use super::sample::sampler::{Progress, Sampling};
-use super::sample::timer::TimerOverhead;
 use crate::access::sim::SimDevice;
 use crate::device::{Device, Target};
 use crate::direction::Direction;
@@ -44,7 +43,7 @@ impl SimRig {
 
 /// The sampling loop's inputs with the timer's cost measured on `clock` and no link-health check.
 pub fn sampling<'a>(clock: &'a dyn Clock, stop: &'a AtomicBool, progress: &'a mut dyn Progress) -> Sampling<'a> {
-    Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress, health: None }
+    Sampling::new(clock, stop, progress, None)
 }
 
 /// A card's engine, with the card falling off the bus when the second C2H transfer (or batch) is

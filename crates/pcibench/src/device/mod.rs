@@ -149,17 +149,28 @@ pub fn describe(host: &Host, target: &Target) -> Result<DeviceInfo> {
         Target::Sim(id) => Ok(id.spec().info()),
         Target::Pci(a) => pci::sysfs::read_device(host, a),
         Target::VfioUser(path) => {
-            let dev = VfioUserDevice::open(Path::new(path))?;
+            let dev = connect(path)?;
             let info = vfio_user::info::describe_open(&dev, Path::new(path));
-            // Kept for `open`, so one command is one connection (a server may serve one client).
-            *OPENED.lock().unwrap_or_else(|e| e.into_inner()) = Some((path.to_string(), dev));
+            // Kept open for the rest of the command: every later `open`, `describe` or check of
+            // the same socket gets this connection (`VfioUserDevice::open`), so one command is one
+            // client (a server may serve one at a time; `pcibench serve` refuses a second).
+            *DESCRIBED.lock().unwrap_or_else(|e| e.into_inner()) = Some(dev);
             Ok(info)
         }
     }
 }
 
-/// The vfio-user device `describe` connected to, until `open` takes it.
-static OPENED: Mutex<Option<(String, VfioUserDevice)>> = Mutex::new(None);
+/// Connect to the vfio-user server at `socket` holding no capability: nothing on this path needs
+/// one (the server maps the BARs and the client's memory is its own), and the server is another
+/// process, whose answers must not steer a privileged one (issue 51 S7). Every connection a
+/// command makes to a `vfio-user:` target comes through here.
+pub fn connect(socket: &str) -> Result<VfioUserDevice> {
+    crate::os::privilege::keep_only(0, &format!("choosing the vfio-user target {VFIO_USER_PREFIX}{socket}"))?;
+    VfioUserDevice::open(Path::new(socket))
+}
+
+/// The vfio-user device `describe` connected to, kept for the command's life.
+static DESCRIBED: Mutex<Option<VfioUserDevice>> = Mutex::new(None);
 
 /// `pcibench list`: the simulated cards first, then every PCI device, filtered as lspci's -d
 /// and -s; and a line for each sysfs entry that could not be read.
@@ -204,11 +215,7 @@ pub fn open(host: &Host, target: &Target, info: &DeviceInfo, via: Option<Via>) -
                     "{target} is reached over vfio-user: drop --via (or use --via vfio-user)"
                 )));
             }
-            let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
-            match opened.take() {
-                Some((p, dev)) if p == *path => Ok(Box::new(dev)),
-                _ => Ok(Box::new(VfioUserDevice::open(Path::new(path))?)),
-            }
+            Ok(Box::new(connect(path)?))
         }
     }
 }

@@ -223,6 +223,12 @@ pub trait Engine: Send {
     fn packets(&self) -> bool {
         false
     }
+    /// The transfers of a batch start this many bytes apart at least, on the host and the card
+    /// (each size rounded up to it): an XDMA stream's C2H buffers are whole multiples of 64 bytes
+    /// (PG195 "Length Granularity"), so its packets start on 64-byte boundaries. 1: no rule.
+    fn transfer_align(&self) -> u64 {
+        1
+    }
     /// Queues (or channels) the engine was opened with: `Work::queue` is below this.
     fn queues(&self) -> u16 {
         1
@@ -284,6 +290,30 @@ pub trait Engine: Send {
             self.name()
         )))
     }
+    /// Whether `begin_run` returns once the prepared transfer is submitted and `run_done` sees its
+    /// end: one thread then keeps several engines moving at once (`bench::soak`, as fpga_sio's
+    /// parallel-streams test polls every channel in one loop). XDMA's memory-mapped channels can
+    /// (each has its own descriptor engine, PG195); an engine that cannot runs the transfer to
+    /// its end in `begin_run`, and says so by answering false.
+    fn overlaps(&self) -> bool {
+        false
+    }
+    /// Every channel of this engine's IP that could run beside the one it was opened on (its
+    /// direction and index), for a soak to open one engine per channel: XDMA's memory-mapped
+    /// channels. Empty: the engine has one way (or its queues, `queues`).
+    fn channels(&self) -> Vec<(Direction, u8)> {
+        Vec::new()
+    }
+    /// Submit the prepared transfer; by default run it to its end (`run`).
+    fn begin_run(&mut self, timeout: Duration) -> Result<()> {
+        self.run(timeout)
+    }
+    /// Whether the started transfer completed (the engine is then ready to start again); never
+    /// waits. A failure, or `timeout` without progress, is an error with the engine's run ended
+    /// as `run` ends it.
+    fn run_done(&mut self) -> Result<bool> {
+        Ok(true)
+    }
     /// Clear and start the engine's performance counters before a measured row.
     fn counters_start(&mut self) -> Result<()> {
         Ok(())
@@ -296,6 +326,12 @@ pub trait Engine: Send {
     /// to and from card memory).
     fn stream_end(&mut self) -> Option<&mut dyn StreamEnd> {
         None
+    }
+    /// Settings of the card that shape a row's figures and that the engine found rather than
+    /// chose, by name (QDMA: the writeback interval, GLBL_DSC_CFG[2:0], part of every open-loop
+    /// latency); read once a row, recorded in it. None by default.
+    fn settings(&mut self) -> Result<std::collections::BTreeMap<String, String>> {
+        Ok(Default::default())
     }
     /// Whether the engine has performance counters at all (edu, umem and the NVRAM have none:
     /// a report says so once).
@@ -313,6 +349,9 @@ pub trait StreamEnd {
     fn packets(&self, size: u64) -> u64;
     /// Host bytes a C2H transfer of `size` bytes takes (whole receive buffers).
     fn c2h_stride(&self, size: u64) -> u64;
+    /// Where a C2H transfer of `size` bytes lands in its receive buffers: (offset from the
+    /// transfer's first buffer, length) of each packet, in the order of the transfer's bytes.
+    fn c2h_pieces(&self, size: u64) -> Vec<(u64, u64)>;
     /// The bytes of a transfer of `size` as the far end generates (C2H) and checks (H2C) them.
     fn transfer_bytes(&self, size: u64) -> Vec<u8>;
     /// Clear the far end's checker before the H2C runs of a row.

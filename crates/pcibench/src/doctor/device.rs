@@ -55,8 +55,8 @@ fn in_use(c: &Ctx) -> Finding {
             "the running system does not use it: no filesystem, swap, stacked block device, network \
              interface, console, driver reference, process holding it open or SR-IOV function in use on it",
         ),
-        // Not a pass: a process this user cannot see may hold it; setup (as root) checks again.
-        // Never "as root" to root: a sandbox denied it even that.
+        // Not a pass: what it could not look at may hold it, and nothing that takes it is offered
+        // (`finish_incomplete`). Never "as root" to root: something denied it even that.
         InUse::Unverified(inv) => Finding::new(
             "in-use",
             Severity::Warn,
@@ -177,6 +177,33 @@ pub(super) fn link_checks(c: &Ctx) -> Vec<Finding> {
     vec![link(c), aer(c)]
 }
 
+/// How the device can be reset (`pcibench reset`): what to type when its engine stays busy.
+/// Information only, and dropped with the other taking commands while the system uses it.
+pub(super) fn reset(c: &Ctx) -> Finding {
+    let o = match crate::reset::offered(c.host, &c.addr) {
+        Ok(o) => o,
+        Err(e) => return Finding::new("reset", Severity::Info, format!("cannot tell how it can be reset: {e}")),
+    };
+    let mut ways = Vec::new();
+    if o.vfio {
+        ways.push("VFIO_DEVICE_RESET through vfio-pci".to_string());
+    }
+    if o.kernel_reset {
+        ways.push(format!("the kernel's reset ({})", crate::reset::methods_words(&o)));
+    }
+    if let Some(p) = &o.port {
+        ways.push(format!("a secondary bus reset of its port {p}"));
+    }
+    match (&o.auto, &o.no_reset) {
+        (Some(m), _) => {
+            Finding::new("reset", Severity::Info, format!("it can be reset by {}; auto takes {m}", ways.join(", ")))
+                .fix(format!("when its DMA engine stays busy: sudo pcibench reset {} --allow-reset", c.addr))
+                .takes()
+        }
+        (None, why) => Finding::new("reset", Severity::Info, why.clone().unwrap_or_default()),
+    }
+}
+
 fn gen_width(gen: Option<u8>, speed: &Option<String>, width: Option<u8>) -> String {
     let g = gen.map(|g| format!("Gen{g}")).unwrap_or_else(|| "Gen?".into());
     let w = width.map(|w| format!("x{w}")).unwrap_or_else(|| "x?".into());
@@ -221,7 +248,10 @@ fn link(c: &Ctx) -> Finding {
             ),
         };
         return Finding::new("link", Severity::Warn, ev).fix(format!(
-            "reseat the card or use a slot wired for the full width; check the firmware's link-speed setting{other}"
+            "retrain it (sudo pcibench link {} --retrain --allow-retrain: a card loaded over JTAG after boot trains \
+             again at full speed); else reseat the card or use a slot wired for the full width; check the firmware's \
+             link-speed setting{other}",
+            c.addr
         ));
     }
     match (&partner, l.limit_gen.or(l.limit_width.map(|_| 0))) {

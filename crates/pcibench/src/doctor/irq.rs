@@ -167,7 +167,7 @@ pub(super) fn served(socket: &str) -> super::Check {
         fix: None,
         blocks: Vec::new(),
     };
-    let dev = match crate::access::vfio_user::VfioUserDevice::open(std::path::Path::new(socket)) {
+    let dev = match crate::device::connect(socket) {
         Ok(d) => d,
         Err(e) => return check(Severity::Info, format!("the server's interrupts are unknown: {e}")),
     };
@@ -176,7 +176,7 @@ pub(super) fn served(socket: &str) -> super::Check {
         Ok(()) => intr::read(&cfg),
         Err(e) => return check(Severity::Info, format!("the device's config space cannot be read: {e}")),
     };
-    let count = |index: u32| dev.irqs.iter().find(|&&(i, _)| i == index).map_or(0, |&(_, n)| n);
+    let count = |index: u32| dev.irqs().iter().find(|&&(i, _)| i == index).map_or(0, |&(_, n)| n);
     let (msix, msi, intx) = (count(2), count(1), count(0));
     let mut kinds = Vec::new();
     let mut enabled = Vec::new();

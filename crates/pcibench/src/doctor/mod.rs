@@ -72,7 +72,7 @@ impl Severity {
 pub struct Check {
     /// Stable identifier: device, driver, in-use, memory-space, bus-master, resource-files, lockdown,
     /// strict-devmem, iommu, iommu-group, vfio-modules, noiommu-mode, vfio-nodes, cap-sys-rawio,
-    /// memlock, hugepages, interrupts, intx-mask, link, aer.
+    /// memlock, hugepages, interrupts, intx-mask, link, aer, reset.
     pub name: &'static str,
     pub severity: Severity,
     /// What was found, with the values read (files, bits, modes).
@@ -310,6 +310,7 @@ pub fn run_as_for(host: &Host, target: &Target, caller: &Caller, transfer: Optio
     findings.extend(dma::checks(&ctx));
     findings.extend(irq::checks(&ctx));
     findings.extend(device::link_checks(&ctx));
+    findings.push(device::reset(&ctx));
     // With vfio-pci bound only VFIO applies; with another driver bound VFIO comes first (setup
     // rebinds it and it brings DMA); with no driver sysfs comes first (no rebinding, and WC).
     let candidates = match ctx.driver.as_deref() {
@@ -320,57 +321,78 @@ pub fn run_as_for(host: &Host, target: &Target, caller: &Caller, transfer: Optio
     if ctx.in_use.taken() {
         return Ok(finish_in_use(addr.to_string(), findings, &ctx.in_use));
     }
-    let mut report = finish(addr.to_string(), findings, &candidates);
     if let InUse::Unverified(inv) = &ctx.in_use {
-        incomplete(&mut report, inv, &ctx);
+        return Ok(finish_incomplete(addr.to_string(), findings, &candidates, inv, &ctx));
     }
-    Ok(report)
+    Ok(finish(addr.to_string(), findings, &candidates))
 }
 
-/// What completes an in-use check that could not read every process: as another user, the same
-/// check as root; as root (a container, user namespace or security module denied even root),
-/// the same check from the host's own namespaces, where every process can be read.
-fn complete_check(c: &Ctx) -> (Option<String>, String) {
+/// What completes an in-use check that could not look everywhere: as another user, the same check
+/// as root (`sudo pcibench doctor ADDR`), a command; as root, settling what each "could not check"
+/// names (their words say how) and checking again. Never "run it on the host": pcibench cannot
+/// tell where it runs from a denial alone, and a container says so itself (its own PID namespace).
+pub(super) fn complete_check(c: &Ctx) -> (Option<String>, String) {
     if c.caller.uid == 0 {
-        (
-            None,
-            format!(
-                "run pcibench doctor {} on the host itself (outside this container or sandbox), where every process can be read",
-                c.addr
-            ),
-        )
+        (None, format!("settle what it could not check (each says how), then run pcibench doctor {} again", c.addr))
     } else {
         let cmd = format!("sudo pcibench doctor {}", c.addr);
         (Some(cmd.clone()), format!("run it as root to check every process: {cmd}"))
     }
 }
 
-/// Issue 43: a device with processes left unchecked even by root (a container, user namespace or
-/// security module) is not known to be free, so a path that takes it (`setup` rebinds its driver)
-/// is not offered as if it were: the check comes first, and the setup after it. Another user's
-/// check is incomplete by nature (other users' open files are root's to read), and the `sudo
-/// pcibench setup` it is offered runs the whole check as root before it takes anything, so its
-/// recommendation stands.
-fn incomplete(r: &mut Report, inv: &crate::host::inuse::Inventory, c: &Ctx) {
-    if c.caller.uid != 0 {
-        return;
+/// Issues 43 and 54: a device whose in-use check is incomplete (a process, namespace, storage
+/// target or block device it could not look at) is not known to be free, so nothing that takes it
+/// is offered, in any form: no `setup` (binding vfio-pci, handing its files to a user), no unbind
+/// or driver_override line in a fix. A path that needs nothing taken stays recommended, with the
+/// warning: ready (sysfs reads of a device no driver holds), or blocked only by fixes that take
+/// nothing (a group node's owner, a capability, a module). Otherwise the recommendation is to
+/// complete the check. `setup` itself refuses in the same case without --force (`setup::guard`).
+fn finish_incomplete(
+    device: String,
+    findings: Vec<Finding>,
+    candidates: &[Via],
+    inv: &crate::host::inuse::Inventory,
+    c: &Ctx,
+) -> Report {
+    let untaking: Vec<Via> = candidates
+        .iter()
+        .copied()
+        .filter(|v| !findings.iter().any(|f| f.takes && f.blocks.iter().any(|(b, _)| b == v)))
+        .collect();
+    if !untaking.is_empty() {
+        let findings = findings
+            .into_iter()
+            .map(|mut f| {
+                if f.takes {
+                    f.fix = None;
+                    f.blocks.clear();
+                }
+                f
+            })
+            .collect();
+        return finish(device, findings, &untaking);
     }
+    // The checks judged as ever (for the path a complete check would lead to), less every fix that
+    // takes the device; the recommendation is to complete the check.
+    let taking: Vec<&'static str> = findings.iter().filter(|f| f.takes).map(|f| f.name).collect();
+    let mut r = finish(device, findings, candidates);
+    for ch in r.checks.iter_mut().filter(|ch| taking.contains(&ch.name)) {
+        ch.fix = None;
+    }
+    let (command, words) = complete_check(c);
     let rec = &mut r.recommended;
-    let Some(cmd) = rec.command.clone().filter(|cmd| cmd.contains(" setup ")) else { return };
-    let (check, words) = complete_check(c);
     rec.summary = format!(
-        "none until the in-use check is complete: {} (it found no use, but a process it could not check may hold the device); {words}, then {cmd}",
+        "none until the in-use check is complete: {} (it found no use, but what it could not check may hold the \
+         device); {words}",
         inv.unchecked.words()
     );
-    rec.ready = false;
     rec.via = None;
-    if !rec.blocked_by.contains(&"in-use") {
-        rec.blocked_by.insert(0, "in-use");
-    }
-    // As root nothing this process can run completes it: no command, the step in words.
-    rec.then.retain(|t| *t != cmd);
-    rec.then.insert(0, cmd);
-    rec.command = check;
+    rec.ready = false;
+    rec.blocked_by.retain(|b| *b != "in-use");
+    rec.blocked_by.insert(0, "in-use");
+    rec.command = command;
+    rec.then.clear();
+    r
 }
 
 /// The report for a device the running system uses: the in-use check fails, nothing that would
@@ -394,10 +416,23 @@ fn finish_in_use(device: String, findings: Vec<Finding>, in_use: &InUse) -> Repo
         ),
         InUse::Free | InUse::Unverified(_) => unreachable!("finish_in_use for a device not taken"),
     };
+    untaken(device, findings, Severity::Fail, None, then, summary)
+}
+
+/// A report that offers nothing that takes the device: in-use judged `in_use`, every other check as
+/// found, no fix that takes it, no path; `command` and `then` only what frees it or completes the check.
+fn untaken(
+    device: String,
+    findings: Vec<Finding>,
+    in_use: Severity,
+    command: Option<String>,
+    then: Vec<String>,
+    summary: String,
+) -> Report {
     let checks: Vec<Check> = findings
         .into_iter()
         .map(|f| {
-            let severity = if f.name == "in-use" { Severity::Fail } else { f.base };
+            let severity = if f.name == "in-use" { in_use } else { f.base };
             let takes = f.takes;
             f.judged(severity, takes)
         })
@@ -411,7 +446,7 @@ fn finish_in_use(device: String, findings: Vec<Finding>, in_use: &InUse) -> Repo
             goal: None,
             ready: false,
             blocked_by: vec!["in-use"],
-            command: None,
+            command,
             then,
             summary,
         },
@@ -473,7 +508,7 @@ fn finish(device: String, findings: Vec<Finding>, candidates: &[Via]) -> Report 
 }
 
 /// Every check name, in report order (the sim card reports each as information).
-pub const CHECK_NAMES: [&str; 20] = [
+pub const CHECK_NAMES: [&str; 21] = [
     "device",
     "driver",
     "in-use",
@@ -494,6 +529,7 @@ pub const CHECK_NAMES: [&str; 20] = [
     "intx-mask",
     "link",
     "aer",
+    "reset",
 ];
 
 /// A vfio-user device: reachable when its server answers; nothing of the host's applies.

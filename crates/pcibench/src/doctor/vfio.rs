@@ -98,21 +98,27 @@ fn iommu_group(c: &Ctx) -> Finding {
          pcieport or no driver",
         names.join(", ")
     );
-    // A member the running system uses is never offered to vfio-pci.
-    let used: Vec<String> = offenders
-        .iter()
-        .filter_map(|(m, _)| match InUse::of(c.host, m) {
-            InUse::Free | InUse::Unverified(_) => None,
-            InUse::Used(inv) => Some(format!("{m}: {}", inv.summary())),
-            InUse::Unknown(e) => Some(format!("{m}: cannot tell what uses it ({e})")),
-        })
-        .collect();
-    if !used.is_empty() {
-        return Finding::new(
-            "iommu-group",
-            Severity::Info,
-            format!("{evidence}; the running system uses some of them ({})", used.join("; ")),
-        )
+    // A member the running system uses, or whose in-use check was incomplete, is never offered to
+    // vfio-pci (issue 54).
+    let mut used: Vec<String> = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
+    for (m, _) in &offenders {
+        match InUse::of(c.host, m) {
+            InUse::Free => {}
+            InUse::Unverified(inv) => unknown.push(format!("{m}: {}", inv.unchecked.words())),
+            InUse::Used(inv) => used.push(format!("{m}: {}", inv.summary())),
+            InUse::Unknown(e) => used.push(format!("{m}: cannot tell what uses it ({e})")),
+        }
+    }
+    if !used.is_empty() || !unknown.is_empty() {
+        let mut ev = evidence;
+        if !used.is_empty() {
+            ev.push_str(&format!("; the running system uses some of them ({})", used.join("; ")));
+        }
+        if !unknown.is_empty() {
+            ev.push_str(&format!("; the in-use check of some of them was incomplete ({})", unknown.join("; ")));
+        }
+        return Finding::new("iommu-group", Severity::Info, ev)
         .fix(
             "VFIO cannot have this device without them: move the card to a slot with its own IOMMU group, or use sysfs",
         )

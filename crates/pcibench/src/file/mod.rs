@@ -12,10 +12,13 @@
 //!   never written through), synced and renamed over the name: a reader sees the old file or the
 //!   new one, never part of one, and a failure leaves nothing behind. A device node, FIFO or
 //!   socket is never replaced; stdout (`-`) is the way to write to one.
+//! - `socket`: the UNIX socket `serve` listens on is made and removed by the same rules: relative
+//!   to its directory opened once, under sudo as the invoking user, never over anything there.
 
 pub mod beneath;
 pub mod identity;
 pub mod read;
+pub mod socket;
 pub mod write;
 
 #[cfg(test)]

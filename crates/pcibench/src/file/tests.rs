@@ -175,3 +175,42 @@ fn a_replaced_file_keeps_its_mode_and_nothing_else_is_left() {
 fn stdout_is_the_way_to_a_device() {
     assert_eq!(Output::check("-o", "out.svg", std::ffi::OsStr::new("-")).unwrap(), Output::Stdout);
 }
+
+/// The socket's name appears only once it accepts connections: a client that connects the moment
+/// the file shows up (as QEMU's `vfio-user-pci` after a script's wait) is never refused. Bound in
+/// place, the name showed up before listen(2) and such a client got ECONNREFUSED.
+#[test]
+fn a_served_socket_accepts_from_the_moment_its_name_appears() {
+    let t = tempfile::tempdir().unwrap();
+    for round in 0..40 {
+        let path = t.path().join(format!("s{round}.sock"));
+        let watched = path.clone();
+        let watcher = std::thread::spawn(move || loop {
+            if watched.exists() {
+                return std::os::unix::net::UnixStream::connect(&watched).map(|_| ());
+            }
+            std::hint::spin_loop();
+        });
+        let listening = super::socket::listen("--socket", &path).unwrap();
+        watcher.join().unwrap().unwrap_or_else(|e| panic!("round {round}: {e}"));
+        drop(listening);
+        assert!(!path.exists(), "removed when dropped");
+        let left: Vec<_> = std::fs::read_dir(t.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "nothing left beside it: {left:?}");
+    }
+}
+
+/// Nothing at the name is replaced, even when it appears between the look and the move.
+#[test]
+fn a_socket_is_put_in_place_without_replacing_anything() {
+    let t = tempfile::tempdir().unwrap();
+    let dir: rustix::fd::OwnedFd =
+        rustix::fs::open(t.path(), rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY, rustix::fs::Mode::empty())
+            .unwrap();
+    std::fs::write(t.path().join("a"), "theirs").unwrap();
+    std::fs::write(t.path().join("tmp"), "ours").unwrap();
+    assert_eq!(super::socket::place(&dir, "tmp".as_ref(), "a".as_ref()), Err(rustix::io::Errno::EXIST));
+    assert_eq!(std::fs::read_to_string(t.path().join("a")).unwrap(), "theirs");
+    super::socket::place(&dir, "tmp".as_ref(), "b".as_ref()).unwrap();
+    assert_eq!(std::fs::read_to_string(t.path().join("b")).unwrap(), "ours");
+}

@@ -91,6 +91,9 @@ pub struct FunctionHealth {
     pub driver: Option<String>,
     /// The PCI Express port type, where config space shows it (root only).
     pub port_type: Option<String>,
+    /// The physical slot it sits in, where sysfs or a port above names one (`pci::slot`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot: Option<crate::pci::slot::PhysicalSlot>,
     /// Named on the command line (false: a port above a named device, or every function).
     pub named: bool,
     /// None: no PCIe link (sysfs shows no link files).
@@ -418,6 +421,7 @@ fn function(
         name: format!("{} {}", info.vendor_label(), info.device_label()),
         driver: info.driver.clone(),
         port_type: info.link.as_ref().and_then(|l| l.port_type.clone()),
+        slot: info.physical_slot.clone(),
         named,
         link,
         aer,

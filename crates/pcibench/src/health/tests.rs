@@ -331,3 +331,22 @@ fn an_older_state_without_the_command_register_still_compares() {
     let r = run(&h, Some(&old));
     assert!(changes(&r).is_empty(), "{:?}", changes(&r));
 }
+
+/// Issue 56: the physical slot a function sits in, from sysfs, as a SLOT column that appears only
+/// when some function has one.
+#[test]
+fn a_physical_slot_gets_a_column_of_its_own() {
+    let (t, _f, h) = tree();
+    let before = crate::report::health::table(&run(&h, None), None, false);
+    assert!(!before.contains("SLOT"), "{before}");
+    std::fs::create_dir_all(t.path().join("sys/bus/pci/slots/3")).unwrap();
+    std::fs::write(t.path().join("sys/bus/pci/slots/3/address"), "0000:03:00\n").unwrap();
+    let r = run(&h, None);
+    assert_eq!(f(&r, "0000:03:00.0").slot.as_ref().map(|s| s.name.as_str()), Some("3"));
+    assert_eq!(f(&r, "0000:04:00.0").slot, None);
+    let table = crate::report::health::table(&r, None, false);
+    let header = table.lines().nth(1).unwrap();
+    assert!(header.starts_with("DEVICE        SLOT  IDS"), "{table}");
+    let row = table.lines().find(|l| l.starts_with("0000:03:00.0")).unwrap();
+    assert!(row.starts_with("0000:03:00.0  3     10ee:7024"), "{table}");
+}

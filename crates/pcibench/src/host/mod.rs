@@ -32,6 +32,9 @@ pub struct Host {
     /// equal the test runner's PID must not vanish from a scan (issue 34: pid_max is 32768 on
     /// many hosts, and a test failed on a runner whose PID fell among its fixture's).
     own_pid: Option<u32>,
+    /// Whether this command may walk /proc (every process's open files and namespaces): read-only
+    /// commands do not (`without_process_walk`).
+    walk: bool,
 }
 
 impl Default for Host {
@@ -60,7 +63,19 @@ impl Host {
         let kernel: Arc<dyn inuse::kernel::Kernel> =
             if root == Path::new("/") { Arc::new(inuse::kernel::Real) } else { Arc::new(inuse::kernel::Fixture) };
         let own_pid = (root == Path::new("/")).then(std::process::id);
-        Host { root, procs: Arc::default(), kernel, netns: Arc::default(), mntns: Arc::default(), own_pid }
+        Host { root, procs: Arc::default(), kernel, netns: Arc::default(), mntns: Arc::default(), own_pid, walk: true }
+    }
+
+    /// The same host for a read-only command (`list`, `info`, `health`): it never walks /proc
+    /// (issue 55: `info` paid for a walk of every process it did not use). An inventory taken on it
+    /// finds no process and says so (`inuse::procs::NOT_WALKED`), so it is incomplete by its own
+    /// words and nothing that takes a device follows from it.
+    pub fn without_process_walk(mut self) -> Self {
+        self.walk = false;
+        self.procs = Arc::default();
+        self.netns = Arc::default();
+        self.mntns = Arc::default();
+        self
     }
 
     /// The same host, with `pid` standing for this process in its /proc (fixture trees).
@@ -97,7 +112,11 @@ impl Host {
 
     /// The /proc scan of this command: taken on first use, then the same for every device.
     pub(crate) fn procs(&self) -> Arc<inuse::procs::ProcScan> {
-        self.procs.get_or_init(|| Arc::new(inuse::procs::scan(self))).clone()
+        self.procs
+            .get_or_init(|| {
+                Arc::new(if self.walk { inuse::procs::scan(self) } else { inuse::procs::ProcScan::not_walked() })
+            })
+            .clone()
     }
 
     pub fn root(&self) -> &Path {

@@ -59,7 +59,10 @@ pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
         bidir: matches!(r.dirs, DmaDirs::Bidir | DmaDirs::All),
         sizes,
         total,
-        budget_ns: r.total.is_none().then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
+        budget_ns: r
+            .row_budget_ms
+            .map(|ms| ms * 1_000_000)
+            .or(r.total.is_none().then_some(crate::bench::sample::sampler::ROW_BUDGET_NS)),
         card_addr: rig.card_offset,
         timeout: Duration::from_millis(r.timeout_ms),
         queues: r.queues.clone(),
@@ -72,6 +75,9 @@ pub fn plan(r: &DmaRequest, rig: &DmaRig, access: Access) -> DmaPlan {
 pub const MAX_ROWS: usize = super::pio::MAX_ROWS;
 
 pub fn measure(session: &Session, r: &DmaRequest, hooks: &mut Hooks) -> Result<Report> {
+    if let Some(k) = &r.soak {
+        return super::soak::measure(session, r, k, hooks);
+    }
     if let Some(rate) = &r.rate {
         return measure_rate(session, r, rate, hooks);
     }
@@ -161,6 +167,14 @@ fn measure_rate(session: &Session, r: &DmaRequest, rate: &RateRequest, hooks: &m
     if r.pattern != DmaPattern::Seq || r.window.is_some() {
         return Err(Error::usage(
             "--rate posts each queue's one transfer again and again: drop --pattern random and --window",
+        ));
+    }
+    // The open loop reaps completions by polling: asked for interrupts, it would measure
+    // something else than asked (issue 50 item 10), so it says so, as `latency --dma --rate` does.
+    if r.completion.is_some_and(|c| c != CompletionMode::Poll) {
+        return Err(Error::usage(
+            "--rate reaps completions by polling: drop --completion irq|both (or drop --rate to time completion by \
+             interrupt one run at a time)",
         ));
     }
     let curves = dirs.len() * r.sizes.len().max(DEFAULT_SIZES.len()) * r.queues.len().max(1);

@@ -10,8 +10,10 @@ pub mod buffers;
 pub mod completion;
 pub mod dma;
 pub mod latency;
+pub mod memtest;
 pub mod pio;
 pub mod request;
+pub mod soak;
 pub mod suite;
 
 pub use self::request::*;
@@ -86,6 +88,7 @@ impl Session {
             Request::Latency(r) => Measured::Report(latency::measure(self, r, hooks)?),
             Request::Buffers(r) => Measured::Report(buffers::measure(&self.host, Some(self), r, hooks)?),
             Request::Run(r) => Measured::Suite(suite::measure(self, r, hooks)?),
+            Request::Memtest(r) => Measured::Report(memtest::measure(self, r, hooks)?),
         };
         if let (Some(t), Measured::Report(r)) = (self.tracer(), &mut measured) {
             r.warnings.push(format!(
@@ -125,6 +128,8 @@ pub(crate) struct Measuring {
     health: Option<HealthProbe>,
     /// The link's health when the measurement began, for the whole run's changes.
     health_start: Option<Snapshot>,
+    /// Where the session's DMA buffers went against the device's node (`dma::buffers::numa`).
+    numa: Option<std::sync::Arc<crate::dma::buffers::numa::NodePolicy>>,
 }
 
 impl Measuring {
@@ -139,12 +144,13 @@ impl Measuring {
         let context = session.place(common.placement(), &common.command_line)?;
         let health = session.health();
         let health_start = health.as_ref().map(|h| h.snapshot());
-        Ok(Measuring { context, limit_note: session.device.link.as_ref().err().cloned(), health, health_start })
+        let limit_note = session.device.link.as_ref().err().cloned();
+        Ok(Measuring { context, limit_note, health, health_start, numa: session.buffer_node() })
     }
 
     /// Where a measurement of host memory alone ran: no device, no link.
     pub fn on_host(context: Context) -> Measuring {
-        Measuring { context, limit_note: None, health: None, health_start: None }
+        Measuring { context, limit_note: None, health: None, health_start: None, numa: None }
     }
 
     /// Watch `health` (a device's link and whether it still answers) while measuring host
@@ -186,11 +192,17 @@ impl Measuring {
             return self.run_on(clock, what, bytes, hooks.stop, &mut *hooks.progress, runner);
         }
         let mut p = Probe::default();
-        runner(&mut Sampling::new(clock, hooks.stop, &mut p, self.health.as_ref()))?;
+        let mut probing = Sampling::new(clock, hooks.stop, &mut p, self.health.as_ref());
+        runner(&mut probing)?;
+        // A change in the link's health while a configuration was probed is its row's too.
+        let probed = std::mem::take(&mut probing.probed);
         if let Some((secs, work)) = p.total().filter(|_| !hooks.stop.load(std::sync::atomic::Ordering::Relaxed)) {
             hooks.progress.estimate(secs, &work, "--total");
         }
-        self.run_on(clock, what, bytes, hooks.stop, &mut Said(&mut *hooks.progress), runner)
+        self.run_on(clock, what, bytes, hooks.stop, &mut Said(&mut *hooks.progress), |s| {
+            s.probed = probed;
+            runner(s)
+        })
     }
 
     fn run_on(
@@ -210,8 +222,13 @@ impl Measuring {
         if let (Some(h), Some(start)) = (&self.health, &self.health_start) {
             context.link_health = Some(crate::pci::health::changes(start, &h.snapshot()));
         }
+        context.dma_buffers = self.numa.as_ref().and_then(|n| n.placement());
+        context.warnings.extend(context.dma_buffers.as_ref().and_then(|b| b.warning()));
         report.context = Some(context);
-        report.limit_note = self.limit_note.clone();
+        // A runner's own note (a simulated card's model bounding its DMA rows) stands.
+        if report.limit_note.is_none() {
+            report.limit_note = self.limit_note.clone();
+        }
         Ok(report)
     }
 }
@@ -238,6 +255,7 @@ mod tests {
             sizes: vec![4096],
             total: 64 << 10,
             total_by_time: false,
+            row_budget_ms: None,
             offset: 0,
             io: IoMode::Mmap,
             allow_write: false,
@@ -269,6 +287,7 @@ mod tests {
             sizes: vec![4096],
             total: 16 << 10,
             total_by_time: false,
+            row_budget_ms: None,
             offset: 0,
             io: IoMode::Mmap,
             allow_write: false,

@@ -27,6 +27,14 @@ pub fn plan(session: &Session, r: &PioRequest) -> Result<PioPlan> {
         Some(b) if b.is_empty() => Vec::new(),
         Some(b) => session.pio_bars(b)?,
     };
+    // A BAR named that holds an engine's registers is read only, at the widths it decodes.
+    let registers = match &r.bars {
+        Some(b) if !b.is_empty() => crate::dma::engines::register_blocks(&session.device.info, session.dev.as_ref())
+            .into_iter()
+            .filter(|x| bars.contains(&x.bar))
+            .collect(),
+        _ => Vec::new(),
+    };
     let all_maps = r.maps.is_empty();
     Ok(PioPlan {
         bars,
@@ -35,12 +43,16 @@ pub fn plan(session: &Session, r: &PioRequest) -> Result<PioPlan> {
         widths,
         sizes: r.sizes.clone(),
         total: r.total,
-        budget_ns: r.total_by_time.then_some(crate::bench::sample::sampler::ROW_BUDGET_NS),
+        budget_ns: r
+            .row_budget_ms
+            .map(|ms| ms * 1_000_000)
+            .or(r.total_by_time.then_some(crate::bench::sample::sampler::ROW_BUDGET_NS)),
         offset: r.offset,
         io: r.io,
         allow_write: session.may_write(r.allow_write),
         strict_map: !all_maps,
         strict_width,
+        registers,
     })
 }
 

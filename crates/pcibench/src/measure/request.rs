@@ -15,7 +15,8 @@ pub use crate::bench::latency::DEFAULT_SAMPLES;
 pub use crate::bench::rate::{parse_latency, Rate, RateRequest, Rates};
 pub use crate::bench::result::MapMode;
 pub use crate::dma::cpu::Kind;
-pub use crate::dma::engines::qdma::QdmaIntr;
+pub use crate::dma::engines::qdma::st::{Design, Mode as QdmaMode};
+pub use crate::dma::engines::qdma::{CmptTrigger, QdmaIntr};
 pub use crate::dma::BufferSource;
 /// The engine to drive and how to open it (`dma`, `latency`, the suite's DMA part).
 pub use crate::session::EngineRequest;
@@ -30,6 +31,30 @@ pub enum Request {
     Latency(LatencyRequest),
     Buffers(BuffersRequest),
     Run(RunRequest),
+    Memtest(MemtestRequest),
+}
+
+/// `pcibench memtest` (docs/memtest.md): the card memory an engine reaches, filled, read back
+/// and checked, then the aliasing pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemtestRequest {
+    pub device: Target,
+    pub via: Option<Via>,
+    pub engine: EngineRequest,
+    /// Where the region starts in the engine's window (`--offset`; None: its start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Bytes to test (`--size`; None: the rest of the window, the design's declared size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Bytes per transfer and host buffer (`--chunk`; None: up to 64 MiB, less where memory is short).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<u64>,
+    pub timeout_ms: u64,
+    /// Consent to DMA on a real device.
+    pub allow_dma: bool,
+    #[serde(flatten)]
+    pub common: Common,
 }
 
 /// What every request carries besides its own choices.
@@ -73,6 +98,10 @@ pub struct PioRequest {
     /// `sampler::ROW_BUDGET_NS` (issue 43). Absent in older saved runs: a total kept whole.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub total_by_time: bool,
+    /// Each row stops once its samples took this long (with `stats::MIN_SAMPLES` of them), whatever
+    /// the total: the suite's own sizing on a simulated card (issue 52). None: `total_by_time`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_budget_ms: Option<u64>,
     pub offset: u64,
     pub io: IoMode,
     /// Consent to write the BARs of a real device.
@@ -160,6 +189,10 @@ pub struct DmaRequest {
     pub default_size: DefaultSize,
     /// Bytes per direction and size (None: the engine's default for the first size).
     pub total: Option<u64>,
+    /// Each row stops once its samples took this long (with `stats::MIN_SAMPLES` of them), whatever
+    /// the total: the suite's own sizing on a simulated card (issue 52). None: as `total` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_budget_ms: Option<u64>,
     pub timeout_ms: u64,
     /// Consent to start DMA on a real device.
     pub allow_dma: bool,
@@ -174,8 +207,26 @@ pub struct DmaRequest {
     /// Submit open loop at offered rates (`--rate`) instead of timing throughput.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateRequest>,
+    /// Every stream asked for at once, for a time (`--duration`), instead of one row at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<SoakRequest>,
     #[serde(flatten)]
     pub common: Common,
+}
+
+/// `dma --duration` (docs/soak.md): each channel, queue and card at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SoakRequest {
+    /// How long to run.
+    pub duration_ms: u64,
+    /// A row per stream this often (`--every`; fpga_sio reports every 10 s).
+    pub every_ms: u64,
+    /// More cards to run at the same time, beside `device`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<Target>,
+    /// XDMA channels to run (`--channels`; None: every memory-mapped channel the card has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<Vec<u8>>,
 }
 
 /// DMA latency (`latency --dma`, `--completion`).
@@ -281,7 +332,7 @@ pub struct RunRequest {
 }
 
 impl Request {
-    /// The command that asks for it: pio, dma, latency, buffers or run.
+    /// The command that asks for it: pio, dma, latency, buffers, run or memtest.
     pub fn command(&self) -> &'static str {
         match self {
             Request::Pio(_) => "pio",
@@ -289,6 +340,7 @@ impl Request {
             Request::Latency(_) => "latency",
             Request::Buffers(_) => "buffers",
             Request::Run(_) => "run",
+            Request::Memtest(_) => "memtest",
         }
     }
 
@@ -300,6 +352,7 @@ impl Request {
             Request::Latency(r) => Some(&r.device),
             Request::Buffers(r) => r.device.as_ref(),
             Request::Run(r) => Some(&r.device),
+            Request::Memtest(r) => Some(&r.device),
         }
     }
 
@@ -309,6 +362,7 @@ impl Request {
             Request::Pio(r) => r.via,
             Request::Dma(r) => r.via,
             Request::Latency(r) => r.via,
+            Request::Memtest(r) => r.via,
             Request::Buffers(_) | Request::Run(_) => None,
         }
     }
@@ -320,6 +374,7 @@ impl Request {
             Request::Latency(r) => &r.common,
             Request::Buffers(r) => &r.common,
             Request::Run(r) => &r.common,
+            Request::Memtest(r) => &r.common,
         }
     }
 }
@@ -353,6 +408,7 @@ mod tests {
                 sizes: vec![4096, 8192],
                 total: 1 << 20,
                 total_by_time: false,
+                row_budget_ms: None,
                 offset: 0,
                 io: IoMode::Mmap,
                 allow_write: false,
@@ -374,6 +430,7 @@ mod tests {
                 sizes: Vec::new(),
                 default_size: DefaultSize::Quick,
                 total: None,
+                row_budget_ms: None,
                 timeout_ms: 2000,
                 allow_dma: true,
                 completion: Some(CompletionMode::Both),
@@ -381,6 +438,12 @@ mod tests {
                 rate: Some(RateRequest {
                     rates: Rates::These(vec![Rate::Ops(1e6), Rate::Bytes(2e9)]),
                     until_p99_ns: None,
+                }),
+                soak: Some(SoakRequest {
+                    duration_ms: 60_000,
+                    every_ms: 10_000,
+                    more: vec!["sim-qdma".parse().unwrap()],
+                    channels: Some(vec![0, 2]),
                 }),
                 common: common(),
             }),

@@ -16,6 +16,14 @@ use crate::session::Session;
 use crate::{Error, Result};
 use serde::Serialize;
 
+/// How long each row of the suite measures on a simulated card when no `--total` is given
+/// (issue 52): long enough for hundreds of samples of even its slowest rows (a 1 MiB DMA
+/// transfer is 0.5 ms of the model's time), so that no row is `!few` on an idle or a loaded
+/// host, and a suite of 38 rows stays at a few seconds.
+pub const SIM_ROW_MS: u64 = 80;
+/// The most a row moves on a simulated card then (its time ends it long before).
+const SIM_ROW_TOTAL: u64 = 4 << 30;
+
 /// Everything the suite found and measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct SuiteReport {
@@ -71,6 +79,7 @@ fn pio_part(session: &Session, r: &RunRequest) -> Result<Part> {
         notes.push("PIO reads only: add --allow-write to measure and verify host-to-card writes".into());
     }
     let simulated = session.device.simulated();
+    let by_time = simulated && r.total.is_none();
     let request = PioRequest {
         device: session.device.target,
         via: None,
@@ -79,8 +88,9 @@ fn pio_part(session: &Session, r: &RunRequest) -> Result<Part> {
         dirs: if allow_write { vec![Direction::H2c, Direction::C2h] } else { vec![Direction::C2h] },
         widths: Widths::These(vec![Width::B64, widest(), Width::Memcpy]),
         sizes: Vec::new(),
-        total: r.total.unwrap_or(if simulated { 64 << 20 } else { 4 << 20 }),
+        total: r.total.unwrap_or(if simulated { SIM_ROW_TOTAL } else { 4 << 20 }),
         total_by_time: false,
+        row_budget_ms: by_time.then_some(SIM_ROW_MS),
         offset: 0,
         io: IoMode::Mmap,
         allow_write: r.allow_write,
@@ -113,15 +123,35 @@ fn dma_part(session: &Session, r: &RunRequest, engines: &[Detected]) -> Part {
         window: None,
         sizes: Vec::new(),
         default_size: DefaultSize::Quick,
-        total: r.total.or(device.simulated().then_some(64 << 20)),
+        total: r.total.or(device.simulated().then_some(SIM_ROW_TOTAL)),
+        row_budget_ms: (device.simulated() && r.total.is_none()).then_some(SIM_ROW_MS),
         timeout_ms: 2000,
         allow_dma: r.allow_dma,
         completion: None,
         irq_kind: None,
         rate: None,
+        soak: None,
         common: r.common.clone(),
     };
     Part { request: Some(Request::Dma(request)), notes: Vec::new() }
+}
+
+/// The rows a part of the suite will measure (PIO: per BAR, mapping, direction and width; DMA:
+/// a direction each), for the line said before it runs.
+fn rows(session: &Session, q: &Request) -> usize {
+    match q {
+        Request::Pio(p) => {
+            let bars = p.bars.as_ref().map_or_else(|| session.pio_bars(&[]).map_or(0, |b| b.len()), |b| b.len());
+            let maps = if p.maps.is_empty() { crate::bench::result::MapMode::ALL.len() } else { p.maps.len() };
+            let widths = match &p.widths {
+                Widths::These(w) => w.len(),
+                _ => 1,
+            };
+            bars * maps * p.dirs.len() * widths
+        }
+        Request::Dma(_) => 2,
+        _ => 0,
+    }
 }
 
 /// Run the suite; the stop flag ends it early (what was measured is kept).
@@ -130,6 +160,15 @@ pub fn measure(session: &Session, r: &RunRequest, hooks: &mut Hooks) -> Result<S
     let mut report =
         SuiteReport { info: session.device.info.clone(), engines, pio: None, dma: None, notes: Vec::new() };
     let parts = parts(session, r, &report.engines)?;
+    if session.device.simulated() && r.total.is_none() {
+        let rows: usize = parts.iter().filter_map(|p| p.request.as_ref()).map(|q| rows(session, q)).sum();
+        let secs = (rows as u64 * SIM_ROW_MS) as f64 / 1e3;
+        hooks.progress.announce(&format!(
+            "{}: each of its {rows} rows measures for {SIM_ROW_MS} ms (at least 10 samples), about {secs:.0} s in all; \
+             --total sets the bytes per row instead",
+            session.device.name()
+        ));
+    }
     if parts.iter().any(|p| matches!(p.request, Some(Request::Dma(_)))) {
         // DMA comes after PIO: a no-IOMMU device keeps what opening its buffers needs until then.
         session.expect_dma();

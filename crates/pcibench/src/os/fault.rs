@@ -15,8 +15,12 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
 /// What the registry answers for a faulting address: `None` when it is none of its mappings;
-/// `Some(Hit)` for a BAR mapping, now recorded as gone.
-pub type Lookup = fn(usize) -> Option<Hit>;
+/// otherwise it records the mapping as gone and runs the remedy on it (`ones_under`), holding the
+/// mapping registered (and so mapped) until the remedy returns, and answers what the remedy did.
+pub type Lookup = fn(usize, Remedy) -> Option<bool>;
+
+/// What the handler does to a mapping that faulted: true when the faulting load may run again.
+pub type Remedy = fn(Hit, usize) -> bool;
 
 /// A fault inside a registered mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,10 +72,8 @@ extern "C" fn on_sigbus(_sig: c_int, info: *mut libc::siginfo_t, _ctx: *mut c_vo
     if code > 0 && lookup != 0 {
         // SAFETY: LOOKUP only ever holds a `Lookup` stored by `install`.
         let lookup: Lookup = unsafe { std::mem::transmute::<usize, Lookup>(lookup) };
-        if let Some(hit) = lookup(addr) {
-            if ones_under(hit, addr) {
-                return;
-            }
+        if lookup(addr, ones_under) == Some(true) {
+            return;
         }
     }
     // None of ours (or the remap failed): the default action, as if no handler were installed.
@@ -87,13 +89,16 @@ extern "C" fn on_sigbus(_sig: c_int, info: *mut libc::siginfo_t, _ctx: *mut c_vo
 /// whole of it is first remapped onto the empty memfd, so that every other page of it faults into
 /// here as well rather than reaching the card (or a card that came back) through the old mapping.
 /// Two threads faulting at once converge: a page wiped by the other's remap faults again.
-/// Async-signal-safe. False when a mapping call failed.
+/// Runs inside the registry's `lookup`, which keeps the mapping from being unregistered (and so
+/// unmapped, and its range reused) until this returns. Async-signal-safe. False when a mapping
+/// call failed.
 fn ones_under(hit: Hit, addr: usize) -> bool {
     let Hit { start, len, first } = hit;
     let page = PAGE.load(Ordering::Relaxed);
     let end = (start + len).next_multiple_of(page);
     let empty = EMPTY.load(Ordering::Relaxed);
-    // SAFETY: the range is a live BAR mapping the registry holds (it unregisters before unmap);
+    // SAFETY: the range is a live BAR mapping the registry holds while this runs (unregistering
+    // waits for it, and comes before the unmap);
     // MAP_FIXED replaces its pages in place, and nothing in Rust holds a reference into device
     // memory (all BAR access is volatile loads and stores through raw pointers).
     unsafe {

@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod fault;
 pub mod memlock;
 pub mod mmap;
+pub mod numa;
 pub mod pagemap;
 pub mod privilege;
 pub mod space;

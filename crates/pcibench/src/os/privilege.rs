@@ -148,17 +148,94 @@ pub fn refuse_sysroot_for_root(
             crate::text::one_line(&uid.to_string_lossy())
         )));
     }
-    if let Some(why) = not_roots(root) {
+    if let Some(why) = ancestors_not_roots(root).or_else(|| not_roots(root)) {
         return Err(Error::Refused(format!(
-            "refusing {given} {shown}: {why}; root takes a fixture root only when root owns all of it (another user's \
-             tree could link anywhere): chown -R root:root it, or run as that user"
+            "refusing {given} {shown}: {why}; root takes a fixture root only when root owns all of it and the \
+             directories above it (another user's tree could link anywhere, or be swapped for another after this \
+             check): chown -R root:root it under a directory only root may change, or run as that user"
         )));
     }
     Ok(())
 }
 
-/// The first thing under `root` (not following links) that is not root's, in words; a tree
-/// too large to check whole counts as not root's.
+/// Whether a directory's entries can be renamed, removed or added by anyone but root: it is not
+/// root's, or group (other than root's group) or others may write it. `sticky_ok`: the sticky bit
+/// (like /tmp) stops others from renaming or removing what is not theirs (fs/namei.c,
+/// may_delete / check_sticky), enough for a directory on the way to an existing entry of root's.
+fn others_may_change(m: &std::fs::Metadata, sticky_ok: bool) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if m.uid() != 0 {
+        return Some(format!("belongs to uid {}", m.uid()));
+    }
+    let mode = m.mode();
+    let writable = mode & 0o002 != 0 || (mode & 0o020 != 0 && m.gid() != 0);
+    if writable && !(sticky_ok && mode & 0o1000 != 0) {
+        return Some(format!("is writable by others (mode {:04o})", mode & 0o7777));
+    }
+    None
+}
+
+/// The first directory on the way to `root` (from `/`, as named, not following links) that
+/// someone other than root could change: the tree could be moved away after it was checked and
+/// another put in its place, so a tree of root's is only as safe as the directories above it
+/// (issue 51, M2). A link on the way is refused too: its target is not what was checked. Where
+/// the tree is missing, its nearest directory must not be writable by others even if sticky
+/// (anyone could create the tree there).
+fn ancestors_not_roots(root: &std::path::Path) -> Option<String> {
+    use std::path::{Component, PathBuf};
+    let shown = |p: &std::path::Path| crate::text::one_line(&p.display().to_string());
+    let abs = match root.is_absolute() {
+        true => root.to_path_buf(),
+        false => match std::env::current_dir() {
+            Ok(d) => d.join(root),
+            Err(e) => return Some(format!("cannot tell where {} is ({e})", shown(root))),
+        },
+    };
+    let mut at = PathBuf::from("/");
+    let mut parts = abs.components().filter(|c| !matches!(c, Component::RootDir | Component::CurDir)).peekable();
+    loop {
+        let m = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("cannot look at {} ({e})", shown(&at))),
+        };
+        if m.file_type().is_symlink() {
+            return Some(format!(
+                "{} on the way to it is a symbolic link: name the fixture root by its real path{}",
+                shown(&at),
+                std::fs::canonicalize(&abs).map(|r| format!(" ({})", shown(&r))).unwrap_or_default()
+            ));
+        }
+        // Past the last component: nothing on the way found wanting.
+        let next = parts.next()?;
+        let name = match next {
+            Component::Normal(n) => n,
+            _ => return Some(format!("{} has a `..` in it: name the fixture root by its real path", shown(root))),
+        };
+        let child = at.join(name);
+        let missing = matches!(std::fs::symlink_metadata(&child), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        if let Some(why) = others_may_change(&m, !missing) {
+            return Some(format!("{} on the way to it {why}", shown(&at)));
+        }
+        if missing {
+            return None;
+        }
+        if parts.peek().is_none() {
+            // The tree itself: `not_roots` checks it and everything in it, but not where a link
+            // in its place would lead.
+            if std::fs::symlink_metadata(&child).is_ok_and(|c| c.file_type().is_symlink()) {
+                return Some(format!(
+                    "it is a symbolic link: name the fixture root by its real path{}",
+                    std::fs::canonicalize(&abs).map(|r| format!(" ({})", shown(&r))).unwrap_or_default()
+                ));
+            }
+            return None;
+        }
+        at = child;
+    }
+}
+
+/// The first thing under `root` (not following links) that is not root's, or a directory in it
+/// others may write, in words; a tree too large to check whole counts as not root's.
 fn not_roots(root: &std::path::Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     const MOST: usize = 200_000;
@@ -179,6 +256,9 @@ fn not_roots(root: &std::path::Path) -> Option<String> {
             return Some(format!("{} belongs to uid {}", crate::text::one_line(&p.display().to_string()), m.uid()));
         }
         if m.is_dir() {
+            if let Some(why) = others_may_change(&m, false) {
+                return Some(format!("{} {why}", crate::text::one_line(&p.display().to_string())));
+            }
             match std::fs::read_dir(&p) {
                 Ok(d) => todo.extend(d.flatten().map(|e| e.path())),
                 Err(e) => {
@@ -423,6 +503,51 @@ mod tests {
         std::fs::set_permissions(&x, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = refuse_sysroot_for_root(&root, "$PCIBENCH_SYSROOT", t.path(), None).unwrap_err().to_string();
         assert!(e.contains("sys/bus/x belongs to uid 1000") && e.contains("root owns all of it"), "{e}");
+    }
+
+    /// M2 residue (issue 51): a tree of root's is only as safe as the directories above it. Under a
+    /// user's directory, through a link, in a directory others may write, or missing where
+    /// anyone could create it, it is refused; a directory in it that others may write too.
+    #[test]
+    fn root_takes_a_fixture_root_only_under_directories_only_root_may_change() {
+        use std::os::unix::fs::{chown, symlink, PermissionsExt};
+        if !rustix::process::geteuid().is_root() {
+            return; // chown needs root
+        }
+        let root = p(false, 0, 0, u64::MAX);
+        let refused = |tree: &std::path::Path| {
+            refuse_sysroot_for_root(&root, "--sysroot", tree, None).err().map(|e| e.to_string()).unwrap_or_default()
+        };
+        let t = tempfile::tempdir().unwrap();
+        let mode =
+            |d: &std::path::Path, m: u32| std::fs::set_permissions(d, std::fs::Permissions::from_mode(m)).unwrap();
+        let users = t.path().join("home");
+        std::fs::create_dir_all(users.join("tree/sys")).unwrap();
+        chown(&users, Some(1000), Some(1000)).unwrap();
+        let e = refused(&users.join("tree"));
+        assert!(e.contains("home on the way to it belongs to uid 1000") && e.contains("directories above it"), "{e}");
+        // The same tree under a directory of root's is taken, by its path and not through a link.
+        let srv = t.path().join("srv");
+        std::fs::create_dir_all(srv.join("tree/sys")).unwrap();
+        assert_eq!(refused(&srv.join("tree")), "");
+        symlink(&srv, t.path().join("link")).unwrap();
+        let e = refused(&t.path().join("link/tree"));
+        assert!(e.contains("link on the way to it is a symbolic link") && e.contains("srv/tree)"), "{e}");
+        symlink(srv.join("tree"), srv.join("alias")).unwrap();
+        assert!(refused(&srv.join("alias")).contains("it is a symbolic link"));
+        // Writable by others: above it (unless sticky, with the tree there), or in it.
+        mode(&srv, 0o777);
+        assert!(refused(&srv.join("tree")).contains("srv on the way to it is writable by others (mode 0777)"));
+        mode(&srv, 0o1777);
+        assert_eq!(refused(&srv.join("tree")), "");
+        assert!(
+            refused(&srv.join("none")).contains("is writable by others (mode 1777)"),
+            "missing: anyone could make it"
+        );
+        mode(&srv, 0o755);
+        assert_eq!(refused(&srv.join("none")), "", "missing under root's own directory: nothing there to follow");
+        mode(&srv.join("tree/sys"), 0o777);
+        assert!(refused(&srv.join("tree")).contains("tree/sys is writable by others (mode 0777)"));
     }
 
     #[test]

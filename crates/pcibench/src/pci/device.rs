@@ -178,6 +178,9 @@ pub struct DeviceInfo {
     pub driver: Option<String>,
     pub iommu_group: Option<u32>,
     pub numa_node: Option<i32>,
+    /// The physical slot it sits in, where sysfs or a port's Slot Capabilities name one (`pci::slot`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physical_slot: Option<super::slot::PhysicalSlot>,
     /// The upstream bridge, when the device sits behind one.
     pub parent: Option<String>,
     pub command: Option<Command>,
@@ -190,10 +193,40 @@ pub struct DeviceInfo {
     pub config_bytes: usize,
     pub capabilities: Vec<Capability>,
     pub extended_capabilities: Vec<Capability>,
+    /// Its interrupts as config space lays them out (the MSI and MSI-X capabilities, the MSI-X
+    /// table and PBA, the INTx pin), where config space beyond the header could be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupts: Option<super::intr::IrqCaps>,
     pub warnings: Vec<String>,
     /// A device that is a model in another process, reached over vfio-user: what its server said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub served: Option<Served>,
+    /// A simulated card's DMA engine datapath (its model's rate: what bounds its DMA rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub datapath: Option<DatapathInfo>,
+}
+
+/// A simulated card's engine datapath (`sim::datapath::Datapath`) as `info` and reports show it:
+/// its rate in each direction, the bytes of each descriptor fetched over it, and what it stands
+/// for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DatapathInfo {
+    pub mbps: f64,
+    pub desc_bytes: u64,
+    pub basis: String,
+}
+
+impl DatapathInfo {
+    /// The most transfers of `size` bytes (one descriptor each) move at, MB/s: the datapath's
+    /// rate less the share its descriptor fetches take.
+    pub fn limit_mbps(&self, size: u64) -> f64 {
+        self.mbps * size as f64 / (size + self.desc_bytes).max(1) as f64
+    }
+
+    /// "sim card model: 2,000 MB/s per direction".
+    pub fn header(&self) -> String {
+        format!("sim card model: {} MB/s per direction", crate::units::group_thousands(self.mbps.round() as u64))
+    }
 }
 
 /// What a vfio-user server said about itself and the device it serves (`info` shows it).
@@ -205,8 +238,20 @@ pub struct Served {
     pub protocol: String,
     /// Its capabilities, the JSON of its VERSION reply.
     pub capabilities: String,
-    /// The pcibench simulated card it serves (`pcibench serve`), if it says it is pcibench's own.
+    /// The pcibench simulated card it serves (`pcibench serve`), when that is established by
+    /// more than its word: the process at the other end is this very pcibench executable (its
+    /// SO_PEERCRED pid's /proc/PID/exe), run by this user or root, and serves that card's ids and
+    /// BARs. Only then is it treated as the simulated card (no consent flags needed).
     pub pcibench_card: Option<String>,
+    /// A claim to be pcibench's own card that was not taken, and why (`info` says so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim_refused: Option<String>,
+    /// BARs it maps in part: the BAR and its mapped areas (offset, size); the rest are messages.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partly_mapped: Vec<(u8, Vec<(u64, u64)>)>,
+    /// BARs whose descriptor was not used, and why (not sealed against shrinking, too short).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmapped: Vec<(u8, String)>,
     /// Whether it can reset the device (DEVICE_GET_INFO's reset flag).
     pub resettable: bool,
     /// The BARs it lets this process map (the rest go through region read/write messages).

@@ -8,7 +8,7 @@ use super::config::{parse, COMMAND};
 use serde::Serialize;
 
 const STATUS: usize = 0x06;
-const INTERRUPT_PIN: usize = 0x3d;
+pub const INTERRUPT_PIN: usize = 0x3d;
 /// Command bit 10: Interrupt Disable (INTx); status bit 3: Interrupt Status (PCI 2.3 and later).
 pub const CMD_INTX_DISABLE: u16 = 1 << 10;
 pub const STATUS_INTERRUPT: u16 = 1 << 3;
@@ -45,6 +45,9 @@ pub struct MsiX {
     /// The BAR holding the vector table (BIR) and the offset in it.
     pub table_bar: u8,
     pub table_offset: u32,
+    /// The BAR holding the Pending Bit Array and the offset in it.
+    pub pba_bar: u8,
+    pub pba_offset: u32,
 }
 
 /// A function's interrupt facts from its config space.
@@ -92,6 +95,7 @@ pub fn read(bytes: &[u8]) -> IrqCaps {
     let msix = cap(CAP_MSIX).and_then(|at| {
         let ctl = rd16(bytes, at + 2)?;
         let table = rd32(bytes, at + 4)?;
+        let pba = rd32(bytes, at + 8)?;
         Some(MsiX {
             offset: at as u16,
             vectors: (ctl & MSIX_TABLE_SIZE) as u32 + 1,
@@ -99,6 +103,8 @@ pub fn read(bytes: &[u8]) -> IrqCaps {
             function_masked: ctl & MSIX_MASK_ALL != 0,
             table_bar: (table & 0x7) as u8,
             table_offset: table & !0x7,
+            pba_bar: (pba & 0x7) as u8,
+            pba_offset: pba & !0x7,
         })
     });
     IrqCaps {
@@ -128,6 +134,7 @@ mod tests {
         b[0x70] = 0x11;
         b[0x72..0x74].copy_from_slice(&7u16.to_le_bytes());
         b[0x74..0x78].copy_from_slice(&(0x2000u32 | 2).to_le_bytes());
+        b[0x78..0x7c].copy_from_slice(&(0x3000u32 | 2).to_le_bytes());
         b
     }
 
@@ -139,6 +146,7 @@ mod tests {
         assert_eq!((m.offset, m.vectors, m.enabled, m.addr64, m.per_vector_mask), (0x50, 4, true, true, false));
         let x = c.msix.unwrap();
         assert_eq!((x.offset, x.vectors, x.enabled, x.table_bar, x.table_offset), (0x70, 8, false, 2, 0x2000));
+        assert_eq!((x.pba_bar, x.pba_offset), (2, 0x3000));
         // No capability list, no pin: nothing offered; a truncated header: nothing known.
         let mut plain = vec![0u8; 64];
         plain[0x3d] = 9;

@@ -13,6 +13,7 @@ pub mod names;
 pub mod partner;
 pub mod resource;
 pub mod rom;
+pub mod slot;
 pub mod sysfs;
 
 pub use address::PciAddress;

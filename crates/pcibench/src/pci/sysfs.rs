@@ -131,6 +131,7 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
     let numa_node = read_trim(&dir.join("numa_node")).and_then(|s| s.parse().ok()).filter(|n: &i32| *n >= 0);
     let (vid, did, svid, sdid) = (ids.vendor, ids.device, ids.subsystem_vendor, ids.subsystem_device);
     let mut info = DeviceInfo {
+        datapath: None,
         address: addr.to_string(),
         simulated: false,
         vendor_id: vid,
@@ -146,6 +147,7 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
         driver: link_name(&dir.join("driver")),
         iommu_group: iommu_group(&dir, &mut w),
         numa_node,
+        physical_slot: if detail != Detail::Summary { super::slot::of(host, addr) } else { None },
         parent,
         command: cfg.command.map(Command::from_raw),
         bars,
@@ -156,6 +158,8 @@ pub fn read_device_with_config(host: &Host, addr: &PciAddress, detail: Detail) -
         config_bytes: cfg_bytes.len(),
         capabilities: cfg.capabilities,
         extended_capabilities: cfg.extended_capabilities,
+        // Beyond the 64-byte header (root reads it): the capabilities and their tables.
+        interrupts: (full && cfg_bytes.len() > 64).then(|| super::intr::read(&cfg_bytes)),
         warnings: w,
         served: None,
     };

@@ -20,9 +20,10 @@ pub fn note(r: &Report, rows: &[Row], label: &dyn Fn(&Row) -> String) -> Option<
     let with: Vec<(&Row, &EngineFigures)> = rows.iter().filter_map(|x| x.engine.as_ref().map(|e| (x, e))).collect();
     let (_, first) = with.first()?;
     let mut s = String::from(if first.last_run {
-        "the engine's own counters (over each row's last run, counting only while the engine ran), beside the host's figures:"
+        "the engine's own counters (over each row's median sample: its last run, counting only while the engine ran), \
+         beside the host's figures over the same run:"
     } else {
-        "the engine's own counters (over each row, counting throughout), beside the host's figures:"
+        "the engine's own counters (over each row's median sample, counting throughout), beside the host's figures:"
     });
     for (x, e) in &with {
         let name = label(x);
@@ -38,7 +39,7 @@ pub fn row_text(x: &Row, e: &EngineFigures) -> String {
     if let Some(m) = e.engine_mbps {
         parts.push(format!("engine {m:.0} MB/s over its counted time"));
     }
-    if let Some(h) = x.stats.as_ref().map(|s| s.median_mbps) {
+    if let Some(h) = e.host_mbps().or(x.stats.as_ref().map(|s| s.median_mbps)) {
         parts.push(format!("host {h:.0} MB/s"));
     }
     if let Some(b) = e.busy_pct {

@@ -5,11 +5,21 @@
 
 use crate::health::{gen_width, FunctionHealth, HealthReport, Status};
 
-const HEADER: [&str; 10] =
-    ["DEVICE", "IDS", "DRIVER", "TYPE", "LINK", "CAN", "AER C/NF/F", "STATUS BITS", "COMMAND", "LIMITED BY"];
+const HEADER: [&str; 11] =
+    ["DEVICE", "SLOT", "IDS", "DRIVER", "TYPE", "LINK", "CAN", "AER C/NF/F", "STATUS BITS", "COMMAND", "LIMITED BY"];
+/// HEADER's SLOT column: shown only when some function has a physical slot.
+const SLOT: usize = 1;
 
-/// One function's cells, in HEADER's order.
-fn cells(f: &FunctionHealth) -> Vec<String> {
+/// One function's cells, in HEADER's order (without SLOT unless `slots`).
+fn cells(f: &FunctionHealth, slots: bool) -> Vec<String> {
+    let mut c = all_cells(f);
+    if !slots {
+        c.remove(SLOT);
+    }
+    c
+}
+
+fn all_cells(f: &FunctionHealth) -> Vec<String> {
     let (link, can, by) = match &f.link {
         None => ("-".to_string(), "-".to_string(), "-".to_string()),
         Some(k) => {
@@ -62,6 +72,7 @@ fn cells(f: &FunctionHealth) -> Vec<String> {
     };
     vec![
         f.address.clone(),
+        f.slot.as_ref().map_or_else(|| "-".to_string(), |s| s.name.clone()),
         format!("{}:{}", f.vendor_id, f.device_id),
         f.driver.clone().unwrap_or_else(|| "-".into()),
         f.port_type.clone().unwrap_or_else(|| "-".into()),
@@ -77,10 +88,16 @@ fn cells(f: &FunctionHealth) -> Vec<String> {
 /// The whole table. `previous` (`--watch`'s first refresh): cells that differ from it are shown
 /// in reverse video when `color`.
 pub fn table(r: &HealthReport, previous: Option<&HealthReport>, color: bool) -> String {
-    let rows: Vec<Vec<String>> = r.functions.iter().map(cells).collect();
-    let before: Vec<(String, Vec<String>)> =
-        previous.map(|p| p.functions.iter().map(|f| (f.address.clone(), cells(f))).collect()).unwrap_or_default();
-    let mut widths: Vec<usize> = HEADER.iter().map(|h| h.len()).collect();
+    let slots = r.functions.iter().any(|f| f.slot.is_some());
+    let rows: Vec<Vec<String>> = r.functions.iter().map(|f| cells(f, slots)).collect();
+    let before: Vec<(String, Vec<String>)> = previous
+        .map(|p| p.functions.iter().map(|f| (f.address.clone(), cells(f, slots))).collect())
+        .unwrap_or_default();
+    let mut header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
+    if !slots {
+        header.remove(SLOT);
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, c) in widths.iter_mut().zip(row) {
             *w = (*w).max(c.chars().count());
@@ -109,7 +126,6 @@ pub fn table(r: &HealthReport, previous: Option<&HealthReport>, color: bool) -> 
     };
     // No header over no rows (a host whose devices are all conventional PCI, as in many VMs).
     if !rows.is_empty() {
-        let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
         out.push_str(&line(&header, &|_| false));
     }
     for row in &rows {

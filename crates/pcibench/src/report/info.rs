@@ -70,6 +70,9 @@ pub fn info_text(d: &DeviceInfo) -> String {
     if let Some(p) = &d.parent {
         let _ = writeln!(s, "  Upstream:      {p}");
     }
+    if let Some(slot) = &d.physical_slot {
+        let _ = writeln!(s, "  Physical slot: {}", slot.words());
+    }
     match &d.command {
         Some(c) => {
             let _ = writeln!(s, "  Control:       {} (command {:#06x})", c.describe(), c.raw);
@@ -86,6 +89,15 @@ pub fn info_text(d: &DeviceInfo) -> String {
             s,
             "  Link model:    raw {:.0} MB/s per direction; write limit {:.0} MB/s, read limit {:.0} MB/s for transfers >= 1 MiB{assumed}",
             m.raw_mbps, m.write_mbps, m.read_mbps
+        );
+    }
+    if let Some(p) = &d.datapath {
+        let _ = writeln!(
+            s,
+            "  Engine model:  {} MB/s per direction, each {}-byte descriptor fetched over it too ({}): what bounds its DMA",
+            crate::units::group_thousands(p.mbps.round() as u64),
+            p.desc_bytes,
+            p.basis
         );
     }
     if let Some(a) = &d.aer {
@@ -109,7 +121,32 @@ pub fn info_text(d: &DeviceInfo) -> String {
             .collect();
         let _ = writeln!(s, "  Extended caps: {}", caps.join(", "));
     }
+    if let Some(i) = &d.interrupts {
+        interrupts_text(i, &mut s);
+    }
     s
+}
+
+/// The `Interrupts:` line, in lspci -vvv's terms: MSI-X with its table and PBA (BAR and offset),
+/// MSI, the INTx pin.
+fn interrupts_text(i: &crate::pci::intr::IrqCaps, s: &mut String) {
+    let mut kinds = Vec::new();
+    if let Some(x) = i.msix {
+        kinds.push(format!(
+            "MSI-X {} vectors (table BAR{} at {:#x}, PBA BAR{} at {:#x})",
+            x.vectors, x.table_bar, x.table_offset, x.pba_bar, x.pba_offset
+        ));
+    }
+    if let Some(m) = i.msi {
+        let bits = if m.addr64 { "64-bit" } else { "32-bit" };
+        kinds.push(format!("MSI {} vector{} ({bits})", m.vectors, if m.vectors == 1 { "" } else { "s" }));
+    }
+    if let Some(pin) = i.pin_name() {
+        kinds.push(format!("INTx pin {}", &pin[3..]));
+    }
+    if !kinds.is_empty() {
+        let _ = writeln!(s, "  Interrupts:    {}", kinds.join(", "));
+    }
 }
 
 /// One line per BAR.
@@ -188,20 +225,28 @@ fn link_text(d: &DeviceInfo, s: &mut String) {
 pub fn served_text(d: &DeviceInfo) -> String {
     let Some(v) = &d.served else { return String::new() };
     let mut s = String::new();
-    let who = match &v.pcibench_card {
-        Some(card) => format!("pcibench's simulated card {card}, served by pcibench serve"),
-        None => "a device model in another process".to_string(),
+    let who = match (&v.pcibench_card, &v.claim_refused) {
+        (Some(card), _) => format!("pcibench's simulated card {card}, served by pcibench serve"),
+        (None, Some(why)) => format!("a device model in another process ({why}: not taken as a simulated card)"),
+        (None, None) => "a device model in another process".to_string(),
     };
     let _ = writeln!(s, "  vfio-user:     {who}");
     let _ = writeln!(s, "  Server:        protocol {}, socket {}", v.protocol, v.socket);
     let _ = writeln!(s, "  Capabilities:  {}", v.capabilities);
-    let mapped = if v.mapped_bars.is_empty() {
+    let mut mapped: Vec<String> = v.mapped_bars.iter().map(|b| format!("BAR{b}")).collect();
+    for (b, areas) in &v.partly_mapped {
+        let a: Vec<String> = areas.iter().map(|&(o, n)| format!("{o:#x}-{:#x}", o + n - 1)).collect();
+        mapped.push(format!("BAR{b} in part ({})", a.join(", ")));
+    }
+    let mapped = if mapped.is_empty() {
         "none (every BAR access is a region read/write message)".to_string()
     } else {
-        v.mapped_bars.iter().map(|b| format!("BAR{b}")).collect::<Vec<_>>().join(", ")
-            + " (others: region read/write messages)"
+        mapped.join(", ") + " (the rest: region read/write messages)"
     };
     let _ = writeln!(s, "  Mapped BARs:   {mapped}");
+    for (b, why) in &v.unmapped {
+        let _ = writeln!(s, "                 BAR{b} not mapped: {why}");
+    }
     let irqs = if v.interrupts.is_empty() {
         "none".to_string()
     } else {

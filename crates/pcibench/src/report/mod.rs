@@ -14,13 +14,16 @@ pub mod health;
 pub mod info;
 pub mod json;
 pub mod latency;
+pub mod memtest;
 pub mod notes;
 pub mod openmetrics;
+pub mod ops;
 pub mod plot;
 pub mod queues;
 pub mod rate;
 pub mod seed;
 pub mod setup;
+pub mod soak;
 pub mod table;
 
 use crate::bench::result::Report;

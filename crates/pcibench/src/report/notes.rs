@@ -356,7 +356,23 @@ pub fn where_it_ran(c: &Context) -> String {
         None => "",
     };
     let _ = write!(out, "; {}{tsc}", c.clock);
+    if let Some(b) = &c.dma_buffers {
+        let _ = write!(out, "; {}", b.words());
+    }
     out
+}
+
+/// Where it ran and why there is no link limit: the lines under a report's title.
+pub(super) fn context_lines(s: &mut String, r: &crate::bench::result::Report) {
+    if let Some(c) = &r.context {
+        let _ = writeln!(s, "  {}", where_it_ran(c));
+    }
+    if let Some(n) = &r.limit_note {
+        let _ = writeln!(s, "  {n}");
+    }
+    if let Some(i) = &r.interrupts {
+        let _ = writeln!(s, "  completion by interrupt: {i}");
+    }
 }
 
 #[cfg(test)]
@@ -393,6 +409,7 @@ mod tests {
             allow_write: true,
             strict_map: true,
             strict_width: true,
+            registers: Vec::new(),
         };
         let stop = AtomicBool::new(false);
         let mut progress = |_: u64| {};

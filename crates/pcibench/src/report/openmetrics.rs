@@ -5,11 +5,13 @@
 //! for GT/s; counters end in `_total`); label values are escaped (`\\`, `\"`, `\n`).
 //! `health` renders a link-health check, `saved_run` a measuring command's `--save` file.
 
+use crate::bench::result::{Report, Row};
 use crate::health::{HealthReport, Status};
 use crate::results::config::Config;
 use crate::results::saved::SavedRun;
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write;
+use std::fmt::Write as _;
+use std::io::Write as _;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -275,14 +277,95 @@ pub fn health(r: &HealthReport) -> String {
     e.render()
 }
 
+/// What `saved_run` takes of a row: its configuration and figures. `export` keeps its rows as
+/// these while it reads the file (`results::stream`), never whole.
+pub struct RunRow {
+    pub config: Config,
+    /// Throughput median, p5, p95 (MB/s) and per-transfer p50, p90, p99, p999 (µs).
+    stats: Option<[f64; 7]>,
+    /// Single-access p50, p90, p99, p99.9, p99.99 (ns), mean (ns) and samples.
+    latency: Option<([f64; 5], f64, u64)>,
+    verified: Option<bool>,
+}
+
+impl RunRow {
+    /// `row` of `report`.
+    pub fn of(report: &Report, row: &Row) -> RunRow {
+        let mut r = RunRow::of_row(row);
+        r.in_report(report);
+        r
+    }
+
+    /// `row` before its report is known (`in_report` then says what the report adds).
+    pub fn of_row(row: &Row) -> RunRow {
+        let stats = row.stats.as_ref().map(|s| {
+            let l = &s.latency;
+            [s.median_mbps, s.p5_mbps, s.p95_mbps, l.p50_us, l.p90_us, l.p99_us, l.p999_us]
+        });
+        let latency =
+            row.latency.as_ref().map(|l| ([l.p50_ns, l.p90_ns, l.p99_ns, l.p999_ns, l.p9999_ns], l.mean_ns, l.samples));
+        RunRow {
+            config: Config::of(
+                &Report::new(crate::bench::result::Kind::Pio, "", false, crate::access::Via::Sim, 0.0),
+                row,
+            ),
+            stats,
+            latency,
+            verified: row.verify.as_ref().map(|v| matches!(v, crate::bench::result::Verify::Ok)),
+        }
+    }
+
+    /// The report-wide part of its configuration (the kind, the engine).
+    pub fn in_report(&mut self, report: &Report) {
+        let of_report = Config::of(report, &Row::new(self.config.dir, 0));
+        (self.config.kind, self.config.engine) = (of_report.kind, of_report.engine);
+    }
+}
+
+const THROUGHPUT: &str = "pcibench_throughput_bytes_per_second";
+const TRANSFER: &str = "pcibench_transfer_latency_seconds";
+const LATENCY: &str = "pcibench_latency_seconds";
+const VERIFIED: &str = "pcibench_verified";
+
 /// A measuring command's saved run (`--save`): per configuration, throughput median and p5/p95,
 /// per-transfer latency percentiles, and a latency run's percentiles as a summary.
 pub fn saved_run(run: &SavedRun) -> String {
+    let rows: Vec<RunRow> = run.rows().map(|(report, row)| RunRow::of(report, row)).collect();
+    let mut out = Vec::new();
+    // Writing to memory cannot fail.
+    let _ = write_saved_run(run, &rows, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A saved run's rows as `write_saved_run` takes them, kept while `results::stream` reads the
+/// file (each row's report-wide part filled in once its report is whole).
+#[derive(Default)]
+pub struct RunRows {
+    pub rows: Vec<RunRow>,
+    /// Where the current report's rows begin.
+    start: usize,
+}
+
+impl crate::results::stream::Rows for RunRows {
+    fn row(&mut self, _report: usize, _index: usize, row: Row) {
+        self.rows.push(RunRow::of_row(&row));
+    }
+    fn report(&mut self, _index: usize, report: &Report) {
+        for r in &mut self.rows[self.start..] {
+            r.in_report(report);
+        }
+        self.start = self.rows.len();
+    }
+}
+
+/// `saved_run` of `run` (its head: device, context) and its `rows`, written to `out` as it goes:
+/// each family's samples in turn, one pass over the rows a family, so nothing but the rows' labels
+/// is held beside them.
+pub fn write_saved_run(run: &SavedRun, rows: &[RunRow], out: &mut dyn std::io::Write) -> std::io::Result<()> {
     use Kind::*;
     let mut e = Exposition::default();
     let device = run.device.as_ref().map_or(String::new(), |d| d.address.clone());
-    let base = l(&[("command", &run.command), ("device", &device)]);
-    let mut info = base.clone();
+    let mut info = l(&[("command", &run.command), ("device", &device)]);
     if let Some(d) = &run.device {
         info.extend(l(&[("vendor", &d.vendor_id), ("device_id", &d.device_id), ("name", &d.name)]));
     }
@@ -298,14 +381,99 @@ pub fn saved_run(run: &SavedRun) -> String {
         info,
         1.0,
     );
-    // Labels given so far, and per configuration the next `#k` to try: a run of n rows of one
-    // configuration costs n lookups, not n^2/2 (a Vec searched from `#2` up each time made
-    // 10^5 rows take minutes; issue 43).
+    out.write_all(e.render().as_bytes())?;
+    let base = format!("command=\"{}\",device=\"{}\"", escape_label(&run.command), escape_label(&device));
+    let labels = labels(rows);
+    // Families in the order rows first name them.
+    let mut order: Vec<&'static str> = Vec::new();
+    for r in rows {
+        let named = [
+            (r.stats.is_some(), THROUGHPUT),
+            (r.stats.is_some(), TRANSFER),
+            (r.latency.is_some(), LATENCY),
+            (r.verified.is_some(), VERIFIED),
+        ];
+        for (has, family) in named {
+            if has && !order.contains(&family) {
+                order.push(family);
+            }
+        }
+        if order.len() == 4 {
+            break;
+        }
+    }
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
+    for family in order {
+        let (kind, help) = match family {
+            THROUGHPUT => (Gauge, "Throughput of a configuration over its samples (stat: median, p5, p95), bytes per second."),
+            // `stat`, not `quantile`: that label belongs to summaries (promtool check metrics), and
+            // these percentiles come with no sum or count of their own.
+            TRANSFER => (
+                Gauge,
+                "Time of one transfer in a throughput configuration, by percentile (stat: p50, p90, p99, p999), seconds.",
+            ),
+            LATENCY => (Summary, "Single-access latency of a configuration, seconds."),
+            _ => (Gauge, "1 when the configuration's data verified, 0 when it did not."),
+        };
+        let kind = match kind {
+            Gauge => "gauge",
+            Counter => "counter",
+            Summary => "summary",
+        };
+        writeln!(w, "# HELP {family} {}", escape_help(help))?;
+        writeln!(w, "# TYPE {family} {kind}")?;
+        for (r, label) in rows.iter().zip(&labels) {
+            let c = &r.config;
+            let id = format!(
+                "{base},config=\"{}\",kind=\"{}\",dir=\"{}\",size_bytes=\"{}\"",
+                escape_label(label),
+                escape_label(c.kind.name()),
+                c.dir,
+                c.size
+            );
+            let mut sample = |suffix: &str, extra: Option<(&str, &str)>, v: f64| match extra {
+                Some((k, x)) => writeln!(w, "{family}{suffix}{{{id},{k}=\"{x}\"}} {}", number(v)),
+                None => writeln!(w, "{family}{suffix}{{{id}}} {}", number(v)),
+            };
+            match (family, &r.stats, &r.latency) {
+                (THROUGHPUT, Some(s), _) => {
+                    for (stat, mbps) in [("median", s[0]), ("p5", s[1]), ("p95", s[2])] {
+                        sample("", Some(("stat", stat)), mbps * 1e6)?;
+                    }
+                }
+                (TRANSFER, Some(s), _) => {
+                    for (stat, us) in [("p50", s[3]), ("p90", s[4]), ("p99", s[5]), ("p999", s[6])] {
+                        sample("", Some(("stat", stat)), us / 1e6)?;
+                    }
+                }
+                (LATENCY, _, Some((q, mean, n))) => {
+                    for (quantile, ns) in ["0.5", "0.9", "0.99", "0.999", "0.9999"].into_iter().zip(q) {
+                        sample("", Some(("quantile", quantile)), ns / 1e9)?;
+                    }
+                    sample("_sum", None, mean * *n as f64 / 1e9)?;
+                    sample("_count", None, *n as f64)?;
+                }
+                (VERIFIED, _, _) => {
+                    if let Some(ok) = r.verified {
+                        sample("", None, f64::from(u8::from(ok)))?;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    w.flush()
+}
+
+/// Each row's configuration in words, a repeat numbered (`label #2`) in order. Labels given so
+/// far, and per configuration the next `#k` to try: a run of n rows of one configuration costs n
+/// lookups, not n^2/2 (a Vec searched from `#2` up each time made 10^5 rows take minutes; issue 43).
+fn labels(rows: &[RunRow]) -> Vec<String> {
     let mut seen: HashSet<String> = HashSet::new();
     let mut next: HashMap<String, usize> = HashMap::new();
-    for (report, row) in run.rows() {
-        let c = Config::of(report, row);
-        let words = c.label();
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let words = r.config.label();
         let mut label = words.clone();
         if seen.contains(&label) {
             let k = next.entry(words.clone()).or_insert(2);
@@ -318,83 +486,9 @@ pub fn saved_run(run: &SavedRun) -> String {
             }
         }
         seen.insert(label.clone());
-        let mut id = base.clone();
-        id.extend(l(&[
-            ("config", &label),
-            ("kind", c.kind.name()),
-            ("dir", &c.dir.to_string()),
-            ("size_bytes", &c.size.to_string()),
-        ]));
-        let with = |k: &str, v: &str| {
-            let mut x = id.clone();
-            x.push((k.into(), v.into()));
-            x
-        };
-        if let Some(s) = &row.stats {
-            for (stat, mbps) in [("median", s.median_mbps), ("p5", s.p5_mbps), ("p95", s.p95_mbps)] {
-                e.add(
-                    "pcibench_throughput_bytes_per_second",
-                    Gauge,
-                    "Throughput of a configuration over its samples (stat: median, p5, p95), bytes per second.",
-                    with("stat", stat),
-                    mbps * 1e6,
-                );
-            }
-            // `stat`, not `quantile`: that label belongs to summaries (promtool check metrics), and these
-            // percentiles come with no sum or count of their own.
-            for (q, us) in [
-                ("p50", s.latency.p50_us),
-                ("p90", s.latency.p90_us),
-                ("p99", s.latency.p99_us),
-                ("p999", s.latency.p999_us),
-            ] {
-                e.add(
-                    "pcibench_transfer_latency_seconds",
-                    Gauge,
-                    "Time of one transfer in a throughput configuration, by percentile (stat: p50, p90, p99, p999), seconds.",
-                    with("stat", q),
-                    us / 1e6,
-                );
-            }
-        }
-        if let Some(lat) = &row.latency {
-            for (q, ns) in [
-                ("0.5", lat.p50_ns),
-                ("0.9", lat.p90_ns),
-                ("0.99", lat.p99_ns),
-                ("0.999", lat.p999_ns),
-                ("0.9999", lat.p9999_ns),
-            ] {
-                e.add(
-                    "pcibench_latency_seconds",
-                    Summary,
-                    "Single-access latency of a configuration, seconds.",
-                    with("quantile", q),
-                    ns / 1e9,
-                );
-            }
-            e.add_suffixed(
-                "pcibench_latency_seconds",
-                Summary,
-                "",
-                "_sum",
-                id.clone(),
-                lat.mean_ns * lat.samples as f64 / 1e9,
-            );
-            e.add_suffixed("pcibench_latency_seconds", Summary, "", "_count", id.clone(), lat.samples as f64);
-        }
-        if let Some(v) = &row.verify {
-            let ok = matches!(v, crate::bench::result::Verify::Ok);
-            e.add(
-                "pcibench_verified",
-                Gauge,
-                "1 when the configuration's data verified, 0 when it did not.",
-                id.clone(),
-                f64::from(u8::from(ok)),
-            );
-        }
+        out.push(label);
     }
-    e.render()
+    out
 }
 
 #[cfg(test)]

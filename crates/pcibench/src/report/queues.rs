@@ -49,7 +49,7 @@ pub fn row_line(x: &Row) -> String {
         f(st.map(|s| s.mean_mbps)),
         f(st.map(|s| s.median_mbps)),
         f(st.map(|s| s.max_mbps)),
-        f(x.mops()),
+        f(x.ops_mops()),
         st.map_or("-".into(), |s| format!("{:.1}", s.cv_pct)),
         x.limit_mbps.map_or("-".into(), |l| format!("{l:.1}")),
         x.efficiency_pct.map_or("-".into(), |e| format!("{e:.1}%")),
@@ -165,5 +165,28 @@ fn table_concurrent<'a>(
         };
         let rate = ops(qs.iter().map(|q| both(*q)));
         let _ = writeln!(out, "| {size} | {} | {rate} |", cells.join(" | "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::sample::stats::Samples;
+
+    /// Issue 50 item 14: a stream row's Mops counts packets at every size: a 64 KiB QDMA ST
+    /// transfer is 4 packets of 16 KiB, so 1 GB/s is 0.06 M packets a second, not 0.02 M
+    /// transfers (what the column showed before above 28 KiB).
+    #[test]
+    fn item14_a_stream_rows_mops_counts_packets() {
+        let mut row = Row::new(Direction::C2h, 64 << 10);
+        // Ten runs of one 64 KiB transfer at 1 GB/s.
+        let mut s = Samples::new(64 << 10, 1);
+        s.secs = vec![(64 << 10) as f64 / 1e9; 10];
+        row.stats = s.stats();
+        assert_eq!(row.ops_mops(), row.mops(), "no packets: transfers");
+        row.packets_per_s = Some(1e9 / (16 << 10) as f64);
+        let line = row_line(&row);
+        assert!(line.contains(" 0.06 "), "{line}");
+        assert!(!line.contains(" 0.02 "), "{line}");
     }
 }

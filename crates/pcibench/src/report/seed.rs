@@ -16,6 +16,9 @@ impl Exporter for Seed {
         if r.kind == Kind::Buffers {
             return Ok(super::buffers::seed(r));
         }
+        if let Some(k) = &r.soak {
+            return Ok(super::soak::seed(k));
+        }
         if r.kind == Kind::Latency || super::rate::has_rates(r) {
             return super::latency::seed(r);
         }

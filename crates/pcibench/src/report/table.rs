@@ -1,7 +1,7 @@
 //! The default readable table: a header naming the device and path, one row per configuration,
 //! notes under their row, then warnings. PIO and DMA reports have their own columns.
 
-use super::notes::{flags, grouped, verify_text, where_it_ran};
+use super::notes::{flags, grouped, verify_text};
 use super::{dma_heading, simulated_label, Exporter};
 use crate::bench::result::{Kind, Report, Row};
 use crate::dma::Addressing;
@@ -103,19 +103,6 @@ fn throughput(r: &Row) -> [String; 5] {
     ]
 }
 
-/// Where it ran and why there is no link limit: the lines under a report's title.
-fn context_lines(s: &mut String, r: &Report) {
-    if let Some(c) = &r.context {
-        let _ = writeln!(s, "  {}", where_it_ran(c));
-    }
-    if let Some(n) = &r.limit_note {
-        let _ = writeln!(s, "  {n}");
-    }
-    if let Some(i) = &r.interrupts {
-        let _ = writeln!(s, "  completion by interrupt: {i}");
-    }
-}
-
 /// The rows, then each kind of note once with the rows it applies to (`label` names a row
 /// there), then the warnings.
 fn notes_and_warnings(
@@ -173,7 +160,7 @@ fn pio(r: &Report, notes: bool) -> String {
         simulated_label(r.simulated),
         r.timer_overhead_ns
     );
-    context_lines(&mut s, r);
+    super::notes::context_lines(&mut s, r);
     if let Some(line) = memory_line(r) {
         let _ = writeln!(s, "  {line}");
     }
@@ -259,6 +246,12 @@ fn memory_line(r: &Report) -> Option<String> {
 }
 
 fn dma(r: &Report, notes: bool) -> String {
+    if let Some(k) = &r.soak {
+        return super::soak::table(r, k);
+    }
+    if let Some(t) = &r.memtest {
+        return super::memtest::table(r, t);
+    }
     let addressing = match r.addressing {
         Some(Addressing::Iova) => "IOVA (IOMMU-mapped)",
         Some(Addressing::Physical) => "physical",
@@ -270,7 +263,7 @@ fn dma(r: &Report, notes: bool) -> String {
         dma_heading(r),
         r.timer_overhead_ns
     );
-    context_lines(&mut s, r);
+    super::notes::context_lines(&mut s, r);
     if super::queues::queued(r) {
         let _ = writeln!(s, "{}", super::queues::HEADER);
         notes_and_warnings(

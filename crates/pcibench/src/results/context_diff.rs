@@ -60,6 +60,21 @@ fn interrupts(r: &SavedRun) -> Option<String> {
     r.reports.iter().find_map(|x| x.interrupts.clone())
 }
 
+/// The engine settings its rows recorded (`Row::engine_settings`), each value once: "writeback
+/// interval (GLBL_DSC_CFG[2:0]) 5".
+fn engine_settings(r: &SavedRun) -> Option<String> {
+    let mut seen: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for row in r.reports.iter().flat_map(|x| &x.results) {
+        for (k, v) in &row.engine_settings {
+            let vals = seen.entry(k).or_default();
+            if !vals.contains(&v.as_str()) {
+                vals.push(v);
+            }
+        }
+    }
+    (!seen.is_empty()).then(|| seen.iter().map(|(k, v)| format!("{k} {}", v.join(", "))).collect::<Vec<_>>().join("; "))
+}
+
 fn buffer(r: &SavedRun) -> Option<String> {
     r.reports.iter().find_map(|x| x.buffer.clone())
 }
@@ -114,6 +129,16 @@ pub fn diffs(a: &SavedRun, b: &SavedRun) -> Vec<ContextDiff> {
             let polled = || "none (completion by polling)".to_string();
             add("interrupts", ia.unwrap_or_else(polled), ib.unwrap_or_else(polled), None)
         }
+    }
+    match (engine_settings(a), engine_settings(b)) {
+        (None, None) => {}
+        (Some(sa), Some(sb)) => add(
+            "engine settings",
+            sa,
+            sb,
+            Some("the card ran with other engine settings (QDMA's writeback interval and stream completion trigger decide when completions are seen)"),
+        ),
+        (sa, sb) => add("engine settings", show(sa), show(sb), None),
     }
     add(
         "CPU model",

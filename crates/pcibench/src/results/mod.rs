@@ -7,3 +7,4 @@ pub mod config;
 pub mod context_diff;
 pub mod sanity;
 pub mod saved;
+pub mod stream;

@@ -2,9 +2,11 @@
 //! with (throughputs, limits, latencies, CDF points) is checked when the file is read, before
 //! any axis, ratio or allocation is computed from it. A figure no measurement gives (negative,
 //! subnormal such as 5e-324, non-finite, or beyond any device: a throughput above 10^12 MB/s)
-//! refuses the file in one line naming the report, the row and the field.
+//! refuses the file in one line naming the report, the row and the field. The same goes for every
+//! other figure a row or report carries (engine counters, packets a second, a held load's rate,
+//! the figures in notes), since `compare`, `plot` and `export` print them.
 
-use crate::bench::result::{Report, Row};
+use crate::bench::result::{Note, Report, Row};
 use crate::{Error, Result};
 
 /// What a figure of each unit may be: 0, or within [lo, hi].
@@ -23,6 +25,15 @@ const PCT: Range = Range { lo: 1e-12, hi: 1e12, unit: "%" };
 const TIME: Range = Range { lo: 1e-9, hi: 1e18, unit: "" };
 /// A CDF fraction.
 const FRACTION: Range = Range { lo: 1e-12, hi: 1.0, unit: "" };
+/// Things a second (transfers, packets): the range MB/s has.
+const RATE: Range = Range { lo: 1e-9, hi: 1e12, unit: "a second" };
+/// Seconds of wall time: a picosecond to some 300 years.
+const SECS: Range = Range { lo: 1e-12, hi: 1e10, unit: "s" };
+/// An engine's clock: a hertz to a terahertz.
+const MHZ: Range = Range { lo: 1e-6, hi: 1e6, unit: "MHz" };
+const HZ: Range = Range { lo: 1.0, hi: 1e12, unit: "Hz" };
+/// A ratio of two figures (slowest sample to the median).
+const RATIO: Range = Range { lo: 1e-12, hi: 1e12, unit: "" };
 
 fn ok(v: f64, r: Range) -> bool {
     v == 0.0 || (v >= r.lo && v <= r.hi)
@@ -31,21 +42,70 @@ fn ok(v: f64, r: Range) -> bool {
 /// Refuse the reports of a saved run (read from `name`) when a figure is not one a measurement gives.
 pub fn check(name: &str, reports: &[Report]) -> Result<()> {
     for (i, report) in reports.iter().enumerate() {
+        check_report(name, i, report)?;
         for (j, row) in report.results.iter().enumerate() {
-            if let Err((field, v, r)) = row_figures(row) {
-                let range = match r.unit {
-                    "" => format!("0, or {:e} to {:e}", r.lo, r.hi),
-                    u => format!("0, or {:e} to {:e} {u}", r.lo, r.hi),
-                };
-                return Err(Error::usage(format!(
-                    "{name} is damaged: report {}, row {}: {field} is {v:e}, which no measurement gives ({range}): not read",
-                    i + 1,
-                    j + 1
-                )));
-            }
+            check_row(name, i, j, row)?;
         }
     }
     Ok(())
+}
+
+/// The figures of report `i` (from 0) itself, not its rows'.
+pub fn check_report(name: &str, i: usize, report: &Report) -> Result<()> {
+    report_figures(report).map_err(|bad| refusal(name, &format!("report {}", i + 1), bad))
+}
+
+/// The figures of row `j` of report `i` (from 0).
+pub fn check_row(name: &str, i: usize, j: usize, row: &Row) -> Result<()> {
+    row_figures(row).map_err(|bad| refusal(name, &format!("report {}, row {}", i + 1, j + 1), bad))
+}
+
+fn refusal(name: &str, at: &str, (field, v, r): Bad) -> Error {
+    let range = match r.unit {
+        "" => format!("0, or {:e} to {:e}", r.lo, r.hi),
+        u => format!("0, or {:e} to {:e} {u}", r.lo, r.hi),
+    };
+    Error::usage(format!("{name} is damaged: {at}: {field} is {v:e}, which no measurement gives ({range}): not read"))
+}
+
+/// The report's own figures: the timer's cost, the interrupt wake's.
+fn report_figures(r: &Report) -> std::result::Result<(), Bad> {
+    each(&[("timer_overhead_ns", r.timer_overhead_ns)], TIME)?;
+    if let Some(w) = &r.irq_wake {
+        each(&[("irq_wake min_ns", w.min_ns), ("irq_wake p50_ns", w.p50_ns), ("irq_wake max_ns", w.max_ns)], TIME)?;
+    }
+    Ok(())
+}
+
+/// A note's figures (`compare` and the table print them).
+fn note_figures(n: &Note) -> std::result::Result<(), Bad> {
+    match n {
+        Note::Batched { timer_overhead_ns, .. } => each(&[("a note's timer_overhead_ns", *timer_overhead_ns)], TIME),
+        Note::Noisy { cv_pct, min_vs_median } => {
+            each(&[("a note's cv_pct", *cv_pct)], PCT)?;
+            each(&[("a note's min_vs_median", *min_vs_median)], RATIO)
+        }
+        Note::AboveLinkModel { efficiency_pct } => each(&[("a note's efficiency_pct", *efficiency_pct)], PCT),
+        Note::EngineCounters { counters, elapsed_s, .. } => {
+            each(&[("a note's elapsed_s", *elapsed_s)], SECS)?;
+            each(&[("a note's counters clock_hz", counters.clock_hz.unwrap_or(0.0))], HZ)
+        }
+        Note::Tracing { ns_per_event, share_pct, .. } => {
+            each(&[("a note's ns_per_event", *ns_per_event)], TIME)?;
+            each(&[("a note's share_pct", *share_pct)], PCT)
+        }
+        Note::SyncCost { ns_per_access, share_pct } => {
+            each(&[("a note's ns_per_access", *ns_per_access)], TIME)?;
+            each(&[("a note's share_pct", *share_pct)], PCT)
+        }
+        Note::Skipped { .. }
+        | Note::AllOnes
+        | Note::Interrupted { .. }
+        | Note::FewSamples { .. }
+        | Note::LinkHealth { .. }
+        | Note::InFlight { .. }
+        | Note::PartialSync { .. } => Ok(()),
+    }
 }
 
 type Bad = (&'static str, f64, Range);
@@ -87,11 +147,39 @@ fn row_figures(x: &Row) -> std::result::Result<(), Bad> {
     each(&[("limit_mbps", x.limit_mbps.unwrap_or(0.0))], MBPS)?;
     each(&[("efficiency_pct", x.efficiency_pct.unwrap_or(0.0))], PCT)?;
     if let Some(l) = &x.load {
-        each(&[("load h2c_mbps", l.h2c_mbps.unwrap_or(0.0)), ("load c2h_mbps", l.c2h_mbps.unwrap_or(0.0))], MBPS)?;
+        let mbps = [
+            ("load h2c_mbps", l.h2c_mbps.unwrap_or(0.0)),
+            ("load c2h_mbps", l.c2h_mbps.unwrap_or(0.0)),
+            ("load held_mbps", l.held_mbps.unwrap_or(0.0)),
+        ];
+        each(&mbps, MBPS)?;
+        each(&[("load elapsed_s", l.elapsed_s)], SECS)?;
+    }
+    if let Some(e) = &x.engine {
+        each(&[("engine wall_s", e.wall_s)], SECS)?;
+        each(
+            &[("engine implied_clock_mhz", e.implied_clock_mhz), ("engine clock_mhz", e.clock_mhz.unwrap_or(0.0))],
+            MHZ,
+        )?;
+        each(&[("engine engine_mbps", e.engine_mbps.unwrap_or(0.0))], MBPS)?;
+        each(&[("engine busy_pct", e.busy_pct.unwrap_or(0.0))], PCT)?;
+    }
+    each(&[("packets_per_s", x.packets_per_s.unwrap_or(0.0))], RATE)?;
+    if let Some(p) = &x.parts {
+        let parts = [
+            ("parts sync_for_cpu_us", p.sync_for_cpu_us),
+            ("parts main_us", p.main_us),
+            ("parts sync_for_device_us", p.sync_for_device_us),
+            ("parts total_us", p.total_us),
+        ];
+        each(&parts, TIME)?;
+    }
+    for n in &x.notes {
+        note_figures(n)?;
     }
     if let Some(f) = &x.rate {
         // Transfers a second: the same range as MB/s serves (a transfer a millennium to 10^12 a second).
-        each(&[("rate offered_ops", f.offered_ops), ("rate achieved_ops", f.achieved_ops)], MBPS)?;
+        each(&[("rate offered_ops", f.offered_ops), ("rate achieved_ops", f.achieved_ops)], RATE)?;
         each(&[("rate achieved_mbps", f.achieved_mbps)], MBPS)?;
         each(&[("rate loop_ns", f.loop_ns), ("rate worst_lag_ns", f.worst_lag_ns)], TIME)?;
     }

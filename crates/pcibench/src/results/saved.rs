@@ -265,6 +265,13 @@ pub fn write(dest: &Destination, run: &SavedRun) -> Result<()> {
 /// Read a saved run: a regular file of at most `MAX_BYTES`, opened without blocking (a FIFO or a
 /// device node is refused unread), then `parse`d.
 pub fn read(path: &Path) -> Result<SavedRun> {
+    let (name, text) = read_bytes(path)?;
+    parse_owned(&name, text)
+}
+
+/// A saved run's file, read as `read` reads it (bounded, regular, without blocking): the name
+/// its refusals use, and its bytes.
+pub(super) fn read_bytes(path: &Path) -> Result<(String, Vec<u8>)> {
     let name = crate::text::one_line(&path.display().to_string());
     let text = crate::file::read(path, MAX_BYTES).map_err(|e| match e.kind() {
         // A name mistyped on the command line is bad usage, like any other bad argument.
@@ -280,7 +287,7 @@ pub fn read(path: &Path) -> Result<SavedRun> {
         }
         _ => Error::io("cannot read the saved run", path, e),
     })?;
-    parse_owned(&name, text)
+    Ok((name, text))
 }
 
 /// The top of a document, read without keeping the rest: what it is, before it is read as a
@@ -328,18 +335,34 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<SavedRun> {
 
 /// `parse`, rewriting the bytes in place (a file's whole text: no second copy of it).
 fn parse_owned(name: &str, mut bytes: Vec<u8>) -> Result<SavedRun> {
+    let version = admit(name, &mut bytes)?;
+    let bad = |why: String| Error::usage(format!("{name} {why}"));
+    let run: SavedRun =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("is a damaged saved run (version {version}): {e}")))?;
+    if run.reports.is_empty() {
+        return Err(bad("holds no results (its \"reports\" list is empty)".into()));
+    }
+    super::sanity::check(name, &run.reports)?;
+    Ok(run)
+}
+
+/// Everything a saved run's text is checked for before it is read as one: not empty, whole (not
+/// cut short), JSON, a saved run (or which other pcibench output it is), a version this pcibench
+/// reads; its strings defanged in place. The version.
+pub(super) fn admit(name: &str, bytes: &mut [u8]) -> Result<u64> {
     let bad = |why: String| Error::usage(format!("{name} {why}"));
     let hint = "plot and compare read files written by --save FILE.json";
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(bad(format!("is empty: {hint}")));
     }
-    crate::text::defang_json(&mut bytes);
+    crate::text::defang_json(bytes);
+    let bytes: &[u8] = bytes;
     let syntax = |e: serde_json::Error| {
         use serde_json::error::Category;
         // A file cut inside a literal or a number ("tru", "1.", "1e") is a syntax error to
         // serde_json, not an end of input: it is still a cut file when nothing follows the error.
         let cut = e.classify() == Category::Eof
-            || (e.classify() == Category::Syntax && nothing_after(&bytes, e.line(), e.column()));
+            || (e.classify() == Category::Syntax && nothing_after(bytes, e.line(), e.column()));
         match e.classify() {
             _ if cut => Some(bad(format!(
                 "is truncated: the JSON ends at line {}, column {} before the document is complete (was the run cut short? save it again)",
@@ -352,7 +375,7 @@ fn parse_owned(name: &str, mut bytes: Vec<u8>) -> Result<SavedRun> {
             Category::Data => None,
         }
     };
-    let head = match serde_json::from_slice::<Head>(&bytes) {
+    let head = match serde_json::from_slice::<Head>(bytes) {
         Ok(h) => Some(h),
         Err(e) => match syntax(e) {
             Some(refusal) => return Err(refusal),
@@ -362,7 +385,7 @@ fn parse_owned(name: &str, mut bytes: Vec<u8>) -> Result<SavedRun> {
     let format = head.as_ref().and_then(|h| h.format.as_ref()).and_then(|f| f.as_str());
     if format != Some(FORMAT) {
         let listed = head.is_none()
-            && serde_json::from_slice::<Vec<Listed>>(&bytes)
+            && serde_json::from_slice::<Vec<Listed>>(bytes)
                 .is_ok_and(|v| v.first().is_some_and(|d| d.vendor_id.is_some()));
         return Err(bad(match head.as_ref().and_then(what_is).or(listed.then(|| LIST.to_string())) {
             Some(what) => format!(
@@ -382,13 +405,7 @@ fn parse_owned(name: &str, mut bytes: Vec<u8>) -> Result<SavedRun> {
         Some(v) if v >= 1 => {}
         _ => return Err(bad("has no valid format version (\"version\": 1, 2, ...): it is damaged".into())),
     }
-    let run: SavedRun = serde_json::from_slice(&bytes)
-        .map_err(|e| bad(format!("is a damaged saved run (version {}): {e}", version.unwrap_or(0))))?;
-    if run.reports.is_empty() {
-        return Err(bad("holds no results (its \"reports\" list is empty)".into()));
-    }
-    super::sanity::check(name, &run.reports)?;
-    Ok(run)
+    Ok(version.unwrap_or(0))
 }
 
 /// The names runs go by in plots and comparisons: `given` (`--label`) in order, then each other

@@ -18,11 +18,15 @@
 //! Kernel writes and commands go through `System`, so tests run every step on a fixture tree with
 //! a fake kernel.
 
+mod by_id;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod record;
 mod sysfs;
 mod system;
 mod vfio;
 
+pub use by_id::{release_by_id, vfio_by_id, Each};
 pub use sysfs::sysfs_user;
 pub use system::{RealSystem, System};
 pub use vfio::{release, vfio};
@@ -171,16 +175,20 @@ pub(crate) fn guard(host: &Host, addr: &PciAddress, action: &str, opts: &SetupOp
     let a = addr.to_string();
     let overridden: Vec<String> = match crate::host::inuse::inventory(host, &a) {
         Ok(inv) if inv.is_empty() && inv.unchecked.is_empty() => return Ok(Vec::new()),
-        // No holder seen, but processes that could not be checked may hold it: not a pass.
+        // No holder seen, but what could not be checked (a process, a namespace, a storage target's
+        // configuration) may hold it: not a pass.
         Ok(inv) if inv.is_empty() && !opts.force => {
             return Err(Error::Refused(format!(
-                "refusing to {action}: cannot tell whether a process holds it open: {}; --force takes it without \
-                 knowing",
+                "refusing to {action}: cannot tell whether the running system uses it: {}; --force takes it \
+                 without knowing",
                 inv.unchecked.words()
             )))
         }
         Ok(inv) if inv.is_empty() => {
-            vec![format!("--force: went ahead without knowing whether a process holds it ({})", inv.unchecked.words())]
+            vec![format!(
+                "--force: went ahead without knowing whether the running system uses it ({})",
+                inv.unchecked.words()
+            )]
         }
         Ok(inv) if !opts.force => {
             let steps = inv.free_steps();

@@ -28,6 +28,15 @@ fn override_of(dir: &std::path::Path) -> Option<String> {
 
 /// Bind `addr` to vfio-pci (see the module docs of `setup` for the steps).
 pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<Change>> {
+    vfio_with(host, addr, opts, true)
+}
+
+/// `vfio` for a function whose IOMMU group `by_id` has checked already, every member at once.
+pub(super) fn vfio_checked(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<Change>> {
+    vfio_with(host, addr, opts, false)
+}
+
+fn vfio_with(host: &Host, addr: &PciAddress, opts: &SetupOptions, check_use: bool) -> Result<Vec<Change>> {
     super::refuse_elevated()?;
     let dir = check_device(host, addr)?;
     let a = addr.to_string();
@@ -40,7 +49,9 @@ pub fn vfio(host: &Host, addr: &PciAddress, opts: &SetupOptions) -> Result<Vec<C
         Some(d) => format!("unbind {a} from {d}"),
         None => format!("bind {a} to vfio-pci"),
     };
-    ch.extend(super::guard(host, addr, &action, opts)?);
+    if check_use {
+        ch.extend(super::guard(host, addr, &action, opts)?);
+    }
     let group = iommu_group_of(host, addr);
     let has_iommu = match group {
         Some(g) => !group_is_noiommu(host, g),

@@ -1,12 +1,14 @@
 //! A simulated card's 256-byte config space, built from its `DeviceInfo` so the two always
-//! agree: a type 0 header (ids, class), 64-bit prefetchable BARs that size like real ones, the
-//! interrupt capabilities its IP has (`sim::irq::Offers`: MSI at 0x48, MSI-X at 0x60, the
-//! Interrupt Pin where it raises INTx) and a PCI Express capability at 0x70 with the card's link,
-//! MPS and MRRS. Writes go through a per-byte mask of writable bits, so read-only fields ignore
+//! agree: a type 0 header (ids, class), BARs that size like real ones (the sim cards' are 64-bit
+//! prefetchable memory; a user's model says), the interrupt capabilities its IP has
+//! (`sim::irq::Offers`: MSI at 0x48, MSI-X at 0x60, the Interrupt Pin where it raises INTx), a PCI
+//! Express capability at 0x70 with the card's link, MPS and MRRS (none for a conventional PCI
+//! function, which has no link), and capabilities of a model's own linked after them. Writes go through a per-byte mask of writable bits, so read-only fields ignore
 //! writes as on hardware; the interrupt enables written are handed to the card's `SimIrq`
 //! (`control`), which signals by them.
 
 use crate::pci::config::{CMD_BUS_MASTER, CMD_MEMORY, COMMAND};
+use crate::pci::resource::BarKind;
 use crate::pci::DeviceInfo;
 use crate::sim::irq::{Control, Offers};
 use crate::{Error, Result};
@@ -18,6 +20,10 @@ pub const PCIE_CAP: usize = 0x70;
 /// §6.8.2; the offsets Xilinx's PCIe cores use, below the PCI Express capability).
 pub const MSI_CAP: usize = 0x48;
 pub const MSIX_CAP: usize = 0x60;
+/// Status bit 4: the capability list at 0x34 is there (PCI Local Bus 3.0 §6.2.3).
+const STATUS_CAP_LIST: u16 = 0x0010;
+/// Command bit 0, I/O Space: writable where the function has an I/O BAR.
+const CMD_IO: u16 = 0x0001;
 /// The latency timer byte of a type 0 header.
 const LATENCY_TIMER: usize = 0x0d;
 /// Command bit 10, Interrupt Disable.
@@ -50,26 +56,47 @@ impl ConfigSpace {
         c.put16(0x00, info.vendor_id);
         c.put16(0x02, info.device_id);
         c.put16(COMMAND, CMD_MEMORY);
-        c.mask16(COMMAND, CMD_WRITABLE);
-        c.put16(0x06, 0x0010); // status: capability list present
+        let io = info.bars.iter().any(|b| b.kind == BarKind::Io);
+        c.mask16(COMMAND, CMD_WRITABLE | if io { CMD_IO } else { 0 });
         c.put32(0x08, info.class_code << 8 | info.revision as u32);
         c.put16(0x2c, info.subsystem_vendor_id);
         c.put16(0x2e, info.subsystem_device_id);
-        c.bytes[0x34] = PCIE_CAP as u8;
-        // INTA where the card raises INTx; 0 (no pin) otherwise (§6.2.4).
-        c.bytes[0x3d] = irq.is_some_and(|(o, _)| o.intx) as u8;
+        // The card's pin (INTA-INTD) where it raises INTx; 0 (no pin) otherwise (§6.2.4).
+        c.bytes[0x3d] = irq.filter(|(o, _)| o.intx).map_or(0, |(o, _)| o.pin.clamp(1, 4));
         c.bytes[0x3c] = 0xff;
         c.wmask[0x3c] = 0xff; // interrupt line is scratch for software
-        for (index, size) in info.bars.iter().map(|b| (b.index, b.size)) {
-            // 64-bit (type 10b) prefetchable memory BAR: low bits 0xc are read-only; the address
-            // bits below the size read as zero, so writing all-ones reads back the size mask.
-            let off = 0x10 + 4 * index as usize;
-            c.put32(off, 0x0000_000c);
-            c.mask32(off, !(size as u32 - 1) & 0xffff_fff0);
-            c.mask32(off + 4, 0xffff_ffff);
+        for b in &info.bars {
+            // The type bits are read-only (I/O: bit 0; memory: 64-bit type 10b in bits 2:1,
+            // prefetchable bit 3); the address bits below the size read as zero, so writing
+            // all-ones reads back the size mask (PCI Local Bus 3.0 §6.2.5.1).
+            let off = 0x10 + 4 * b.index as usize;
+            let below = b.size.max(16) - 1;
+            if b.kind == BarKind::Io {
+                c.put32(off, 0x1);
+                c.mask32(off, !(below as u32) & 0xffff_fffc);
+                continue;
+            }
+            c.put32(off, if b.is_64bit { 0x4 } else { 0 } | if b.prefetchable { 0x8 } else { 0 });
+            c.mask32(off, !(below as u32) & 0xffff_fff0 & if below >> 32 != 0 { 0 } else { !0 });
+            if b.is_64bit {
+                c.mask32(off + 4, !((below >> 32) as u32));
+            }
         }
-        // PCI Express capability (PCIe Base 4.0 §7.5.3): v2, endpoint.
-        let p = PCIE_CAP;
+        // A function without a link is a conventional PCI one: no PCI Express capability.
+        if info.link.is_some() {
+            c.pcie_capability(info);
+        }
+        if let Some((offers, bar)) = irq {
+            c.interrupt_caps(offers, bar);
+        }
+        c
+    }
+
+    /// The PCI Express capability (PCIe Base 4.0 §7.5.3): v2, endpoint, the card's link.
+    fn pcie_capability(&mut self, info: &DeviceInfo) {
+        let (c, p) = (self, PCIE_CAP);
+        c.bytes[0x34] = p as u8;
+        c.put16(0x06, STATUS_CAP_LIST);
         c.bytes[p] = 0x10;
         c.bytes[p + 1] = 0;
         c.put16(p + 2, 0x0002);
@@ -85,10 +112,23 @@ impl ConfigSpace {
         c.put32(p + 0x0c, (width << 4) | gen); // LinkCap: max speed, max width
         c.put16(p + 0x12, 0x1000 | (width << 4) as u16 | gen as u16); // LinkSta: slot clock, trained at max
         c.put32(p + 0x2c, ((1u32 << gen) - 1) << 1); // LinkCap2: every speed up to the max
-        if let Some((offers, bar)) = irq {
-            c.interrupt_caps(offers, bar);
+    }
+
+    /// Capabilities of the function's own (a user's model: `crate::model` checked them), `bytes`
+    /// at `at`, linked after the last capability of the list. Read-only, as the model keeps them.
+    pub fn append_capabilities(&mut self, at: u8, bytes: &[u8]) {
+        let (at, end) = (at as usize, (at as usize + bytes.len()).min(CONFIG_SIZE));
+        self.bytes[at..end].copy_from_slice(&bytes[..end - at]);
+        let mut link = 0x34;
+        // The list is the card's own, acyclic by construction: at most 48 capabilities fit.
+        for _ in 0..48 {
+            match self.bytes[link] as usize {
+                0 => break,
+                next => link = next + 1,
+            }
         }
-        c
+        self.bytes[link] = at as u8;
+        self.put16(0x06, STATUS_CAP_LIST);
     }
 
     /// The MSI and MSI-X capabilities `offers` has, linked in front of the PCI Express one.
@@ -99,6 +139,7 @@ impl ConfigSpace {
             self.bytes[x] = 0x11;
             self.bytes[x + 1] = self.bytes[0x34];
             self.bytes[0x34] = x as u8;
+            self.put16(0x06, STATUS_CAP_LIST);
             self.put16(x + 2, (offers.msix - 1) as u16);
             self.mask16(x + 2, MSIX_ENABLE | MSIX_MASK_ALL);
             self.put32(x + 4, offers.msix_table | bar as u32);
@@ -112,6 +153,7 @@ impl ConfigSpace {
             self.bytes[m] = 0x05;
             self.bytes[m + 1] = self.bytes[0x34];
             self.bytes[0x34] = m as u8;
+            self.put16(0x06, STATUS_CAP_LIST);
             let mmc = offers.msi.clamp(1, 32).ilog2() as u16;
             self.put16(m + 2, MSI_64BIT | mmc << 1);
             self.mask16(m + 2, MSI_ENABLE | 0x70);
@@ -209,7 +251,7 @@ mod tests {
 
     fn xdma() -> ConfigSpace {
         let offers =
-            Offers { msix: 32, msi: 32, intx: true, intx_maskable: true, msix_table: 0x8000, msix_pba: 0x8fe0 };
+            Offers { msix: 32, msi: 32, intx: true, pin: 1, intx_maskable: true, msix_table: 0x8000, msix_pba: 0x8fe0 };
         ConfigSpace::from_info(&crate::sim::xdma::card::XdmaCard.info(), Some((offers, 4)))
     }
 
@@ -279,5 +321,46 @@ mod tests {
             intr::read(plain.bytes()),
             intr::IrqCaps { intx_disabled: Some(false), intx_pending: Some(false), ..Default::default() }
         );
+    }
+
+    #[test]
+    fn a_conventional_function_with_its_own_capabilities_and_32_bit_bars() {
+        // A user's model (crate::model): no link, a 32-bit BAR0, an I/O BAR1, MSI, and two
+        // vendor-specific capabilities of its own at 0xb0 and 0xc0.
+        let mut info = crate::sim::xdma::card::XdmaCard.info();
+        info.link = None;
+        info.bars = vec![
+            crate::pci::Bar { index: 0, size: 1 << 20, is_64bit: false, prefetchable: false, ..info.bars[0].clone() },
+            crate::pci::Bar {
+                index: 1,
+                size: 32,
+                kind: BarKind::Io,
+                is_64bit: false,
+                prefetchable: false,
+                ..info.bars[0].clone()
+            },
+        ];
+        let offers = Offers { msix: 0, msi: 1, intx: true, pin: 1, intx_maskable: true, msix_table: 0, msix_pba: 0 };
+        let mut c = ConfigSpace::from_info(&info, Some((offers, 0)));
+        let mut own = vec![0u8; 0x20];
+        (own[0], own[1], own[2], own[0x10], own[0x11], own[0x12]) = (0x09, 0xc0, 0x10, 0x09, 0x00, 0x10);
+        c.append_capabilities(0xb0, &own);
+        let parsed = config::parse(c.bytes());
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let ids: Vec<(u16, u16)> = parsed.capabilities.iter().map(|k| (k.id, k.offset)).collect();
+        assert_eq!(ids, vec![(0x05, 0x48), (0x09, 0xb0), (0x09, 0xc0)], "no PCI Express capability");
+        // BAR0: 32-bit non-prefetchable memory, sized; BAR1: I/O; I/O Space is writable.
+        c.write(0x10, &[0xff; 4]).unwrap();
+        c.write(0x14, &[0xff; 4]).unwrap();
+        let mut b = [0u8; 8];
+        c.read(0x10, &mut b).unwrap();
+        assert_eq!(u32::from_le_bytes(b[..4].try_into().unwrap()), 0xfff0_0000);
+        assert_eq!(u32::from_le_bytes(b[4..].try_into().unwrap()), 0xffff_ffe1);
+        c.write(4, &[0x03]).unwrap();
+        assert_eq!(c.command() & 0x3, 0x3);
+        // Nothing at all: the status register says there is no list.
+        let bare = ConfigSpace::from_info(&info, None);
+        assert_eq!(bare.bytes()[0x34], 0);
+        assert_eq!(bare.bytes()[0x06] & 0x10, 0);
     }
 }

@@ -15,12 +15,30 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 enum Backing {
     Pages(Pages),
     Scattered(Scattered),
+    /// No memory here: reached through `Remote` (held by the range).
+    Remote(u64),
 }
 
-#[derive(Clone, Copy)]
+/// Host memory the card reaches by message rather than by pointer: a vfio-user client's memory
+/// mapped without a descriptor, which the server reads and writes with DMA_READ/DMA_WRITE.
+pub trait Remote: Send + Sync {
+    /// Copy `out.len()` bytes at bus address `bus` into `out`.
+    fn read(&self, bus: u64, out: &mut [u8]) -> Result<(), HostFault>;
+    /// Copy `data` to bus address `bus`.
+    fn write(&self, bus: u64, data: &[u8]) -> Result<(), HostFault>;
+}
+
+#[derive(Clone)]
 struct Range {
     end: u64,
     ptr: *mut u8,
+    remote: Option<Arc<dyn Remote>>,
+}
+
+/// Where a bus address range is: a pointer into registered memory, or behind a `Remote`.
+enum Found {
+    Ptr(*mut u8),
+    Remote(Arc<dyn Remote>),
 }
 
 // SAFETY: `ptr` points into memory owned by a live `Registration`; it is only dereferenced under
@@ -68,7 +86,7 @@ impl HostMap {
 
     fn insert_at(self: &Arc<Self>, start: u64, ptr: *mut u8, len: usize, backing: Backing) -> Registration {
         let mut map = self.ranges.write().unwrap_or_else(|e| e.into_inner());
-        map.insert(start, Range { end: start + len as u64, ptr });
+        map.insert(start, Range { end: start + len as u64, ptr, remote: None });
         Registration { map: Arc::clone(self), start, backing: Some(backing) }
     }
 
@@ -89,9 +107,22 @@ impl HostMap {
         if map.range(..end).next_back().is_some_and(|(_, r)| r.end > bus) {
             return None;
         }
-        map.insert(bus, Range { end, ptr });
+        map.insert(bus, Range { end, ptr, remote: None });
         drop(map);
         Some(Registration { map: Arc::clone(self), start: bus, backing: Some(Backing::Pages(pages)) })
+    }
+
+    /// Make `[bus, bus+len)` reachable through `remote` (a vfio-user client's memory mapped
+    /// without a descriptor). None when it overlaps a registered range or wraps.
+    pub fn register_remote_at(self: &Arc<Self>, bus: u64, len: u64, remote: Arc<dyn Remote>) -> Option<Registration> {
+        let end = bus.checked_add(len)?;
+        let mut map = self.ranges.write().unwrap_or_else(|e| e.into_inner());
+        if len == 0 || map.range(..end).next_back().is_some_and(|(_, r)| r.end > bus) {
+            return None;
+        }
+        map.insert(bus, Range { end, ptr: std::ptr::null_mut(), remote: Some(remote) });
+        drop(map);
+        Some(Registration { map: Arc::clone(self), start: bus, backing: Some(Backing::Remote(len)) })
     }
 
     /// Make a scattered buffer's bus view reachable by the card.
@@ -126,46 +157,87 @@ impl HostMap {
         Self::find(&self.read_lock(), bus, len).is_some()
     }
 
-    fn find(map: &BTreeMap<u64, Range>, bus: u64, len: u64) -> Option<*mut u8> {
+    fn find(map: &BTreeMap<u64, Range>, bus: u64, len: u64) -> Option<Found> {
         let end = bus.checked_add(len)?;
         let (&start, r) = map.range(..=bus).next_back()?;
-        // The offset stays inside the registered range, so later derefs stay in bounds.
-        (end <= r.end).then(|| r.ptr.wrapping_add((bus - start) as usize))
+        if end > r.end {
+            return None;
+        }
+        Some(match &r.remote {
+            Some(remote) => Found::Remote(Arc::clone(remote)),
+            // The offset stays inside the registered range, so later derefs stay in bounds.
+            None => Found::Ptr(r.ptr.wrapping_add((bus - start) as usize)),
+        })
     }
 
-    /// Run `f` with a pointer to `[bus, bus+len)` while the range cannot be unregistered.
-    /// `f` must stay within `len` bytes of the pointer.
-    pub(crate) fn with_range<R>(&self, bus: u64, len: u64, f: impl FnOnce(*mut u8) -> R) -> Result<R, HostFault> {
+    fn pace(&self) {
         let pace = self.pace_ns.load(Ordering::Relaxed);
         if pace != 0 {
             std::thread::sleep(std::time::Duration::from_nanos(pace));
             self.paced.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Run `f` with a pointer to `[bus, bus+len)` while the range cannot be unregistered.
+    /// `f` must stay within `len` bytes of the pointer. A range reached by message is bounced:
+    /// read into a buffer, `f` run on it, and written back if `f` changed it (the engines'
+    /// copies either read the range or write all of it).
+    pub(crate) fn with_range<R>(&self, bus: u64, len: u64, f: impl FnOnce(*mut u8) -> R) -> Result<R, HostFault> {
+        self.pace();
         let map = self.read_lock();
-        let p = Self::find(&map, bus, len).ok_or(HostFault { bus, len })?;
-        Ok(f(p))
+        match Self::find(&map, bus, len).ok_or(HostFault { bus, len })? {
+            Found::Ptr(p) => Ok(f(p)),
+            Found::Remote(remote) => {
+                drop(map);
+                let mut buf = vec![0u8; len as usize];
+                remote.read(bus, &mut buf)?;
+                let before = buf.clone();
+                let r = f(buf.as_mut_ptr());
+                if buf != before {
+                    remote.write(bus, &buf)?;
+                }
+                Ok(r)
+            }
+        }
     }
 
     /// Copy host memory at `bus` into `out`.
     pub fn read(&self, bus: u64, out: &mut [u8]) -> Result<(), HostFault> {
-        self.with_range(bus, out.len() as u64, |p| {
+        self.pace();
+        let map = self.read_lock();
+        match Self::find(&map, bus, out.len() as u64).ok_or(HostFault { bus, len: out.len() as u64 })? {
             // SAFETY: `p` covers out.len() bytes of a registered range held by the read lock.
-            unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) }
-        })
+            Found::Ptr(p) => unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) },
+            Found::Remote(remote) => {
+                drop(map);
+                remote.read(bus, out)?
+            }
+        }
+        Ok(())
     }
 
     /// Copy `data` into host memory at `bus`.
     pub fn write(&self, bus: u64, data: &[u8]) -> Result<(), HostFault> {
-        self.with_range(bus, data.len() as u64, |p| {
+        self.pace();
+        let map = self.read_lock();
+        match Self::find(&map, bus, data.len() as u64).ok_or(HostFault { bus, len: data.len() as u64 })? {
             // SAFETY: `p` covers data.len() bytes of a registered range held by the read lock.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) }
-        })
+            Found::Ptr(p) => unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) },
+            Found::Remote(remote) => {
+                drop(map);
+                remote.write(bus, data)?
+            }
+        }
+        Ok(())
     }
 
     /// Store a 32-bit little-endian word with release ordering (a writeback the CPU polls):
     /// a CPU that sees it also sees every byte the card wrote before it.
     pub fn store_u32_release(&self, bus: u64, value: u32) -> Result<(), HostFault> {
-        if bus % 4 != 0 {
+        let remote = matches!(Self::find(&self.read_lock(), bus, 4), Some(Found::Remote(_)));
+        if bus % 4 != 0 || remote {
+            // A message is ordered after every earlier one on the socket: the client sees the
+            // data before the word.
             std::sync::atomic::fence(Ordering::Release);
             return self.write(bus, &value.to_le_bytes());
         }
@@ -191,7 +263,7 @@ impl Registration {
         match &self.backing {
             Some(Backing::Pages(p)) => p.as_ptr(),
             Some(Backing::Scattered(s)) => s.cpu_ptr(),
-            None => std::ptr::null_mut(),
+            Some(Backing::Remote(_)) | None => std::ptr::null_mut(),
         }
     }
 
@@ -199,6 +271,7 @@ impl Registration {
         match &self.backing {
             Some(Backing::Pages(p)) => p.len(),
             Some(Backing::Scattered(s)) => s.len(),
+            Some(Backing::Remote(n)) => *n as usize,
             None => 0,
         }
     }
@@ -210,7 +283,7 @@ impl Registration {
     /// Bus address of the first byte of CPU-view page `i` (bus-contiguous for plain pages).
     pub fn bus_of_page(&self, i: usize) -> u64 {
         match &self.backing {
-            Some(Backing::Pages(_)) => self.start + (i * super::mem::PAGE) as u64,
+            Some(Backing::Pages(_) | Backing::Remote(_)) => self.start + (i * super::mem::PAGE) as u64,
             Some(Backing::Scattered(s)) => s.bus_of_page(i),
             None => 0,
         }

@@ -121,9 +121,14 @@ impl Pages {
     /// memory: a memory BAR `pcibench serve` offers a vfio-user client as an mmap-able region.
     pub fn shared(what: &str, len: usize) -> Result<Pages> {
         let len = round_up(len.max(1)).ok_or_else(|| Error::usage(format!("{len} bytes is too large")))?;
-        let fd = memfd_create("pcibench-sim-bar", MemfdFlags::CLOEXEC).map_err(|e| os_error(what, len, e))?;
+        let fd = memfd_create("pcibench-sim-bar", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+            .map_err(|e| os_error(what, len, e))?;
         let file = File::from(fd);
         file.set_len(len as u64).map_err(|e| os_error(what, len, e))?;
+        // Sealed against shrinking before any client gets it: a client's ftruncate would
+        // otherwise make the server's own accesses to the BAR raise SIGBUS.
+        let seals = rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::SEAL;
+        rustix::fs::fcntl_add_seals(&file, seals).map_err(|e| os_error(what, len, e))?;
         let rw = ProtFlags::READ | ProtFlags::WRITE;
         let map = Map::new(what, len, rw, MapFlags::SHARED, Some(file.as_fd()))?;
         Ok(Pages { map, file: Some(file) })

@@ -2,20 +2,23 @@
 //! DMA engine, listed beside the real devices and reached through the same access trait
 //! (`access::sim`). Their figures are host-memory figures and every report labels them so.
 //!
-//! A new simulated card is one file implementing `CardSpec` (its identity, and how to build its
-//! BARs) plus one line in `CARDS`. This module knows nothing of access paths or DMA drivers: the
-//! models here are what a driver talks to, as hardware would be.
+//! A new simulated card is one folder implementing `CardSpec` (its identity, its engine's
+//! datapath, and how to build its BARs) plus one line in `CARDS`. This module knows nothing of
+//! access paths or DMA drivers: the models here are what a driver talks to, as hardware would be.
+//! They have no threads of their own: an engine progresses with time at its declared datapath,
+//! computed whenever the host looks (`datapath`).
 
 pub mod card_memory;
 pub mod config_space;
+pub mod datapath;
 pub mod host_map;
 pub mod irq;
 pub mod mem;
 pub mod nvram;
-mod placement;
+pub mod overrun;
 pub mod qdma;
+mod served;
 pub mod shake;
-mod spin;
 pub mod xdma;
 
 use crate::mmio::Width;
@@ -39,6 +42,11 @@ pub trait RegisterModel: Send + Sync {
     fn check_width(&self, index: u8, width: Width) -> Result<()>;
     /// A read at an aligned offset inside the block (the BAR checks bounds and alignment).
     fn read(&self, offset: u64, width: Width) -> u64;
+    /// A read that may fail: a completer abort of a user's model (`crate::model`). The sim
+    /// cards' registers always answer.
+    fn try_read(&self, offset: u64, width: Width) -> Result<u64> {
+        Ok(self.read(offset, width))
+    }
     fn write(&self, offset: u64, width: Width, value: u64) -> Result<()>;
     /// Bus Master Enable changed in config space: an engine must not reach host memory without it.
     fn set_bus_master(&self, on: bool);
@@ -61,9 +69,25 @@ pub trait RegisterModel: Send + Sync {
     fn pci_status(&self) -> u16 {
         0
     }
+    /// Bring the engine to now: what its datapath has finished by now completes, in the calling
+    /// thread (`datapath.rs`). Called whenever the host looks: every register access does it
+    /// itself; a driver polling host memory says so through `BarRegion::observe`, an interrupt
+    /// waiter or a server's timer when the engine's next completion is due. Blocks without an
+    /// engine have nothing to do.
+    fn advance(&self) {}
+    /// How long until the engine next completes something (None: nothing under way), for a
+    /// waiter's or a timer's timeout.
+    fn due_in(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Software wrote 1s to these PCI_STATUS bits.
     fn clear_pci_status(&self, bits: u16) {
         let _ = bits;
+    }
+    /// What a driver made the block do that the real IP would act on badly, in words, oldest first
+    /// (the engine models' violations; `pcibench serve` logs them as they appear, for drivers it did not write).
+    fn violations(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 
@@ -102,6 +126,7 @@ pub static CARDS: &[&dyn CardSpec] = &[
     &nvram::card::NvramCard,
     &xdma::card::XdmaStreamCard,
     &qdma::stream_card::QdmaStreamCard,
+    &xdma::card::XdmaQuadCard,
 ];
 
 /// One of `CARDS`, by position.
@@ -151,6 +176,9 @@ pub struct CardShape {
     pub mrrs: u32,
     /// The interrupts its IP has (what its model's `SimIrq` offers); None: it raises none.
     pub irq: Option<irq::Offers>,
+    /// What bounds its DMA engine's progress (`datapath`): `info`, the DMA header and the limit
+    /// column of its rows show it.
+    pub datapath: Option<datapath::Datapath>,
 }
 
 /// `resource` flags of a 64-bit prefetchable memory BAR (IORESOURCE_MEM | PREFETCH | MEM_64 | SIZEALIGN).
@@ -189,6 +217,7 @@ pub fn card_info(s: &CardShape) -> DeviceInfo {
         driver: None,
         iommu_group: None,
         numa_node: None,
+        physical_slot: None,
         parent: None,
         command: Some(Command::from_raw(CMD_MEMORY)),
         bars,
@@ -211,7 +240,13 @@ pub fn card_info(s: &CardShape) -> DeviceInfo {
         capabilities: vec![Capability { id: 0x10, offset: 0x70, name: "PCI Express", version: None }],
         extended_capabilities: Vec::new(),
         warnings: Vec::new(),
+        interrupts: None,
         served: None,
+        datapath: s.datapath.map(|p| crate::pci::device::DatapathInfo {
+            mbps: p.mbps(),
+            desc_bytes: p.desc_bytes,
+            basis: p.basis.into(),
+        }),
     };
     // The capability list as the card's config space links it (its MSI and MSI-X among them).
     let space = config_space::ConfigSpace::from_info(&info, s.irq.map(|o| (o, 0)));

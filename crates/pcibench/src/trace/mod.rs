@@ -326,6 +326,35 @@ impl Tracer {
         });
     }
 
+    /// Interrupts routed to this process: `vectors` of `kind` (`what`: the access path's words).
+    pub fn irq_route(&self, kind: &str, vectors: u32, what: &str) {
+        self.emit("irq-route", |l| {
+            let _ = write!(l, ",\"kind\":{},\"vectors\":{vectors},\"what\":{}", json_str(kind), json_str(what));
+        });
+    }
+
+    /// The interrupts routed are about to be torn down (every signal before it has its `irq` line).
+    pub fn irq_off(&self, kind: &str) {
+        self.emit("irq-off", |l| {
+            let _ = write!(l, ",\"kind\":{}", json_str(kind));
+        });
+    }
+
+    /// What one wait for interrupts collected: `fired[v]` signals on vector `v` (an eventfd's
+    /// count, so two that came before the wait read them are one line saying 2).
+    pub fn irq(&self, kind: &str, fired: &[u64]) {
+        self.emit("irq", |l| {
+            let total: u64 = fired.iter().sum();
+            let _ = write!(l, ",\"kind\":{},\"n\":{total},\"vectors\":[", json_str(kind));
+            let mut comma = "";
+            for (v, n) in fired.iter().enumerate().filter(|(_, &n)| n > 0) {
+                let _ = write!(l, "{comma}[{v},{n}]");
+                comma = ",";
+            }
+            l.push(']');
+        });
+    }
+
     /// A line of words: `ev` is what kind (`device`, `error`, `note`).
     pub fn note(&self, ev: &str, text: &str) {
         self.emit(ev, |l| {

@@ -55,6 +55,22 @@ fn every_access_is_a_json_line_between_the_header_and_the_end() {
 }
 
 #[test]
+fn interrupts_are_a_routing_line_a_line_per_wait_that_collected_signals_and_a_teardown_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, path) = tracer(&dir, 100);
+    t.irq_route("MSI-X", 4, "MSI-X vectors 0-3 (VFIO eventfd)");
+    t.irq("MSI-X", &[0, 2, 0, 1]);
+    t.irq_off("MSI-X");
+    t.finish("ok", None).unwrap();
+    let l = lines(&path);
+    assert_eq!((l[1]["ev"].as_str(), l[1]["vectors"].as_u64()), (Some("irq-route"), Some(4)));
+    assert_eq!(l[1]["what"], "MSI-X vectors 0-3 (VFIO eventfd)");
+    assert_eq!((l[2]["ev"].as_str(), l[2]["kind"].as_str(), l[2]["n"].as_u64()), (Some("irq"), Some("MSI-X"), Some(3)));
+    assert_eq!(l[2]["vectors"], serde_json::json!([[1, 2], [3, 1]]), "only the vectors that fired");
+    assert_eq!((l[3]["ev"].as_str(), l[3]["kind"].as_str()), (Some("irq-off"), Some("MSI-X")));
+}
+
+#[test]
 fn a_register_polled_to_the_same_value_is_one_line_and_a_count() {
     let dir = tempfile::tempdir().unwrap();
     let (t, path) = tracer(&dir, 100);

@@ -162,16 +162,16 @@ fn processes_that_cannot_be_checked_refuse_unless_forced() {
     let e = setup::vfio(&t.host(), &edu(), &opts(&k)).unwrap_err().to_string();
     assert_eq!(
         e,
-        "refusing to bind 0000:00:04.0 to vfio-pci: cannot tell whether a process holds it open: could not check PID \
+        "refusing to bind 0000:00:04.0 to vfio-pci: cannot tell whether the running system uses it: could not check PID \
          4000 (/proc/PID/fd cannot be listed (Not a directory (os error 20))); --force takes it without knowing"
     );
     assert_untouched(&t, &k);
     let forced = SetupOptions { force: true, ..opts(&k) };
     let ch = setup::vfio(&t.host(), &edu(), &forced).unwrap();
     assert!(
-        ch[0]
-            .what
-            .starts_with("--force: went ahead without knowing whether a process holds it (could not check PID 4000"),
+        ch[0].what.starts_with(
+            "--force: went ahead without knowing whether the running system uses it (could not check PID 4000"
+        ),
         "{:?}",
         ch[0]
     );

@@ -225,6 +225,9 @@ impl BarRegion for SyscallBar {
     fn via(&self) -> Via {
         self.via
     }
+    fn device(&self) -> Option<String> {
+        Some(self.device.address().to_string())
+    }
     fn ptr(&self) -> Option<*mut u8> {
         None
     }

@@ -1,6 +1,8 @@
 //! What `info` (and every measurement) knows of a device served over vfio-user: its config space
 //! read through region 7, its BARs from the region descriptions, and what the server said about
-//! itself. pcibench's own served sim cards (`pcibench serve`) are the simulated card they serve.
+//! itself. A server that says it is `pcibench serve` with a simulated card is taken at its word
+//! only when that word is backed by what it cannot forge (`own_card`): then it is described,
+//! and measured without consent flags, as that simulated card.
 
 use super::{VfioUserDevice, CONFIG_REGION, DEVICE_RESET};
 use crate::pci::device::Served;
@@ -24,32 +26,71 @@ pub fn describe(socket: &Path) -> Result<DeviceInfo> {
     Ok(describe_open(&dev, socket))
 }
 
+/// Whether the claim to serve `card` holds: the peer process (SO_PEERCRED, which the kernel
+/// fills in) runs this very executable (the same file as /proc/self/exe), as this user or root,
+/// and the device it serves has the card's ids and BAR sizes. A relay in front of a real
+/// `pcibench serve`, or any other program saying the same, fails the first test.
+fn own_card(dev: &VfioUserDevice, card: SimId) -> std::result::Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let peer = dev.client().peer.ok_or("the peer's credentials (SO_PEERCRED) cannot be read")?;
+    let pid = peer.pid.as_raw_nonzero().get();
+    let me = rustix::process::geteuid().as_raw();
+    if peer.uid.as_raw() != me && !peer.uid.is_root() {
+        return Err(format!(
+            "the server process (pid {pid}) runs as uid {}, not as this user or root",
+            peer.uid.as_raw()
+        ));
+    }
+    let exe = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
+    let theirs = exe(&format!("/proc/{pid}/exe"))
+        .map_err(|e| format!("the server process's executable (pid {pid}) cannot be looked at: {e}"))?;
+    if exe("/proc/self/exe").ok() != Some(theirs) {
+        return Err(format!("the server process (pid {pid}) is not this pcibench executable"));
+    }
+    let spec = card.spec().info();
+    let mut ids = [0u8; 4];
+    let same_ids = crate::access::DeviceAccess::config_read(dev, 0, &mut ids).is_ok()
+        && (rd(&ids, 0, 2) as u16, rd(&ids, 2, 2) as u16) == (spec.vendor_id, spec.device_id);
+    let same_bars = spec.bars.iter().all(|b| dev.region(b.index as u32).is_some_and(|r| r.size == b.size));
+    if !same_ids || !same_bars {
+        return Err(format!("what it serves does not have {}'s ids and BARs", card.name()));
+    }
+    Ok(())
+}
+
 /// Describe an opened vfio-user device.
 pub fn describe_open(dev: &VfioUserDevice, socket: &Path) -> DeviceInfo {
     let address = format!("vfio-user:{}", socket.display());
     let v = &dev.client().version;
-    let card = v.pcibench_card().and_then(SimId::from_name);
+    let claim = v.pcibench_card().map(|c| (c.to_string(), SimId::from_name(c)));
+    let (card, claim_refused) = match &claim {
+        None => (None, None),
+        Some((name, None)) => (None, Some(format!("it says it serves {name}, which is no simulated card here"))),
+        Some((name, Some(id))) => match own_card(dev, *id) {
+            Ok(()) => (Some(*id), None),
+            Err(why) => (None, Some(format!("it says it is pcibench serve with {name}, but {why}"))),
+        },
+    };
+    let bars = dev.regions().iter().filter(|r| r.index < 6 && r.size > 0);
     let served = Served {
         socket: socket.display().to_string(),
         protocol: format!("{}.{}", v.major, v.minor),
         capabilities: crate::text::clip(&v.capabilities.to_string(), 400).into_owned(),
         pcibench_card: card.map(|c| c.name().to_string()),
-        resettable: dev.flags & DEVICE_RESET != 0,
-        mapped_bars: dev
-            .regions
-            .iter()
-            .filter(|r| r.index < 6 && r.size > 0 && r.mappable())
-            .map(|r| r.index as u8)
-            .collect(),
+        claim_refused,
+        resettable: dev.flags() & DEVICE_RESET != 0,
+        mapped_bars: bars.clone().filter(|r| r.mappable()).map(|r| r.index as u8).collect(),
+        partly_mapped: bars.clone().filter(|r| r.partly_mappable()).map(|r| (r.index as u8, r.areas.clone())).collect(),
+        unmapped: bars.filter_map(|r| r.fd_refused.clone().map(|w| (r.index as u8, w))).collect(),
         interrupts: dev
-            .irqs
+            .irqs()
             .iter()
             .filter(|(_, n)| *n > 0)
             .map(|&(i, n)| (["INTx", "MSI", "MSI-X", "ERR", "REQ"].get(i as usize).unwrap_or(&"other").to_string(), n))
             .collect(),
     };
     if let Some(id) = card {
-        // pcibench's own card: the same description as in process, so rows match the sim's.
+        // pcibench's own card, established: the same description as in process, so rows match the sim's.
         let mut info = id.spec().info();
         info.address = address;
         info.served = Some(served);
@@ -65,7 +106,7 @@ pub fn describe_open(dev: &VfioUserDevice, socket: &Path) -> DeviceInfo {
     let cfg = config::parse(&bytes);
     warnings.extend(cfg.warnings.iter().cloned());
     let bars = dev
-        .regions
+        .regions()
         .iter()
         .filter(|r| r.index < 6 && r.size > 0)
         .map(|r| {
@@ -101,6 +142,7 @@ pub fn describe_open(dev: &VfioUserDevice, socket: &Path) -> DeviceInfo {
         driver: None,
         iommu_group: None,
         numa_node: None,
+        physical_slot: None,
         parent: None,
         command: cfg.command.map(crate::pci::device::Command::from_raw),
         bars,
@@ -114,7 +156,9 @@ pub fn describe_open(dev: &VfioUserDevice, socket: &Path) -> DeviceInfo {
         capabilities: cfg.capabilities,
         extended_capabilities: cfg.extended_capabilities,
         warnings,
+        interrupts: None,
         served: Some(served),
+        datapath: None,
     };
     info.fill_model();
     info

@@ -5,6 +5,7 @@ use super::server::{bind, serve, ServeOptions};
 use super::wire::{self, cmd, Header, Put};
 use super::*;
 use crate::access::{Fired, IrqKind};
+use crate::mmio::Width;
 use crate::sim::SimId;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,12 +17,22 @@ fn with_served(card: SimId, mmap: bool, f: impl FnOnce(&Path)) {
     let listener = bind(&socket).unwrap();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let server =
-            s.spawn(|| serve(&listener, card, ServeOptions { mmap, once: false, anonymous: false }, &stop, &|_| {}));
+        let server = s.spawn(|| serve(&listener, card, ServeOptions { mmap, ..Default::default() }, &stop, &|_| {}));
+        // Stopped however `f` ends: a failed assertion must fail the test, not hang it.
+        let _stop = StopOnDrop(&stop);
         f(&socket);
         stop.store(true, Ordering::Relaxed);
         server.join().unwrap().unwrap();
     });
+}
+
+/// Sets the flag when dropped (a panic unwinding included).
+pub(super) struct StopOnDrop<'a>(pub &'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 #[test]
@@ -42,23 +53,26 @@ fn served_regions_config_and_the_bounds_the_server_keeps() {
         assert!(refused(c.region_write(CONFIG_REGION, 0xfe, &[0; 4])).contains("refused REGION_WRITE"));
         // DMA_MAP: one descriptor, whole pages, no overlap; DMA_UNMAP only what was mapped.
         let DmaPath::Shared(map) = dev.dma_path().unwrap() else { panic!("shared memory") };
-        let f = tempfile::tempfile().unwrap();
-        f.set_len(8192).unwrap();
-        map.map_shared(f.as_fd(), 8192, 0x10_0000).unwrap();
-        assert!(map.map_shared(f.as_fd(), 4096, 0x10_1000).unwrap_err().to_string().contains("refused DMA_MAP"));
-        assert!(map.map_shared(f.as_fd(), 100, 0x20_0000).is_err(), "not whole pages");
-        let no_fd = Put::default().u32(32).u32(3).u64(0).u64(0x30_0000).u64(4096).0;
-        assert!(c.request(cmd::DMA_MAP, &no_fd, &[]).is_err());
-        assert!(map.unmap_shared(0x10_0000, 4096).is_err(), "not a mapping");
-        map.unmap_shared(0x10_0000, 8192).unwrap();
+        let f = crate::dma::buffers::shared::sealed_memfd("t", 8192).unwrap();
+        let iova = map.map_shared(f.as_fd(), 8192, 64).unwrap();
+        assert!(iova >= 1 << 20, "from the allocator, not this process's address: {iova:#x}");
+        let again = Put::default().u32(32).u32(3).u64(0).u64(iova + 4096).u64(4096).0;
+        let e = c.request(cmd::DMA_MAP, &again, &[f.as_fd()]).unwrap_err().to_string();
+        assert!(e.contains("refused DMA_MAP") && e.contains("File exists"), "a map over a map: EEXIST: {e}");
+        // Not whole pages: not mappable, so reached by message (a ROM's odd section from QEMU).
+        let odd = Put::default().u32(32).u32(3).u64(0).u64(0x7000_0000).u64(100).0;
+        c.request(cmd::DMA_MAP, &odd, &[f.as_fd()]).unwrap();
+        c.request(cmd::DMA_UNMAP, &Put::default().u32(24).u32(0).u64(0x7000_0000).u64(100).0, &[]).unwrap();
+        assert!(map.unmap_shared(iova, 4096).is_err(), "not a mapping");
+        map.unmap_shared(iova, 8192).unwrap();
         // XDMA's INTx pin, 32 MSI and 32 MSI-X vectors, counted from its config space.
-        assert_eq!(dev.irqs[..3], [(0, 1), (1, 32), (2, 32)]);
+        assert_eq!(dev.irqs()[..3], [(0, 1), (1, 32), (2, 32)]);
         assert!(dev.reset().unwrap_err().to_string().contains("offers no reset"));
     });
     // The QDMA card has MSI-X only (no pin): INTx is refused in one line.
     with_served(SimId::from_name("sim-qdma").unwrap(), true, |socket| {
         let dev = VfioUserDevice::open(socket).unwrap();
-        assert_eq!(dev.irqs[..3], [(0, 0), (1, 0), (2, 32)]);
+        assert_eq!(dev.irqs()[..3], [(0, 0), (1, 0), (2, 32)]);
         let e = dev.interrupts(crate::access::IrqRequest::only(IrqKind::Intx, 1)).err().unwrap().to_string();
         assert!(e.contains("offers no INTx vectors") && e.contains("it offers: MSI-X"), "{e}");
     });
@@ -122,7 +136,7 @@ fn msi_arrives_through_the_eventfd_the_server_was_given_and_reset_is_asked_where
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let server = std::thread::spawn(move || {
         let (s, _) = listener.accept().unwrap();
-        while let Some(m) = wire::recv(&s).unwrap() {
+        while let Some(m) = wire::recv(&s, &wire::tests::patient(std::time::Duration::from_secs(60))).unwrap() {
             let h = Header { id: m.header.id, command: m.header.command, size: 0, flags: wire::FLAG_REPLY, error: 0 };
             let reply = match m.header.command {
                 cmd::VERSION => Put::default().u16(0).u16(1).bytes(b"{}\0").0,
@@ -141,7 +155,7 @@ fn msi_arrives_through_the_eventfd_the_server_was_given_and_reset_is_asked_where
                 }
                 _ => unreachable!("not asked"),
             };
-            wire::send(&s, h, &reply, &[]).unwrap();
+            wire::send(&s, h, &reply, &[], None).unwrap();
         }
     });
     let dev = VfioUserDevice::open(&socket).unwrap();
@@ -183,11 +197,11 @@ fn dma_outside_the_mapped_buffers_is_the_engine_s_one_line_error() {
 /// A device whose interrupts the test raises: config space with an INTx pin and MSI-X (4 vectors),
 /// `interrupts` routed through `irq_fds` to eventfds the test keeps (as a kernel would).
 /// The eventfds routed on the test device, per irq index.
-type Routed = Arc<std::sync::Mutex<Vec<(u32, Vec<OwnedFd>)>>>;
+pub(super) type Routed = Arc<std::sync::Mutex<Vec<(u32, Vec<OwnedFd>)>>>;
 
-struct RaisingDevice {
-    raised: Routed,
-    calls: Arc<std::sync::Mutex<Vec<String>>>,
+pub(super) struct RaisingDevice {
+    pub raised: Routed,
+    pub calls: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 struct RaisingBackend(Routed, Arc<std::sync::Mutex<Vec<String>>>);
@@ -216,7 +230,7 @@ impl IrqBackend for RaisingBackend {
 }
 
 impl RaisingDevice {
-    fn raise(&self, index: u32, vector: usize, times: u64) {
+    pub fn raise(&self, index: u32, vector: usize, times: u64) {
         let r = self.raised.lock().unwrap();
         let (_, fds) = r.iter().find(|(i, _)| *i == index).expect("routed on the device");
         assert_eq!(rustix::io::write(&fds[vector], &times.to_ne_bytes()).unwrap(), 8);
@@ -266,7 +280,7 @@ fn served_interrupts_are_forwarded_per_vector_and_torn_down_with_the_client() {
         let served: Arc<dyn DeviceAccess> = src.clone();
         let server = s.spawn(|| super::server::serve_irqs_from(&listener, SimId::DEFAULT, &stop, served));
         let dev = VfioUserDevice::open(&socket).unwrap();
-        assert_eq!(dev.irqs[..3], [(0, 1), (1, 0), (2, 4)], "from the device's config space");
+        assert_eq!(dev.irqs()[..3], [(0, 1), (1, 0), (2, 4)], "from the device's config space");
         // Auto picks MSI-X; two of its four vectors asked for.
         let irq = dev.interrupts(IrqRequest::any(2)).unwrap();
         assert_eq!((irq.kind(), irq.vectors()), (IrqKind::MsiX, 2));

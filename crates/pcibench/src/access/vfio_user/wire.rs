@@ -1,11 +1,13 @@
-//! The vfio-user wire format (protocol 0.1, QEMU docs/devel/vfio-user.rst): a 16-byte header
-//! (message id, command, size including the header, flags, errno) and a command's payload, on a
-//! UNIX stream socket; file descriptors travel as SCM_RIGHTS on the message's first byte.
+//! The vfio-user wire format (QEMU docs/interop/vfio-user.rst): a 16-byte header (message id,
+//! command, size including the header, flags, errno) and a command's payload, on a UNIX stream
+//! socket; file descriptors travel as SCM_RIGHTS on the message's first byte.
 //!
 //! Everything the peer sends is bounded here before anything is allocated: a message is at most
 //! `MAX_MESSAGE` bytes and carries at most `MAX_FDS` descriptors; a short or oversized field is
-//! `WireError::Malformed`, never a panic.
+//! `WireError::Malformed`, never a panic. Every read and write waits in `poll` against a deadline
+//! for the whole message (`Wait`), so a peer that trickles bytes cannot hold a side past it.
 
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags,
@@ -14,6 +16,7 @@ use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 /// Header bytes: id u16, command u16, size u32, flags u32, error u32.
 pub const HEADER: usize = 16;
@@ -37,6 +40,10 @@ pub mod cmd {
     pub const DEVICE_SET_IRQS: u16 = 8;
     pub const REGION_READ: u16 = 9;
     pub const REGION_WRITE: u16 = 10;
+    /// Server to client: read the client's memory mapped without a descriptor.
+    pub const DMA_READ: u16 = 11;
+    /// Server to client: write it.
+    pub const DMA_WRITE: u16 = 12;
     pub const DEVICE_RESET: u16 = 13;
 
     /// The command's name, for messages.
@@ -51,15 +58,20 @@ pub mod cmd {
             DEVICE_SET_IRQS => "DEVICE_SET_IRQS",
             REGION_READ => "REGION_READ",
             REGION_WRITE => "REGION_WRITE",
+            DMA_READ => "DMA_READ",
+            DMA_WRITE => "DMA_WRITE",
             DEVICE_RESET => "DEVICE_RESET",
             _ => "an unknown command",
         }
     }
 }
 
-/// Header flags: the low 4 bits are the type (0 command, 1 reply); bit 4 no reply; bit 5 error.
+/// Header flags (vfio-user.rst "Header"): bits 0-3 the type (0 command, 1 reply), bit 4
+/// No_reply (a command the sender wants no reply to, even on error), bit 5 Error (a reply whose
+/// errno field is valid).
 pub const FLAG_REPLY: u32 = 1;
 pub const FLAG_TYPE_MASK: u32 = 0xf;
+pub const FLAG_NO_REPLY: u32 = 1 << 4;
 pub const FLAG_ERROR: u32 = 1 << 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +109,22 @@ impl Header {
     pub fn is_reply(&self) -> bool {
         self.flags & FLAG_TYPE_MASK == FLAG_REPLY
     }
+
+    /// A command whose sender asked for no reply (QEMU posts BAR writes this way).
+    pub fn no_reply(&self) -> bool {
+        !self.is_reply() && self.flags & FLAG_NO_REPLY != 0
+    }
+
+    /// The reply to this command: same id and command, the Reply type.
+    pub fn reply(&self) -> Header {
+        Header { id: self.id, command: self.command, size: 0, flags: FLAG_REPLY, error: 0 }
+    }
+
+    /// The error reply to this command: the header only, with `errno` (vfio-user.rst: "If an
+    /// error occurs, the reply message must only include the reply header").
+    pub fn error_reply(&self, errno: i32) -> Header {
+        Header { flags: FLAG_REPLY | FLAG_ERROR, error: errno as u32, ..self.reply() }
+    }
 }
 
 /// One received message.
@@ -111,8 +139,10 @@ pub struct Message {
 pub enum WireError {
     /// The peer closed the connection (EOF, ECONNRESET, EPIPE).
     Closed,
-    /// Nothing (or not all of a message) arrived within the socket's timeout.
+    /// Nothing (or not all of a message) arrived, or could be sent, before the deadline.
     Timeout,
+    /// The wait's stop question said stop.
+    Stopped,
     Malformed(String),
     Io(std::io::Error),
 }
@@ -122,6 +152,7 @@ impl std::fmt::Display for WireError {
         match self {
             WireError::Closed => f.write_str("the connection was closed"),
             WireError::Timeout => f.write_str("no reply within the timeout"),
+            WireError::Stopped => f.write_str("stopped"),
             WireError::Malformed(m) => write!(f, "malformed message: {m}"),
             WireError::Io(e) => e.fmt(f),
         }
@@ -132,14 +163,22 @@ fn io_error(e: rustix::io::Errno) -> WireError {
     use rustix::io::Errno;
     match e {
         Errno::CONNRESET | Errno::PIPE | Errno::NOTCONN => WireError::Closed,
-        Errno::AGAIN | Errno::TIMEDOUT => WireError::Timeout,
+        Errno::TIMEDOUT => WireError::Timeout,
         e => WireError::Io(e.into()),
     }
 }
 
 /// Send one message: the header built from `header` with `size` filled in, then `payload`,
-/// with `fds` attached to its first byte. MSG_NOSIGNAL: a closed peer is an error, not SIGPIPE.
-pub fn send(sock: &UnixStream, mut header: Header, payload: &[u8], fds: &[BorrowedFd<'_>]) -> Result<(), WireError> {
+/// with `fds` attached to its first byte, all of it by `deadline` (None: no limit). MSG_NOSIGNAL:
+/// a closed peer is an error, not SIGPIPE; MSG_DONTWAIT after a poll: no write outlives the
+/// deadline, whatever the socket's own mode.
+pub fn send(
+    sock: &UnixStream,
+    mut header: Header,
+    payload: &[u8],
+    fds: &[BorrowedFd<'_>],
+    deadline: Option<Instant>,
+) -> Result<(), WireError> {
     let total = HEADER + payload.len();
     header.size = u32::try_from(total).map_err(|_| WireError::Malformed(format!("{total} bytes is too large")))?;
     let head = header.encode();
@@ -149,17 +188,21 @@ pub fn send(sock: &UnixStream, mut header: Header, payload: &[u8], fds: &[Borrow
         return Err(WireError::Malformed(format!("{} descriptors on one message (at most {MAX_FDS})", fds.len())));
     }
     let mut sent = 0usize;
+    let flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
     while sent < total {
+        // A signal (Ctrl-C's handler) only wakes the wait: the stop flag ends the run after this
+        // command, as on the other paths.
+        if !ready(sock, PollFlags::OUT, deadline, &|| false)? {
+            return Err(WireError::Timeout);
+        }
         let (h, p) = if sent < HEADER { (&head[sent..], payload) } else { (&head[..0], &payload[sent - HEADER..]) };
         let iov = [IoSlice::new(h), IoSlice::new(p)];
         let n = match if sent == 0 {
-            sendmsg(sock, &iov, &mut cmsg, SendFlags::NOSIGNAL)
+            sendmsg(sock, &iov, &mut cmsg, flags)
         } else {
-            sendmsg(sock, &iov, &mut SendAncillaryBuffer::default(), SendFlags::NOSIGNAL)
+            sendmsg(sock, &iov, &mut SendAncillaryBuffer::default(), flags)
         } {
-            // A signal (Ctrl-C's handler) before anything was sent: send again; the stop flag
-            // ends the run after this command, as on the other paths.
-            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => continue,
             r => r.map_err(io_error)?,
         };
         if n == 0 {
@@ -170,19 +213,71 @@ pub fn send(sock: &UnixStream, mut header: Header, payload: &[u8], fds: &[Borrow
     Ok(())
 }
 
-/// Receive one message of at most `MAX_MESSAGE` bytes. `Ok(None)`: the peer closed the
-/// connection cleanly between messages.
-pub fn recv(sock: &UnixStream) -> Result<Option<Message>, WireError> {
+/// How long a receiver waits: `idle` is the deadline for a message's first byte (None: no limit),
+/// `whole` how long the rest of a message may take once its first byte is in (a peer trickling
+/// bytes is cut off here, however often each read returns), and `stop` is asked at every tick:
+/// true ends the wait with `WireError::Stopped`.
+pub struct Wait<'a> {
+    pub idle: Option<Instant>,
+    pub whole: Duration,
+    pub stop: &'a dyn Fn() -> bool,
+}
+
+impl Wait<'_> {
+    /// The longest one poll sleeps before the stop flag is asked again.
+    const TICK: Duration = Duration::from_millis(100);
+}
+
+/// Wait until `sock` has `events` or `deadline` passes (None: no deadline), asking `stop` every
+/// tick. Ok(false): the deadline passed.
+fn ready(
+    sock: &UnixStream,
+    events: PollFlags,
+    deadline: Option<Instant>,
+    stop: &dyn Fn() -> bool,
+) -> Result<bool, WireError> {
+    loop {
+        if stop() {
+            return Err(WireError::Stopped);
+        }
+        let now = Instant::now();
+        let left = match deadline {
+            Some(d) if d <= now => return Ok(false),
+            Some(d) => (d - now).min(Wait::TICK),
+            None => Wait::TICK,
+        };
+        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
+        let mut fds = [PollFd::new(sock, events)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) => return Ok(true),
+            Err(e) => return Err(io_error(e)),
+        }
+    }
+}
+
+/// Receive one message of at most `MAX_MESSAGE` bytes, as long as `wait` allows. `Ok(None)`: the
+/// peer closed the connection cleanly between messages. Every read is non-blocking after a poll,
+/// so no read outlives the deadline.
+pub fn recv(sock: &UnixStream, wait: &Wait<'_>) -> Result<Option<Message>, WireError> {
     let mut head = [0u8; HEADER];
     let mut fds = Vec::new();
     let mut got = 0usize;
+    let mut whole = None;
+    // The stop question is asked only before a message starts: one cut off half-way would leave
+    // the stream out of step. Once it has started, the whole-message deadline bounds it.
+    let never = || false;
     while got < HEADER {
+        let (deadline, stop): (_, &dyn Fn() -> bool) = if got == 0 { (wait.idle, wait.stop) } else { (whole, &never) };
+        if !ready(sock, PollFlags::IN, deadline, stop)? {
+            return Err(WireError::Timeout);
+        }
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut cmsg = RecvAncillaryBuffer::new(&mut space);
         let mut iov = [IoSliceMut::new(&mut head[got..])];
-        let r = match recvmsg(sock, &mut iov, &mut cmsg, RecvFlags::CMSG_CLOEXEC) {
-            // A signal before anything arrived: wait again (the reply is still to come).
-            Err(rustix::io::Errno::INTR) => continue,
+        let r = match recvmsg(sock, &mut iov, &mut cmsg, RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT) {
+            // A signal, or a wake-up with nothing to read: wait again.
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => continue,
             r => r.map_err(io_error)?,
         };
         for m in cmsg.drain() {
@@ -196,6 +291,9 @@ pub fn recv(sock: &UnixStream) -> Result<Option<Message>, WireError> {
         if r.bytes == 0 {
             return if got == 0 { Ok(None) } else { Err(WireError::Closed) };
         }
+        if got == 0 {
+            whole = Some(Instant::now() + wait.whole);
+        }
         got += r.bytes;
     }
     let header = Header::decode(&head);
@@ -207,27 +305,26 @@ pub fn recv(sock: &UnixStream) -> Result<Option<Message>, WireError> {
         )));
     }
     let mut payload = vec![0u8; size - HEADER];
-    read_exact(sock, &mut payload)?;
-    Ok(Some(Message { header, payload, fds }))
-}
-
-fn read_exact(mut sock: &UnixStream, mut buf: &mut [u8]) -> Result<(), WireError> {
-    use std::io::Read;
-    while !buf.is_empty() {
-        match sock.read(buf) {
-            Ok(0) => return Err(WireError::Closed),
-            Ok(n) => buf = &mut buf[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                return Err(WireError::Timeout)
-            }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe) => {
-                return Err(WireError::Closed)
-            }
-            Err(e) => return Err(WireError::Io(e)),
+    let mut at = 0;
+    while at < payload.len() {
+        if !ready(sock, PollFlags::IN, whole, &never)? {
+            return Err(WireError::Timeout);
         }
+        // Descriptors belong on a message's first byte: any that came later are dropped (closed).
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+        let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+        let mut iov = [IoSliceMut::new(&mut payload[at..])];
+        let r = match recvmsg(sock, &mut iov, &mut cmsg, RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT) {
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => continue,
+            r => r.map_err(io_error)?,
+        };
+        drop(cmsg);
+        if r.bytes == 0 {
+            return Err(WireError::Closed);
+        }
+        at += r.bytes;
     }
-    Ok(())
+    Ok(Some(Message { header, payload, fds }))
 }
 
 /// Little-endian fields read from a payload, each one bounds-checked.
@@ -295,24 +392,29 @@ impl Put {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    /// A wait with no deadline for the first byte, `whole` for the rest, never stopped.
+    pub(crate) fn patient(whole: Duration) -> Wait<'static> {
+        Wait { idle: None, whole, stop: &|| false }
+    }
 
     #[test]
     fn messages_round_trip_with_descriptors() {
         let (a, b) = UnixStream::pair().unwrap();
         let f = tempfile::tempfile().unwrap();
         let h = Header { id: 7, command: cmd::DMA_MAP, size: 0, flags: 0, error: 0 };
-        send(&a, h, &Put::default().u32(1).u64(2).0, &[f.as_fd()]).unwrap();
-        let m = recv(&b).unwrap().unwrap();
+        send(&a, h, &Put::default().u32(1).u64(2).0, &[f.as_fd()], None).unwrap();
+        let m = recv(&b, &patient(Duration::from_secs(60))).unwrap().unwrap();
         assert_eq!((m.header.id, m.header.command, m.header.size), (7, cmd::DMA_MAP, 28));
         let mut r = Fields::new(&m.payload, "DMA_MAP");
         assert_eq!((r.u32().unwrap(), r.u64().unwrap()), (1, 2));
         assert!(r.u16().is_err(), "past the end is an error");
         assert_eq!(m.fds.len(), 1);
         drop(a);
-        assert!(recv(&b).unwrap().is_none(), "a closed peer between messages");
+        assert!(recv(&b, &patient(Duration::from_secs(60))).unwrap().is_none(), "a closed peer between messages");
     }
 
     #[test]
@@ -321,12 +423,38 @@ mod tests {
         let (mut a, b) = UnixStream::pair().unwrap();
         let h = Header { id: 1, command: cmd::REGION_READ, size: u32::MAX, flags: 1, error: 0 };
         a.write_all(&h.encode()).unwrap();
-        let e = recv(&b).err().unwrap().to_string();
+        let e = recv(&b, &patient(Duration::from_secs(60))).err().unwrap().to_string();
         assert!(e.contains("REGION_READ says it is 4294967295 bytes"), "{e}");
         let (mut a, b) = UnixStream::pair().unwrap();
         let h = Header { id: 1, command: cmd::VERSION, size: 40, flags: 1, error: 0 };
         a.write_all(&h.encode()).unwrap();
         drop(a);
-        assert!(matches!(recv(&b), Err(WireError::Closed)), "a message cut short");
+        assert!(matches!(recv(&b, &patient(Duration::from_secs(60))), Err(WireError::Closed)), "a message cut short");
+    }
+
+    /// A peer that sends a message's first bytes and then trickles the rest, a byte at a time and
+    /// never all of it, is cut off when the whole message's time is up, however often a read
+    /// returns something; a stop question that says stop ends a wait at the next tick.
+    #[test]
+    fn a_trickled_message_is_bounded_as_a_whole_and_a_stop_ends_a_wait() {
+        use std::io::Write;
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let h = Header { id: 1, command: cmd::REGION_WRITE, size: 1000, flags: 0, error: 0 };
+        let trickle = std::thread::spawn(move || {
+            a.write_all(&h.encode()).unwrap();
+            // Fewer bytes than the header announced: the message can never complete.
+            for _ in 0..100 {
+                if a.write_all(&[0]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        assert!(matches!(recv(&b, &patient(Duration::from_millis(50))), Err(WireError::Timeout)));
+        drop(b);
+        trickle.join().unwrap();
+        let (_a, b) = UnixStream::pair().unwrap();
+        let stop = Wait { idle: None, whole: Duration::from_secs(60), stop: &|| true };
+        assert!(matches!(recv(&b, &stop), Err(WireError::Stopped)), "nothing sent, stop asked");
     }
 }

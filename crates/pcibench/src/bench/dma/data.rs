@@ -1,10 +1,9 @@
 //! A DMA run's data, for the closed loop here and the open loop of `bench::rate`: the card seeded
 //! and read back in pieces the engine takes, an engine run that stops the engine on failure, the
-//! CPU's view of a buffer, and a layout's transfers scattered into and compared in host memory.
+//! CPU's view of a buffer, and a layout's transfers scattered into host memory (`verify` checks them).
 
 use super::layout::Layout;
 use crate::access::Interrupts;
-use crate::bench::pattern::Mismatch;
 use crate::dma::{Direction, DmaBuffer, Engine, Transfer, Work};
 use crate::{Error, Result};
 use std::time::Duration;
@@ -87,26 +86,5 @@ pub(super) fn scatter(buf: &mut dyn DmaBuffer, l: &Layout, data: &[u8]) {
     for (i, &h) in l.host.iter().enumerate() {
         let (h, n) = (h as usize, l.size as usize);
         v[h..h + n].copy_from_slice(&data[i * n..(i + 1) * n]);
-    }
-}
-
-/// Compare transfer i's bytes at host offset i with `expected`; the first difference is named
-/// by its host offset.
-pub(super) fn compare(buf: &dyn DmaBuffer, l: &Layout, expected: &[u8]) -> std::result::Result<(), Mismatch> {
-    let v = bytes(buf);
-    let n = l.size as usize;
-    let (mut first, mut count) = (None, 0u64);
-    for (i, &h) in l.host.iter().enumerate() {
-        let (got, want) = (&v[h as usize..h as usize + n], &expected[i * n..(i + 1) * n]);
-        if got != want {
-            for (k, (a, b)) in want.iter().zip(got).enumerate().filter(|(_, (a, b))| a != b) {
-                first.get_or_insert(Mismatch { offset: h + k as u64, expected: *a, found: *b, count: 0 });
-                count += 1;
-            }
-        }
-    }
-    match first {
-        None => Ok(()),
-        Some(m) => Err(Mismatch { count, ..m }),
     }
 }

@@ -36,8 +36,11 @@ pub enum Access {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     pub size: u64,
+    /// Transfer i's card offset is `card_base + i × stride`, and a sequential layout's host
+    /// offsets are `stride` apart: `size` rounded up to the engine's `Engine::transfer_align`.
+    pub stride: u64,
     pub queues: u16,
-    /// Host buffer offset of each transfer; transfer i is at card offset `card_base + i × size`.
+    /// Host buffer offset of each transfer.
     pub host: Vec<u64>,
     pub card_base: u64,
 }
@@ -51,31 +54,44 @@ impl Layout {
         self.count() * self.size
     }
 
-    /// Host bytes the layout reaches from offset 0.
+    /// Host bytes the layout reaches from offset 0 (the last transfer's whole stride: an engine
+    /// may round a receive buffer up to it).
     pub fn host_extent(&self) -> u64 {
-        self.host.iter().max().map_or(0, |m| m + self.size)
+        self.host.iter().max().map_or(0, |m| m + self.stride)
+    }
+
+    /// Card bytes the layout spans from `card_base`.
+    pub fn card_extent(&self) -> u64 {
+        self.count() * self.stride
+    }
+
+    /// Transfer i's card offset.
+    pub fn card_at(&self, i: usize) -> u64 {
+        self.card_base + i as u64 * self.stride
     }
 
     pub fn work<'a>(&'a self, dir: Direction, buf: &'a dyn DmaBuffer) -> impl Iterator<Item = Work<'a>> + 'a {
         self.host.iter().enumerate().map(move |(i, &h)| Work {
             buf,
-            t: Transfer { dir, buf_offset: h, card_addr: self.card_base + i as u64 * self.size, len: self.size },
+            t: Transfer { dir, buf_offset: h, card_addr: self.card_at(i), len: self.size },
             queue: (i % self.queues as usize) as u16,
         })
     }
 }
 
-/// Sequential transfers for `queues` queues within `room` bytes of card memory; None when not
-/// even one transfer per queue fits. Engines taking one transfer per run (`max_batch` 1) get one.
-pub fn sequential(size: u64, queues: u16, room: u64, card_base: u64, max_batch: usize) -> Option<Layout> {
+/// Sequential transfers for `queues` queues within `room` bytes of card memory, `align` apart
+/// at least (`Engine::transfer_align`); None when not even one transfer per queue fits. Engines
+/// taking one transfer per run (`max_batch` 1) get one.
+pub fn sequential(size: u64, align: u64, queues: u16, room: u64, card_base: u64, max_batch: usize) -> Option<Layout> {
     let q = queues.max(1) as u64;
-    let per_round = q.checked_mul(size)?;
+    let stride = size.checked_next_multiple_of(align.max(1))?;
+    let per_round = q.checked_mul(stride)?;
     if per_round > room || q > max_batch as u64 {
         return None;
     }
     let depth = (RUN_BYTES / per_round).clamp(1, MAX_DEPTH).min(room / per_round).min(max_batch as u64 / q).max(1);
-    let host = (0..q * depth).map(|i| i * size).collect();
-    Some(Layout { size, queues: q as u16, host, card_base })
+    let host = (0..q * depth).map(|i| i * stride).collect();
+    Some(Layout { size, stride, queues: q as u16, host, card_base })
 }
 
 /// xorshift64* (Vigna 2016): a fast, reproducible stream for offsets.
@@ -95,11 +111,13 @@ impl Rng {
     }
 }
 
-/// Random packets: distinct size-aligned offsets in `window` host bytes, as many as fit a run
-/// (`RANDOM_RUN_BYTES`), the card room and the engine's batch, a multiple of `queues`. None
-/// when fewer than one per queue fit.
+/// Random packets: distinct offsets in `window` host bytes aligned to the size (rounded up to
+/// `align`), as many as fit a run (`RANDOM_RUN_BYTES`), the card room and the engine's batch, a
+/// multiple of `queues`. None when fewer than one per queue fit.
+#[allow(clippy::too_many_arguments)]
 pub fn random(
     size: u64,
+    align: u64,
     queues: u16,
     window: u64,
     room: u64,
@@ -108,9 +126,9 @@ pub fn random(
     seed: u64,
 ) -> Option<Layout> {
     let q = queues.max(1) as u64;
-    let slots = window / size.max(1);
-    let n =
-        (RANDOM_RUN_BYTES / size.max(1)).clamp(1, MAX_PACKETS).min(room / size.max(1)).min(slots).min(max_batch as u64);
+    let stride = size.max(1).checked_next_multiple_of(align.max(1))?;
+    let slots = window / stride;
+    let n = (RANDOM_RUN_BYTES / size.max(1)).clamp(1, MAX_PACKETS).min(room / stride).min(slots).min(max_batch as u64);
     let n = n / q * q;
     if n == 0 {
         return None;
@@ -136,7 +154,7 @@ pub fn random(
         }
         v
     };
-    Some(Layout { size, queues: q as u16, host: picked.into_iter().map(|s| s * size).collect(), card_base })
+    Some(Layout { size, stride, queues: q as u16, host: picked.into_iter().map(|s| s * stride).collect(), card_base })
 }
 
 #[cfg(test)]
@@ -145,35 +163,35 @@ mod tests {
 
     #[test]
     fn sequential_runs_fill_queues_within_the_card() {
-        let l = sequential(4096, 4, 32 << 20, 0x100, usize::MAX).unwrap();
+        let l = sequential(4096, 1, 4, 32 << 20, 0x100, usize::MAX).unwrap();
         assert_eq!((l.count(), l.bytes()), (256, 1 << 20), "64 per queue keep 1 MiB in flight");
         assert_eq!(l.host[..3], [0, 4096, 8192]);
         let w: Vec<Work> = l.work(Direction::H2c, &NoBuf).take(5).collect();
         assert_eq!(w.iter().map(|w| w.queue).collect::<Vec<_>>(), [0, 1, 2, 3, 0]);
         assert_eq!(w[1].t.card_addr, 0x100 + 4096);
-        assert_eq!(sequential(64, 1, 1 << 30, 0, usize::MAX).unwrap().count(), MAX_DEPTH);
-        assert_eq!(sequential(1 << 20, 16, 32 << 20, 0, usize::MAX).unwrap().count(), 16);
-        assert_eq!(sequential(64 << 10, 1, 1 << 20, 0, 1).unwrap().count(), 1, "one transfer per run");
-        assert!(sequential(1 << 20, 16, 8 << 20, 0, usize::MAX).is_none(), "16 MiB do not fit 8");
-        assert!(sequential(64, 2, 1 << 20, 0, 1).is_none(), "two queues on a one-transfer engine");
+        assert_eq!(sequential(64, 1, 1, 1 << 30, 0, usize::MAX).unwrap().count(), MAX_DEPTH);
+        assert_eq!(sequential(1 << 20, 1, 16, 32 << 20, 0, usize::MAX).unwrap().count(), 16);
+        assert_eq!(sequential(64 << 10, 1, 1, 1 << 20, 0, 1).unwrap().count(), 1, "one transfer per run");
+        assert!(sequential(1 << 20, 1, 16, 8 << 20, 0, usize::MAX).is_none(), "16 MiB do not fit 8");
+        assert!(sequential(64, 1, 2, 1 << 20, 0, 1).is_none(), "two queues on a one-transfer engine");
     }
 
     #[test]
     fn random_packets_are_distinct_aligned_and_in_the_window() {
         for (size, window, q) in [(64u64, 1u64 << 30, 8u16), (4096, 1 << 20, 16), (256, 8192, 4)] {
-            let l = random(size, q, window, 32 << 20, 0, usize::MAX, 42).unwrap();
+            let l = random(size, 1, q, window, 32 << 20, 0, usize::MAX, 42).unwrap();
             assert_eq!(l.count() % q as u64, 0);
             assert!(l.host.iter().all(|h| h % size == 0 && h + size <= window));
             let distinct: HashSet<u64> = l.host.iter().copied().collect();
             assert_eq!(distinct.len(), l.host.len(), "{size} in {window}");
             assert!(l.bytes() <= RANDOM_RUN_BYTES);
         }
-        let l = random(64, 8, 1 << 30, 32 << 20, 0, usize::MAX, 42).unwrap();
+        let l = random(64, 1, 8, 1 << 30, 32 << 20, 0, usize::MAX, 42).unwrap();
         assert_eq!(l.count(), MAX_PACKETS);
         assert!(l.host_extent() > 1 << 29, "spread over the window");
-        assert_ne!(l.host, random(64, 8, 1 << 30, 32 << 20, 0, usize::MAX, 43).unwrap().host);
-        assert_eq!(random(4096, 1, 1 << 30, 8192, 0, usize::MAX, 1).unwrap().count(), 2, "card room bounds it");
-        assert!(random(4096, 4, 8192, 1 << 20, 0, usize::MAX, 1).is_none(), "2 slots for 4 queues");
+        assert_ne!(l.host, random(64, 1, 8, 1 << 30, 32 << 20, 0, usize::MAX, 43).unwrap().host);
+        assert_eq!(random(4096, 1, 1, 1 << 30, 8192, 0, usize::MAX, 1).unwrap().count(), 2, "card room bounds it");
+        assert!(random(4096, 1, 4, 8192, 1 << 20, 0, usize::MAX, 1).is_none(), "2 slots for 4 queues");
     }
 
     struct NoBuf;

@@ -8,20 +8,25 @@
 //! time, many spread over queues for engines with queues, sequential or at random offsets.
 
 mod data;
+pub mod guard;
 pub mod layout;
 pub(in crate::bench) mod stream;
+pub(in crate::bench) mod verify;
 
+use self::data::scatter;
 pub(super) use self::data::{bytes, bytes_mut, card_copy, interrupt_run, put, timed_run};
-use self::data::{compare, scatter};
 use self::layout::{Access, Layout};
 use super::counters::EngineFigures;
-use super::pattern::{host_bytes, Pattern};
-use super::result::{Completion, Kind, Note, Report, Row, Verify};
-use super::sample::sampler::{Sampled, Sampling};
+use super::pattern::Pattern;
+#[cfg(test)]
+use super::result::Verify;
+use super::result::{Completion, Kind, Note, Report, Row};
+use super::sample::sampler::{Phase, Sampled, Sampling, WHILE_PROBED};
 use crate::access::{BusMaster, DeviceAccess, Interrupts};
 use crate::device::Device;
-use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, Work};
+use crate::dma::{Direction, DmaAllocator, DmaBuffer, Engine, EngineCounters, Work};
 use crate::host::Host;
+use crate::pci::health::{HealthProbe, Snapshot};
 use crate::pci::link::Link;
 use crate::units::human_size;
 use crate::{Error, Result};
@@ -161,6 +166,15 @@ fn check_batching(engine: &dyn Engine, plan: &DmaPlan) -> Result<Vec<u16>> {
             "--pattern random needs an engine that runs batches of transfers (qdma); {name} runs one transfer at a time"
         )));
     }
+    if single && plan.bidir && engine.overlaps() && !engine.channels().is_empty() {
+        // libxdma runs a channel's H2C and C2H halves as engines of their own: both at once is
+        // two engines, which the soak opens (a row here is one engine's batch). Stream channels
+        // are not soaked, so they keep the plain refusal below.
+        return Err(Error::usage(format!(
+            "--dir bidir runs both directions in one engine's batch (qdma); {name} runs each direction of a channel as an \
+             engine of its own: run both at once with --duration (e.g. --duration 60s; docs/soak.md)"
+        )));
+    }
     if single && plan.bidir {
         return Err(Error::usage(format!(
             "--dir bidir needs an engine that runs both directions in one batch (qdma); {name} runs one transfer at a time"
@@ -190,10 +204,10 @@ struct Config {
 
 fn configs(engine: &dyn Engine, plan: &DmaPlan, sizes: &[u64], queues: &[u16], seed: u64) -> Result<Vec<Config>> {
     let room = card_room(engine, plan)?;
-    let max = engine.max_batch();
+    let (max, align) = (engine.max_batch(), engine.transfer_align());
     let lay = |size: u64, q: u16, room: u64, base: u64, salt: u64| match plan.access {
-        Access::Sequential => layout::sequential(size, q, room, base, max),
-        Access::Random { window } => layout::random(size, q, window, room, base, max, seed ^ salt),
+        Access::Sequential => layout::sequential(size, align, q, room, base, max),
+        Access::Random { window } => layout::random(size, align, q, window, room, base, max, seed ^ salt),
     };
     let mut modes: Vec<Option<Direction>> = plan.dirs.iter().map(|d| Some(*d)).collect();
     if plan.bidir {
@@ -239,10 +253,17 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     let mut configs = configs(engine, plan, &sizes, &queues, pattern.seed)?;
     let random = matches!(plan.access, Access::Random { .. });
     let streamed = stream::place(engine, random, &mut configs)?.unwrap_or(0);
-    let extent = |c: &Config| c.parts.iter().flatten().map(|(_, l)| l.host_extent().max(l.bytes())).max().unwrap_or(0);
+    // The host buffers also carry each part's card image and read-back with its guarded tail.
+    let extent = |c: &Config| {
+        c.parts.iter().flatten().map(|(_, l)| l.host_extent().max(l.card_extent() + verify::TAIL)).max().unwrap_or(0)
+    };
     let len = configs.iter().map(extent).max().unwrap_or(0).max(streamed).max(1) as usize;
     let mut bufs = Buffers { src: s.alloc.alloc(len)?, dst: s.alloc.alloc(len)? };
-    let card_end = configs.iter().flat_map(|c| c.parts.iter().flatten()).map(|(_, l)| l.card_base + l.bytes()).max();
+    let card_end = configs
+        .iter()
+        .flat_map(|c| c.parts.iter().flatten())
+        .map(|(_, l)| (l.card_base + l.card_extent() + verify::TAIL).min(engine.card_size()))
+        .max();
     if let Some(end) = card_end {
         s.dev.populate_card_memory(plan.card_addr, end - plan.card_addr);
     }
@@ -253,6 +274,15 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
     report.addressing = Some(bufs.src.addressing());
     report.buffer = Some(bufs.src.describe());
     report.engine_counters = (!engine.has_counters()).then_some(false);
+    // A simulated card's model is what bounds its rows, as a link bounds a real card's.
+    let datapath = s.device.info.datapath.as_ref();
+    if let Some(p) = datapath {
+        report.limit_note = Some(format!(
+            "{}: the limit column is the model's datapath ({}), not a PCIe link; a row below it is bounded by the host path",
+            p.header(),
+            p.basis
+        ));
+    }
     let queued = engine.max_batch() > 1;
     // A panic mid-run must not leave the engine moving data into buffers about to be freed: stop
     // it first (then Bus Master is restored and the buffers released as the stack unwinds).
@@ -276,7 +306,7 @@ pub fn run(s: DmaSetup, plan: &DmaPlan, sampling: &mut Sampling) -> Result<Repor
                     })?),
                     _ => By::Poll,
                 };
-                let ctx = Ctx { engine: &mut *engine, bufs: &mut bufs, plan, link, queued, by };
+                let ctx = Ctx { engine: &mut *engine, bufs: &mut bufs, plan, link, datapath, queued, by };
                 let (mut rows, stopped) = match measure(ctx, c, parts, pattern, sampling, &mut report.warnings) {
                     Err(Error::Gone(what)) => {
                         // Stop the engine where it still can be (its registers may not answer).
@@ -342,6 +372,8 @@ struct Ctx<'a> {
     bufs: &'a mut Buffers,
     plan: &'a DmaPlan,
     link: Option<Link>,
+    /// A simulated card's model: its limit stands where a link's would.
+    datapath: Option<&'a crate::pci::device::DatapathInfo>,
     queued: bool,
     by: By<'a>,
 }
@@ -364,6 +396,9 @@ fn measure(
 ) -> Result<(Vec<Row>, bool)> {
     let engine = cx.engine;
     let plan = cx.plan;
+    // The rows' link-health window is the whole configuration, from before its data and guards are
+    // placed (DMA writes to the card, untimed) to after its data is checked (reads back).
+    let since = sampling.health.map(|h| h.snapshot());
     let far_end = stream::expected(engine, parts);
     let streaming = far_end.is_some();
     let expected: Vec<Vec<u8>> = match far_end {
@@ -374,56 +409,66 @@ fn measure(
             .map(|(i, (_, l))| Pattern::with_seed(pattern.seed ^ i as u64).try_generate(l.bytes() as usize))
             .collect::<Result<_>>()?,
     };
+    // Untimed: the card holds the C2H data (so the reads have something to verify) and the
+    // guard around the H2C transfers; the host destination its guard; the source the H2C data.
+    let limits = verify::limits(parts, engine.card_size());
+    let guards = verify::Guards::new(pattern.seed);
+    let (src, dst) = (&mut *cx.bufs.src, &mut *cx.bufs.dst);
+    verify::prepare(engine, src, dst, parts, &limits, &expected, &guards, streaming, plan.timeout)?;
     for ((dir, l), e) in parts.iter().zip(&expected) {
-        if *dir == Direction::C2h && !streaming {
-            // The card holds the pattern first (untimed), so the reads have something to verify.
-            put(&mut *cx.bufs.src, 0, e);
-            card_copy(engine, Direction::H2c, &*cx.bufs.src, l.card_base, e.len() as u64, plan.timeout)?;
-        }
-    }
-    for ((dir, l), e) in parts.iter().zip(&expected) {
-        match dir {
-            Direction::H2c => scatter(&mut *cx.bufs.src, l, e),
-            Direction::C2h => scatter(&mut *cx.bufs.dst, l, &host_bytes(e.len())?),
+        if *dir == Direction::H2c {
+            scatter(&mut *cx.bufs.src, l, e);
         }
     }
     let work: Vec<Work> = parts.iter().flat_map(|(d, l)| l.work(*d, cx.bufs.of(*d))).collect();
     engine.prepare_batch(&work)?;
     stream::clear(engine, parts)?;
-    engine.counters_start()?;
+    let settings = engine.settings()?;
     let run_bytes: u64 = parts.iter().map(|(_, l)| l.bytes()).sum();
-    let t0 = sampling.clock.now_ns();
     let by = cx.by;
-    let sampled = sampling.run_within(run_bytes, plan.total, plan.budget_ns, |k| {
-        for _ in 0..k {
-            match by {
-                By::Poll => timed_run(engine, plan.timeout)?,
-                By::Irq(irq) => interrupt_run(engine, irq, plan.timeout)?,
+    // The engine's counters are taken per kept sample (started before it, read after it, both
+    // untimed), so its figures summarise the very samples the host's figures do.
+    let counting = engine.has_counters();
+    let mut counted: Vec<Counted> = Vec::new();
+    let sampled = sampling.run_phased(run_bytes, c.size, plan.total, plan.budget_ns, |p| match p {
+        Phase::Run(k) => {
+            for _ in 0..k {
+                match by {
+                    By::Poll => timed_run(engine, plan.timeout)?,
+                    By::Irq(irq) => interrupt_run(engine, irq, plan.timeout)?,
+                }
             }
+            Ok(())
         }
-        Ok(())
+        Phase::Before if counting => engine.counters_start(),
+        Phase::After { k, ns } if counting => {
+            counted.push(Counted { counters: engine.counters_read()?, runs: k, ns });
+            Ok(())
+        }
+        Phase::Before | Phase::After { .. } => Ok(()),
     })?;
-    let elapsed_s = sampling.clock.now_ns().saturating_sub(t0) as f64 * 1e-9;
     // Untimed: no-IOMMU heap pages re-read their frames (a page that moved fails the run).
     cx.bufs.src.still_in_place()?;
     cx.bufs.dst.still_in_place()?;
-    let counters = engine.counters_read()?;
     let overhead_ns = sampling.overhead.median_s * 1e9;
-    let runs = sampled.calibration_transfers + sampled.measured();
     let mut rows = Vec::new();
     for (dir, l) in parts {
         let mut row = Row::new(*dir, c.size);
         row.queues = cx.queued.then_some(c.queues);
+        row.engine_settings = settings.clone();
         row.window = match plan.access {
             Access::Random { window } => Some(window),
             Access::Sequential => None,
         };
         row.concurrent = parts.len() > 1;
         // The card reads host memory for h2c (requests and completions) and writes it for c2h.
-        let limit = cx.link.map(|k| match dir {
-            Direction::H2c => k.read_bps(c.size) / 1e6,
-            Direction::C2h => k.write_bps(c.size) / 1e6,
-        });
+        let limit = cx
+            .link
+            .map(|k| match dir {
+                Direction::H2c => k.read_bps(c.size) / 1e6,
+                Direction::C2h => k.write_bps(c.size) / 1e6,
+            })
+            .or(cx.datapath.map(|p| p.limit_mbps(c.size)));
         row.measured(&per_transfer(&sampled, l), limit, overhead_ns);
         if engine.packets() {
             // One transfer is one packet on an XDMA stream (the loopback has no far end to ask).
@@ -433,28 +478,75 @@ fn measure(
         if l.count() > 1 {
             row.notes.push(Note::InFlight { transfers: l.count(), queues: l.queues });
         }
-        if let Some(k) = counters.iter().find(|k| k.dir == *dir) {
-            // Counters of the last run alone are set beside one run's bytes and the wall time
-            // of the row's median run (the row's runs move the same bytes each; the first ones
-            // also fault pages in, which the median leaves out).
-            let median_run_s =
-                row.stats.as_ref().filter(|s| s.median_mbps > 0.0).map(|s| l.bytes() as f64 / (s.median_mbps * 1e6));
-            let span = match median_run_s {
-                Some(t) if k.last_run => Some((l.bytes(), t)),
-                _ if k.last_run => None,
-                _ => Some((runs * l.bytes(), elapsed_s)),
-            };
-            row.engine = span.map(|(bytes, wall_s)| EngineFigures::new(k, bytes, wall_s));
-        }
+        row.engine = median_sample(&counted, *dir, l.bytes());
         rows.push(row);
     }
     if sampled.interrupted {
         let status = engine.stop()?;
         rows.iter_mut().for_each(|r| r.notes.push(Note::Interrupted { engine: Some(status.clone()) }));
+        health_over_config(&mut rows, sampling.health, since.as_ref());
         return Ok((rows, true));
     }
-    verify_parts(engine, cx.bufs, parts, &expected, plan.timeout, &mut rows, warnings)?;
+    let dst = &mut *cx.bufs.dst;
+    verify::parts(engine, dst, parts, &limits, &expected, &guards, plan.timeout, &mut rows, warnings)?;
+    health_over_config(&mut rows, sampling.health, since.as_ref());
     Ok((rows, false))
+}
+
+/// Each row's link-health note covers its whole configuration, from `since` (before its data was
+/// placed) to now: errors while the card was written untimed or read back to verify make the row
+/// suspect as errors during its samples do (the lab's link_health held its run in the untimed
+/// write of the card's guards, and the row said nothing). What its probe saw (`WHILE_PROBED`) stays.
+fn health_over_config(rows: &mut [Row], health: Option<&HealthProbe>, since: Option<&Snapshot>) {
+    let (Some(h), Some(b)) = (health, since) else { return };
+    let whole = crate::pci::health::changes(b, &h.snapshot());
+    for row in rows {
+        let note = row.notes.iter_mut().find_map(|n| match n {
+            Note::LinkHealth { changes } => Some(changes),
+            _ => None,
+        });
+        match note {
+            // A change during the samples that the whole window no longer shows (a link that came
+            // back at its speed by the end) is kept as it was seen.
+            Some(changes) if !whole.is_empty() => {
+                changes.retain(|c| c.ends_with(WHILE_PROBED));
+                changes.extend(whole.iter().cloned());
+            }
+            None if !whole.is_empty() => row.notes.push(Note::LinkHealth { changes: whole.clone() }),
+            _ => {}
+        }
+    }
+}
+
+/// What an engine's counters said over one kept sample of `runs` runs that took `ns`.
+struct Counted {
+    counters: Vec<EngineCounters>,
+    runs: u64,
+    ns: u64,
+}
+
+/// The engine's figures for direction `dir` over the row's median sample: the sample the host's
+/// median comes from (of two middle ones, the faster), each run moving `run_bytes` that way.
+/// Counters of the last run alone (XDMA's auto mode) stand beside that run's share of the
+/// sample's wall time; counters counting throughout beside the whole sample.
+fn median_sample(counted: &[Counted], dir: Direction, run_bytes: u64) -> Option<EngineFigures> {
+    let mut per: Vec<(f64, EngineFigures)> = counted
+        .iter()
+        .filter(|c| c.runs > 0)
+        .filter_map(|c| {
+            let k = c.counters.iter().find(|k| k.dir == dir)?;
+            let per_run_s = c.ns as f64 * 1e-9 / c.runs as f64;
+            let f = if k.last_run {
+                EngineFigures::new(k, run_bytes, per_run_s)
+            } else {
+                EngineFigures::new(k, run_bytes * c.runs, c.ns as f64 * 1e-9)
+            };
+            Some((per_run_s, f))
+        })
+        .collect();
+    per.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = per.len();
+    (n > 0).then(|| per.swap_remove((n - 1) / 2).1)
 }
 
 /// Samples of whole runs as samples of their transfers (a run moves `l.count()` of them).
@@ -468,54 +560,10 @@ fn per_transfer(s: &Sampled, l: &Layout) -> Sampled {
     t
 }
 
-/// Check what each part moved: the host side in place (c2h), the card side read back (h2c).
-fn verify_parts(
-    engine: &mut dyn Engine,
-    bufs: &mut Buffers,
-    parts: &[(Direction, Layout)],
-    expected: &[Vec<u8>],
-    timeout: Duration,
-    rows: &mut [Row],
-    warnings: &mut Vec<String>,
-) -> Result<()> {
-    let mut order: Vec<usize> = (0..parts.len()).collect();
-    // C2H first: the h2c read-back reuses the destination buffer.
-    order.sort_by_key(|i| parts[*i].0 == Direction::H2c);
-    for i in order {
-        let (dir, l) = &parts[i];
-        let found = match dir {
-            Direction::C2h => compare(&*bufs.dst, l, &expected[i]),
-            Direction::H2c if engine.stream_end().is_some() => {
-                rows[i].verify = stream::verdict(engine).transpose()?;
-                if let Some(Verify::Rejected { reason }) = &rows[i].verify {
-                    warnings.push(format!("{dir} size {}: {reason}", rows[i].size));
-                }
-                continue;
-            }
-            Direction::H2c => {
-                put(&mut *bufs.dst, 0, &host_bytes(l.bytes() as usize)?);
-                card_copy(engine, Direction::C2h, &*bufs.dst, l.card_base, l.bytes(), timeout)?;
-                let seq = Layout { host: (0..l.count()).map(|k| k * l.size).collect(), ..l.clone() };
-                compare(&*bufs.dst, &seq, &expected[i]).map_err(|mut m| {
-                    m.offset += l.card_base;
-                    m
-                })
-            }
-        };
-        rows[i].verify = Some(match found {
-            Ok(()) => Verify::Ok,
-            Err(m) => {
-                let side = if *dir == Direction::H2c { "card" } else { "host" };
-                warnings.push(format!("{dir} size {} ({side} offsets): {m}", rows[i].size));
-                Verify::Mismatch { mismatch: m }
-            }
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod gone_tests;
+#[cfg(test)]
+mod guard_tests;
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]

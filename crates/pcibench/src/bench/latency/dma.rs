@@ -5,8 +5,9 @@
 //! samples: what the card received read back, what the host received compared in place (on a
 //! stream engine: what its far end generates, and its checker's verdict on what it was sent).
 
-use super::super::dma::{bytes, bytes_mut, card_copy, default_size, interrupt_run, put, timed_run};
-use super::super::pattern::{verify, Pattern};
+use super::super::dma::verify::{self, TAIL};
+use super::super::dma::{default_size, interrupt_run, put, timed_run};
+use super::super::pattern::Pattern;
 use super::super::rate::{self, RatePlan, RateRequest};
 use super::super::result::{Completion, Probe, Report, Row, Verify};
 use super::super::sample::sampler::{Sampling, ROW_BUDGET_NS};
@@ -94,7 +95,7 @@ fn check(engine: &dyn Engine, irq: Option<&dyn Interrupts>, plan: &DmaLatency) -
 }
 
 /// Every row of the plan, in order: direction, size, completion.
-pub(super) fn rows(
+pub(in crate::bench) fn rows(
     engine: &mut dyn Engine,
     alloc: &dyn DmaAllocator,
     irq: Option<&dyn Interrupts>,
@@ -106,7 +107,8 @@ pub(super) fn rows(
     let sizes = sizes(engine, plan)?;
     let most = sizes.iter().copied().max().unwrap_or(4096).max(4096);
     // A stream engine's C2H transfer takes whole receive buffers of the host's memory.
-    let len = engine.stream_end().map_or(most, |e| e.c2h_stride(most).max(most)) as usize;
+    // Room for the card's guarded tail too: the read-back of an H2C row takes it.
+    let len = engine.stream_end().map_or(most, |e| e.c2h_stride(most).max(most)) as usize + TAIL as usize;
     let mut bufs = [alloc.alloc(len)?, alloc.alloc(len)?];
     report.addressing = Some(bufs[0].addressing());
     report.buffer = Some(bufs[0].describe());
@@ -164,7 +166,7 @@ pub(super) fn rate_rows(
         card_addr: plan.card_addr,
         timeout: plan.timeout,
     };
-    rate::rows(engine, alloc, &p, s.clock, s.stop, report)
+    rate::rows(engine, alloc, &p, s.clock, s.stop, &mut *s.progress, report)
 }
 
 /// One row: a direction, a size and a way to see completion.
@@ -192,16 +194,17 @@ impl One {
         // transfer of a size the same bytes) and checks what H2C sends (bench/dma/stream.rs).
         let stream = engine.stream_end().map(|e| e.transfer_bytes(self.size));
         let expected = stream.clone().unwrap_or_else(|| self.pattern.generate(n));
-        // The data in place first (untimed): the card holds the pattern before reads of it.
-        put(&mut *bufs[0], 0, &expected);
-        match (self.dir, engine.stream_end()) {
-            (Direction::H2c, Some(end)) => end.clear_checker()?,
-            (Direction::C2h, Some(_)) => bytes_mut(&mut *bufs[1])[..n].fill(0),
-            (Direction::C2h, None) => {
-                card_copy(engine, Direction::H2c, &*bufs[0], self.card, self.size, self.timeout)?;
-                bytes_mut(&mut *bufs[1])[..n].fill(0);
-            }
-            (Direction::H2c, None) => {}
+        // The data in place first (untimed): the card holds the pattern before reads of it, the
+        // guard around the transfer (H2C), the host destination its guard (C2H; dmatest's rule).
+        let l = verify::packed(self.size, 1, self.card);
+        let g = verify::Guards::new(self.pattern.seed);
+        let (limit, streaming) = (engine.card_size(), stream.is_some());
+        let [src, dst] = &mut *bufs;
+        let part = [(self.dir, l.clone())];
+        verify::prepare(engine, &mut **src, &mut **dst, &part, &[limit], &[&expected], &g, streaming, self.timeout)?;
+        put(&mut **src, 0, &expected);
+        if let (Direction::H2c, Some(end)) = (self.dir, engine.stream_end()) {
+            end.clear_checker()?;
         }
         let (src, dst) = (&*bufs[0], &*bufs[1]);
         let buf = if self.dir == Direction::H2c { src } else { dst };
@@ -210,13 +213,14 @@ impl One {
         let warmup = default_warmup(samples);
         let (timeout, c) = (self.timeout, self.completion);
         let budget = plan.samples.is_none().then_some(ROW_BUDGET_NS);
-        let single = s.single_within(warmup, samples, budget, self.size, || match (c, irq) {
+        let single = s.single_counted(warmup, samples, budget, self.size, "--dma-samples", || match (c, irq) {
             (Completion::Irq, Some(irq)) => interrupt_run(engine, irq, timeout),
             _ => timed_run(engine, timeout),
         })?;
         let mut row = Row::new(self.dir, self.size);
         row.probe = Some(Probe::Dma);
         row.completion = Some(self.completion);
+        row.engine_settings = engine.settings()?;
         finish(&mut row, &single, s.clock);
         if single.interrupted {
             return Ok(row);
@@ -233,13 +237,9 @@ impl One {
                 return Ok(row);
             }
         }
-        let found = match self.dir {
-            Direction::C2h => verify(&expected, &bytes(&*bufs[1])[..n], 0),
-            Direction::H2c => {
-                bytes_mut(&mut *bufs[1])[..n].fill(0);
-                card_copy(engine, Direction::C2h, &*bufs[1], self.card, self.size, self.timeout)?;
-                verify(&expected, &bytes(&*bufs[1])[..n], self.card)
-            }
+        let Some(found) = verify::check_part(engine, &mut *bufs[1], self.dir, &l, limit, &expected, &g, self.timeout)?
+        else {
+            return Ok(row);
         };
         row.verify = Some(match found {
             Ok(()) => Verify::Ok,

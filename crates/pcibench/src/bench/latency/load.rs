@@ -5,6 +5,10 @@
 //! verified. Both directions go at once on engines that run batches (qdma: one batch holds an
 //! H2C and a C2H transfer); engines that run one transfer at a time alternate them.
 //!
+//! A stream engine's load has no card memory behind it (bench/dma/stream.rs): H2C carries what
+//! the far end's checker expects and its verdict is the load's, C2H brings what the far end
+//! generates into whole receive buffers, compared in place.
+//!
 //! Every exit path stops the load: the measurement's end, its error or panic (a guard raises the
 //! quit flag, and the scope joins the thread), Ctrl-C (the stop flag), and the load's own error
 //! (the engine is stopped as in `dma::timed_run`) or panic (a guard stops the engine).
@@ -138,7 +142,9 @@ impl<'a> Rig<'a> {
             )));
         }
         let len = size.max(4096) as usize;
-        let (src, dst) = (alloc.alloc(len)?, alloc.alloc(len)?);
+        // A stream engine's C2H transfer takes whole receive buffers of the host's memory.
+        let c2h_len = engine.stream_end().map_or(len, |e| (e.c2h_stride(size) as usize).max(len));
+        let (src, dst) = (alloc.alloc(len)?, alloc.alloc(c2h_len)?);
         let (cpu, warning) = load_cpu(plan.cpu);
         let card = [plan.card_addr, plan.card_addr + room / 2];
         let pace = plan.rate.map(|r| r.ops(size) * size as f64);
@@ -215,10 +221,21 @@ impl<'a> Rig<'a> {
         Ok((measured, figures, self.check(&dirs, &expected)?))
     }
 
-    /// Put fresh patterns in place (untimed): H2C's in the source buffer, C2H's on the card.
+    /// Put fresh patterns in place (untimed): H2C's in the source buffer, C2H's on the card. A
+    /// stream engine's far end makes and checks the data: H2C sends its bytes (its checker
+    /// cleared first), C2H expects them.
     fn seed(&mut self, dirs: &[Direction]) -> Result<[Vec<u8>; 2]> {
         self.pattern = self.pattern.successor();
         let n = self.size as usize;
+        if let Some(end) = self.engine.stream_end() {
+            let bytes = end.transfer_bytes(self.size);
+            if dirs.contains(&Direction::H2c) {
+                end.clear_checker()?;
+            }
+            bytes_mut(&mut *self.dst).fill(0);
+            put(&mut *self.src, 0, &bytes);
+            return Ok([bytes.clone(), bytes]);
+        }
         let expected = [self.pattern.generate(n), Pattern::with_seed(!self.pattern.seed).generate(n)];
         if dirs.contains(&Direction::C2h) {
             put(&mut *self.src, 0, &expected[1]);
@@ -229,7 +246,8 @@ impl<'a> Rig<'a> {
         Ok(expected)
     }
 
-    /// The host side in place (C2H), then the card side read back (H2C), as the DMA runner does.
+    /// The host side in place (C2H), then the card side read back (H2C), as the DMA runner does;
+    /// on a stream engine, H2C is the far end checker's verdict (`dma::stream::verdict`).
     fn check(&mut self, dirs: &[Direction], expected: &[Vec<u8>; 2]) -> Result<Verify> {
         let n = self.size as usize;
         if dirs.contains(&Direction::C2h) {
@@ -238,6 +256,9 @@ impl<'a> Rig<'a> {
             }
         }
         if dirs.contains(&Direction::H2c) {
+            if let Some(v) = super::super::dma::stream::verdict(self.engine) {
+                return v;
+            }
             bytes_mut(&mut *self.dst)[..n].fill(0);
             card_copy(self.engine, Direction::C2h, &*self.dst, self.card[0], self.size, self.timeout)?;
             if let Err(m) = verify(&expected[0], &bytes(&*self.dst)[..n], self.card[0]) {

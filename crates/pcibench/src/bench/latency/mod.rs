@@ -304,8 +304,14 @@ fn push(report: &mut Report, row: Row) -> bool {
 /// A load row: the read's latency, the load's throughput, and the load's data verification as
 /// the row's (it is the data that moved).
 fn with_load(mut row: Row, load: LoadFigures, verify: Verify, warnings: &mut Vec<String>) -> Row {
-    if let Verify::Mismatch { mismatch } = &verify {
-        warnings.push(format!("{} load ({}): the streamed data did not verify: {mismatch}", load.label(), load.engine));
+    let why = match &verify {
+        Verify::Mismatch { mismatch } => Some(mismatch.to_string()),
+        // A stream engine's far end checked what H2C sent.
+        Verify::Rejected { reason } => Some(reason.clone()),
+        _ => None,
+    };
+    if let Some(why) = why {
+        warnings.push(format!("{} load ({}): the streamed data did not verify: {why}", load.label(), load.engine));
     }
     row.load = Some(load);
     row.verify = Some(verify);

@@ -7,7 +7,6 @@ use crate::bench::rate::{Rate, RateRequest, Rates};
 use crate::bench::result::Completion;
 use crate::bench::sample::clock::MonotonicClock;
 use crate::bench::sample::sampler::Progress;
-use crate::bench::sample::timer::TimerOverhead;
 use crate::host::Host;
 use crate::session::{EngineRequest, Session};
 use std::sync::atomic::AtomicBool;
@@ -45,8 +44,7 @@ fn stream_rows_are_verified_by_the_far_end_by_polling_and_by_interrupt() {
         timeout: Duration::from_secs(20),
         rate: None,
     };
-    let mut sampling =
-        Sampling { clock: &clock, overhead: TimerOverhead::measure(&clock), stop: &stop, progress, health: None };
+    let mut sampling = Sampling::new(&clock, &stop, progress, None);
     let t = LatencyTarget {
         dev: s.dev.as_ref(),
         device: &s.device,
@@ -77,4 +75,45 @@ fn stream_rows_are_verified_by_the_far_end_by_polling_and_by_interrupt() {
         matches!(e, Error::Usage(_)) && e.to_string().starts_with("--rate offers load on memory-mapped queues"),
         "{e}"
     );
+}
+
+/// Issue 55: a load on a stream engine is checked as `dma` checks streams (its C2H data against
+/// the far end's generator, its H2C data by the checker's verdict): every mode verifies, and data
+/// corrupted in flight is named in both directions.
+#[test]
+fn a_stream_load_is_verified_by_the_far_end_and_corruption_is_named() {
+    use crate::access::sim::SimDevice;
+    use crate::bench::latency::load::{LoadMode, LoadPlan, Rig};
+    use crate::bench::test_rig::SimRig;
+    use crate::dma::engines::EngineOptions;
+    use crate::sim::qdma::model::QdmaModelConfig;
+    use crate::sim::qdma::stream_card::{self, QdmaStreamCard};
+
+    let (card, model) = stream_card::build(QdmaModelConfig::default()).unwrap();
+    let info = crate::sim::CardSpec::info(&QdmaStreamCard);
+    let mut rig = SimRig::on(SimDevice::from_card("sim-qdma-st", &info, card), info, &EngineOptions::default());
+    let _bm = crate::access::BusMaster::enable(&rig.dev).unwrap();
+    let plan = LoadPlan {
+        modes: LoadMode::ALL.to_vec(),
+        width: Width::B32,
+        // Not a whole number of receive buffers: the C2H side takes whole ones.
+        size: Some(10 << 10),
+        cpu: None,
+        rate: None,
+        card_addr: 0,
+        timeout: Duration::from_secs(20),
+    };
+    let mut load = Rig::new(rig.engine.as_mut(), &rig.alloc, &plan).unwrap();
+    let stop = AtomicBool::new(false);
+    for mode in LoadMode::ALL {
+        let (_, l, v) = load.under(mode, &stop, || Ok(())).unwrap();
+        assert_eq!(v, Verify::Ok, "{mode:?}");
+        assert!(l.transfers >= 1, "{mode:?}");
+    }
+    model.corrupt_stream(true);
+    let (_, _, v) = load.under(LoadMode::H2c, &stop, || Ok(())).unwrap();
+    assert!(matches!(&v, Verify::Rejected { reason } if reason.contains("checker reports no match")), "{v:?}");
+    let (_, _, v) = load.under(LoadMode::C2h, &stop, || Ok(())).unwrap();
+    assert!(matches!(&v, Verify::Mismatch { mismatch } if mismatch.offset == 0), "{v:?}");
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
 }

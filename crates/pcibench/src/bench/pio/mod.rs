@@ -8,9 +8,11 @@ use super::sample::sampler::{check_total, Sampling};
 use crate::access::{BarRegion, DeviceAccess, IoMode};
 use crate::device::Device;
 use crate::direction::Direction;
+use crate::dma::engines::RegisterBar;
 use crate::mmio::{self, HostBuf, MemType, Width};
 use crate::pci::link::Link;
 use crate::{Error, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use super::result::MapMode;
 
@@ -35,6 +37,9 @@ pub struct PioPlan {
     pub strict_map: bool,
     /// The same for copy widths this CPU lacks.
     pub strict_width: bool,
+    /// BARs among `bars` that hold an engine's registers: read only, at the widths they decode
+    /// (`check_registers`), and not compared with a pattern (registers hold none).
+    pub registers: Vec<RegisterBar>,
 }
 
 impl PioPlan {
@@ -101,6 +106,7 @@ pub fn run(dev: &dyn DeviceAccess, device: &Device, plan: &PioPlan, s: &mut Samp
         all_sizes.extend(plan.sizes_for(len).into_iter().filter(|sz| plan.offset.saturating_add(*sz) <= len));
     }
     check_total(plan.total, &all_sizes)?;
+    check_registers(plan, device)?;
     let simulated = device.simulated();
     let mut report = Report::new(Kind::Pio, device.name(), simulated, dev.via(), s.overhead.median_s * 1e9);
     if !simulated {
@@ -124,7 +130,13 @@ pub fn run(dev: &dyn DeviceAccess, device: &Device, plan: &PioPlan, s: &mut Samp
                 }
                 Err(e) => return Err(e),
             };
+            let registers = plan.registers.iter().find(|r| r.bar == bar);
             for &w in &plan.widths {
+                if let Some(why) = registers.and_then(|r| refused_width(r, w, device)) {
+                    // Named widths were refused up front (`check_registers`): this is `--width all`.
+                    report.results.push(skipped(bar, map, plan, Some(w), why));
+                    continue;
+                }
                 if let Err(e) = mmio::available(w) {
                     if plan.strict_width {
                         return Err(e);
@@ -143,8 +155,8 @@ pub fn run(dev: &dyn DeviceAccess, device: &Device, plan: &PioPlan, s: &mut Samp
                         continue;
                     }
                     pattern = pattern.successor();
-                    let one =
-                        One { region: region.as_ref(), map, w, size, plan, pattern, link: device.bounding_link() };
+                    let (region, link) = (region.as_ref(), device.bounding_link());
+                    let one = One { region, map, w, size, plan, pattern, link, registers };
                     let rows = match one.run(s) {
                         Err(Error::Gone(what)) => {
                             report.gone = Some(super::gone::line(device.name(), &what, s));
@@ -184,6 +196,41 @@ pub fn run(dev: &dyn DeviceAccess, device: &Device, plan: &PioPlan, s: &mut Samp
         }
     }
     Ok(report)
+}
+
+/// An engine's register BAR named with `--bar` is read only, at the widths it decodes: a width
+/// it does not (or directions without a read) refused here, once, before anything runs, with the
+/// options that work (`--width all` skips the widths instead).
+fn check_registers(plan: &PioPlan, device: &Device) -> Result<()> {
+    for r in plan.registers.iter().filter(|r| plan.bars.contains(&r.bar)) {
+        let held = format!("BAR{} of {} holds the {} engine's registers", r.bar, device.name(), r.engine);
+        if !plan.dirs.contains(&Direction::C2h) {
+            return Err(Error::usage(format!(
+                "{held}: pio reads them only (test patterns written there would program the engine): use --dir c2h"
+            )));
+        }
+        if let Some(w) = plan.widths.iter().find(|w| !r.widths.contains(w)).filter(|_| plan.strict_width) {
+            let widest = r.widths.last().map_or(32, |w| w.bytes() * 8);
+            return Err(Error::usage(format!(
+                "{held}, which take {} accesses: --width {w} does not apply; use --width {widest}",
+                r.widths_words()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Why register BAR `r` is not read at `w` (None: it is).
+fn refused_width(r: &RegisterBar, w: Width, device: &Device) -> Option<String> {
+    (!r.widths.contains(&w)).then(|| {
+        format!(
+            "BAR{} of {} holds the {} engine's registers, which take {} accesses",
+            r.bar,
+            device.name(),
+            r.engine,
+            r.widths_words()
+        )
+    })
 }
 
 fn skipped(bar: u8, map: MapMode, plan: &PioPlan, w: Option<Width>, why: String) -> Row {
@@ -230,27 +277,48 @@ pub fn check_range(region: &dyn BarRegion, offset: u64, size: u64, w: Width) -> 
     Ok(())
 }
 
-/// One transfer in the chosen direction: through the mapping, or per-access syscalls. `mem` is
-/// the region's memory type, read once per configuration (it picks the routine's loads).
-fn transfer(region: &dyn BarRegion, mem: MemType, dir: Direction, w: Width, off: u64, host: &mut [u8]) -> Result<()> {
-    match region.ptr() {
-        Some(base) => {
-            // SAFETY: check_range kept [off, off+len) inside the mapping and aligned to the
-            // width; mmio::available(w) was checked; `host` is a distinct live buffer.
-            unsafe {
-                let bar = base.add(off as usize);
-                match dir {
-                    Direction::H2c => mmio::copy_to_io(w, mem, bar, host.as_ptr(), host.len()),
-                    Direction::C2h => mmio::copy_from_io(w, mem, host.as_mut_ptr(), bar, host.len()),
-                }
+/// Accesses a transfer without a mapping makes between looks at the stop flag: each is a syscall
+/// or a vfio-user message there, and a 1 MiB transfer of messages takes seconds.
+const ACCESSES_BETWEEN_STOPS: usize = 64;
+
+/// One transfer in the chosen direction: through the mapping, or per-access syscalls (or
+/// messages), in runs of `ACCESSES_BETWEEN_STOPS` with the stop flag looked at between them. `mem`
+/// is the region's memory type, read once per configuration (it picks the routine's loads). True
+/// when the stop cut the transfer short.
+fn transfer(
+    region: &dyn BarRegion,
+    mem: MemType,
+    dir: Direction,
+    w: Width,
+    off: u64,
+    host: &mut [u8],
+    stop: &AtomicBool,
+) -> Result<bool> {
+    let Some(base) = region.ptr() else {
+        let w = scalar_for_syscall(w);
+        let run = ACCESSES_BETWEEN_STOPS * w.bytes();
+        for (i, part) in host.chunks_mut(run).enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(true);
             }
-            Ok(())
+            let at = off + (i * run) as u64;
+            match dir {
+                Direction::H2c => region.write_bulk(at, part, w)?,
+                Direction::C2h => region.read_bulk(at, part, w)?,
+            }
         }
-        None => match dir {
-            Direction::H2c => region.write_bulk(off, host, scalar_for_syscall(w)),
-            Direction::C2h => region.read_bulk(off, host, scalar_for_syscall(w)),
-        },
+        return Ok(false);
+    };
+    // SAFETY: check_range kept [off, off+len) inside the mapping and aligned to the width;
+    // mmio::available(w) was checked; `host` is a distinct live buffer.
+    unsafe {
+        let bar = base.add(off as usize);
+        match dir {
+            Direction::H2c => mmio::copy_to_io(w, mem, bar, host.as_ptr(), host.len()),
+            Direction::C2h => mmio::copy_from_io(w, mem, host.as_mut_ptr(), bar, host.len()),
+        }
     }
+    Ok(false)
 }
 
 /// `k` transfers of `host` through the mapping at `bar`, back to back.
@@ -279,14 +347,15 @@ fn scalar_for_syscall(w: Width) -> Width {
     }
 }
 
-/// Read the BAR back for verification with the fastest safe routine (never timed).
-fn read_back(region: &dyn BarRegion, off: u64, buf: &mut [u8]) -> Result<()> {
+/// Read the BAR back for verification with the fastest safe routine (never timed); true when the
+/// stop cut it short.
+fn read_back(region: &dyn BarRegion, off: u64, buf: &mut [u8], stop: &AtomicBool) -> Result<bool> {
     let at = region.ptr().map_or(off, |p| p as u64 + off);
     let w = [Width::V512, Width::V256, Width::V128, Width::B64]
         .into_iter()
         .find(|w| mmio::available(*w).is_ok() && at % w.bytes() as u64 == 0 && buf.len() % w.bytes() == 0)
         .unwrap_or(Width::B8);
-    transfer(region, region.mem_type(), Direction::C2h, w, off, buf)
+    transfer(region, region.mem_type(), Direction::C2h, w, off, buf, stop)
 }
 
 /// Drain posted writes: SFENCE, then a read from the BAR (the read cannot pass the writes,
@@ -321,6 +390,8 @@ struct One<'a> {
     plan: &'a PioPlan,
     pattern: Pattern,
     link: Option<Link>,
+    /// The BAR holds an engine's registers: read only, never compared with a pattern.
+    registers: Option<&'a RegisterBar>,
 }
 
 impl One<'_> {
@@ -346,9 +417,27 @@ impl One<'_> {
         })
     }
 
+    /// Why the row in `dir` is not measured (None: it is).
+    fn skip(&self, dir: Direction) -> Option<String> {
+        match (dir, self.registers) {
+            (Direction::H2c, Some(r)) => Some(format!(
+                "BAR{} holds the {} engine's registers: pio reads them only (test patterns written there would program the engine)",
+                r.bar, r.engine
+            )),
+            (Direction::H2c, None) if !self.plan.allow_write => Some("host-to-card writes need --allow-write".into()),
+            (Direction::C2h, _) if !self.w.reads() => Some(format!("width {} has no load form (stores only)", self.w)),
+            _ => None,
+        }
+    }
+
     fn run(&self, s: &mut Sampling) -> Result<Vec<Row>> {
         let (region, map, w, off) = (self.region, self.map, self.w, self.plan.offset);
         let mem = region.mem_type();
+        let stop = s.stop;
+        // The probe pass (`bench::sample::estimate`) wants each row's time, nothing else: no data
+        // is placed or checked, and a transfer of syscalls or messages is timed by its first
+        // accesses (whole, one would take seconds there).
+        let probing = s.progress.probing();
         let expected = self.pattern.try_generate(self.size as usize)?;
         // Page-aligned, so a vector routine's host-side accesses never straddle two lines.
         let mut host = HostBuf::zeroed(self.size as usize)?;
@@ -356,19 +445,18 @@ impl One<'_> {
         let mut rows = Vec::new();
         for &dir in &self.plan.dirs {
             let mut row = self.row(dir);
-            if dir == Direction::H2c && !self.plan.allow_write {
-                row.notes.push(Note::Skipped { reason: "host-to-card writes need --allow-write".into() });
+            if let Some(reason) = self.skip(dir) {
+                row.notes.push(Note::Skipped { reason });
                 rows.push(row);
                 continue;
             }
-            if dir == Direction::C2h && !w.reads() {
-                row.notes.push(Note::Skipped { reason: format!("width {w} has no load form (stores only)") });
-                rows.push(row);
-                continue;
-            }
-            if dir == Direction::C2h && !wrote && self.plan.allow_write {
+            if dir == Direction::C2h && !wrote && self.plan.allow_write && self.registers.is_none() && !probing {
                 // Give the reads something known to verify against (untimed).
-                transfer(region, mem, Direction::H2c, w, off, &mut HostBuf::copy_of(&expected)?)?;
+                if transfer(region, mem, Direction::H2c, w, off, &mut HostBuf::copy_of(&expected)?, stop)? {
+                    row.notes.push(Note::Interrupted { engine: None });
+                    rows.push(row);
+                    break;
+                }
                 flush(region, map, off)?;
                 wrote = true;
             }
@@ -382,47 +470,49 @@ impl One<'_> {
             // measures the routine, not the runner (a call through the region per transfer cost
             // 20% of memcpy's rate there).
             let mapped = region.ptr().filter(|_| map != MapMode::WcFlush);
-            let sampled = s.run_within(self.size, self.plan.total, self.plan.budget_ns, |k| {
-                if let Some(base) = mapped {
-                    // SAFETY: check_range kept [off, off+len) inside the mapping and aligned to
-                    // the width; mmio::available(w) was checked; `host` is a distinct live buffer.
-                    unsafe { copies(k, w, mem, dir, base.add(off as usize), &mut host) };
-                    return Ok(());
-                }
-                for _ in 0..k {
-                    transfer(region, mem, dir, w, off, &mut host)?;
-                    if map == MapMode::WcFlush {
-                        flush(region, map, off)?;
+            let (size, total, budget) = (self.size, self.plan.total, self.plan.budget_ns);
+            let sampled = if probing && region.ptr().is_none() {
+                let grain = scalar_for_syscall(w).bytes() as u64;
+                s.probe_part(size, total, budget, grain * ACCESSES_BETWEEN_STOPS as u64, |n| {
+                    transfer(region, mem, dir, w, off, &mut host[..n as usize], stop)
+                })?
+            } else {
+                s.run_within(size, total, budget, |k| {
+                    if let Some(base) = mapped {
+                        // SAFETY: check_range kept [off, off+len) inside the mapping and aligned
+                        // to the width; mmio::available(w) was checked; `host` is a distinct live
+                        // buffer.
+                        unsafe { copies(k, w, mem, dir, base.add(off as usize), &mut host) };
+                        return Ok(());
                     }
-                }
-                Ok(())
-            })?;
+                    for _ in 0..k {
+                        // Cut short by a stop: the sampler keeps no sample it was raised during.
+                        if transfer(region, mem, dir, w, off, &mut host, stop)? {
+                            return Ok(());
+                        }
+                        if map == MapMode::WcFlush {
+                            flush(region, map, off)?;
+                        }
+                    }
+                    Ok(())
+                })?
+            };
             row.measured(&sampled, self.limit(dir), s.overhead.median_s * 1e9);
             if sampled.interrupted {
                 row.notes.push(Note::Interrupted { engine: None });
             }
-            row.verify = Some(match dir {
-                Direction::H2c => {
-                    wrote = true;
-                    let mut back = HostBuf::zeroed(self.size as usize)?;
-                    read_back(region, off, &mut back)?;
-                    to_verify(verify(&expected, &back, off))
-                }
-                Direction::C2h if wrote => to_verify(verify(&expected, &host, off)),
-                Direction::C2h => {
-                    let mut again = HostBuf::zeroed(self.size as usize)?;
-                    read_back(region, off, &mut again)?;
-                    match verify(&host, &again, off) {
-                        Ok(()) => Verify::Unverified {
-                            reason: "read-only run: two reads agree; --allow-write writes a pattern to verify against"
-                                .into(),
-                        },
-                        Err(m) => Verify::Mismatch { mismatch: m },
+            if !probing {
+                // A stop between the accesses of a transfer of syscalls or messages left it part
+                // moved: nothing to compare.
+                row.verify = Some(match sampled.interrupted && region.ptr().is_none() {
+                    true => {
+                        Verify::Unverified { reason: "the stop came mid-transfer: its data was not all moved".into() }
                     }
+                    false => self.check(dir, &expected, &host, &mut wrote, stop)?,
+                });
+                if dir == Direction::C2h && host.iter().all(|b| *b == 0xff) {
+                    row.notes.push(Note::AllOnes);
                 }
-            });
-            if dir == Direction::C2h && host.iter().all(|b| *b == 0xff) {
-                row.notes.push(Note::AllOnes);
             }
             row.pattern_sha256 = wrote.then(|| sha256_hex(&expected));
             let stop = sampled.interrupted;
@@ -432,6 +522,48 @@ impl One<'_> {
             }
         }
         Ok(rows)
+    }
+
+    /// The row's data after its samples: what H2C wrote read back, what C2H read against the
+    /// pattern written first (or, reads only, against a second read).
+    fn check(
+        &self,
+        dir: Direction,
+        expected: &[u8],
+        host: &[u8],
+        wrote: &mut bool,
+        stop: &AtomicBool,
+    ) -> Result<Verify> {
+        let (region, off) = (self.region, self.plan.offset);
+        let cut = || Verify::Unverified { reason: "the stop came while it was read back".into() };
+        Ok(match dir {
+            Direction::H2c => {
+                *wrote = true;
+                let mut back = HostBuf::zeroed(self.size as usize)?;
+                if read_back(region, off, &mut back, stop)? {
+                    return Ok(cut());
+                }
+                to_verify(verify(expected, &back, off))
+            }
+            Direction::C2h if *wrote => to_verify(verify(expected, host, off)),
+            // Status bits and counters change between reads: a second read proves nothing.
+            Direction::C2h if self.registers.is_some() => Verify::Unverified {
+                reason: "an engine's registers: they hold no test pattern, and reads of them need not agree".into(),
+            },
+            Direction::C2h => {
+                let mut again = HostBuf::zeroed(self.size as usize)?;
+                if read_back(region, off, &mut again, stop)? {
+                    return Ok(cut());
+                }
+                match verify(host, &again, off) {
+                    Ok(()) => Verify::Unverified {
+                        reason: "read-only run: two reads agree; --allow-write writes a pattern to verify against"
+                            .into(),
+                    },
+                    Err(m) => Verify::Mismatch { mismatch: m },
+                }
+            }
+        })
     }
 }
 

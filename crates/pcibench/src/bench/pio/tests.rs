@@ -4,7 +4,6 @@ use super::*;
 use crate::access::{BarRegion, DeviceAccess, Mapping, Via};
 use crate::bench::result::Row;
 use crate::bench::sample::clock::{Clock, FakeClock, MonotonicClock};
-use crate::bench::sample::timer::TimerOverhead;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// A BAR made of host memory, optionally faulty.
@@ -103,6 +102,7 @@ fn plan() -> PioPlan {
         allow_write: true,
         strict_map: true,
         strict_width: true,
+        registers: Vec::new(),
     }
 }
 
@@ -115,8 +115,7 @@ fn go_with(dev: &MemDev, link: Option<Link>, p: &PioPlan, clock: &dyn Clock) -> 
     let stop = AtomicBool::new(false);
     let mut moved = 0;
     let mut progress = |b| moved += b;
-    let mut s =
-        Sampling { clock, overhead: TimerOverhead::measure(clock), stop: &stop, progress: &mut progress, health: None };
+    let mut s = Sampling::new(clock, &stop, &mut progress, None);
     let device = Device::for_test("test", false, link, &[(2, 65536)]);
     let r = run(dev, &device, p, &mut s)?;
     Ok((r, moved))

@@ -10,12 +10,13 @@ pub mod spec;
 
 use self::open_loop::{EngineSubmit, OpenLoop, Schedule};
 pub use self::spec::{parse_latency, Rate, Rates};
-use super::dma::{bytes, bytes_mut, card_copy, put, timed_run, DmaSetup};
+use super::dma::verify;
+use super::dma::{put, timed_run, DmaSetup};
 use super::latency::row::histogram_figures;
-use super::pattern::{verify, Pattern};
+use super::pattern::Pattern;
 use super::result::{Completion, Kind, LatencyFigures, Note, Probe, RateFigures, Report, Row, Verify};
 use super::sample::clock::Clock;
-use super::sample::sampler::Sampling;
+use super::sample::sampler::{Progress, Sampling};
 use crate::access::BusMaster;
 use crate::direction::Direction;
 use crate::dma::{DmaAllocator, DmaBuffer, Engine, Transfer, Work};
@@ -79,11 +80,11 @@ pub fn run(s: DmaSetup, plan: &RatePlan, sampling: &mut Sampling) -> Result<Repo
     let engine = s.engine;
     // A panic mid-run must not leave the engine moving data into buffers about to be freed.
     let measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        rows(&mut *engine, s.alloc, plan, sampling.clock, sampling.stop, &mut report)
+        rows(&mut *engine, s.alloc, plan, sampling.clock, sampling.stop, &mut *sampling.progress, &mut report)
     }));
     match measured {
         Ok(Ok(rows)) => {
-            report.interrupted = rows.iter().any(|r| r.notes.iter().any(|n| matches!(n, Note::Interrupted { .. })));
+            report.interrupted |= rows.iter().any(|r| r.notes.iter().any(|n| matches!(n, Note::Interrupted { .. })));
             report.results = rows;
             Ok(report)
         }
@@ -96,12 +97,15 @@ pub fn run(s: DmaSetup, plan: &RatePlan, sampling: &mut Sampling) -> Result<Repo
 }
 
 /// Every row of the plan, with `report` told the buffer, the engine's limits and the host's.
+/// The run's time is known before it starts (each row's transfers over its rate; a sweep's
+/// rates from each curve's closed loop, timed first): it goes to `progress` at once.
 pub fn rows(
     engine: &mut dyn Engine,
     alloc: &dyn DmaAllocator,
     plan: &RatePlan,
     clock: &dyn Clock,
     stop: &AtomicBool,
+    progress: &mut dyn Progress,
     report: &mut Report,
 ) -> Result<Vec<Row>> {
     if engine.stream_end().is_some() {
@@ -117,7 +121,8 @@ pub fn rows(
     let most_q = plan.queues.iter().copied().max().unwrap_or(1);
     let largest = plan.sizes.iter().copied().max().unwrap_or(0);
     check(engine, plan, most_q, largest)?;
-    let len = (largest * most_q as u64).max(4096) as usize;
+    // Room for the card's guarded tail too: the read-back of an H2C curve takes it.
+    let len = (largest * most_q as u64).max(4096) as usize + super::dma::verify::TAIL as usize;
     let mut bufs = [alloc.alloc(len)?, alloc.alloc(len)?];
     report.addressing = Some(bufs[0].addressing());
     report.buffer = Some(bufs[0].describe());
@@ -131,20 +136,78 @@ pub fn rows(
         ));
     }
     let mut pattern = Pattern::fresh();
-    let mut out = Vec::new();
+    let mut curves = Vec::new();
     for &dir in &plan.dirs {
         for &size in &plan.sizes {
-            for &q in &plan.queues {
+            for &queues in &plan.queues {
                 pattern = pattern.successor();
-                let c = Curve { dir, size, queues: q, pattern, plan, loop_ns };
-                let stopped = c.measure(engine, &mut bufs, clock, stop, &mut out, &mut report.warnings)?;
-                if stopped {
-                    return Ok(out);
-                }
+                curves.push(Curve { dir, size, queues, pattern, plan, loop_ns, closed: None });
             }
         }
     }
+    if plan.rate.rates == Rates::Sweep {
+        for c in &mut curves {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                report.interrupted = true;
+                return Ok(Vec::new());
+            }
+            c.ready(engine, &mut bufs)?;
+            c.closed = Some(c.closed_loop(engine, clock)?);
+        }
+    }
+    if let Some((secs, work)) = estimate(&curves).filter(|_| progress.estimates()) {
+        // The transfers a row counts come from latency's --dma-samples or dma's --total.
+        let flag = match (plan.transfers, plan.total) {
+            (Some(_), _) => "--dma-samples",
+            (None, Some(_)) => "--total",
+            (None, None) => "--rate",
+        };
+        progress.estimate(secs, &work, flag);
+    }
+    let mut out = Vec::new();
+    for c in &curves {
+        let stopped = c.measure(engine, &mut bufs, clock, stop, &mut out, &mut report.warnings)?;
+        if stopped {
+            return Ok(out);
+        }
+    }
     Ok(out)
+}
+
+/// The run's seconds and its work in words: every row's transfers over its offered rate, summed
+/// (a sweep's through its step at the closed loop's rate: the steps past it are short, and the
+/// lowest rates take most of the time). None when there is no row.
+fn estimate(curves: &[Curve]) -> Option<(f64, String)> {
+    let mut rows: Vec<(f64, u64, u64, f64)> = Vec::new();
+    for c in curves {
+        let offered: Vec<f64> = match (&c.plan.rate.rates, c.closed) {
+            (Rates::These(v), _) => v.iter().map(|r| r.ops(c.size)).collect(),
+            (Rates::Sweep, Some(closed)) => SWEEP.iter().filter(|f| **f <= 1.0).map(|f| f * closed).collect(),
+            (Rates::Sweep, None) => Vec::new(),
+        };
+        for o in offered.into_iter().filter(|o| *o > 0.0) {
+            let count = c.count(o);
+            rows.push((count as f64 / o, count, c.size, o));
+        }
+    }
+    let secs: f64 = rows.iter().map(|r| r.0).sum();
+    let longest = rows.iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let row = format!("{} transfers of {} at {}", longest.1, human_size(longest.2), ops_words(longest.3));
+    let sweep = curves.iter().any(|c| c.closed.is_some());
+    Some((
+        secs,
+        match (rows.len(), sweep) {
+            (1, _) => row,
+            (_, false) => format!("{} rows, the longest {row}", rows.len()),
+            (_, true) => format!(
+                "{} swept from 5% to 100% of the closed loop's rate (or past it), the longest row {row}",
+                match curves.len() {
+                    1 => "1 curve".to_string(),
+                    n => format!("{n} curves"),
+                }
+            ),
+        },
+    ))
 }
 
 fn check(engine: &dyn Engine, plan: &RatePlan, most_q: u16, largest: u64) -> Result<()> {
@@ -193,6 +256,16 @@ struct Curve<'p> {
     pattern: Pattern,
     plan: &'p RatePlan,
     loop_ns: f64,
+    /// Transfers a second its closed loop keeps (a sweep's, timed before any curve runs).
+    closed: Option<f64>,
+}
+
+/// A curve's data in place: the pattern it moves, where its transfers lie and the guard bytes around them.
+struct Ready {
+    expected: Vec<u8>,
+    layout: super::dma::layout::Layout,
+    guards: verify::Guards,
+    limit: u64,
 }
 
 impl Curve<'_> {
@@ -206,30 +279,12 @@ impl Curve<'_> {
         out: &mut Vec<Row>,
         warnings: &mut Vec<String>,
     ) -> Result<bool> {
-        let total = (self.size * self.queues as u64) as usize;
-        let expected = self.pattern.generate(total);
-        put(&mut *bufs[0], 0, &expected);
-        let card = self.plan.card_addr;
-        if self.dir == Direction::C2h {
-            card_copy(engine, Direction::H2c, &*bufs[0], card, total as u64, self.plan.timeout)?;
-        }
-        bytes_mut(&mut *bufs[1])[..total].fill(0);
-        let buf = if self.dir == Direction::H2c { &*bufs[0] } else { &*bufs[1] };
-        let work: Vec<Work> = (0..self.queues)
-            .map(|q| {
-                let at = q as u64 * self.size;
-                Work {
-                    buf,
-                    t: Transfer { dir: self.dir, buf_offset: at, card_addr: card + at, len: self.size },
-                    queue: q,
-                }
-            })
-            .collect();
-        engine.prepare_batch(&work)?;
+        let Ready { expected, layout: l, guards: g, limit } = self.ready(engine, bufs)?;
         let until = self.plan.rate.until_p99_ns.unwrap_or(DEFAULT_UNTIL_P99_NS);
-        let (fixed, sweep) = match &self.plan.rate.rates {
-            Rates::These(v) => (v.iter().map(|r| r.ops(self.size)).collect(), None),
-            Rates::Sweep => (Vec::new(), Some(self.closed_loop(engine, clock)?)),
+        let (fixed, sweep) = match (&self.plan.rate.rates, self.closed) {
+            (Rates::These(v), _) => (v.iter().map(|r| r.ops(self.size)).collect(), None),
+            (Rates::Sweep, Some(closed)) => (Vec::new(), Some(closed)),
+            (Rates::Sweep, None) => (Vec::new(), Some(self.closed_loop(engine, clock)?)),
         };
         let mut best = 0.0f64;
         for step in 0.. {
@@ -241,7 +296,9 @@ impl Curve<'_> {
                 Some(closed) => closed * sweep_step(step),
             };
             let r = self.at(engine, clock, stop, offered)?;
-            let row = self.row(offered, &r, clock, engine.posts());
+            let mut row = self.row(offered, &r, clock, engine.posts());
+            // Part of every open-loop latency on QDMA: the writeback interval (issue 50 item 9).
+            row.engine_settings = engine.settings()?;
             let (achieved, p99) = (r.achieved_ops(), row.latency.as_ref().map_or(0.0, |l| l.p99_ns));
             let host = row.rate.as_ref().is_some_and(|f| f.host_limited());
             if host {
@@ -257,14 +314,8 @@ impl Curve<'_> {
             best = best.max(achieved);
         }
         // The data, once, after the curve (untimed): every transfer moved the same bytes.
-        let found = match self.dir {
-            Direction::C2h => verify(&expected, &bytes(&*bufs[1])[..total], 0),
-            Direction::H2c => {
-                bytes_mut(&mut *bufs[1])[..total].fill(0);
-                card_copy(engine, Direction::C2h, &*bufs[1], card, total as u64, self.plan.timeout)?;
-                verify(&expected, &bytes(&*bufs[1])[..total], card)
-            }
-        };
+        let found = verify::check_part(engine, &mut *bufs[1], self.dir, &l, limit, &expected, &g, self.plan.timeout)?
+            .unwrap_or(Ok(()));
         let v = match found {
             Ok(()) => Verify::Ok,
             Err(m) => {
@@ -282,6 +333,57 @@ impl Curve<'_> {
             row.verify = Some(v.clone());
         }
         Ok(false)
+    }
+
+    /// The curve's data in place (untimed: its pattern in the source, on the card for C2H, the
+    /// destination cleared) and one transfer per queue prepared; the pattern and its length.
+    fn ready(&self, engine: &mut dyn Engine, bufs: &mut [Box<dyn DmaBuffer>; 2]) -> Result<Ready> {
+        let total = (self.size * self.queues as u64) as usize;
+        let expected = self.pattern.generate(total);
+        let card = self.plan.card_addr;
+        // Untimed: the card holds the C2H data and the guard around the H2C transfers, the host
+        // destination its guard (dmatest's rule: `bench::dma::verify`).
+        let layout = verify::packed(self.size, self.queues, card);
+        let guards = verify::Guards::new(self.pattern.seed);
+        let limit = engine.card_size();
+        let [src, dst] = &mut *bufs;
+        let part = [(self.dir, layout.clone())];
+        verify::prepare(
+            engine,
+            &mut **src,
+            &mut **dst,
+            &part,
+            &[limit],
+            &[&expected],
+            &guards,
+            false,
+            self.plan.timeout,
+        )?;
+        put(&mut **src, 0, &expected);
+        let buf = if self.dir == Direction::H2c { &*bufs[0] } else { &*bufs[1] };
+        let work: Vec<Work> = (0..self.queues)
+            .map(|q| {
+                let at = q as u64 * self.size;
+                Work {
+                    buf,
+                    t: Transfer { dir: self.dir, buf_offset: at, card_addr: card + at, len: self.size },
+                    queue: q,
+                }
+            })
+            .collect();
+        engine.prepare_batch(&work)?;
+        Ok(Ready { expected, layout, guards, limit })
+    }
+
+    /// Transfers a row at `offered` a second: those asked for (`--dma-samples`, or `--total` over
+    /// the size), else about `ROW_SCHEDULE_S` of schedule within `MIN_TRANSFERS` and
+    /// `DEFAULT_TRANSFERS`.
+    fn count(&self, offered: f64) -> u64 {
+        let asked = self.plan.transfers.or(self.plan.total.map(|t| (t / self.size).max(1)));
+        asked.unwrap_or_else(|| {
+            let floor = MIN_TRANSFERS.min(offered * 2.0);
+            (offered * ROW_SCHEDULE_S).max(floor).min(DEFAULT_TRANSFERS as f64).max(1.0) as u64
+        })
     }
 
     /// Transfers a second the closed loop keeps: one transfer per queue per run, each run waited
@@ -302,18 +404,15 @@ impl Curve<'_> {
 
     /// One open-loop run at `offered` transfers a second.
     fn at(&self, engine: &mut dyn Engine, clock: &dyn Clock, stop: &AtomicBool, offered: f64) -> Result<OpenLoop> {
-        let asked = self.plan.transfers.or(self.plan.total.map(|t| (t / self.size).max(1)));
-        let count = asked.unwrap_or_else(|| {
-            let floor = MIN_TRANSFERS.min(offered * 2.0);
-            (offered * ROW_SCHEDULE_S).max(floor).min(DEFAULT_TRANSFERS as f64).max(1.0) as u64
-        });
+        let count = self.count(offered);
         let interval_ns = 1e9 / offered;
         let length = count as f64 * interval_ns;
         let s = Schedule {
             count,
             interval_ns,
             // Twice past saturation still posts every transfer; what lags more is dropped.
-            budget_ns: (4.0 * length) as u64 + self.plan.timeout.as_nanos() as u64,
+            // A float cast saturates; so does the sum (a sweep step of 10^10 transfers at 1 a second).
+            budget_ns: ((4.0 * length) as u64).saturating_add(self.plan.timeout.as_nanos() as u64),
             timeout: self.plan.timeout,
         };
         let mut sub = EngineSubmit { engine, queues: self.queues, timeout: self.plan.timeout };

@@ -233,7 +233,7 @@ fn qdma_posts_ahead_over_queues_at_each_rate_and_every_row_verifies() {
     let clock = FakeClock::new(10, 0, 1);
     let mut report = Report::new(Kind::Dma, "sim-qdma", true, Via::Sim, 0.0);
     let p = plan(Rates::These(vec![Rate::Ops(1e6), Rate::Bytes(1e9)]), vec![1, 4]);
-    let rows = rows(&mut eng, &alloc, &p, &clock, &AtomicBool::new(false), &mut report).unwrap();
+    let rows = rows(&mut eng, &alloc, &p, &clock, &AtomicBool::new(false), &mut (), &mut report).unwrap();
     // 2 directions × 2 sizes × 2 queue counts × 2 rates.
     assert_eq!(rows.len(), 16);
     for r in &rows {
@@ -258,7 +258,7 @@ fn a_sweep_climbs_from_five_percent_of_the_closed_loop_and_stops() {
     let mut report = Report::new(Kind::Dma, "sim-qdma", true, Via::Sim, 0.0);
     let mut p = plan(Rates::Sweep, vec![1]);
     (p.dirs, p.sizes, p.transfers) = (vec![Direction::H2c], vec![64], Some(200));
-    let rows = rows(&mut eng, &alloc, &p, &clock, &AtomicBool::new(false), &mut report).unwrap();
+    let rows = rows(&mut eng, &alloc, &p, &clock, &AtomicBool::new(false), &mut (), &mut report).unwrap();
     assert!(rows.len() >= 3 && rows.len() <= MAX_STEPS, "{}", rows.len());
     let offered: Vec<f64> = rows.iter().map(|r| r.rate.as_ref().unwrap().offered_ops).collect();
     assert!(offered.windows(2).all(|w| w[1] > w[0]), "{offered:?}");
@@ -273,10 +273,10 @@ fn refusals_are_one_line_before_anything_runs() {
     let clock = FakeClock::new(10, 0, 1);
     let mut report = Report::new(Kind::Dma, "sim-qdma", true, Via::Sim, 0.0);
     let stop = AtomicBool::new(false);
-    let e = rows(&mut eng, &alloc, &plan(Rates::Sweep, vec![4]), &clock, &stop, &mut report).unwrap_err();
+    let e = rows(&mut eng, &alloc, &plan(Rates::Sweep, vec![4]), &clock, &stop, &mut (), &mut report).unwrap_err();
     assert!(e.to_string().starts_with("--queues 4 is more than the 2 queue(s)"), "{e}");
     let mut p = plan(Rates::Sweep, vec![2]);
     p.sizes = vec![eng.card_size()];
-    let e = rows(&mut eng, &alloc, &p, &clock, &stop, &mut report).unwrap_err().to_string();
+    let e = rows(&mut eng, &alloc, &p, &clock, &stop, &mut (), &mut report).unwrap_err().to_string();
     assert!(e.contains("its own 32 MiB of card memory") && !e.contains('\n'), "{e}");
 }

@@ -41,7 +41,7 @@ impl Sampling<'_> {
         let later = &times[times.len() / 2..];
         let per = later.iter().sum::<u64>() as f64 / (later.len() as u64 * c.batch) as f64;
         let moved = c.budget_ns.map_or(c.planned, |b| c.planned.min(((b as f64 / per).ceil() as u64).max(1)));
-        let work = format!("{} in {} transfers", approx_size(moved.saturating_mul(c.size)), human_size(c.size));
+        let work = format!("{} in {} transfers", approx_size(moved.saturating_mul(c.size)), human_size(c.transfer));
         self.progress.estimate(moved as f64 * per * 1e-9, &work, "--total");
         let mut samples = Samples::new(c.size, c.batch);
         samples.secs.push(spent as f64 * 1e-9 / k as f64);
@@ -54,6 +54,81 @@ impl Sampling<'_> {
             health: Vec::new(),
             traced: 0,
         })
+    }
+}
+
+/// A part of a transfer is timed until it takes this long (or is the whole transfer).
+const PART_NS: u64 = 5_000_000;
+/// And then timed this many times more.
+const PART_RUNS: usize = 3;
+/// Transfers a configuration moves besides its samples: its warm-up, its calibration and the
+/// check of its data.
+const UNTIMED_TRANSFERS: u64 = 3;
+
+impl Sampling<'_> {
+    /// The probe of a configuration whose transfer is many accesses, each a syscall or a message
+    /// (a BAR reached without a mapping: over vfio-user messages a 1 MiB transfer is 131072 round
+    /// trips, seconds): its first accesses are timed instead of whole transfers, `part(n)` moving a
+    /// transfer's first `n` bytes (a multiple of `grain`) and saying whether the stop cut it. The
+    /// part grows fourfold until it takes `PART_NS` (or is the whole transfer), and is timed
+    /// `PART_RUNS` times more, their median the estimate's; the transfer's time is that part's scaled to its size (each access
+    /// costs the same there). The planned transfers (or what the budget holds) at that time are the
+    /// configuration's, said to `Progress::estimate`; one sample of it is returned.
+    pub fn probe_part(
+        &mut self,
+        size: u64,
+        total: u64,
+        budget_ns: Option<u64>,
+        grain: u64,
+        mut part: impl FnMut(u64) -> Result<bool>,
+    ) -> Result<Sampled> {
+        let grain = grain.clamp(1, size.max(1));
+        let before = self.health.map(|h| h.snapshot());
+        let mut timed = |n: u64| -> Result<Option<u64>> {
+            let t0 = self.clock.now_ns();
+            let cut = part(n)?;
+            self.clock.did(0, n);
+            Ok((!cut).then(|| self.clock.now_ns().saturating_sub(t0)))
+        };
+        let mut n = grain;
+        let mut per_byte = None;
+        while let Some(t) = timed(n)? {
+            if t >= PART_NS || n >= size {
+                // Again, PART_RUNS times: the first run of a part pays for wake-ups and cold
+                // caches, and one run of a few ms can lose a time slice to another thread (the
+                // median of them is the part's time).
+                let mut runs = Vec::new();
+                while runs.len() < PART_RUNS {
+                    match timed(n)? {
+                        Some(t) => runs.push(t),
+                        None => break,
+                    }
+                }
+                runs.sort_unstable();
+                per_byte = (runs.len() == PART_RUNS).then(|| runs[PART_RUNS / 2] as f64 / n as f64);
+                break;
+            }
+            n = (n.saturating_mul(4) / grain * grain).clamp(grain, size.max(grain));
+        }
+        let interrupted = self.stop.load(Ordering::Relaxed) || per_byte.is_none();
+        let per = per_byte.unwrap_or(0.0) * size as f64;
+        let planned = (total / size.max(1)).max(1);
+        if !interrupted {
+            let moved = budget_ns.map_or(planned, |b| planned.min(((b as f64 / per.max(1.0)).ceil() as u64).max(1)));
+            let work = format!("{} in {} transfers", approx_size(moved.saturating_mul(size)), human_size(size));
+            // Where one transfer takes this long, the untimed ones count too: the warm-up, the
+            // calibration's (one transfer outlasts the sample floor) and the runner's check of
+            // the data (a read back).
+            self.progress.estimate((moved + UNTIMED_TRANSFERS) as f64 * per * 1e-9, &work, "--total");
+        }
+        if let (Some(h), Some(b)) = (self.health, &before) {
+            self.probed.record(crate::pci::health::changes(b, &h.snapshot()));
+        }
+        let mut samples = Samples::new(size, 1);
+        if !interrupted {
+            samples.secs.push(per * 1e-9);
+        }
+        Ok(Sampled { samples, planned: 1, calibration_transfers: 0, interrupted, health: Vec::new(), traced: 0 })
     }
 }
 
@@ -103,5 +178,57 @@ impl Progress for Said<'_> {
     }
     fn estimates(&self) -> bool {
         false
+    }
+    fn announce(&mut self, line: &str) {
+        self.0.announce(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::sample::clock::FakeClock;
+    use crate::pci::fixture::{health_errors, health_tree};
+    use crate::pci::health::HealthProbe;
+    use std::sync::atomic::AtomicBool;
+
+    /// AER errors that arrive while the probe pass runs the first configuration mark that
+    /// configuration's row in the run after it, said as during its estimate; the second row, during
+    /// which nothing happened, stays clean (the lab's link_health held its run inside the probe).
+    #[test]
+    fn a_change_during_a_configurations_probe_marks_its_row() {
+        let t = tempfile::tempdir().unwrap();
+        let fx = health_tree(t.path());
+        let host = crate::host::Host::with_root(t.path());
+        let probe = HealthProbe::new(&host, &"0000:03:00.0".parse().unwrap());
+        let clock = FakeClock::new(20, 100, u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut pass = Probe::default();
+        let mut s = Sampling::new(&clock, &stop, &mut pass, Some(&probe));
+        let mut first = true;
+        for _ in 0..2 {
+            let mut errors_once = |_: u64| {
+                if std::mem::take(&mut first) {
+                    health_errors(&fx, false);
+                }
+                Ok(())
+            };
+            let probed = s.run(64, 64 * 1000, &mut errors_once).unwrap();
+            assert!(probed.health.is_empty(), "a probe's own sample says nothing: its row will");
+            first = false;
+        }
+        let probed = std::mem::take(&mut s.probed);
+        assert_eq!(pass.rows.len(), 2, "both configurations estimated");
+        let mut quiet = ();
+        let mut s = Sampling::new(&clock, &stop, &mut quiet, Some(&probe));
+        s.probed = probed;
+        let rows: Vec<Vec<String>> = (0..2).map(|_| s.run(64, 64 * 1000, |_| Ok(())).unwrap().health).collect();
+        assert!(
+            rows[0].iter().any(|c| c.contains("2 non-fatal errors (2 CmpltAbrt) on 0000:00:1c.0")
+                && c.ends_with("(while its time was estimated)")),
+            "{:?}",
+            rows[0]
+        );
+        assert!(rows[1].is_empty(), "nothing happened during the second: {:?}", rows[1]);
     }
 }

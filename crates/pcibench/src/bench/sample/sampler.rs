@@ -76,8 +76,10 @@ const ESTIMATE_AFTER_NS: u64 = 100_000_000;
 /// A configuration at the end of its calibration (`Sampling::run_within`), for a probe
 /// (`estimate`).
 pub(super) struct Calibrated {
-    /// Bytes per transfer, transfers planned, the time budget (no --total given).
+    /// Bytes per run (one `op` of k = 1), transfers planned, the time budget (no --total given).
     pub size: u64,
+    /// Bytes of one transfer, for the estimate's words (a run may hold several).
+    pub transfer: u64,
     pub planned: u64,
     pub budget_ns: Option<u64>,
     /// The calibrated batch and the time its last run took (ns).
@@ -115,6 +117,14 @@ pub trait Progress {
     fn estimates(&self) -> bool {
         true
     }
+    /// A line to say before the work begins (how the suite sized itself).
+    fn announce(&mut self, line: &str) {
+        let _ = line;
+    }
+    /// A soak's interval ended (`dma --duration`): a row per stream, to show as they come.
+    fn interval(&mut self, rows: &[crate::bench::soak::figures::Interval]) {
+        let _ = rows;
+    }
 }
 
 impl Progress for () {}
@@ -136,6 +146,42 @@ pub struct Sampling<'a> {
     /// The device's link health, snapshotted before and after each configuration (and between
     /// samples on long ones); None where there is no link to watch (simulated cards).
     pub health: Option<&'a HealthProbe>,
+    /// What the link's health did during each configuration's probe (`estimate`), in order.
+    pub probed: ProbedHealth,
+}
+
+/// The link-health changes a probe pass (`estimate::Probe`) saw, one entry per configuration in
+/// the order the runner ran them; the run after it takes them back in that same order, so a change
+/// while a configuration was being probed marks that configuration's row, not none (the lab's
+/// link_health: AER errors injected while the probe pass ran the h2c row went unreported).
+#[derive(Debug, Default)]
+pub struct ProbedHealth(std::collections::VecDeque<Vec<String>>);
+
+/// How a change seen while a configuration was probed ends, in its row's link-health note.
+pub const WHILE_PROBED: &str = " (while its time was estimated)";
+
+impl ProbedHealth {
+    pub(super) fn record(&mut self, changes: Vec<String>) {
+        self.0.push_back(changes);
+    }
+
+    /// The next configuration's changes during its probe, each said as such, before `during` (the
+    /// changes while it ran for real).
+    fn with_probed(&mut self, during: Vec<String>) -> Vec<String> {
+        let earlier = self.0.pop_front().unwrap_or_default();
+        earlier.into_iter().map(|c| format!("{c}{WHILE_PROBED}")).chain(during).collect()
+    }
+}
+
+/// What `Sampling::run_phased` asks of its operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Run `k` transfers back to back (timed, or the warm-up and calibration).
+    Run(u64),
+    /// Untimed, just before a kept sample's timed run (an engine's counters start here).
+    Before,
+    /// Untimed, just after it: the sample moved `k` transfers in `ns` nanoseconds.
+    After { k: u64, ns: u64 },
 }
 
 /// The timed samples of one configuration and how they came about.
@@ -170,7 +216,14 @@ impl<'a> Sampling<'a> {
         progress: &'a mut dyn Progress,
         health: Option<&'a HealthProbe>,
     ) -> Sampling<'a> {
-        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress, health }
+        Sampling {
+            clock,
+            overhead: TimerOverhead::measure(clock),
+            stop,
+            progress,
+            health,
+            probed: ProbedHealth::default(),
+        }
     }
 
     /// Time `op(k)` (k transfers of `size` bytes back to back) until `total` bytes have moved.
@@ -187,27 +240,77 @@ impl<'a> Sampling<'a> {
         size: u64,
         total: u64,
         budget_ns: Option<u64>,
+        op: impl FnMut(u64) -> Result<()>,
+    ) -> Result<Sampled> {
+        self.runs_within(size, size, total, budget_ns, op)
+    }
+
+    /// `run_within` where one run (`op(1)`) moves `size` bytes in transfers of `transfer` bytes
+    /// (an engine's batch of 1024 one-byte transfers): the estimate says the transfers' size, not
+    /// the run's.
+    pub fn runs_within(
+        &mut self,
+        size: u64,
+        transfer: u64,
+        total: u64,
+        budget_ns: Option<u64>,
         mut op: impl FnMut(u64) -> Result<()>,
+    ) -> Result<Sampled> {
+        self.run_phased(size, transfer, total, budget_ns, |p| match p {
+            Phase::Run(k) => op(k),
+            Phase::Before | Phase::After { .. } => Ok(()),
+        })
+    }
+
+    /// `run_within`, with `op` also told, untimed, when each kept sample begins and ends
+    /// (`Phase`): what an engine counts per sample is then taken over exactly the samples the
+    /// host's figures summarise.
+    pub fn run_phased(
+        &mut self,
+        size: u64,
+        transfer: u64,
+        total: u64,
+        budget_ns: Option<u64>,
+        mut op: impl FnMut(Phase) -> Result<()>,
     ) -> Result<Sampled> {
         let planned = (total / size.max(1)).max(1);
         let before = self.health.map(|h| h.snapshot());
         let mut health_changes: Vec<String> = Vec::new();
         let mut last_check = self.clock.now_ns();
         let mut last_answer = last_check;
-        let timed = |k: u64, op: &mut dyn FnMut(u64) -> Result<()>| -> Result<u64> {
+        let timed = |k: u64, op: &mut dyn FnMut(Phase) -> Result<()>| -> Result<u64> {
             let t0 = self.clock.now_ns();
-            op(k)?;
+            op(Phase::Run(k))?;
             self.clock.did(k, k * size);
             Ok(self.clock.now_ns().saturating_sub(t0))
         };
+        // A stop during the warm-up or the calibration ends the configuration with no sample (an
+        // op may end early once the stop is raised: a transfer of one message per access takes
+        // seconds, and stops between its accesses).
+        let stopped = |s: &Self, calibration: u64| {
+            s.stop.load(Ordering::Relaxed).then(|| Sampled {
+                samples: Samples::new(size, 1),
+                planned: 1,
+                calibration_transfers: calibration,
+                interrupted: true,
+                health: Vec::new(),
+                traced: 0,
+            })
+        };
         // Warm up (caches, TLB, an engine's first descriptor fetch), then grow the batch.
         timed(1, &mut op)?;
+        if let Some(s) = stopped(self, 1) {
+            return Ok(s);
+        }
         let want = self.overhead.min_sample_ns().max(self.clock.sample_floor_ns());
         let mut calibration = 1;
         let mut n = 1u64;
         let (batch, took) = loop {
             let took = timed(n, &mut op)?;
             calibration += n;
+            if let Some(s) = stopped(self, calibration) {
+                return Ok(s);
+            }
             if took >= want || n >= MAX_BATCH {
                 break (n, took);
             }
@@ -216,8 +319,12 @@ impl<'a> Sampling<'a> {
             n = ((want as f64 / per * 1.5).ceil() as u64).clamp(n * 2, MAX_BATCH);
         };
         if self.progress.probing() {
-            let calibrated = Calibrated { size, planned, budget_ns, batch, took, transfers: calibration };
-            return self.probe(calibrated, |k| timed(k, &mut op));
+            let calibrated = Calibrated { size, transfer, planned, budget_ns, batch, took, transfers: calibration };
+            let sampled = self.probe(calibrated, |k| timed(k, &mut op))?;
+            if let Some(b) = &before {
+                self.probed.record(self.health.map(|h| health::changes(b, &h.snapshot())).unwrap_or_default());
+            }
+            return Ok(sampled);
         }
         // Fewer planned transfers than one batch: one sample of them all (flagged as short by
         // the statistics). More samples than we keep: batch more per sample.
@@ -256,7 +363,14 @@ impl<'a> Sampling<'a> {
                 break;
             }
             let k = if i + 1 == count { batch + rest } else { batch };
+            op(Phase::Before)?;
             let ns = timed(k, &mut op)?;
+            if self.stop.load(Ordering::Relaxed) {
+                // Stopped during the sample, which may have ended early: not kept.
+                interrupted = true;
+                break;
+            }
+            op(Phase::After { k, ns })?;
             spent_ns += ns;
             // A sample of batch + rest transfers counts at its own rate, as a batch's time.
             samples.secs.push(ns as f64 * 1e-9 * batch as f64 / k as f64);
@@ -276,7 +390,7 @@ impl<'a> Sampling<'a> {
                 let work = format!(
                     "{} in {} transfers",
                     crate::units::approx_size(moved.saturating_mul(size)),
-                    human_size(size)
+                    human_size(transfer)
                 );
                 self.progress.estimate(secs, &work, "--total");
             }
@@ -308,6 +422,7 @@ impl<'a> Sampling<'a> {
         if let (Some(h), Some(b)) = (self.health, &before) {
             health_changes = health::changes(b, &h.snapshot());
         }
+        let health_changes = self.probed.with_probed(health_changes);
         let traced = crate::trace::events_here() - traced;
         Ok(Sampled {
             samples,
@@ -326,7 +441,7 @@ mod tests {
     use crate::bench::sample::clock::{FakeClock, MonotonicClock};
 
     fn sampling<'a>(clock: &'a FakeClock, stop: &'a AtomicBool, moved: &'a mut dyn Progress) -> Sampling<'a> {
-        Sampling { clock, overhead: TimerOverhead::measure(clock), stop, progress: moved, health: None }
+        Sampling::new(clock, stop, moved, None)
     }
 
     #[test]
@@ -535,6 +650,8 @@ mod tests {
             })
             .unwrap();
         assert!(s.interrupted);
-        assert_eq!(s.samples.secs.len(), 3, "warm-up, calibration, three samples (the third raised the flag)");
+        // The third raised the flag during itself: an op may end early once it is raised (a
+        // transfer of messages stops between its accesses), so that sample is not kept.
+        assert_eq!(s.samples.secs.len(), 2, "warm-up, calibration, two samples (the third raised the flag)");
     }
 }

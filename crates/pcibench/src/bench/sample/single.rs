@@ -92,6 +92,20 @@ impl Sampling<'_> {
         samples: u64,
         budget_ns: Option<u64>,
         bytes: u64,
+        op: impl FnMut() -> Result<()>,
+    ) -> Result<Single> {
+        self.single_counted(warmup, samples, budget_ns, bytes, "--samples", op)
+    }
+
+    /// `single_within` whose sample count is set by `flag` (`--dma-samples` for DMA latency),
+    /// which a long row's estimate names.
+    pub fn single_counted(
+        &mut self,
+        warmup: u64,
+        samples: u64,
+        budget_ns: Option<u64>,
+        bytes: u64,
+        flag: &str,
         mut op: impl FnMut() -> Result<()>,
     ) -> Result<Single> {
         let before = self.health.map(|h| h.snapshot());
@@ -148,7 +162,7 @@ impl Sampling<'_> {
                 self.progress.estimate(
                     planned.saturating_sub(n as u64) as f64 * per * 1e-9,
                     &format!("{planned} samples"),
-                    "--samples",
+                    flag,
                 );
             }
             done += n as u64;

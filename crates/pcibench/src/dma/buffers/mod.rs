@@ -2,6 +2,7 @@
 //! the way from the device's access path (`access::DmaPath`) and the user's `--buffer`.
 
 pub mod mapped;
+pub mod numa;
 pub mod physical;
 pub mod region;
 pub mod reserved;
@@ -36,7 +37,19 @@ pub fn allocator_forced(
     dma_bits: u32,
     force_heap: bool,
 ) -> Result<Box<dyn DmaAllocator>> {
-    let alloc = open_allocator(host, dev, source, dma_bits, force_heap)?;
+    allocator_on(host, dev, source, dma_bits, force_heap, None)
+}
+
+/// `allocator_forced` whose heap and hugepage buffers prefer the device's NUMA node (`numa`).
+pub fn allocator_on(
+    host: &Host,
+    dev: &dyn DeviceAccess,
+    source: &BufferSource,
+    dma_bits: u32,
+    force_heap: bool,
+    numa: Option<std::sync::Arc<numa::NodePolicy>>,
+) -> Result<Box<dyn DmaAllocator>> {
+    let alloc = open_allocator(host, dev, source, dma_bits, force_heap, numa)?;
     // The buffers' source is open (/dev/mem, pagemap, the u-dma-buf node): nothing later needs
     // CAP_SYS_RAWIO or CAP_SYS_ADMIN. CAP_IPC_LOCK stays: VFIO checks it at each DMA map
     // (drivers/vfio/vfio_iommu_type1.c, vfio_dma_do_map).
@@ -54,6 +67,7 @@ fn open_allocator(
     source: &BufferSource,
     dma_bits: u32,
     force_heap: bool,
+    numa: Option<std::sync::Arc<numa::NodePolicy>>,
 ) -> Result<Box<dyn DmaAllocator>> {
     let huge = *source == BufferSource::Hugepage;
     Ok(match (dev.dma_path()?, source) {
@@ -72,7 +86,7 @@ fn open_allocator(
             )))
         }
         (DmaPath::Iommu(map), BufferSource::Heap | BufferSource::Hugepage) => {
-            Box::new(vfio::VfioAllocator::new(map, host, dma_bits, huge))
+            Box::new(vfio::VfioAllocator::new(map, host, dma_bits, huge).on_node(numa))
         }
         (DmaPath::Iommu(_), BufferSource::UDmaBuf(name)) => {
             return Err(Error::Unsupported(format!(
@@ -80,7 +94,7 @@ fn open_allocator(
             )))
         }
         (DmaPath::Physical, BufferSource::Heap | BufferSource::Hugepage) => {
-            Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge, force_heap))
+            Box::new(physical::PhysicalAllocator::new(host, dma_bits, huge, force_heap).on_node(numa))
         }
         (DmaPath::Physical, BufferSource::UDmaBuf(name)) => Box::new(udmabuf::UDmaBufAllocator::open(host, name, dma_bits)?),
         (DmaPath::Physical, BufferSource::Reserved { start, size, force }) => {

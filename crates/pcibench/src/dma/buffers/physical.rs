@@ -61,12 +61,20 @@ pub struct PhysicalAllocator {
     pagemap: std::io::Result<File>,
     /// `--force`: take movable heap pages anyway.
     force_heap: bool,
+    /// The device's NUMA node, which each buffer prefers (`numa`).
+    numa: Option<std::sync::Arc<super::numa::NodePolicy>>,
 }
 
 impl PhysicalAllocator {
     pub fn new(host: &Host, dma_bits: u32, hugepages: bool, force_heap: bool) -> Self {
         let pagemap = crate::file::open_regular(&host.path("/proc/self/pagemap"));
-        PhysicalAllocator { host: host.clone(), dma_bits, hugepages, pagemap, force_heap }
+        PhysicalAllocator { host: host.clone(), dma_bits, hugepages, pagemap, force_heap, numa: None }
+    }
+
+    /// Buffers on the device's node (`numa`).
+    pub fn on_node(mut self, numa: Option<std::sync::Arc<super::numa::NodePolicy>>) -> Self {
+        self.numa = numa;
+        self
     }
 }
 
@@ -144,6 +152,10 @@ impl DmaAllocator for PhysicalAllocator {
         };
         let size = mem.len() as u64;
         memlock::check(&self.host, size, &format!("a {} DMA buffer", human_size(size)))?;
+        // Before mlock faults the pages in: the policy applies when a page is first touched.
+        if let Some(n) = &self.numa {
+            n.prefer(&mem);
+        }
         mem.lock().map_err(|e| {
             Error::Unsupported(format!(
                 "cannot lock a {} DMA buffer in memory (mlock: {e}): raise the locked-memory limit (ulimit -l unlimited) or run as root",
@@ -155,6 +167,9 @@ impl DmaAllocator for PhysicalAllocator {
             Error::io("cannot open", &path, std::io::Error::new(e.kind(), e.to_string()))
         })?;
         let page = page_size() as u64;
+        if let Some(n) = &self.numa {
+            n.record(&mem, if self.hugepages { HUGE_2M } else { page as usize });
+        }
         let phys = physical_pages(pagemap, mem.as_ptr() as u64, size, page)?;
         let segments = coalesce(&phys, page);
         check_reach(&segments, self.dma_bits)?;

@@ -16,11 +16,19 @@ pub struct VfioAllocator {
     host: Host,
     dma_bits: u32,
     hugepages: bool,
+    /// The device's NUMA node, which each buffer prefers (`numa`).
+    numa: Option<Arc<super::numa::NodePolicy>>,
 }
 
 impl VfioAllocator {
     pub fn new(container: Arc<dyn IommuMap>, host: &Host, dma_bits: u32, hugepages: bool) -> Self {
-        VfioAllocator { container, host: host.clone(), dma_bits, hugepages }
+        VfioAllocator { container, host: host.clone(), dma_bits, hugepages, numa: None }
+    }
+
+    /// Buffers on the device's node (`numa`).
+    pub fn on_node(mut self, numa: Option<Arc<super::numa::NodePolicy>>) -> Self {
+        self.numa = numa;
+        self
     }
 }
 
@@ -55,7 +63,14 @@ impl DmaAllocator for VfioAllocator {
         let (mem, kind, align) = host_memory(len, self.hugepages)?;
         let size = mem.len() as u64;
         memlock::check(&self.host, size, &format!("a {} DMA buffer", human_size(size)))?;
+        // Before VFIO pins (faults in) the pages: the policy applies when a page is first touched.
+        if let Some(n) = &self.numa {
+            n.prefer(&mem);
+        }
         let iova = self.container.map_dma(mem.as_ptr() as u64, size, align as u64, self.dma_bits)?;
+        if let Some(n) = &self.numa {
+            n.record(&mem, align);
+        }
         let container = self.container.clone();
         let buf = MappedBuffer::new(
             mem,

@@ -13,6 +13,8 @@ pub mod qdma;
 #[cfg(test)]
 mod stepped_tests;
 #[cfg(test)]
+mod time_tests;
+#[cfg(test)]
 mod toy;
 #[cfg(test)]
 mod trace_tests;
@@ -51,6 +53,12 @@ pub struct EngineOptions {
     pub ring_size: Option<u32>,
     /// QDMA's interrupt mode (`--qdma-intr`).
     pub qdma_intr: Option<qdma::QdmaIntr>,
+    /// QDMA's engines to drive where it has both (`--mode mm|st`).
+    pub qdma_mode: Option<qdma::st::Mode>,
+    /// The far end the user asserts behind stream queues (`--design qdma-example`).
+    pub design: Option<qdma::st::Design>,
+    /// When QDMA stream queues' completion rings report (`--cmpt-trigger`).
+    pub cmpt_trigger: Option<qdma::CmptTrigger>,
 }
 
 impl EngineOptions {
@@ -68,6 +76,21 @@ impl EngineOptions {
         }
         if self.qdma_intr.is_some() {
             return Err(Error::usage(format!("--qdma-intr applies to the qdma engine, not {engine}: drop it")));
+        }
+        if self.qdma_mode.is_some() {
+            return Err(Error::usage(format!(
+                "--mode applies to the qdma engine (MM or stream queues), not {engine}: drop it"
+            )));
+        }
+        if self.design.is_some() {
+            return Err(Error::usage(format!(
+                "--design qdma-example names the far end of QDMA stream queues, not {engine}'s: drop it"
+            )));
+        }
+        if self.cmpt_trigger.is_some() {
+            return Err(Error::usage(format!(
+                "--cmpt-trigger applies to QDMA stream queues' completion rings; {engine} has none: drop it"
+            )));
         }
         Ok(())
     }
@@ -107,6 +130,11 @@ pub trait EngineDriver: Sync {
     fn check_options(&self, opts: &EngineOptions) -> Result<()> {
         opts.refuse_queues(self.name())
     }
+    /// The access widths its register BAR decodes (XDMA and QDMA: 32-bit only, PG195's and
+    /// PG302's AXI4-Lite register spaces); PIO reads that BAR at these widths only.
+    fn register_widths(&self) -> &'static [crate::mmio::Width] {
+        &[crate::mmio::Width::B32]
+    }
     /// Look for the engine on `dev`. Reads registers only on devices where that is harmless
     /// (known vendor or device ids first); Ok(None) when it is not there.
     fn detect(&self, info: &DeviceInfo, dev: &dyn DeviceAccess) -> Result<Option<Detected>>;
@@ -139,9 +167,42 @@ pub fn detect(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<Result<Detected>
 
 /// BARs holding any engine's registers, which PIO must not fill with patterns.
 pub fn register_bars(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<u8> {
-    let mut v: Vec<u8> = detect(info, dev).into_iter().flatten().flat_map(|d| d.register_bars).collect();
-    v.sort_unstable();
+    let mut v: Vec<u8> = register_blocks(info, dev).into_iter().map(|r| r.bar).collect();
     v.dedup();
+    v
+}
+
+/// A BAR holding an engine's registers: PIO reads it only, at the widths it decodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterBar {
+    pub bar: u8,
+    pub engine: &'static str,
+    pub widths: &'static [crate::mmio::Width],
+}
+
+impl RegisterBar {
+    /// `32-bit`, `8, 16 or 32-bit`.
+    pub fn widths_words(&self) -> String {
+        let bits: Vec<String> = self.widths.iter().map(|w| (w.bytes() * 8).to_string()).collect();
+        match bits.split_last() {
+            Some((last, [])) => format!("{last}-bit"),
+            Some((last, rest)) => format!("{} or {last}-bit", rest.join(", ")),
+            None => "no".into(),
+        }
+    }
+}
+
+/// Every engine's register BARs found on the device, by BAR.
+pub fn register_blocks(info: &DeviceInfo, dev: &dyn DeviceAccess) -> Vec<RegisterBar> {
+    let mut v: Vec<RegisterBar> = detect(info, dev)
+        .into_iter()
+        .flatten()
+        .flat_map(|d| {
+            let widths = by_name(d.engine).map_or(&[crate::mmio::Width::B32][..], |e| e.register_widths());
+            d.register_bars.into_iter().map(move |bar| RegisterBar { bar, engine: d.engine, widths })
+        })
+        .collect();
+    v.sort_by_key(|r| r.bar);
     v
 }
 
@@ -208,6 +269,15 @@ pub fn resolve(
     }
 }
 
+/// What ends a hung engine's error: reset the card, with the command that does it where the BAR
+/// knows its device (`pcibench reset`: the kernel's reset, or a bus reset of its port).
+pub(crate) fn reset_the_card(bar: &dyn crate::access::BarRegion) -> String {
+    match bar.device() {
+        Some(a) => format!("reset the card (sudo pcibench reset {a} --allow-reset, or reload its FPGA image)"),
+        None => "reset the card (reload its FPGA image)".to_string(),
+    }
+}
+
 /// `--card-addr` + the transfer's card offset, and its end, without wrapping past 2^64.
 pub(crate) fn card_address(base: u64, t: &crate::dma::Transfer) -> Result<u64> {
     base.checked_add(t.card_addr).filter(|a| a.checked_add(t.len).is_some()).ok_or_else(|| {
@@ -220,6 +290,20 @@ pub(crate) fn card_address(base: u64, t: &crate::dma::Transfer) -> Result<u64> {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 56: a hung engine's error names the command that resets its card, where the BAR knows it.
+    #[test]
+    fn a_hung_engine_names_the_reset_of_its_card() {
+        use crate::access::{mapped::MappedBar, Mapping, Via};
+        let m = crate::os::mmap::Mmap::anonymous(crate::os::mmap::page_size(), false).unwrap();
+        let bar = MappedBar::new(m, 0, 4096, Mapping::Uc, Via::Sysfs);
+        assert_eq!(super::reset_the_card(&bar), "reset the card (reload its FPGA image)");
+        let bar = bar.guarded(&"0000:03:00.0".parse().unwrap(), None);
+        assert_eq!(
+            super::reset_the_card(&bar),
+            "reset the card (sudo pcibench reset 0000:03:00.0 --allow-reset, or reload its FPGA image)"
+        );
+    }
+
     /// The drivers own their default windows; the simulated cards are built with as much card
     /// memory, so `dma sim` and `dma sim-qdma` cover the whole card by default.
     #[test]

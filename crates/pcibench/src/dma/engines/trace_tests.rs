@@ -8,17 +8,20 @@
 //! and each descriptor's bytes at its bus address (which were zeroed first, with the writeback
 //! words: the trace is all that puts them back). A read waits until the register reads what the
 //! trace saw, or what a later read of it saw (a model that ran ahead of the original: a busy bit
-//! already clear); the same for a writeback word in host memory. The fresh card's DMA is paced
-//! (each host-memory access takes `PACE`), so a read right after a doorbell finds the engine still
-//! busy, as the original did, where the trace holds no later read to show the engine went idle.
+//! already clear); the same for a writeback word in host memory. The fresh card runs on a fake
+//! clock that moves only while a read waits for what the trace saw (to the engine's next
+//! completion), so a read right after a doorbell finds the engine still busy, as the original
+//! did, where the trace holds no later read to show the engine went idle.
 
 use crate::access::sim::SimDevice;
 use crate::access::{BusMaster, DeviceAccess, IoMode, Mapping};
+use crate::clock::FakeClock;
 use crate::device::{Device, Target};
 use crate::dma::{Direction, DmaBuffer, Transfer};
 use crate::host::Host;
 use crate::mmio::Width;
 use crate::session::{EngineRequest, Session};
+use crate::sim::datapath::ModelClock;
 use crate::sim::host_map::HostMap;
 use crate::sim::{nvram, qdma, xdma, CardSpec, SimCard};
 use crate::trace::Tracer;
@@ -33,7 +36,6 @@ const LEN: usize = 4096;
 /// model needs on a loaded host.
 const SETTLE: Duration = Duration::from_secs(60);
 /// What each of the fresh card's host-memory accesses takes during a replay.
-const PACE: Duration = Duration::from_millis(50);
 /// Where the replay is meant to fail: what the trace saw never comes.
 const NEVER: Duration = Duration::from_millis(200);
 
@@ -41,7 +43,10 @@ const NEVER: Duration = Duration::from_millis(200);
 /// memory (to fill and check).
 trait Card {
     fn spec(&self) -> &'static dyn CardSpec;
-    fn build_on(&self, host: Arc<HostMap>) -> Built;
+    fn build_on(&self, host: Arc<HostMap>) -> Built {
+        self.build_with(host, ModelClock::real())
+    }
+    fn build_with(&self, host: Arc<HostMap>, clock: ModelClock) -> Built;
 }
 
 /// A card, how to read its memory (checking its model saw no protocol violation) and how to fill it.
@@ -54,8 +59,8 @@ macro_rules! card {
             fn spec(&self) -> &'static dyn CardSpec {
                 &$spec
             }
-            fn build_on(&self, host: Arc<HostMap>) -> (SimCard, Box<dyn Fn(u64, &mut [u8])>, Box<dyn Fn(&[u8])>) {
-                let (card, model) = $module::card::build_on(Default::default(), host).unwrap();
+            fn build_with(&self, host: Arc<HostMap>, clock: ModelClock) -> Built {
+                let (card, model) = $module::card::build_with(Default::default(), host, clock).unwrap();
                 let (m1, m2) = (Arc::clone(&model), model);
                 assert!(m1.violations().is_empty());
                 (
@@ -169,8 +174,23 @@ struct Replayed {
     writebacks: usize,
 }
 
-/// Wait until `read` gives `want` or one of `later`; what it gave, or why it never did.
-fn settle(limit: Duration, what: &str, want: u64, later: &[u64], mut read: impl FnMut() -> u64) -> Result<(), String> {
+/// A fresh card on a fake clock, and the clock.
+fn fresh(card: &dyn Card, host: &Arc<HostMap>) -> (Built, Arc<FakeClock>) {
+    let clock = Arc::new(FakeClock::new(0, 0, 1));
+    (card.build_with(Arc::clone(host), ModelClock::new(clock.clone())), clock)
+}
+
+/// Wait until `read` gives `want` or one of `later`, moving `clock` on to the card's next
+/// completion (a microsecond when none is under way) between reads; what it gave, or why it never
+/// did.
+fn settle(
+    limit: Duration,
+    what: &str,
+    want: u64,
+    later: &[u64],
+    time: (&SimDevice, &FakeClock),
+    mut read: impl FnMut() -> u64,
+) -> Result<(), String> {
     let start = Instant::now();
     loop {
         let got = read();
@@ -180,12 +200,13 @@ fn settle(limit: Duration, what: &str, want: u64, later: &[u64], mut read: impl 
         if start.elapsed() > limit {
             return Err(format!("{what}: reads {got:#x}, the trace saw {want:#x} (later {later:x?})"));
         }
-        std::thread::yield_now();
+        let (dev, clock) = time;
+        clock.advance(dev.due_in().map_or(1000, |d| (d.as_nanos() as u64).max(1)));
     }
 }
 
 /// Replay `lines` into `dev`, a fresh card on the same host memory, each read waiting at most `limit`.
-fn replay(lines: &[Value], dev: &dyn DeviceAccess, limit: Duration) -> Result<Replayed, String> {
+fn replay(lines: &[Value], dev: &SimDevice, clock: &FakeClock, limit: Duration) -> Result<Replayed, String> {
     // The values each register (or host word) is read with after each line, for "ran ahead".
     let key = |l: &Value| -> Option<String> {
         match l["ev"].as_str()? {
@@ -233,7 +254,7 @@ fn replay(lines: &[Value], dev: &dyn DeviceAccess, limit: Duration) -> Result<Re
                     bar.write(off, w, v).map_err(|e| at(&e.to_string()))?;
                     done.writes += 1;
                 } else {
-                    settle(limit, &at("read"), v, &later[i], || bar.read(off, w).unwrap())?;
+                    settle(limit, &at("read"), v, &later[i], (dev, clock), || bar.read(off, w).unwrap())?;
                     done.reads += 1;
                 }
             }
@@ -242,7 +263,7 @@ fn replay(lines: &[Value], dev: &dyn DeviceAccess, limit: Duration) -> Result<Re
                 if ev == "config-write" {
                     dev.config_write(off, &v.to_le_bytes()[..n]).map_err(|e| at(&e.to_string()))?;
                 } else {
-                    settle(limit, &at("config read"), v, &later[i], || {
+                    settle(limit, &at("config read"), v, &later[i], (dev, clock), || {
                         let mut b = [0u8; 8];
                         dev.config_read(off, &mut b[..n]).unwrap();
                         u64::from_le_bytes(b)
@@ -259,7 +280,9 @@ fn replay(lines: &[Value], dev: &dyn DeviceAccess, limit: Duration) -> Result<Re
                 done.descriptors += 1;
             }
             "wb" => {
-                settle(limit, &at("writeback"), hex(&l["v"]), &later[i], || {
+                settle(limit, &at("writeback"), hex(&l["v"]), &later[i], (dev, clock), || {
+                    // A driver polling host memory lets the card's engine come to now.
+                    dev.advance();
                     word(hex(&l["bus"])).load(Ordering::Acquire).into()
                 })?;
                 done.writebacks += 1;
@@ -281,16 +304,14 @@ fn trace_and_replay(card: &dyn Card) {
         assert!(evs("wb") >= 1 && evs("write") > 0 && evs("read") > 0, "{dir}: {:?}", o.lines);
         assert_eq!(o.lines.last().unwrap()["outcome"], "ok");
 
-        let (fresh, read_card, fill_card) = card.build_on(Arc::clone(&o.host));
+        let ((fresh, read_card, fill_card), clock) = fresh(card, &o.host);
         if dir == Direction::C2h {
             fill_card(&data);
             fill(&*o.buf, &[0; LEN]);
         }
         let spec = card.spec();
         let dev = SimDevice::from_card(spec.name(), &spec.info(), fresh);
-        o.host.set_pace(PACE);
-        let done = replay(&o.lines, &dev, SETTLE);
-        o.host.set_pace(Duration::ZERO);
+        let done = replay(&o.lines, &dev, &clock, SETTLE);
         let done = done.unwrap_or_else(|e| panic!("{} {dir}: {e}", spec.name()));
         assert_eq!(done.descriptors, 1);
         assert!(done.writebacks >= 1 && done.reads > 10 && done.config >= 2, "{done:?}");
@@ -330,9 +351,9 @@ fn a_replay_fails_where_the_card_does_not_read_what_the_trace_saw() {
     for l in lines.iter_mut().filter(|l| l["ev"] == "read" && l["v"] == "0x1fc20006") {
         l["v"] = "0x1fc20007".into();
     }
-    let (fresh, _, _) = Xdma.build_on(Arc::clone(&o.host));
+    let ((fresh, _, _), clock) = fresh(&Xdma, &o.host);
     let dev = SimDevice::from_card("sim", &xdma::card::XdmaCard.info(), fresh);
-    let e = replay(&lines, &dev, NEVER).unwrap_err();
+    let e = replay(&lines, &dev, &clock, NEVER).unwrap_err();
     assert!(e.contains("reads 0x1fc20006, the trace saw 0x1fc20007"), "{e}");
 }
 
@@ -346,9 +367,9 @@ fn a_trace_without_its_descriptors_does_not_replay() {
         for l in lines.iter_mut().filter(|l| l["ev"] == "desc") {
             l["bytes"] = "0".repeat(l["bytes"].as_str().unwrap().len()).into();
         }
-        let (fresh, _, _) = card.build_on(Arc::clone(&o.host));
+        let ((fresh, _, _), clock) = fresh(card, &o.host);
         let spec = card.spec();
         let dev = SimDevice::from_card(spec.name(), &spec.info(), fresh);
-        assert!(replay(&lines, &dev, NEVER).is_err(), "{}", spec.name());
+        assert!(replay(&lines, &dev, &clock, NEVER).is_err(), "{}", spec.name());
     }
 }

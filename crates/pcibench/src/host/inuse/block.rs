@@ -52,6 +52,11 @@ pub(super) struct Mount {
     pub dev: String,
     pub point: String,
     pub source: String,
+    /// The filesystem type (`ext4`, `nsfs`).
+    pub fstype: String,
+    /// The root of the mount within its filesystem; for a namespace file (nsfs) the namespace,
+    /// `net:[4026532290]` (fs/nsfs.c, nsfs_show_path).
+    pub root: String,
 }
 
 /// mountinfo and /proc/swaps escape space, tab, newline and backslash as \ooo (fs/proc_namespace.c).
@@ -72,7 +77,8 @@ pub(super) fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).to_string()
 }
 
-/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw`: device, mount point, source.
+/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw`: device, mount point, source,
+/// type and root (Documentation/filesystems/proc.rst, /proc/PID/mountinfo).
 pub(super) fn parse_mountinfo(text: &str) -> Vec<Mount> {
     text.lines()
         .filter_map(|l| {
@@ -82,6 +88,8 @@ pub(super) fn parse_mountinfo(text: &str) -> Vec<Mount> {
                 dev: f.get(2)?.to_string(),
                 point: unescape(f.get(4)?),
                 source: unescape(f.get(sep + 2).copied().unwrap_or("")),
+                fstype: f.get(sep + 1).copied().unwrap_or("").to_string(),
+                root: unescape(f.get(3)?),
             })
         })
         .collect()

@@ -14,9 +14,11 @@
 //! a block node is a file reading `block MAJ:MIN` (free), `block MAJ:MIN busy` (EBUSY) or
 //! `block MAJ:MIN eacces` (no permission), and no file is no node; a namespace file
 //! (`/proc/PID/ns/net`, `/run/netns/NAME`) reads `net:[INODE]` on its first line, then either
-//! `eacces` or the namespace's interfaces as JSON (`NsView`). Tests that need another answer (a
+//! `eacces` or the namespace's interfaces as JSON (`NsView`); a descriptor's link to `net:[INODE]`
+//! (`/proc/PID/fd/N`) stands for the file `/.netns/INODE` of the tree, read the same way. Tests that need another answer (a
 //! namespace that goes away while it is walked) give `Host::with_kernel` their own.
 
+use super::nsfile::ns_inode_of;
 use super::procs::{parse_devno, Devno};
 use crate::host::Host;
 use rustix::fd::{AsFd, OwnedFd};
@@ -194,9 +196,14 @@ impl Kernel for Fixture {
         }
     }
 
-    fn net_view(&self, _host: &Host, ns: &Path, inode: u64) -> Result<NsView, NsError> {
+    fn net_view(&self, host: &Host, ns: &Path, inode: u64) -> Result<NsView, NsError> {
+        let linked = std::fs::read_link(ns).ok().and_then(|t| ns_inode_of(&t.to_string_lossy()));
+        let ns = match linked {
+            Some(i) => host.path(format!("/.netns/{i}")),
+            None => ns.to_path_buf(),
+        };
         let mut text = String::new();
-        match std::fs::File::open(ns).and_then(|f| f.take(16 << 20).read_to_string(&mut text)) {
+        match std::fs::File::open(&ns).and_then(|f| f.take(16 << 20).read_to_string(&mut text)) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(NsError::Gone),
             Err(e) => return Err(NsError::Failed(e.to_string())),
@@ -211,12 +218,6 @@ impl Kernel for Fixture {
             json => serde_json::from_str(json).map_err(|e| NsError::Failed(format!("fixture namespace: {e}"))),
         }
     }
-}
-
-/// `net:[4026531840]` (or `mnt:[...]`): the namespace's inode.
-pub(crate) fn ns_inode_of(link: &str) -> Option<u64> {
-    let (_, rest) = link.trim().split_once(":[")?;
-    rest.strip_suffix(']')?.parse().ok()
 }
 
 #[cfg(test)]
@@ -266,7 +267,7 @@ mod tests {
         let ns = std::path::PathBuf::from(format!("/proc/self/task/{tid}/ns/net"));
         if r.is_err() {
             // Not allowed to make one (no CAP_SYS_ADMIN): entering one would be refused too.
-            let own = crate::host::inuse::namespaces::ns_inode(&host, Path::new("/proc/self/ns/net")).unwrap();
+            let own = crate::host::inuse::nsfile::ns_inode(&host, Path::new("/proc/self/ns/net")).unwrap();
             let got = Real.net_view(&host, Path::new("/proc/self/ns/net"), own);
             // Our own namespace is never said gone; refused or not, it is said in words.
             match got {
@@ -275,10 +276,10 @@ mod tests {
                 Err(NsError::Gone) => panic!("this process's own namespace said gone"),
             }
         } else if let Some(words) = too_old(&host) {
-            let inode = crate::host::inuse::namespaces::ns_inode(&host, &ns).unwrap();
+            let inode = crate::host::inuse::nsfile::ns_inode(&host, &ns).unwrap();
             assert_eq!(Real.net_view(&host, &ns, inode), Err(NsError::Failed(words)));
         } else {
-            let inode = crate::host::inuse::namespaces::ns_inode(&host, &ns).unwrap();
+            let inode = crate::host::inuse::nsfile::ns_inode(&host, &ns).unwrap();
             let v = Real.net_view(&host, &ns, inode).unwrap();
             assert_eq!(v.links.iter().map(|l| (l.name.as_str(), l.up)).collect::<Vec<_>>(), [("lo", false)]);
             // The same path is another namespace's by then: said gone, never read.

@@ -6,6 +6,8 @@
 //!   partitions, everything stacked on them (`holders/`: device-mapper, LVM, LUKS, md RAID; loop
 //!   devices backed by one of them or by a file on one of their filesystems), and what each is used for: mounted
 //!   (the root filesystem and /boot named as such), active swap;
+//! - `kusers`: in-kernel users that hold its devices without an exclusive claim, or whose claim
+//!   should be named (nvmet, LIO, zram, bcache, rnbd, xen-blkback, pktcdvd, ocfs2's heartbeat);
 //! - `net`: its network interfaces that are up, have addresses, are enslaved to a bond, bridge or
 //!   team, or carry an upper device that is up;
 //! - `console`: the boot VGA device, a framebuffer of it while fbcon is bound;
@@ -28,10 +30,12 @@ mod console;
 mod driver;
 mod exclusive;
 pub mod kernel;
+mod kusers;
 pub(crate) mod namespaces;
 mod net;
 mod netlink;
 mod netns;
+pub(crate) mod nsfile;
 mod open;
 pub(crate) mod procs;
 mod sriov;
@@ -69,6 +73,9 @@ pub enum HolderKind {
     /// The kernel says one of its block devices is held exclusively, and not by whom (a mount in a
     /// namespace pcibench could not read, a storage target export).
     Exclusive,
+    /// An in-kernel user holds it: a storage target's export (nvmet, LIO), zram's backing device,
+    /// bcache, a Xen backend ... (`kusers`).
+    Kernel,
 }
 
 /// One way the running system uses the device.
@@ -191,10 +198,15 @@ impl Inventory {
         self.holders.iter().all(|h| !h.free.is_empty())
     }
 
-    /// What frees it, each step once, in order.
+    /// What frees it, each step once, in order: what uses a filesystem (a swap file, a loop file, a
+    /// storage target's file, a process) before the filesystem's unmount, and nested mounts before
+    /// what they sit on (mountinfo lists a mount after the one below it).
     pub fn free_steps(&self) -> Vec<String> {
+        let is_mount = |h: &&Holder| matches!(h.kind, HolderKind::RootFs | HolderKind::Boot | HolderKind::Mount);
+        let users = self.holders.iter().filter(|h| !is_mount(h));
+        let mounts = self.holders.iter().filter(is_mount).rev();
         let mut v: Vec<String> = Vec::new();
-        for s in self.holders.iter().flat_map(|h| h.free.iter()) {
+        for s in users.chain(mounts).flat_map(|h| h.free.iter()) {
             if !v.contains(s) {
                 v.push(s.clone());
             }
@@ -230,7 +242,13 @@ pub(crate) fn inventory_in(host: &Host, addr: &str, scan: &procs::ProcScan, srio
     let mounts = block::parse_mountinfo(&read("/proc/self/mountinfo"));
     let blks = block::devices(&scope, &mounts)?;
     let mut unchecked = scan.unchecked.clone();
-    let (mut holders, used) = block::holders(&scope, &blks, &mounts, &read("/proc/swaps"));
+    let (mut holders, mut used) = block::holders(&scope, &blks, &mounts, &read("/proc/swaps"));
+    let users = kusers::holders(&scope, &blks, &mounts);
+    holders.extend(users.holders);
+    unchecked.skipped.extend(users.unchecked);
+    for i in users.used {
+        used[i] = true;
+    }
     let excl = exclusive::holders(&scope, &blks, &used, scan);
     holders.extend(excl.holders);
     unchecked.skipped.extend(excl.unchecked);
@@ -286,6 +304,8 @@ pub fn vfio_group_users(host: &Host, addr: &str) -> Option<GroupUsers> {
     })
 }
 
+#[cfg(test)]
+mod kusers_tests;
 #[cfg(test)]
 mod ns_tests;
 #[cfg(test)]

@@ -1,9 +1,15 @@
 //! The host's other network and mount namespaces, walked once per command (`Host::net_namespaces`,
 //! `Host::mount_namespaces`) and only when an inventory needs them:
-//! - network namespaces: every process's `/proc/PID/ns/net` and every name under `/run/netns` and
-//!   `/var/run/netns` (`ip netns add`'s bind mounts), deduplicated by the namespace's inode; ours is
-//!   left out (sysfs shows its interfaces). Each is looked into once (`Kernel::net_view`), by a name
-//!   first (a bind mount outlives processes), then by up to `PATHS_KEPT` of its processes.
+//! - network namespaces: every name under `/run/netns` and `/var/run/netns` (`ip netns add`'s bind
+//!   mounts), every namespace file mounted anywhere else in this mount namespace or in any other
+//!   (an `nsfs` line of a mountinfo, whose root is `net:[INODE]`, fs/nsfs.c nsfs_show_path: Docker
+//!   keeps a container's under /run/docker/netns/), every process's `/proc/PID/ns/net`, and every
+//!   descriptor a process holds on one (`/proc/PID/fd/N` linking to `net:[INODE]`), deduplicated by
+//!   the namespace's inode; ours is left out (sysfs shows its interfaces). Each is looked into once
+//!   (`Kernel::net_view`), by a name first (a bind mount outlives processes), then a mount, a
+//!   process in it, a descriptor, up to `PATHS_KEPT` of each. What keeps a namespace alive and none
+//!   of these show (a socket made in it, the kernel's own references) is not found: a function
+//!   whose interfaces are in no namespace found is "could not check" (`netns`).
 //! - mount namespaces: one process per distinct `/proc/PID/ns/mnt` inode, whose `mountinfo` names
 //!   the filesystems mounted there (a container's volumes).
 //!
@@ -12,7 +18,8 @@
 //! being in no other namespace.
 
 use super::block::{parse_mountinfo, Mount};
-use super::kernel::{ns_inode_of, NsError, NsView};
+use super::kernel::{NsError, NsView};
+use super::nsfile::{ns_inode, ns_inode_of};
 use super::walk::entries;
 use crate::host::Host;
 use std::collections::BTreeMap;
@@ -29,8 +36,15 @@ const PATHS_KEPT: usize = 4;
 pub(crate) enum NsName {
     /// `ip netns` lists it under this name.
     Named(String),
-    /// Only processes are in it: the first, with its command.
+    /// Its file is mounted on this path here, outside /run/netns (Docker's /run/docker/netns/ID).
+    Mounted(String),
+    /// Its file is mounted on a path in the mount namespace of a process (PID, command, path),
+    /// reached from here through /proc/PID/root.
+    MountedIn(u32, String, String),
+    /// Processes are in it: the first, with its command.
     Pid(u32, String),
+    /// A process holds it open by a descriptor (PID, command, fd), and nothing else shows it.
+    Fd(u32, String, u32),
 }
 
 impl NsName {
@@ -38,16 +52,34 @@ impl NsName {
     pub fn words(&self, kind: &str) -> String {
         match self {
             NsName::Named(n) => format!("{kind} namespace {n} (ip netns)"),
+            NsName::Mounted(p) => format!("the {kind} namespace mounted on {p}"),
+            NsName::MountedIn(pid, c, p) => {
+                format!("the {kind} namespace mounted on {p} in the mount namespace of PID {pid} ({c})")
+            }
             NsName::Pid(p, c) => format!("the {kind} namespace of PID {p} ({c})"),
+            NsName::Fd(pid, c, fd) => format!("the {kind} namespace PID {pid} ({c}) holds open as descriptor {fd}"),
         }
     }
 
-    /// The command prefix that runs `ip` in it: `ip -n blue`, `nsenter -t 812 -n ip`.
+    /// The command prefix that runs `ip` in it: `ip -n blue`, `nsenter -t 812 -n ip`,
+    /// `nsenter --net=/run/docker/netns/1a2b ip` (nsenter opens the file and enters it).
     pub fn ip(&self) -> String {
         match self {
             NsName::Named(n) => format!("ip -n {n}"),
+            NsName::Mounted(p) => format!("nsenter --net={} ip", shell_word(p)),
+            NsName::MountedIn(pid, _, p) => format!("nsenter --net={} ip", shell_word(&format!("/proc/{pid}/root{p}"))),
             NsName::Pid(p, _) => format!("nsenter -t {p} -n ip"),
+            NsName::Fd(pid, _, fd) => format!("nsenter --net=/proc/{pid}/fd/{fd} ip"),
         }
+    }
+}
+
+/// A path as one word of a shell command: quoted when it holds anything but the plain characters.
+fn shell_word(p: &str) -> String {
+    if p.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-:@+=,".contains(&b)) {
+        p.to_string()
+    } else {
+        format!("'{}'", p.replace('\'', "'\\''"))
     }
 }
 
@@ -80,23 +112,6 @@ pub(crate) struct MountScan {
     pub unchecked: Vec<String>,
 }
 
-/// The inode of namespace file `p` (a /proc/PID/ns link, or a bind mount under /run/netns). The real
-/// host: the link's text, else the file's own inode (nsfs). A fixture: its link's text or first line.
-pub(crate) fn ns_inode(host: &Host, p: &Path) -> std::io::Result<u64> {
-    let bad = || std::io::Error::new(ErrorKind::InvalidData, format!("{} is not a namespace", p.display()));
-    match std::fs::read_link(p) {
-        Ok(t) => return ns_inode_of(&t.to_string_lossy()).ok_or_else(bad),
-        Err(e) if e.raw_os_error() != Some(rustix::io::Errno::INVAL.raw_os_error()) => return Err(e),
-        Err(_) => {}
-    }
-    if host.is_real() {
-        let st = rustix::fs::statx(rustix::fs::CWD, p, rustix::fs::AtFlags::empty(), rustix::fs::StatxFlags::INO)?;
-        return Ok(st.stx_ino);
-    }
-    let text = crate::file::read_string(p, 4096)?;
-    ns_inode_of(text.lines().next().unwrap_or("")).ok_or_else(bad)
-}
-
 fn comm(host: &Host, pid: u32) -> String {
     crate::host::state::read_trim(&host.path(format!("/proc/{pid}/comm")))
         .filter(|c| !c.is_empty())
@@ -104,46 +119,29 @@ fn comm(host: &Host, pid: u32) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// The PIDs /proc lists, in order.
-fn pids(host: &Host) -> Vec<u32> {
-    let mut v: Vec<u32> = match std::fs::read_dir(host.path("/proc")) {
-        Ok(rd) => {
-            rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).take(1 << 22).collect()
-        }
-        Err(_) => Vec::new(),
-    };
-    v.sort_unstable();
-    v
-}
-
 /// Each distinct namespace of `kind` (`net`, `mnt`) other than ours: its inode with up to
-/// `PATHS_KEPT` PIDs in it, and the PIDs whose namespace could not be read.
+/// `PATHS_KEPT` PIDs in it, the PIDs whose namespace could not be read, and how many processes
+/// were past `MAX_NAMESPACES`. From the command's one /proc scan (`Host::procs`).
 fn by_inode(host: &Host, kind: &str) -> (BTreeMap<u64, Vec<u32>>, Vec<u32>, u64) {
     let own = ns_inode(host, &host.path(format!("/proc/self/ns/{kind}"))).unwrap_or(0);
-    let me = host.own_pid();
+    let scan = host.procs();
     let mut map: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    let mut denied = Vec::new();
     let mut over = 0;
-    for pid in pids(host).into_iter().filter(|p| Some(*p) != me) {
-        match ns_inode(host, &host.path(format!("/proc/{pid}/ns/{kind}"))) {
-            Ok(i) if i == own => {}
-            Ok(i) => {
-                if !map.contains_key(&i) && map.len() >= MAX_NAMESPACES {
-                    over += 1;
-                    continue;
-                }
-                let v = map.entry(i).or_default();
-                if v.len() < PATHS_KEPT {
-                    v.push(pid);
-                }
-            }
-            // Exited (ENOENT), or a kernel thread's (it shares init's).
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) if e.kind() == ErrorKind::PermissionDenied => denied.push(pid),
-            Err(_) => denied.push(pid),
+    for p in &scan.ns {
+        let Some(i) = (if kind == "net" { p.net } else { p.mnt }) else { continue };
+        if i == own {
+            continue;
+        }
+        if !map.contains_key(&i) && map.len() >= MAX_NAMESPACES {
+            over += 1;
+            continue;
+        }
+        let v = map.entry(i).or_default();
+        if v.len() < PATHS_KEPT {
+            v.push(p.pid);
         }
     }
-    (map, denied, over)
+    (map, scan.ns_denied.clone(), over)
 }
 
 fn denied_words(denied: &[u32], kind: &str) -> Option<String> {
@@ -159,42 +157,77 @@ fn denied_words(denied: &[u32], kind: &str) -> Option<String> {
     ))
 }
 
+/// The network namespace files mounted in `mounts` (nsfs lines whose root is `net:[INODE]`), as
+/// (inode, mount point).
+fn nsfs_mounts(mounts: &[Mount]) -> impl Iterator<Item = (u64, &str)> {
+    mounts.iter().filter(|m| m.fstype == "nsfs" && m.root.starts_with("net:[")).filter_map(|m| {
+        let i = ns_inode_of(&m.root)?;
+        Some((i, m.point.as_str()))
+    })
+}
+
+/// Whether `p` is where `ip netns` keeps its names (those are named by the directory's walk).
+fn under_ip_netns(p: &str) -> bool {
+    let p = Path::new(p);
+    p.parent().is_some_and(|d| d == Path::new("/run/netns") || d == Path::new("/var/run/netns"))
+}
+
 /// The host's other network namespaces, each looked into (see the module's words).
 pub(crate) fn net_scan(host: &Host) -> NetScan {
     let (by_pid, denied, over) = by_inode(host, "net");
     let own = ns_inode(host, &host.path("/proc/self/ns/net")).unwrap_or(0);
     let mut scan = NetScan::default();
     scan.unchecked.extend(denied_words(&denied, "network"));
+    // Every way into each namespace, by inode, in the order they are tried.
+    let mut ways: BTreeMap<u64, Vec<(NsName, PathBuf)>> = BTreeMap::new();
+    let add = |ways: &mut BTreeMap<u64, Vec<(NsName, PathBuf)>>, inode: u64, name: NsName, p: PathBuf| {
+        if inode == own {
+            return;
+        }
+        let v = ways.entry(inode).or_default();
+        let same_kind = v.iter().filter(|(n, _)| std::mem::discriminant(n) == std::mem::discriminant(&name)).count();
+        if same_kind < PATHS_KEPT && !v.iter().any(|(n, _)| *n == name) {
+            v.push((name, p));
+        }
+    };
     // Named ones: ip netns add's bind mounts.
-    let mut named: BTreeMap<u64, (String, PathBuf)> = BTreeMap::new();
     for dir in ["/run/netns", "/var/run/netns"] {
         let Ok(list) = entries(&host.path(dir)) else { continue };
         for (name, p) in list {
-            match ns_inode(host, &p) {
-                Ok(i) if i != own => {
-                    named.entry(i).or_insert((crate::text::one_line(&name), p));
-                }
-                Ok(_) => {}
-                // An empty file: `ip netns add` failed half-way, or the mount went. Not a namespace.
-                Err(_) => {}
+            // An empty file: `ip netns add` failed half-way, or the mount went. Not a namespace.
+            if let Ok(i) = ns_inode(host, &p) {
+                add(&mut ways, i, NsName::Named(crate::text::one_line(&name)), p);
             }
         }
     }
-    let mut inodes: Vec<u64> = by_pid.keys().chain(named.keys()).copied().collect();
-    inodes.sort_unstable();
-    inodes.dedup();
+    // Namespace files mounted anywhere else here, then in every other mount namespace.
+    let read = crate::file::read_string(&host.path("/proc/self/mountinfo"), super::procs::PROC_TABLE_MAX);
+    let here = parse_mountinfo(&read.unwrap_or_default());
+    for (i, point) in nsfs_mounts(&here).filter(|(_, p)| !under_ip_netns(p)) {
+        add(&mut ways, i, NsName::Mounted(crate::text::one_line(point)), host.path(point));
+    }
+    let mntns = host.mount_namespaces();
+    scan.unchecked.extend(mntns.unchecked.iter().cloned());
+    for ns in &mntns.namespaces {
+        for (i, point) in nsfs_mounts(&ns.mounts) {
+            let via = host.path(format!("/proc/{}/root{point}", ns.pid));
+            add(&mut ways, i, NsName::MountedIn(ns.pid, ns.comm.clone(), crate::text::one_line(point)), via);
+        }
+    }
+    for (inode, pids) in &by_pid {
+        for pid in pids {
+            add(&mut ways, *inode, NsName::Pid(*pid, comm(host, *pid)), host.path(format!("/proc/{pid}/ns/net")));
+        }
+    }
+    for f in &host.procs().ns_fds {
+        let p = host.path(format!("/proc/{}/fd/{}", f.pid, f.fd));
+        add(&mut ways, f.inode, NsName::Fd(f.pid, comm(host, f.pid), f.fd), p);
+    }
     let kernel = host.kernel();
-    for inode in inodes {
+    for (inode, tries) in ways {
         if scan.namespaces.len() >= MAX_NAMESPACES {
             scan.unchecked.push(format!("more than {MAX_NAMESPACES} network namespaces: the rest were not read"));
             break;
-        }
-        let mut tries: Vec<(NsName, PathBuf)> = Vec::new();
-        if let Some((n, p)) = named.get(&inode) {
-            tries.push((NsName::Named(n.clone()), p.clone()));
-        }
-        for pid in by_pid.get(&inode).into_iter().flatten() {
-            tries.push((NsName::Pid(*pid, comm(host, *pid)), host.path(format!("/proc/{pid}/ns/net"))));
         }
         let mut found = None;
         let mut last = Err(NsError::Gone);

@@ -3,13 +3,27 @@
 //! format is include/uapi/linux/netlink.h (nlmsghdr, 4-byte alignment), rtnetlink.h (rtattr),
 //! if_link.h (ifinfomsg, IFLA_*) and if_addr.h (ifaddrmsg, IFA_*).
 //!
-//! Bounded: a receive timeout, a cap on messages, and a dump that does not end is an error, never a
-//! hang.
+//! The answers come only from the kernel. The namespaces looked into may be users' own (a user
+//! namespace gives its owner CAP_NET_ADMIN in a network namespace of theirs), where any process
+//! could write datagrams to this socket's port: a forged RTM_NEWLINK would show an interface up on
+//! a device, an early NLMSG_DONE would hide real ones, and a flood would never end. So the socket
+//! is connected to the kernel (port 0), which makes the kernel refuse every other socket's unicast
+//! to it (net/netlink/af_netlink.c, netlink_getsockbyportid: ECONNREFUSED when the receiver is
+//! NETLINK_CONNECTED and the sender's port is not its dst_portid); a datagram whose sender is not
+//! the kernel is dropped all the same (one could land between the bind and the connect); each
+//! request has a random sequence number, and only answers carrying it and this socket's port
+//! (nlmsg_pid) count.
+//!
+//! Bounded: every datagram and message received, counted or dropped, counts against a budget of
+//! messages and bytes, and each namespace has one deadline for both dumps; past either the view
+//! fails (the namespace is "could not check"), never hangs.
 
-use rustix::fd::{AsRawFd, FromRawFd, OwnedFd};
+use rustix::fd::OwnedFd;
+use rustix::net::netlink::SocketAddrNetlink;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
 
 /// One network interface of a namespace (RTM_NEWLINK, include/uapi/linux/if_link.h).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,52 +77,216 @@ const IFA_LOCAL: u16 = 2;
 /// RT_SCOPE_LINK (include/uapi/linux/rtnetlink.h): link-local and host addresses are at or above it.
 const RT_SCOPE_LINK: u8 = 253;
 const IFF_UP: u32 = 0x1;
-/// Messages read per dump at most (a namespace with 65,536 interfaces is past any real one).
+/// Messages received per namespace at most, dropped ones included (a namespace with 65,536
+/// interfaces is past any real one).
 const MAX_MESSAGES: usize = 1 << 17;
+/// Bytes received per namespace at most, dropped datagrams included.
+const MAX_BYTES: usize = 256 << 20;
+/// How long both dumps of one namespace may take together.
+const DEADLINE: Duration = Duration::from_secs(5);
+/// 32 KiB: more than one datagram of answers, as the kernel sizes its dump skbs (NLMSG_GOODSIZE,
+/// at most 32 KiB: af_netlink.c, netlink_recvmsg's max_recvmsg_len); a larger one is an error.
+const DATAGRAM: usize = 32 << 10;
 
-/// A NETLINK_ROUTE socket in the calling thread's network namespace, with a receive timeout.
+/// A NETLINK_ROUTE socket in the calling thread's network namespace, connected to the kernel
+/// (see the module docs).
 pub(super) fn socket() -> io::Result<OwnedFd> {
-    // SAFETY: socket(2) with constant arguments; the descriptor is owned at once.
-    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by socket(2) and is owned by nobody else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let tv = libc::timeval { tv_sec: 2, tv_usec: 0 };
-    // SAFETY: a valid socket and a timeval of the size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
+    // Protocol 0 is NETLINK_ROUTE (include/uapi/linux/netlink.h), which rustix spells as None.
+    let sock = socket_with(AddressFamily::NETLINK, SocketType::RAW, SocketFlags::CLOEXEC, None)?;
+    // Binds the socket to a port of the kernel's choosing first (netlink_connect's autobind).
+    rustix::net::connect(&sock, &SocketAddrNetlink::new(0, 0))?;
     Ok(sock)
 }
 
 /// The interfaces and addresses of the namespace `sock` was made in.
 pub(super) fn view(sock: &OwnedFd) -> io::Result<NsView> {
+    let port = SocketAddrNetlink::try_from(rustix::net::getsockname(sock)?)
+        .map_err(|_| io::Error::other("the netlink socket has no netlink address"))?
+        .pid();
+    let mut budget = Budget::new(Instant::now() + DEADLINE);
+    let seq = random_seq();
     let mut v = NsView::default();
     // ifinfomsg (family AF_UNSPEC), then IFLA_EXT_MASK.
     let mut body = vec![0u8; IFINFOMSG_LEN];
     push_attr(&mut body, IFLA_EXT_MASK, &RTEXT_FILTER_SKIP_STATS.to_ne_bytes());
-    dump(sock, RTM_GETLINK, 1, &body, |ty, payload| {
+    dump(sock, RTM_GETLINK, Want { seq, port }, &body, &mut budget, |ty, payload| {
         if ty == RTM_NEWLINK {
             v.links.extend(parse_link(payload));
         }
     })?;
-    dump(sock, RTM_GETADDR, 2, &[0u8; IFADDRMSG_LEN], |ty, payload| {
+    let want = Want { seq: seq.wrapping_add(1), port };
+    dump(sock, RTM_GETADDR, want, &[0u8; IFADDRMSG_LEN], &mut budget, |ty, payload| {
         if ty == RTM_NEWADDR {
             v.addrs.extend(parse_addr(payload));
         }
     })?;
     Ok(v)
+}
+
+/// A sequence number no other process can guess: a forged answer must carry it to count.
+fn random_seq() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: getrandom(2) into a 4-byte stack buffer of the length passed.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 4 {
+        return u32::from_ne_bytes(b);
+    }
+    // No getrandom (kernels before 3.17): std's per-process random hash keys.
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish() as u32
+}
+
+/// What answers to one request carry: its sequence number and this socket's port.
+#[derive(Debug, Clone, Copy)]
+struct Want {
+    seq: u32,
+    port: u32,
+}
+
+/// What one namespace's dumps may still receive.
+#[derive(Debug)]
+struct Budget {
+    messages: usize,
+    bytes: usize,
+    deadline: Instant,
+}
+
+impl Budget {
+    fn new(deadline: Instant) -> Budget {
+        Budget { messages: MAX_MESSAGES, bytes: MAX_BYTES, deadline }
+    }
+
+    /// Count a datagram of `n` bytes received.
+    fn datagram(&mut self, n: usize) -> io::Result<()> {
+        self.bytes = self
+            .bytes
+            .checked_sub(n)
+            .ok_or_else(|| io::Error::other(format!("the answers ran past {} MiB without ending", MAX_BYTES >> 20)))?;
+        Ok(())
+    }
+
+    /// Count one message received.
+    fn message(&mut self) -> io::Result<()> {
+        self.messages = self
+            .messages
+            .checked_sub(1)
+            .ok_or_else(|| io::Error::other(format!("the answers ran past {MAX_MESSAGES} messages without ending")))?;
+        Ok(())
+    }
+}
+
+/// Send one dump request and hand every answer's (type, payload) to `each` until NLMSG_DONE.
+fn dump(
+    sock: &OwnedFd,
+    ty: u16,
+    want: Want,
+    body: &[u8],
+    budget: &mut Budget,
+    mut each: impl FnMut(u16, &[u8]),
+) -> io::Result<()> {
+    let mut req = Vec::with_capacity(NLMSG_HDRLEN + body.len());
+    req.extend_from_slice(&((NLMSG_HDRLEN + body.len()) as u32).to_ne_bytes());
+    req.extend_from_slice(&ty.to_ne_bytes());
+    req.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    req.extend_from_slice(&want.seq.to_ne_bytes());
+    req.extend_from_slice(&want.port.to_ne_bytes());
+    req.extend_from_slice(body);
+    // Connected: the kernel is the destination.
+    rustix::net::send(sock, &req, rustix::net::SendFlags::empty())?;
+    let mut buf = vec![0u8; DATAGRAM];
+    loop {
+        wait_readable(sock, budget.deadline)?;
+        let flags = rustix::net::RecvFlags::DONTWAIT | rustix::net::RecvFlags::TRUNC;
+        let (n, from) = match rustix::net::recvfrom(sock, &mut buf[..], flags) {
+            Ok((_, n, from)) => (n, from),
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        budget.datagram(n)?;
+        let sender = from.and_then(|a| SocketAddrNetlink::try_from(a).ok());
+        if n > buf.len() {
+            if sender.is_some_and(|s| s.pid() == 0) {
+                return Err(io::Error::other(format!("an answer of {n} bytes, more than the {DATAGRAM} read")));
+            }
+            continue;
+        }
+        if take(&buf[..n], sender, want, budget, &mut each)? {
+            return Ok(());
+        }
+    }
+}
+
+/// Wait until `sock` has a datagram, or fail at `deadline`.
+fn wait_readable(sock: &OwnedFd, deadline: Instant) -> io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no complete answer within {} s", DEADLINE.as_secs()),
+            ));
+        }
+        let t = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
+        let mut fds = [PollFd::new(sock, PollFlags::IN)];
+        match poll(&mut fds, Some(&t)) {
+            Ok(n) if n > 0 => return Ok(()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// One datagram of a dump: from `sender` (None: no netlink address). Only the kernel's (port 0,
+/// no multicast group) count, and in them only messages with `want`'s sequence number and port;
+/// every message counts against the budget all the same. True at the dump's end (NLMSG_DONE, or
+/// an NLMSG_ERROR of 0); an error answer is the error.
+fn take(
+    datagram: &[u8],
+    sender: Option<SocketAddrNetlink>,
+    want: Want,
+    budget: &mut Budget,
+    each: &mut impl FnMut(u16, &[u8]),
+) -> io::Result<bool> {
+    let from_kernel = sender.is_some_and(|s| s.pid() == 0 && s.groups() == 0);
+    for (mty, mseq, mpid, payload) in messages(datagram) {
+        budget.message()?;
+        if !from_kernel || mseq != want.seq || mpid != want.port {
+            continue;
+        }
+        match mty {
+            NLMSG_DONE => return Ok(true),
+            NLMSG_ERROR => {
+                let code = payload.get(..4).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0);
+                if code == 0 {
+                    return Ok(true);
+                }
+                return Err(io::Error::from_raw_os_error(code.saturating_neg()));
+            }
+            _ => each(mty, payload),
+        }
+    }
+    Ok(false)
+}
+
+/// The messages of one datagram as (type, sequence number, port, payload); a truncated one ends it.
+fn messages(mut b: &[u8]) -> Vec<(u16, u32, u32, &[u8])> {
+    let mut out = Vec::new();
+    while b.len() >= NLMSG_HDRLEN {
+        let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        if len < NLMSG_HDRLEN || len > b.len() {
+            break;
+        }
+        let ty = u16::from_ne_bytes([b[4], b[5]]);
+        let seq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
+        let pid = u32::from_ne_bytes([b[12], b[13], b[14], b[15]]);
+        out.push((ty, seq, pid, &b[NLMSG_HDRLEN..len]));
+        b = &b[align(len).min(b.len())..];
+    }
+    out
 }
 
 fn align(n: usize) -> usize {
@@ -120,75 +298,6 @@ fn push_attr(buf: &mut Vec<u8>, ty: u16, data: &[u8]) {
     buf.extend_from_slice(&ty.to_ne_bytes());
     buf.extend_from_slice(data);
     buf.resize(align(buf.len()), 0);
-}
-
-/// Send one dump request and hand every answer's (type, payload) to `each` until NLMSG_DONE.
-fn dump(sock: &OwnedFd, ty: u16, seq: u32, body: &[u8], mut each: impl FnMut(u16, &[u8])) -> io::Result<()> {
-    let mut req = Vec::with_capacity(NLMSG_HDRLEN + body.len());
-    req.extend_from_slice(&((NLMSG_HDRLEN + body.len()) as u32).to_ne_bytes());
-    req.extend_from_slice(&ty.to_ne_bytes());
-    req.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    req.extend_from_slice(&seq.to_ne_bytes());
-    req.extend_from_slice(&0u32.to_ne_bytes());
-    req.extend_from_slice(body);
-    // SAFETY: a valid socket and a buffer of the length passed; the kernel is the destination (no address).
-    let n = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // 32 KiB: more than one page of answers, as the kernel sizes its dump skbs (NLMSG_GOODSIZE).
-    let mut buf = vec![0u8; 32 << 10];
-    let mut seen = 0;
-    loop {
-        // SAFETY: a valid socket and a buffer of the length passed.
-        let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the dump ended without NLMSG_DONE"));
-        }
-        for (mty, mseq, payload) in messages(&buf[..n as usize]) {
-            if mseq != seq {
-                continue;
-            }
-            seen += 1;
-            if seen > MAX_MESSAGES {
-                return Err(io::Error::other("the dump did not end"));
-            }
-            match mty {
-                NLMSG_DONE => return Ok(()),
-                NLMSG_ERROR => {
-                    let code = payload.get(..4).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0);
-                    if code == 0 {
-                        return Ok(());
-                    }
-                    return Err(io::Error::from_raw_os_error(-code));
-                }
-                _ => each(mty, payload),
-            }
-        }
-    }
-}
-
-/// The messages of one datagram as (type, sequence number, payload); a truncated one ends it.
-fn messages(mut b: &[u8]) -> Vec<(u16, u32, &[u8])> {
-    let mut out = Vec::new();
-    while b.len() >= NLMSG_HDRLEN {
-        let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        if len < NLMSG_HDRLEN || len > b.len() {
-            break;
-        }
-        let ty = u16::from_ne_bytes([b[4], b[5]]);
-        let seq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
-        out.push((ty, seq, &b[NLMSG_HDRLEN..len]));
-        b = &b[align(len).min(b.len())..];
-    }
-    out
 }
 
 /// The attributes after a fixed header as (type, data); a truncated one ends them.
@@ -266,88 +375,5 @@ pub(super) fn parse_addr(p: &[u8]) -> Option<(i32, String)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn link_msg(index: i32, flags: u32, attrs_: &[(u16, &[u8])]) -> Vec<u8> {
-        let mut p = vec![0u8; IFINFOMSG_LEN];
-        p[4..8].copy_from_slice(&index.to_ne_bytes());
-        p[8..12].copy_from_slice(&flags.to_ne_bytes());
-        for (t, d) in attrs_ {
-            push_attr(&mut p, *t, d);
-        }
-        p
-    }
-
-    #[test]
-    fn a_link_answer_reads_name_flags_master_and_parent() {
-        let p = link_msg(
-            3,
-            IFF_UP | 0x1000,
-            &[
-                (IFLA_IFNAME, b"eth1\0"),
-                (IFLA_MASTER, &7i32.to_ne_bytes()),
-                (IFLA_PARENT_DEV_NAME, b"virtio0\0"),
-                (IFLA_PARENT_DEV_BUS_NAME, b"virtio\0"),
-                (IFLA_LINK, &3i32.to_ne_bytes()),
-            ],
-        );
-        let l = parse_link(&p).unwrap();
-        assert_eq!(
-            l,
-            NsLink {
-                index: 3,
-                name: "eth1".into(),
-                up: true,
-                master: Some(7),
-                link: None,
-                parent_bus: Some("virtio".into()),
-                parent: Some("virtio0".into()),
-            }
-        );
-        // A truncated attribute ends the list; the header alone still names the index.
-        let mut cut = p.clone();
-        cut.truncate(IFINFOMSG_LEN + 6);
-        assert_eq!(parse_link(&cut).unwrap().name, "");
-        assert_eq!(parse_link(&p[..8]), None);
-    }
-
-    #[test]
-    fn an_address_answer_reads_local_global_addresses_only() {
-        let v4 = |scope: u8| {
-            let mut p = vec![libc::AF_INET as u8, 24, 0, scope, 2, 0, 0, 0];
-            push_attr(&mut p, IFA_ADDRESS, &[10, 0, 0, 9]);
-            push_attr(&mut p, IFA_LOCAL, &[10, 0, 0, 2]);
-            p
-        };
-        assert_eq!(parse_addr(&v4(0)), Some((2, "10.0.0.2/24".into())));
-        assert_eq!(parse_addr(&v4(RT_SCOPE_LINK)), None);
-        let mut p6 = vec![libc::AF_INET6 as u8, 64, 0, 0, 5, 0, 0, 0];
-        let a: Ipv6Addr = "fd00::2".parse().unwrap();
-        push_attr(&mut p6, IFA_ADDRESS, &a.octets());
-        assert_eq!(parse_addr(&p6), Some((5, "fd00::2/64".into())));
-    }
-
-    #[test]
-    fn messages_split_and_stop_at_a_truncated_one() {
-        let mut d = Vec::new();
-        for (ty, seq) in [(RTM_NEWLINK, 1u32), (NLMSG_DONE, 1)] {
-            d.extend_from_slice(&((NLMSG_HDRLEN + 4) as u32).to_ne_bytes());
-            d.extend_from_slice(&ty.to_ne_bytes());
-            d.extend_from_slice(&0u16.to_ne_bytes());
-            d.extend_from_slice(&seq.to_ne_bytes());
-            d.extend_from_slice(&[0; 8]);
-        }
-        let m = messages(&d);
-        assert_eq!(m.iter().map(|(t, s, p)| (*t, *s, p.len())).collect::<Vec<_>>(), [(16, 1, 4), (3, 1, 4)]);
-        assert_eq!(messages(&d[..30]).len(), 1);
-    }
-
-    /// The dump of this process's own namespace: every namespace has its loopback interface.
-    #[test]
-    fn this_namespace_lists_its_loopback() {
-        let Ok(sock) = socket() else { return };
-        let v = view(&sock).unwrap();
-        assert!(v.links.iter().any(|l| l.name == "lo" && l.index > 0), "{v:?}");
-    }
-}
+#[path = "netlink_tests.rs"]
+mod tests;

@@ -207,6 +207,78 @@ fn an_interface_in_another_namespace_is_named_by_its_name_or_process() {
     assert!(inv.is_empty() && inv.unchecked.is_empty(), "{inv:?}");
 }
 
+/// Issue 54: a namespace nothing keeps but a mount outside /run/netns (Docker's /run/docker/netns),
+/// here or only in another mount namespace, or a descriptor of a process in this one: found
+/// through mountinfo's nsfs lines and the processes' fd links, and named as a user reaches it.
+#[test]
+fn a_namespace_kept_by_a_mount_anywhere_or_a_descriptor_is_found_and_named() {
+    let t = T::new();
+    nic(&t);
+    // mountinfo escapes a space as \040 (fs/proc_namespace.c, mangle).
+    let nsfs = |point: &str| {
+        let point = point.replace(' ', "\\040");
+        format!("22 1 0:21 / /proc rw - proc proc rw\n61 1 0:4 net:[4026532600] {point} rw - nsfs nsfs rw\n")
+    };
+    t.file("proc/self/mountinfo", &nsfs("/run/docker/netns/1a2b"));
+    ns_file(&t, "run/docker/netns/1a2b", 4026532600, &pod(true, true));
+    let inv = t.inv();
+    assert_eq!(
+        inv.reasons(),
+        ["eth1 is up with 10.0.0.2/24 in the network namespace mounted on /run/docker/netns/1a2b"]
+    );
+    assert_eq!(inv.free_steps(), ["nsenter --net=/run/docker/netns/1a2b ip link set eth1 down"]);
+    assert!(inv.unchecked.is_empty(), "{inv:?}");
+
+    // Mounted only in the mount namespace of PID 640: reached through its root.
+    t.file("proc/self/mountinfo", "22 1 0:21 / /proc rw - proc proc rw\n");
+    t.dir("proc/640/ns").file("proc/640/comm", "containerd\n");
+    std::os::unix::fs::symlink("mnt:[4026531841]", t.p("proc/self/ns/mnt")).unwrap();
+    std::os::unix::fs::symlink("mnt:[4026532700]", t.p("proc/640/ns/mnt")).unwrap();
+    t.file("proc/640/mountinfo", &nsfs("/var/lib/ns/pod 7"));
+    ns_file(&t, "proc/640/root/var/lib/ns/pod 7", 4026532600, &pod(true, false));
+    let inv = t.inv();
+    assert_eq!(
+        inv.reasons(),
+        ["eth1 is up in the network namespace mounted on /var/lib/ns/pod 7 in the mount namespace of PID 640 (containerd)"]
+    );
+    assert_eq!(inv.free_steps(), ["nsenter --net='/proc/640/root/var/lib/ns/pod 7' ip link set eth1 down"]);
+
+    // Held only by descriptor 5 of PID 700, a process in this namespace.
+    fs::remove_dir_all(t.p("proc/640")).unwrap();
+    t.dir("proc/700/fd").file("proc/700/comm", "python3\n");
+    std::os::unix::fs::symlink("net:[4026532600]", t.p("proc/700/fd/5")).unwrap();
+    ns_file(&t, ".netns/4026532600", 4026532600, &pod(true, true));
+    let inv = t.inv();
+    assert_eq!(
+        inv.reasons(),
+        ["eth1 is up with 10.0.0.2/24 in the network namespace PID 700 (python3) holds open as descriptor 5"]
+    );
+    assert_eq!(inv.free_steps(), ["nsenter --net=/proc/700/fd/5 ip link set eth1 down"]);
+    // Closed: nothing keeps it, the interface is nowhere found, and that is said.
+    fs::remove_file(t.p("proc/700/fd/5")).unwrap();
+    let inv = t.inv();
+    assert!(inv.is_empty(), "{inv:?}");
+    assert!(inv.unchecked.words().contains("its network interfaces are in no network namespace pcibench could find"));
+}
+
+/// Run in a PID namespace of its own (a container's), /proc lists only that namespace's processes:
+/// the host's are not seen, and that is said, never taken as holding nothing.
+#[test]
+fn a_pid_namespace_of_its_own_is_could_not_check() {
+    let t = T::new();
+    fs::create_dir_all(t.p("proc/self/ns")).unwrap();
+    std::os::unix::fs::symlink("pid:[4026532800]", t.p("proc/self/ns/pid")).unwrap();
+    let w = t.inv().unchecked.words();
+    assert!(
+        w.starts_with("pcibench runs in a PID namespace of its own (a container's), so processes outside it"),
+        "{w}"
+    );
+    // The initial PID namespace (PROC_PID_INIT_INO) sees every process.
+    fs::remove_file(t.p("proc/self/ns/pid")).unwrap();
+    std::os::unix::fs::symlink("pid:[4026531836]", t.p("proc/self/ns/pid")).unwrap();
+    assert!(t.inv().unchecked.is_empty());
+}
+
 #[test]
 fn a_namespace_that_cannot_be_entered_is_could_not_check() {
     let t = T::new();

@@ -1,6 +1,10 @@
 //! Every process's open files and mappings that could be a device's node, read once per command
-//! (`Host::procs`) from `/proc/PID/fd` (links and, later, `fdinfo` flags) and `/proc/PID/maps`.
-//! Matching them to one device is `open.rs`'s job; this only reads, and bounds the work:
+//! (`Host::procs`) from `/proc/PID/fd` (links and, later, `fdinfo` flags) and `/proc/PID/maps`, with
+//! the network and mount namespaces each process is in (`/proc/PID/ns/net`, `ns/mnt`) and the network
+//! namespaces it holds by a descriptor (an fd link `net:[INODE]`, fs/nsfs.c ns_dname): the one walk
+//! of /proc a command makes. Matching them to one device is `open.rs`'s job; this only reads, and
+//! bounds the work, per process a fixed number of lookups plus one per descriptor and one read of
+//! its maps (at most `Limits::map_bytes`):
 //! - a process that exits mid-scan (its /proc/PID, its fd directory or one fd gone: ENOENT) holds
 //!   nothing any more and is skipped;
 //! - a process whose files cannot be read (another user's; /proc mounted hidepid=1) is kept as
@@ -14,6 +18,11 @@
 //!   server cannot hang the scan.
 //!
 //! Our own process is not a holder: it opens the device itself.
+//!
+//! /proc lists the processes of pcibench's own PID namespace and those below it: run in a
+//! container's PID namespace it cannot see the host's, which is said (`unseen`), never taken as
+//! holding nothing. Read-only commands (`list`, `info`, `health`) walk no /proc at all
+//! (`Host::without_process_walk`): their scan is `ProcScan::not_walked`, incomplete by its words.
 
 use super::Unchecked;
 use crate::host::Host;
@@ -59,6 +68,22 @@ pub(crate) struct Open {
     pub map_write: bool,
 }
 
+/// A network namespace a process holds by a descriptor: /proc/PID/fd/FD links to `net:[INODE]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NsFd {
+    pub pid: u32,
+    pub fd: u32,
+    pub inode: u64,
+}
+
+/// The namespaces a process is in, by inode (/proc/PID/ns/net and ns/mnt); None where it had exited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProcNs {
+    pub pid: u32,
+    pub net: Option<u64>,
+    pub mnt: Option<u64>,
+}
+
 /// What the scan found: the open files worth matching, and whom it could not check.
 #[derive(Debug, Default)]
 pub(crate) struct ProcScan {
@@ -66,7 +91,31 @@ pub(crate) struct ProcScan {
     pub unchecked: Unchecked,
     /// Scanned as root: what was still denied needs no "run it as root" (`Unchecked::as_root`).
     pub privileged: bool,
+    /// Each process's namespaces, in PID order.
+    pub ns: Vec<ProcNs>,
+    /// Processes whose namespaces could not be read (another user's: ptrace read access, fs/proc/namespaces.c).
+    pub ns_denied: Vec<u32>,
+    /// Network namespaces held by descriptors.
+    pub ns_fds: Vec<NsFd>,
 }
+
+/// What a read-only command answers for the processes: none looked at.
+pub(crate) const NOT_WALKED: &str =
+    "no process was looked at (a read-only command walks no /proc): pcibench doctor ADDR checks them";
+
+impl ProcScan {
+    /// The scan of a command that walks no /proc: nothing found, and said to be incomplete, so
+    /// nothing that takes a device can ever follow from it.
+    pub(crate) fn not_walked() -> ProcScan {
+        let mut s = ProcScan::default();
+        s.unchecked.unseen.push(NOT_WALKED.into());
+        s
+    }
+}
+
+/// PROC_PID_INIT_INO (include/linux/proc_ns.h): the inode of the initial PID namespace, whose /proc
+/// lists every process of the host.
+const PID_INIT_INO: u64 = 0xEFFF_FFFC;
 
 /// How much one scan reads at most.
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +162,9 @@ pub(crate) fn scan_with(host: &Host, limits: &Limits, privileged: bool) -> ProcS
         s.unchecked.unseen.push("/proc is not mounted, so no process was checked: mount -t proc proc /proc".into());
         return s;
     }
+    if let Some(words) = own_pid_namespace(host) {
+        s.unchecked.unseen.push(words);
+    }
     if let Some(h) = hidepid(host).filter(|_| !privileged) {
         s.unchecked.unseen.push(format!(
             "other users' processes are hidden (/proc is mounted with hidepid={h}): run it as root to check them"
@@ -157,9 +209,18 @@ pub(crate) fn scan_with(host: &Host, limits: &Limits, privileged: bool) -> ProcS
             s.unchecked.add(pid, &stop_words);
             continue;
         }
-        let mut opens = Vec::new();
-        match process(host, pid, sysfs_dev, &mut budget, limits, &mut opens) {
-            Ok(()) => s.opens.append(&mut opens),
+        let mut found = Found::default();
+        let r = process(host, pid, sysfs_dev, &mut budget, limits, &mut found);
+        match found.ns {
+            Some(Ok((net, mnt))) => s.ns.push(ProcNs { pid, net, mnt }),
+            Some(Err(())) => s.ns_denied.push(pid),
+            None => {}
+        }
+        match r {
+            Ok(()) => {
+                s.opens.append(&mut found.opens);
+                s.ns_fds.append(&mut found.ns_fds);
+            }
             Err(Stop::Gone | Stop::Kernel) => {}
             Err(Stop::Unchecked(why)) => s.unchecked.add(pid, &why),
             Err(Stop::Limit) => {
@@ -175,6 +236,58 @@ fn is_permission(e: &io::Error) -> bool {
     e.kind() == ErrorKind::PermissionDenied
 }
 
+/// Whether this process's /proc shows every process of the host: not when pcibench runs in a PID
+/// namespace of its own (a container's), whose /proc lists only that namespace and those below it
+/// (fs/proc/base.c, proc_pid_readdir walks the reader's namespace). None: it does, or a fixture
+/// that does not say.
+fn own_pid_namespace(host: &Host) -> Option<String> {
+    let p = host.path("/proc/self/ns/pid");
+    let words = |why: String| {
+        Some(format!(
+            "{why}, so processes outside it (the host's) cannot be seen: run the check in the host's PID namespace"
+        ))
+    };
+    match super::nsfile::ns_inode(host, &p) {
+        Ok(PID_INIT_INO) => None,
+        Ok(_) => words("pcibench runs in a PID namespace of its own (a container's)".into()),
+        Err(_) if !host.is_real() => None,
+        Err(e) => words(format!("whether pcibench sees every process cannot be told ({}: {e})", p.display())),
+    }
+}
+
+/// A process's namespaces as read: its (net, mnt) inodes; Err: they could not be read.
+type NsRead = Result<(Option<u64>, Option<u64>), ()>;
+
+/// What one process's walk found.
+#[derive(Default)]
+struct Found {
+    opens: Vec<Open>,
+    ns_fds: Vec<NsFd>,
+    /// Its namespaces; None: not looked at (it had exited).
+    ns: Option<NsRead>,
+}
+
+/// The inode of namespace `kind` of the process whose /proc directory is `pid_dir`: Ok(None) when
+/// it exited, Err when it may not be read.
+fn ns_of(host: &Host, pid_dir: &OwnedFd, dir: &Path, kind: &str) -> Result<Option<u64>, ()> {
+    let link = format!("ns/{kind}");
+    let got = if host.is_real() {
+        readlinkat(pid_dir, link.as_str(), Vec::new()).map_err(io::Error::from).and_then(|t| {
+            super::nsfile::ns_inode_of(&t.to_string_lossy())
+                .ok_or_else(|| io::Error::new(ErrorKind::InvalidData, "not a namespace"))
+        })
+    } else {
+        super::nsfile::ns_inode(host, &dir.join(&link))
+    };
+    match got {
+        Ok(i) => Ok(Some(i)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        // ESRCH: exiting as it was read.
+        Err(e) if e.raw_os_error() == Some(Errno::SRCH.raw_os_error()) => Ok(None),
+        Err(_) => Err(()),
+    }
+}
+
 /// One process: its fd links, then its maps. /proc/PID is looked up once and everything below it
 /// is read relative to it: each /proc/PID/... path would look the process up again.
 fn process(
@@ -183,12 +296,18 @@ fn process(
     sysfs_dev: Option<Devno>,
     budget: &mut usize,
     limits: &Limits,
-    out: &mut Vec<Open>,
+    found: &mut Found,
 ) -> Result<(), Stop> {
     let dir = host.path(format!("/proc/{pid}"));
     let dir_error = |e: Errno| fd_dir_error(&io::Error::from(e), &dir);
     let pid_dir =
         openat(CWD, &dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(dir_error)?;
+    found.ns = match (ns_of(host, &pid_dir, &dir, "net"), ns_of(host, &pid_dir, &dir, "mnt")) {
+        (Ok(None), Ok(None)) => None,
+        (Ok(net), Ok(mnt)) => Some(Ok((net, mnt))),
+        _ => Some(Err(())),
+    };
+    let out = &mut found.opens;
     let fd_dir = openat(&pid_dir, "fd", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(dir_error)?;
     let mut listing = Dir::new(fd_dir).map_err(dir_error)?;
@@ -214,8 +333,14 @@ fn process(
             Err(Errno::NOENT) => continue,
             Err(e) => return Err(Stop::Unchecked(format!("an fd link cannot be read ({})", io::Error::from(e)))),
         };
-        // pipe:[..], socket:[..], anon_inode:[..] name no path.
+        // pipe:[..], socket:[..], anon_inode:[..] name no path; net:[..] is a network namespace held
+        // open (what keeps it alive when no process is in it and no name mounts it).
         if target.first() != Some(&b'/') {
+            if target.starts_with(b"net:[") {
+                if let Some(inode) = super::nsfile::ns_inode_of(&String::from_utf8_lossy(&target)) {
+                    found.ns_fds.push(NsFd { pid, fd, inode });
+                }
+            }
             buf = target;
             continue;
         }

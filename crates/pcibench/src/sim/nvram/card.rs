@@ -29,6 +29,7 @@ pub const SHAPE: CardShape = CardShape {
     mps_supported: 128,
     mrrs: 512,
     irq: Some(super::super::irq::Offers::LEGACY_INTX),
+    datapath: Some(super::state::DATAPATH),
 };
 
 pub struct NvramCard;
@@ -57,7 +58,16 @@ pub fn build_on(
     cfg: NvramModelConfig,
     host: Arc<super::super::host_map::HostMap>,
 ) -> Result<(SimCard, Arc<NvramModel>)> {
-    let model = Arc::new(NvramModel::new(cfg, Arc::clone(&host))?);
+    build_with(cfg, host, super::super::datapath::ModelClock::real())
+}
+
+/// The card on `clock`'s time (a test's fake clock).
+pub fn build_with(
+    cfg: NvramModelConfig,
+    host: Arc<super::super::host_map::HostMap>,
+    clock: super::super::datapath::ModelClock,
+) -> Result<(SimCard, Arc<NvramModel>)> {
+    let model = Arc::new(NvramModel::with_clock(cfg, Arc::clone(&host), clock)?);
     let window = SHAPE.bars.iter().find(|b| b.0 == NVRAM_WINDOW_BAR).map_or(0, |b| b.1 as usize);
     let bars = vec![
         (NVRAM_CSR_BAR, SimBar::Registers(model.clone())),

@@ -1,7 +1,9 @@
-//! The sim NVRAM card's DMA engine: one worker thread that, on each rising edge of GO, walks a
-//! chain of descriptors in host memory (or takes one transfer from the registers when chaining
-//! is off), moves the bytes between the host and card memory, writes each descriptor's
-//! semaphore and reports through the status/control register, as umem.c drives the card.
+//! The sim NVRAM card's DMA engine: on each rising edge of GO it walks a chain of descriptors in
+//! host memory (or takes one transfer from the registers when chaining is off), moves the bytes
+//! between the host and card memory, writes each descriptor's semaphore and reports through the
+//! status/control register, as umem.c drives the card. It progresses with time (`datapath.rs`):
+//! a descriptor started at t completes at t + its fetch and bytes on `DATAPATH`, its data moved
+//! when the host next looks after that (`serve`, in the looking thread).
 //!
 //! Descriptor (umem.h `struct mm_dma_desc`, little-endian): +0x00 PCI (host bus) address,
 //! +0x08 local (card) address, +0x10 transfer size (32 bits), +0x18 next descriptor, +0x20
@@ -13,23 +15,11 @@
 //! error (ANY_ERR, error status bit 0); reading a word with a multi-bit error while error
 //! correction is on is MBE_ERR (error status bit 1, address and data logged).
 
+use super::chain::{Cursor, Desc};
 use super::state::*;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
 
-/// Data moves in pieces of this size, so clearing GO (or a stall) takes effect within one piece.
-const PIECE: u64 = 4 << 20;
 const DESC_LEN: usize = 48;
-
-struct Desc {
-    pci: u64,
-    local: u64,
-    size: u64,
-    next: u64,
-    sem: u64,
-    control: u32,
-}
 
 enum End {
     Done,
@@ -44,107 +34,76 @@ fn le64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
-pub(crate) fn worker(shared: Arc<Shared>) {
-    let mut served = 0u64;
-    loop {
-        spin_for_start(&shared, served);
-        let (start, prev, slept) = {
-            let mut run = shared.run();
-            let mut slept = false;
-            loop {
-                if shared.shutdown.load(Ordering::Acquire) {
-                    return;
-                }
-                if run.gen != served {
-                    let prev = std::mem::replace(&mut served, run.gen);
-                    break (run.start, prev, slept);
-                }
-                run.parked = true;
-                run = shared.wake.wait(run).unwrap_or_else(|e| e.into_inner());
-                run.parked = false;
-                slept = true;
-            }
-        };
-        shared.waker.at_start(prev, served, slept);
-        run(&shared, served, start);
+/// GO rose at model time `now` (the run state locked): the chain, or the one transfer the
+/// registers hold, begins.
+pub(crate) fn start(shared: &Shared, run: &mut RunState, now: u64) {
+    let s = run.start;
+    let chained = s.control & CHAIN_EN != 0;
+    let mut cur = Cursor { chained, addr: s.desc, walked: 0, free_at: now, desc: None };
+    if !chained {
+        let d = Desc { pci: s.pci, local: s.local, size: s.size, next: 0, sem: s.sem, control: s.control };
+        let due = now + DATAPATH.bytes_ns(d.size) + shared.shaker.point();
+        cur.desc = Some((d, due));
     }
+    run.cursor = Some(cur);
 }
 
-/// Stepped mode: serve the latest GO edge now, on the caller's thread (the driver's GO write
-/// or a test's step), unless it was served already; whether it ran.
-pub(crate) fn run_now(shared: &Shared) -> bool {
-    let (gen, start) = {
-        let mut run = shared.run();
-        if run.gen == run.served {
-            return false;
-        }
-        run.served = run.gen;
-        (run.gen, run.start)
+/// Bring the run to model time `now` (the run state locked): each descriptor due by then moves
+/// its data and completes, in this thread; the next one due is left in `shared.due`. `force`
+/// serves a stalled engine (a stepped test's `step`). Whether a descriptor completed.
+pub(crate) fn serve(shared: &Shared, run: &mut RunState, now: u64, force: bool) -> bool {
+    let Some(mut cur) = run.cursor.take() else {
+        shared.due.clear();
+        return false;
     };
-    run(shared, gen, start);
-    true
-}
-
-/// Serve GO edge `gen`: the chain (or the one register-programmed transfer), then the status.
-fn run(shared: &Shared, served: u64, start: Start) {
-    {
-        let end = if start.control & CHAIN_EN != 0 {
-            chain(shared, served, start.desc)
-        } else {
-            let d = Desc {
-                pci: start.pci,
-                local: start.local,
-                size: start.size,
-                next: 0,
-                sem: start.sem,
-                control: start.control,
-            };
-            match transfer(shared, served, &d) {
-                Ok(()) => End::Done,
-                Err(e) => e,
+    let mut moved = false;
+    let end = loop {
+        if shared.scr.load(Ordering::Acquire) & GO == 0 {
+            break End::Stopped;
+        }
+        // A hung engine moves nothing (stepped, a stall is taken before the run starts:
+        // `NvramModel::step` runs it anyway).
+        if shared.faults().stalled && !force {
+            run.cursor = Some(cur);
+            shared.due.clear();
+            return moved;
+        }
+        if cur.desc.is_none() {
+            cur.walked += 1;
+            if cur.walked == MAX_CHAIN + 1 {
+                shared.violation(format!(
+                    "a chain of more than {MAX_CHAIN} descriptors: umem.c never builds one (DESC_PER_PAGE, two pages \
+                     of 64-byte descriptors), so no driver ever showed the card one"
+                ));
             }
-        };
-        finish(shared, served, start.control & CHAIN_EN != 0, end);
-    }
-}
-
-fn spin_for_start(shared: &Shared, served: u64) {
-    super::super::spin::briefly(|| {
-        shared.gen_hint.load(Ordering::Acquire) != served || shared.shutdown.load(Ordering::Acquire)
-    });
-}
-
-/// Still serving run `gen`: GO set, no newer run, model alive.
-fn go(shared: &Shared, gen: u64) -> bool {
-    shared.scr.load(Ordering::Acquire) & GO != 0 && shared.run().gen == gen && !shared.shutdown.load(Ordering::Acquire)
-}
-
-fn chain(shared: &Shared, gen: u64, mut addr: u64) -> End {
-    let mut walked = 0usize;
-    loop {
-        if !go(shared, gen) {
-            return End::Stopped;
+            match fetch(shared, cur.addr) {
+                Ok(d) => {
+                    let due = cur.free_at + DATAPATH.desc_ns(d.size) + shared.shaker.point();
+                    cur.desc = Some((d, due));
+                }
+                Err(e) => break e,
+            }
         }
-        walked += 1;
-        if walked == MAX_CHAIN + 1 {
-            shared.violation(format!(
-                "a chain of more than {MAX_CHAIN} descriptors: umem.c never builds one (DESC_PER_PAGE, two pages of \
-                 64-byte descriptors), so no driver ever showed the card one"
-            ));
+        let due = cur.desc.as_ref().map_or(0, |(_, t)| *t);
+        if due > now {
+            shared.due.set(due);
+            run.cursor = Some(cur);
+            return moved;
         }
-        super::super::shake::point();
-        let d = match fetch(shared, addr) {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        if let Err(e) = transfer(shared, gen, &d) {
-            return e;
+        let Some((d, due)) = cur.desc.take() else { continue };
+        cur.free_at = due + shared.shaker.before_report();
+        if let Err(e) = transfer(shared, &d) {
+            break e;
         }
-        if d.control & CHAIN_EN == 0 {
-            return End::Done;
+        moved = true;
+        if !cur.chained || d.control & CHAIN_EN == 0 {
+            break End::Done;
         }
-        addr = d.next;
-    }
+        cur.addr = d.next;
+    };
+    finish(shared, cur.chained, end);
+    shared.due.clear();
+    moved
 }
 
 fn fetch(shared: &Shared, addr: u64) -> Result<Desc, End> {
@@ -179,7 +138,7 @@ fn log_memory_error(shared: &Shared, kind: u8, addr: u64, data: u64) {
     r[ERROR_DATA_LOG..ERROR_DATA_LOG + 8].copy_from_slice(&data.to_le_bytes());
 }
 
-fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
+fn transfer(shared: &Shared, d: &Desc) -> Result<(), End> {
     shared.irq_enables.store(d.control & (DMA_COMP_EN | CHAIN_COMP_EN | ERR_INT_EN | PARITY_INT_EN), Ordering::Release);
     shared.check_interrupt();
     let command = shared.command.load(Ordering::Acquire);
@@ -205,25 +164,12 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
             format!("card address {:#x} + {:#x} is past card memory ({:#x} bytes)", d.local, d.size, card.size),
         ));
     }
-    let mut off = 0;
-    while off < d.size {
-        loop {
-            if !go(shared, gen) {
-                return Err(End::Stopped);
-            }
-            // Stepped, a stall is taken before the run starts (`NvramModel::step` runs it anyway).
-            if !shared.faults().stalled || shared.cfg.stepped {
-                break;
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        let n = PIECE.min(d.size - off);
-        if d.control & TRANSFER_READ != 0 {
-            to_card(shared, d.pci + off, d.local + off, n)?;
-        } else {
-            to_host(shared, d.local + off, d.pci + off, n)?;
-        }
-        off += n;
+    if d.control & TRANSFER_READ != 0 {
+        to_card(shared, d.pci, d.local, d.size)?;
+        shared.overrun.card(card, d.local + d.size);
+    } else {
+        to_host(shared, d.local, d.pci, d.size)?;
+        shared.overrun.host(&shared.host, d.pci + d.size);
     }
     // An error seen along the way that does not stop the descriptor (an injected one): the
     // data is damaged, the semaphore reports the bits beside DMA_COMPLETE, and they latch. The
@@ -236,7 +182,6 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
         shared.set_fault(format!("injected status {seen:#x} during the descriptor for card {:#x}", d.local));
     }
     if d.control & SEM_EN != 0 {
-        super::super::shake::point();
         shared
             .host
             .store_u32_release(d.sem, d.control | DMA_COMPLETE | seen)
@@ -245,7 +190,7 @@ fn transfer(shared: &Shared, gen: u64, d: &Desc) -> Result<(), End> {
     if seen != 0 {
         shared.latch(seen);
     }
-    if go(shared, gen) {
+    if shared.scr.load(Ordering::Acquire) & GO != 0 {
         shared.latch(DMA_COMPLETE);
     }
     Ok(())
@@ -309,13 +254,8 @@ fn to_host(shared: &Shared, local: u64, pci: u64, n: u64) -> Result<(), End> {
     Ok(())
 }
 
-/// End run `gen`: status bits, the model's diagnosis, GO cleared (unless a newer run owns it).
-fn finish(shared: &Shared, gen: u64, chained: bool, end: End) {
-    super::super::shake::before_report();
-    let run = shared.run();
-    if run.gen != gen {
-        return;
-    }
+/// End the run (the run state locked): status bits, the model's diagnosis, GO cleared.
+fn finish(shared: &Shared, chained: bool, end: End) {
     let bits = match end {
         End::Done if chained => CHAIN_COMPLETE,
         End::Done | End::Stopped => 0,
@@ -327,5 +267,4 @@ fn finish(shared: &Shared, gen: u64, chained: bool, end: End) {
     // The reason is in the register before GO clears: whoever sees the engine idle sees why.
     shared.latch(bits);
     shared.scr.fetch_and(!GO, Ordering::AcqRel);
-    drop(run);
 }

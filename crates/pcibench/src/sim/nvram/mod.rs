@@ -2,6 +2,7 @@
 //! `engine` (descriptor chains and semaphores), `state`.
 
 pub mod card;
+mod chain;
 pub(super) mod engine;
 pub mod model;
 pub(super) mod state;

@@ -1,13 +1,15 @@
 //! The sim NVRAM card's CSR block (BAR0): a register model of the Micro Memory MM-5425CN as the
 //! old Linux `umem` driver describes it (drivers/block/umem.h): identity and status bytes, the
 //! error-correction control and logs, and the DMA engine's registers. The engine itself (chained
-//! descriptors, data movement, semaphores, status) runs on a worker thread: `engine.rs`.
+//! descriptors, data movement, semaphores, status) progresses with time at the card's datapath,
+//! whenever the host looks (`engine.rs`; `datapath.rs` says why).
 //!
 //! Byte registers take 8/16/32-bit accesses; 64-bit DMA registers are written as two 32-bit
 //! halves, as umem.c does. The DMA status/control word at 0x68 takes 32-bit writes only: on the
 //! 5425 umem.c writes it whole (UM_FLAG_NO_BYTE_STATUS).
 
 use super::super::card_memory::CardMemory;
+use super::super::datapath::{self, Due, ModelClock};
 use super::super::host_map::HostMap;
 use super::super::irq::{Offers, SimIrq};
 use super::super::mem::Pages;
@@ -15,9 +17,9 @@ use super::state::*;
 pub use super::state::{size_code, NvramModelConfig};
 use crate::mmio::Width;
 use crate::{Error, Result};
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Length of the CSR BAR.
 pub const CSR_BAR_LEN: u64 = 4096;
@@ -25,7 +27,6 @@ pub const CSR_BAR_LEN: u64 = 4096;
 /// The CSR block and DMA engine of one sim NVRAM card.
 pub struct NvramModel {
     shared: Arc<Shared>,
-    worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// Offsets software may write in the byte file: LEDs, error control and count, the error
@@ -37,6 +38,11 @@ fn writable(off: usize) -> bool {
 
 impl NvramModel {
     pub fn new(cfg: NvramModelConfig, host: Arc<HostMap>) -> Result<NvramModel> {
+        NvramModel::with_clock(cfg, host, ModelClock::real())
+    }
+
+    /// The model on `clock`'s time (a test's fake clock).
+    pub fn with_clock(cfg: NvramModelConfig, host: Arc<HostMap>, clock: ModelClock) -> Result<NvramModel> {
         let code = size_code(cfg.card_size).ok_or_else(|| {
             Error::usage(format!(
                 "an MM-54xx card has 128 MiB, 256 MiB, 512 MiB, 1 GiB or 2 GiB of memory, not {:#x} bytes",
@@ -50,6 +56,7 @@ impl NvramModel {
         // Card memory is an uncharged anonymous mapping: pages cost RAM only once touched, so a
         // 1 GiB card costs what its transfers write (and fits a 512 MiB lab guest).
         let pages = Pages::sparse("NVRAM", cfg.card_size as usize)?;
+        let shaker = super::super::shake::Shaker::new("sim-nvram-dma", cfg.stepped || clock.set_by_test());
         let shared = Shared {
             cfg,
             card: CardMemory::new(pages, cfg.card_size),
@@ -63,24 +70,39 @@ impl NvramModel {
             latency_timer: AtomicU8::new(0),
             irq_enables: AtomicU32::new(0),
             violations: Mutex::new(Vec::new()),
+            overrun: Default::default(),
             irq_out: Arc::new(SimIrq::new("MM-5425CN", Offers::LEGACY_INTX)),
             run: Mutex::new(RunState::default()),
-            gen_hint: AtomicU64::new(0),
-            wake: Condvar::new(),
-            waker: Default::default(),
+            due: Due::default(),
+            clock,
+            shaker,
             faults: Mutex::new(Faults::default()),
             last_fault: Mutex::new(None),
-            shutdown: AtomicBool::new(false),
         };
-        Ok(NvramModel { shared: Arc::new(shared), worker: Mutex::new(None) })
+        Ok(NvramModel { shared: Arc::new(shared) })
     }
 
     pub fn config(&self) -> &NvramModelConfig {
         &self.shared.cfg
     }
 
+    /// Bring the engine to model time now: what is due completes, in this thread.
+    pub fn advance(&self) {
+        let s = &*self.shared;
+        let now = s.now();
+        if s.due.by(now) {
+            super::engine::serve(s, &mut s.run(), now, false);
+        }
+    }
+
+    /// How long until the engine next completes a descriptor (None: nothing under way).
+    pub fn due_in(&self) -> Option<Duration> {
+        datapath::wait_for(self.shared.clock.now(), [self.shared.due.get()])
+    }
+
     /// A read of `bytes` (1, 2 or 4) at `off` (aligned; the BAR checks bounds).
     fn read_n(&self, off: usize, bytes: usize) -> u64 {
+        self.advance();
         if (off..off + bytes).contains(&BATTERY) && self.shared.scr.load(Ordering::Acquire) & GO != 0 {
             self.shared.violation(format!(
                 "read the battery register (BAR0+{BATTERY:#x}) while a transfer runs: umem.c never does \
@@ -103,6 +125,7 @@ impl NvramModel {
     }
 
     fn write_n(&self, off: usize, bytes: usize, value: u64) -> Result<()> {
+        self.advance();
         if (DMA_STATUS_CTRL..DMA_STATUS_CTRL + 4).contains(&off) {
             if off != DMA_STATUS_CTRL || bytes != 4 {
                 return Err(Error::Refused(format!(
@@ -165,37 +188,21 @@ impl NvramModel {
                 sem: reg64(&regs, DMA_SEMAPHORE_ADDR),
             };
             drop(regs);
-            run.gen += 1;
-            s.gen_hint.store(run.gen, Ordering::Release);
             s.scr.store(control | status, Ordering::Release);
-            if s.cfg.stepped {
-                drop(run);
-                // GO is the step: the chain runs before the write returns.
-                if !s.faults().stalled {
-                    super::engine::run_now(s);
-                }
-                return Ok(());
-            }
-            s.waker.at_doorbell(run.gen, run.parked);
-            s.wake.notify_all();
-            drop(run);
-            return self.ensure_worker();
+            // GO starts the engine at model time now; stepped, the whole chain runs before the
+            // write returns (unless the engine is stalled).
+            super::engine::start(s, &mut run, s.clock.now());
+            super::engine::serve(s, &mut run, s.now(), false);
+            return Ok(());
         }
         // Writes while running keep GO as the engine has it unless they clear it.
         let go = if control & GO == 0 { 0 } else { old & GO };
         s.scr.store((control & !GO) | go | status, Ordering::Release);
-        Ok(())
-    }
-
-    fn ensure_worker(&self) -> Result<()> {
-        let mut w = self.worker.lock().unwrap_or_else(|e| e.into_inner());
-        if w.is_some() {
-            return Ok(());
+        if running && go == 0 {
+            // GO cleared: the engine stops now (after the piece in flight, which the model's
+            // descriptors complete whole or not at all).
+            super::engine::serve(s, &mut run, s.now(), false);
         }
-        let shared = Arc::clone(&self.shared);
-        let handle = super::super::placement::spawn("sim-nvram-dma".into(), move || super::engine::worker(shared))
-            .map_err(|e| Error::Unsupported(format!("could not start the sim NVRAM card's DMA engine thread: {e}")))?;
-        *w = Some(handle);
         Ok(())
     }
 
@@ -211,12 +218,16 @@ impl NvramModel {
     /// Test step (stepped mode): run the pending GO edge (one a stall held back) now; whether
     /// there was one.
     pub fn step(&self) -> bool {
-        super::engine::run_now(&self.shared)
+        super::engine::serve(&self.shared, &mut self.shared.run(), u64::MAX, true)
     }
 
     /// Test hook: a hung engine accepts GO but moves nothing until GO is cleared.
     pub fn set_stalled(&self, stalled: bool) {
         self.shared.faults().stalled = stalled;
+        if !stalled {
+            // Released: the run moves on from now, when the host next looks.
+            self.shared.due.set(0);
+        }
     }
 
     /// Test hook: the next descriptor stops the chain with these status bits (e.g. a target
@@ -233,13 +244,16 @@ impl NvramModel {
         self.shared.faults().completion_error = Some(bits & STATUS_BITS & !COMPLETION_BITS);
     }
 
+    /// Test hook: each descriptor also writes one byte past its end (`sim::overrun`).
+    pub fn set_overrun(&self, on: bool) {
+        self.shared.overrun.set(on);
+    }
+
     /// What a driver made the card do that umem.c never does and the card is not known to take
     /// (an MWI without MWI Enable, a chain longer than umem.c builds, the battery read during a
     /// transfer, errors cleared through the wrong register, an interrupt nothing services).
     pub fn violations(&self) -> Vec<String> {
-        let mut v = self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        v.extend(self.shared.irq_out.violations());
-        v
+        super::super::served::violations(&self.shared.violations, &self.shared.irq_out)
     }
 
     /// The card's interrupt (what the access path routes).
@@ -260,21 +274,11 @@ impl NvramModel {
     }
 }
 
-impl Drop for NvramModel {
-    fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        {
-            let _run = self.shared.run();
-            self.shared.wake.notify_all();
-        }
-        if let Some(h) = self.worker.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
-            // A worker that panicked has nothing left to clean up.
-            let _ = h.join();
-        }
-    }
-}
-
 impl super::super::RegisterModel for NvramModel {
+    fn violations(&self) -> Vec<String> {
+        NvramModel::violations(self)
+    }
+
     fn populate_card(&self, addr: u64, len: u64) {
         self.shared.card.populate(addr, len);
     }
@@ -321,5 +325,13 @@ impl super::super::RegisterModel for NvramModel {
     fn clear_pci_status(&self, bits: u16) {
         self.shared.pci_status.fetch_and(!bits, Ordering::AcqRel);
         self.shared.check_interrupt();
+    }
+
+    fn advance(&self) {
+        NvramModel::advance(self)
+    }
+
+    fn due_in(&self) -> Option<Duration> {
+        NvramModel::due_in(self)
     }
 }

@@ -3,6 +3,7 @@
 //! the QDMA config BAR (BAR0, 256 KiB) with a register model of the engine driving 32 MiB of
 //! card memory, and BAR2, the user (AXI-Lite) BAR, in host memory.
 
+use super::super::datapath::ModelClock;
 use super::super::mem::Pages;
 use super::super::{card_info, CardShape, CardSpec, SimBar, SimCard};
 use super::model::{QdmaModel, QdmaModelConfig, QDMA_BAR_LEN};
@@ -28,6 +29,7 @@ pub const SHAPE: CardShape = CardShape {
     mps_supported: 512,
     mrrs: 512,
     irq: Some(super::state::IRQ),
+    datapath: Some(super::state::DATAPATH),
 };
 
 pub struct QdmaCard;
@@ -53,8 +55,17 @@ pub fn build(cfg: QdmaModelConfig) -> Result<(SimCard, Arc<QdmaModel>)> {
 /// The same card seeing the host memory `host` (a fresh card beside one already holding DMA
 /// buffers: a trace's replay).
 pub fn build_on(cfg: QdmaModelConfig, host: Arc<super::super::host_map::HostMap>) -> Result<(SimCard, Arc<QdmaModel>)> {
+    build_with(cfg, host, ModelClock::real())
+}
+
+/// The card on `clock`'s time (a test's fake clock).
+pub fn build_with(
+    cfg: QdmaModelConfig,
+    host: Arc<super::super::host_map::HostMap>,
+    clock: ModelClock,
+) -> Result<(SimCard, Arc<QdmaModel>)> {
     let user = SHAPE.bars.iter().find(|b| b.0 == QDMA_USER_BAR).map_or(0, |b| b.1 as usize);
-    assemble(cfg, host, |_| Ok(SimBar::Memory(Arc::new(Pages::shared("BAR2", user)?))))
+    assemble(cfg, host, clock, |_| Ok(SimBar::Memory(Arc::new(Pages::shared("BAR2", user)?))))
 }
 
 /// A QDMA card of either shape: the model on `host` behind the config BAR, `user` (given the
@@ -62,9 +73,10 @@ pub fn build_on(cfg: QdmaModelConfig, host: Arc<super::super::host_map::HostMap>
 pub(super) fn assemble(
     cfg: QdmaModelConfig,
     host: Arc<super::super::host_map::HostMap>,
+    clock: ModelClock,
     user: impl FnOnce(&Arc<QdmaModel>) -> Result<SimBar>,
 ) -> Result<(SimCard, Arc<QdmaModel>)> {
-    let model = Arc::new(QdmaModel::new(cfg, Arc::clone(&host))?);
+    let model = Arc::new(QdmaModel::with_clock(cfg, Arc::clone(&host), clock)?);
     let bars = vec![(QDMA_CONFIG_BAR, SimBar::Registers(model.clone())), (QDMA_USER_BAR, user(&model)?)];
     Ok((SimCard { bars, host, irq: Some(Arc::clone(model.irq())) }, model))
 }

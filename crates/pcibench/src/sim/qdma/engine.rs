@@ -1,11 +1,16 @@
-//! The sim QDMA's MM engines: one worker thread per direction serving every queue with pending
-//! doorbells in turn, as the IP's single MM channel per direction does. For each queue it fetches
-//! the descriptors between its consumer index (hardware context) and the producer index the
-//! doorbell wrote, checks them, moves the bytes between host memory and card memory, advances
-//! the consumer index and writes the status back after the ring's last descriptor slot.
+//! The sim QDMA's MM engines: one per direction serving every queue with pending doorbells in
+//! turn, a burst of up to 64 descriptors each, as the IP's single MM channel per direction does.
+//! For each queue it fetches the descriptors between its consumer index (hardware context) and
+//! the producer index the doorbell wrote, checks them, moves the bytes between host memory and
+//! card memory, advances the consumer index and writes the status back after the ring's last
+//! descriptor slot. It progresses with time (`datapath.rs`): a descriptor started at t (no
+//! sooner than its doorbell) completes at t + its fetch and bytes on `DATAPATH`, its data moved
+//! when the host next looks after that (`serve`, in the looking thread).
 //!
-//! MM descriptor (32 bytes, vendor `struct qdma_mm_desc`): +0x00 source address, +0x08 length
-//! [27:0] with DV (valid) bit 28, SOP 29, EOP 30, +0x10 destination address, +0x18 reserved.
+//! MM descriptor (32 bytes, PG302 "AXI Memory Mapped Descriptor for H2C and C2H"): +0x00 source
+//! address, +0x08 length [27:0], +0x10 destination address; bits [127:92] and +0x18 are reserved and
+//! ignored. libqdma puts DV (28), SOP (29) and EOP (30) there (`struct qdma_mm_desc`); Linux's own
+//! driver (`drivers/dma/amd/qdma` `qdma_hw_enqueue`) writes the length alone, and the IP takes both.
 //! Status writeback (`struct qdma_desc_cmpl_status`): producer index [15:0], consumer index
 //! [31:16], at ring base + ring size × 32.
 //!
@@ -14,14 +19,12 @@
 //! in GLBL_DSC_ERR_STS, data-movement failures in the MM engine's error code register. The model
 //! uses error field 1 for descriptor errors and 2 for data errors.
 
+use super::burst::{Burst, EngState, Plan};
 use super::state::*;
 use crate::direction::Direction;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
 
 const DESC_BYTES: u64 = 32;
-const DV: u32 = 1 << 28;
 const LEN_MASK: u32 = 0x0fff_ffff;
 /// Descriptors served per queue per turn (round robin between queues with work).
 const BURST: u32 = 64;
@@ -52,161 +55,154 @@ fn le64(b: &[u8], o: usize) -> u64 {
     le32(b, o) as u64 | (le32(b, o + 4) as u64) << 32
 }
 
-pub(crate) fn worker(shared: Arc<Shared>, dir: Direction) {
-    let mm = shared.mm(dir);
-    loop {
-        let seen = mm.kick.load(Ordering::Acquire);
-        if shared.shutdown.load(Ordering::Acquire) {
-            return;
-        }
-        if mm.stalled.load(Ordering::Acquire) {
-            // A stalled engine (test hook) moves nothing: look again now and then, not at every
-            // doorbell, so it does not compete with the driver's core for the doorbell's lines.
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
-        }
-        let served = if mm.running() { serve(&shared, dir) } else { false };
-        if !served && !wait_for_kick(&shared, mm, seen) {
-            return;
-        }
-    }
-}
-
-/// Wait until the doorbell counter moves past `seen` (spin, then park); false on shutdown.
-fn wait_for_kick(shared: &Shared, mm: &Mm, seen: u64) -> bool {
-    super::super::spin::briefly(|| mm.kick.load(Ordering::Acquire) != seen || shared.shutdown.load(Ordering::Acquire));
-    let mut parked = mm.parked.lock().unwrap_or_else(|e| e.into_inner());
-    // Announce the sleep before the last look at the counter (see `Mm::wake_worker`).
-    mm.sleeping.store(true, Ordering::SeqCst);
-    let mut slept = false;
-    let woken = loop {
-        if mm.kick.load(Ordering::SeqCst) != seen {
-            break true;
-        }
-        if shared.shutdown.load(Ordering::Acquire) {
-            break false;
-        }
-        if mm.stalled.load(Ordering::Acquire) {
-            // The stall hook is cleared without a doorbell: look again now and then.
-            mm.sleeping.store(false, Ordering::SeqCst);
-            drop(parked);
-            std::thread::sleep(Duration::from_micros(200));
-            return true;
-        }
-        *parked = true;
-        parked = mm.wake.wait(parked).unwrap_or_else(|e| e.into_inner());
-        *parked = false;
-        slept = true;
-    };
-    mm.sleeping.store(false, Ordering::SeqCst);
-    drop(parked);
-    mm.waker.at_start(seen, mm.kick.load(Ordering::Acquire), slept);
-    woken
-}
-
-/// Stepped mode: serve what is pending until nothing moves (the engine is idle, stalled,
-/// stopped or waiting on a held queue). Runs on the caller's thread: the driver's doorbell or
-/// run-bit write, or a test's step. Returns whether any descriptor moved.
+/// Stepped mode: serve what is pending (the caller's thread: the driver's doorbell or run-bit
+/// write). Returns whether any descriptor moved.
 pub(crate) fn advance(shared: &Shared, dir: Direction) -> bool {
-    let mm = shared.mm(dir);
-    let mut moved = false;
-    while mm.running() && !mm.stalled.load(Ordering::Acquire) && serve(shared, dir) {
-        moved = true;
-    }
-    moved
+    serve(shared, dir, shared.now(), false)
 }
 
-/// One pass over the queues with pending doorbells; true if any descriptor moved.
-pub(crate) fn serve(shared: &Shared, dir: Direction) -> bool {
-    let mm = shared.mm(dir);
-    let mut moved = false;
-    for (w, word) in mm.pending.iter().enumerate() {
+/// The next queue with a pending doorbell after `after` (round robin), its bit cleared: a word of
+/// 64 queues at a time, so an idle engine of 2048 queues costs 32 loads.
+fn next_pending(mm: &Mm, after: usize) -> Option<usize> {
+    let words = mm.pending.len();
+    let start = (after + 1) % (words * 64);
+    let (first, shift) = (start / 64, start % 64);
+    for i in 0..=words {
+        let w = (first + i) % words;
+        let word = &mm.pending[w];
         let mut bits = word.load(Ordering::Acquire);
+        if i == 0 {
+            bits &= !0u64 << shift; // from `start` on
+        } else if i == words {
+            bits &= !(!0u64 << shift); // around again: the ones before it
+        }
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let qid = w * 64 + b;
-            word.fetch_and(!(1u64 << b), Ordering::AcqRel);
-            let (did, more) = burst(shared, dir, qid);
-            moved |= did;
-            if more {
-                word.fetch_or(1u64 << b, Ordering::AcqRel);
+            if word.fetch_and(!(1u64 << b), Ordering::AcqRel) & (1u64 << b) != 0 {
+                return Some(w * 64 + b);
             }
         }
     }
+    None
+}
+
+/// Bring `dir`'s engine to model time `now`: each descriptor due by then moves its data and
+/// completes, in this thread; bursts end with their status writeback; the next due time is left
+/// in `Mm::due`. `force` serves a stalled engine (a stepped test's `step`). Whether any
+/// descriptor moved.
+pub(crate) fn serve(shared: &Shared, dir: Direction, now: u64, force: bool) -> bool {
+    let mm = shared.mm(dir);
+    let mut guard = mm.eng.lock().unwrap_or_else(|e| e.into_inner());
+    let eng = &mut *guard;
+    let mut moved = false;
+    loop {
+        if mm.stalled.load(Ordering::Acquire) && !force {
+            break;
+        }
+        let Some(mut b) = eng.burst.take() else {
+            // A burst in flight finishes; a new one starts only while the engine runs.
+            if !mm.running() {
+                break;
+            }
+            let Some(qid) = next_pending(mm, eng.rr) else { break };
+            eng.rr = qid;
+            begin(shared, dir, qid, eng);
+            continue;
+        };
+        if mm.held.get(b.qid).is_some_and(|h| h.load(Ordering::Acquire)) {
+            // Test hook: fetched, in flight, not moving until released.
+            eng.burst = Some(b);
+            break;
+        }
+        if b.done == b.plan.n {
+            if complete(shared, dir, b.qid, &b.plan, b.done) {
+                mm.kick(b.qid);
+            }
+            continue;
+        }
+        let slot = (b.plan.cidx + b.done) % b.plan.ring;
+        if b.desc.is_none() {
+            let desc = match &b.plan.fetched {
+                Some(f) => f.get(b.done as usize).copied().flatten().ok_or_else(|| {
+                    Stop::dsc(
+                        shared.ip.dsc_ur_ca(),
+                        format!(
+                            "descriptor fetch at slot {slot} failed when the doorbell rang (ring base {:#x})",
+                            b.plan.base
+                        ),
+                    )
+                }),
+                None => fetch(shared, b.plan.base + slot as u64 * DESC_BYTES),
+            };
+            match desc {
+                Ok(d) => {
+                    let len = (le32(&d, 8) & LEN_MASK) as u64;
+                    let mut due = eng.free_at + DATAPATH.desc_ns(len) + mm.shaker.point();
+                    if b.done + 1 == b.plan.n {
+                        due += mm.shaker.before_report();
+                    }
+                    b.desc = Some((d, due));
+                }
+                Err(stop) => {
+                    end(shared, dir, &b, stop);
+                    continue;
+                }
+            }
+        }
+        let due = b.desc.as_ref().map_or(0, |(_, t)| *t);
+        if due > now {
+            mm.due.set(due);
+            eng.burst = Some(b);
+            return moved;
+        }
+        let Some((d, due)) = b.desc.take() else { continue };
+        eng.free_at = due;
+        if let Err(stop) = execute(shared, dir, b.qid as u32, slot, &d) {
+            end(shared, dir, &b, stop);
+            continue;
+        }
+        b.done += 1;
+        // The engine's completed count moves with each descriptor (the status writeback comes
+        // only at the end of a burst).
+        mm.completed.fetch_add(1, Ordering::AcqRel);
+        moved = true;
+        eng.burst = Some(b);
+    }
+    mm.due.clear();
     moved
 }
 
-/// What a burst works on, read from the contexts under the queue's lock.
-struct Plan {
-    gen: u64,
-    base: u64,
-    ring: u32,
-    cidx: u32,
-    n: u32,
-    wb: u32,
-    fetched: Option<Vec<Option<[u8; 32]>>>,
+/// The engine's run bit rose at model time `now`: queues rung while it was off start no sooner.
+pub(crate) fn started(shared: &Shared, dir: Direction, now: u64) {
+    let mut eng = shared.mm(dir).eng.lock().unwrap_or_else(|e| e.into_inner());
+    if eng.burst.is_none() {
+        eng.free_at = eng.free_at.max(now);
+    }
 }
 
-/// Serve up to `BURST` descriptors of one queue: (moved any, more work waiting).
-fn burst(shared: &Shared, dir: Direction, qid: usize) -> (bool, bool) {
-    let Some(q) = shared.queue(dir, qid) else { return (false, false) };
-    if shared.cfg.stepped && shared.mm(dir).held.get(qid).is_some_and(|h| h.load(Ordering::Acquire)) {
-        // Stepped: the hold would wait on the thread that must release it; the queue keeps its
-        // doorbell pending and is served once released and stepped.
-        return (false, true);
-    }
-    let plan = {
-        let mut c = q.lock();
-        match plan(shared, dir, qid, &mut c) {
-            Ok(Some(p)) => p,
-            Ok(None) => return (false, false),
-            Err(stop) => {
-                let gen = c.gen;
-                let cidx = c.cidx();
-                drop(c);
-                fail(shared, dir, qid, gen, cidx, stop);
-                return (false, false);
-            }
+/// Plan a burst of queue `qid`, starting no sooner than its doorbell.
+fn begin(shared: &Shared, dir: Direction, qid: usize, eng: &mut EngState) {
+    let Some(q) = shared.queue(dir, qid) else { return };
+    let mut c = q.lock();
+    match plan(shared, dir, qid, &mut c) {
+        Ok(Some(plan)) => {
+            eng.free_at = eng.free_at.max(c.rung_at);
+            eng.burst = Some(Burst { qid, plan, done: 0, desc: None });
         }
-    };
-    hold(shared, dir, qid);
-    let mut done = 0u32;
-    let mut stop = None;
-    for k in 0..plan.n {
-        super::super::shake::point();
-        let slot = (plan.cidx + k) % plan.ring;
-        let desc = match &plan.fetched {
-            Some(f) => f.get(k as usize).copied().flatten().ok_or_else(|| {
-                Stop::dsc(
-                    shared.ip.dsc_ur_ca(),
-                    format!(
-                        "descriptor fetch at slot {slot} failed when the doorbell rang (ring base {:#x})",
-                        plan.base
-                    ),
-                )
-            }),
-            None => fetch(shared, plan.base + slot as u64 * DESC_BYTES),
-        };
-        match desc.and_then(|d| execute(shared, dir, qid as u32, slot, &d)) {
-            Ok(()) => {
-                done += 1;
-                // The engine's completed count moves with each descriptor (the status writeback
-                // comes only at the end of a burst).
-                shared.mm(dir).completed.fetch_add(1, Ordering::AcqRel);
-            }
-            Err(s) => {
-                stop = Some(s);
-                break;
-            }
+        Ok(None) => {}
+        Err(stop) => {
+            let (gen, cidx) = (c.gen, c.cidx());
+            drop(c);
+            fail(shared, dir, qid, gen, cidx, stop);
         }
     }
-    let more = complete(shared, dir, qid, &plan, done);
-    if let Some(s) = stop {
-        fail(shared, dir, qid, plan.gen, (plan.cidx + done) % plan.ring, s);
-        return (done > 0, false);
-    }
-    (done > 0, more)
+}
+
+/// A burst stopped on an error: the descriptors before it are accounted for, then the queue stops.
+fn end(shared: &Shared, dir: Direction, b: &Burst, stop: Stop) {
+    complete(shared, dir, b.qid, &b.plan, b.done);
+    fail(shared, dir, b.qid, b.plan.gen, (b.plan.cidx + b.done) % b.plan.ring, stop);
 }
 
 /// Check the queue's software context and work out the next burst.
@@ -262,14 +258,6 @@ fn plan(shared: &Shared, dir: Direction, qid: usize, c: &mut QCtx) -> Result<Opt
     Ok(Some(Plan { gen: c.gen, base: c.ring_base(), ring, cidx, n, wb, fetched }))
 }
 
-/// Test hook: keep the fetched descriptors of a held queue in flight until it is released.
-fn hold(shared: &Shared, dir: Direction, qid: usize) {
-    let Some(held) = shared.mm(dir).held.get(qid) else { return };
-    while held.load(Ordering::Acquire) && !shared.shutdown.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_micros(100));
-    }
-}
-
 fn fetch(shared: &Shared, addr: u64) -> Result<[u8; 32], Stop> {
     let mut b = [0u8; 32];
     if !shared.bus_master.load(Ordering::Acquire) {
@@ -306,12 +294,6 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
     let (src, flags, dst) = (le64(d, 0), le32(d, 8), le64(d, 16));
     let len = (flags & LEN_MASK) as u64;
     let dsc = Stop::dsc;
-    if flags & DV == 0 {
-        return Err(dsc(
-            shared.ip.dsc_dsc(),
-            format!("{dir} queue {qid} slot {slot}: descriptor valid (DV, bit 28) is not set"),
-        ));
-    }
     if len == 0 {
         return Err(dsc(shared.ip.dsc_param(), format!("{dir} queue {qid} slot {slot}: descriptor length is 0")));
     }
@@ -341,6 +323,7 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
                 // `off + len` is inside card memory (checked above).
                 .with_range(src, len, |p| unsafe { card.copy_in(off, p, len as usize) })
                 .map_err(|f| data(false, MM_RD_UR_CA, format!("host read failed: {f}")))?;
+            shared.overrun.card(card, dst + len);
         }
         Direction::C2h => {
             let off = card.range(src, len).ok_or_else(|| data(false, MM_C2H_RD_SLV, past(src)))?;
@@ -352,6 +335,7 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
                 // SAFETY: as above, for writes.
                 .with_range(dst, len, |p| unsafe { card.copy_out(off, p, len as usize) })
                 .map_err(|f| data(true, MM_C2H_WR_UR, format!("host write failed: {f}")))?;
+            shared.overrun.host(&shared.host, dst + len);
         }
     }
     let mm = shared.mm(dir);
@@ -364,8 +348,11 @@ fn execute(shared: &Shared, dir: Direction, qid: u32, slot: u32, d: &[u8; 32]) -
 /// Account for `done` descriptors: consumer index, status writeback. Returns
 /// whether more descriptors wait. Nothing is written if the contexts changed meanwhile.
 fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) -> bool {
-    // A shaken worker may hold back its writeback here, after the data moved.
-    super::super::shake::before_report();
+    // Test hook: an error the queue survives, logged with this writeback.
+    let late = shared.error_at_writeback.swap(0, Ordering::AcqRel);
+    if late != 0 && done > 0 {
+        shared.dsc_error(dir, qid as u32, (p.cidx + done) % p.ring, late);
+    }
     let Some(q) = shared.queue(dir, qid) else { return false };
     let mut c = q.lock();
     c.in_flight = 0;
@@ -415,7 +402,7 @@ pub(crate) fn raise(shared: &Shared, dir: Direction, qid: usize, c: &mut QCtx) {
     c.irq_pending = None;
     if c.sw[4] & SW4_INTR_AGGR != 0 {
         // Indirect mode: an entry in the interrupt ring the vector field names (`intr.rs`).
-        return shared.aggregate(dir, qid, c.sw[4] & SW4_VEC);
+        return shared.aggregate(dir, qid, c.sw[4] & SW4_VEC, (c.pidx(), c.cidx()));
     }
     let vector = c.sw[4] & SW4_VEC;
     shared.irq_out.message(vector, || format!("{dir} queue {qid} raised its interrupt (vector {vector})"));
@@ -423,7 +410,6 @@ pub(crate) fn raise(shared: &Shared, dir: Direction, qid: usize, c: &mut QCtx) {
 
 /// Stop queue `qid` on an error: error field in its software context, the fault in words.
 fn fail(shared: &Shared, dir: Direction, qid: usize, gen: u64, cidx: u32, s: Stop) {
-    super::super::shake::before_report();
     let Some(q) = shared.queue(dir, qid) else { return };
     let mut c = q.lock();
     if c.gen != gen {

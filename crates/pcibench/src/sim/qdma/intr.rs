@@ -5,8 +5,10 @@
 //! state, colour, 4 KiB-aligned base, page-size code, the hardware's producer index) over
 //! (code + 1) × 512 entries of 8 bytes in host memory. A queue whose software context has its
 //! interrupt enabled and armed with aggregation on (word 4 bit 11, its ring index in the vector
-//! field) writes, at a status writeback, one entry naming itself (`qdma_intr_ring_generic`:
-//! queue [62:39], type [38] 0 H2C / 1 C2H, the ring's colour [63]) at the ring's producer index;
+//! field) writes, at a status writeback, one entry naming itself (libqdma's `union qdma_intr_ring`,
+//! Linux's `QDMA_INTR_MASK_*`: the queue's producer index [15:0] and consumer index [31:16], queue
+//! [62:39], type [38] 0 H2C / 1 C2H, the ring's colour [63]; Linux's `qdma_queue_isr` completes
+//! descriptors up to the entry's consumer index) at the ring's producer index;
 //! the colour flips each time the producer index wraps. The ring raises its vector when it is
 //! not already waiting for the driver (interrupt state set), and waits: the driver's interrupt
 //! CIDX update (+0x0 of a queue's doorbells: software CIDX [15:0], ring index [23:16]) clears the
@@ -83,8 +85,10 @@ impl Shared {
     }
 
     /// Queue `qid` (aggregation on, naming interrupt ring `idx`: a software context's vector
-    /// field, or a C2H stream queue's completion context's) signals through the ring.
-    pub(crate) fn aggregate(&self, dir: Direction, qid: usize, idx: u32) {
+    /// field, or a C2H stream queue's completion context's) signals through the ring; `pidx` and
+    /// `cidx` are its ring's producer and consumer index now (the descriptor ring's, or the
+    /// completion ring's).
+    pub(crate) fn aggregate(&self, dir: Direction, qid: usize, idx: u32, pidx_cidx: (u32, u32)) {
         let map = self.cidx_lock();
         let old = map.get(&idx).copied().unwrap_or(0);
         let Some(w) = self.intr_ctx(idx).filter(|w| Ring { w: *w }.valid()) else {
@@ -106,7 +110,9 @@ impl Shared {
         let color = r.w[0] & IC_COLOR != 0;
         let entry = (qid as u64 & 0xff_ffff) << 39
             | if dir == Direction::C2h { 1 << 38 } else { 0 }
-            | if color { 1 << 63 } else { 0 };
+            | if color { 1 << 63 } else { 0 }
+            | (pidx_cidx.1 as u64 & 0xffff) << 16
+            | pidx_cidx.0 as u64 & 0xffff;
         let at = r.base() + pidx as u64 * 8;
         // Low word first, then the word holding the colour, released: a driver that sees the
         // colour sees the whole entry.
@@ -173,6 +179,7 @@ impl Shared {
             };
             self.violation(format!("GLBL_ERR_INT written {value:#x}: {what}"));
         }
+        super::rules::err_int_taken(self, self.err_int.load(Ordering::Acquire), value);
         self.err_int.store(value, Ordering::Release);
     }
 

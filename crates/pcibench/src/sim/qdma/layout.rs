@@ -42,6 +42,22 @@ pub fn desc_len_limit(misc_cap: u32) -> u64 {
     }
 }
 
+/// The variants a served `sim-qdma` can be built as (`pcibench serve --qdma-ip`), by name, with the
+/// GLBL2_MISC_CAP each reads: device type [31:28] (0 soft, 1 CPM4, 2 CPM5), IP type [23:20] (EQDMA 4.0: 1,
+/// 5.0: 2), the Vivado release [27:24] the default card carries.
+pub const NAMED: &[(&str, u32)] = &[
+    ("soft3", 0x0200_0000),
+    ("eqdma4", 0x0110_0000),
+    ("eqdma5", 0x0220_0000),
+    ("cpm4", 0x1000_0000),
+    ("cpm5", 0x2000_0000),
+];
+
+/// GLBL2_MISC_CAP of the variant named `name` (one of `NAMED`).
+pub fn misc_cap_named(name: &str) -> Option<u32> {
+    NAMED.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.trim())).map(|&(_, v)| v)
+}
+
 impl Ip {
     pub fn from_misc_cap(v: u32) -> Ip {
         match (v >> 28, (v >> 20) & 0xf) {
@@ -140,7 +156,7 @@ impl Ip {
     }
 
     /// Descriptor errors the model raises: unsupported request / completer abort on a fetch,
-    /// parameter error, descriptor error, DMA engine error.
+    /// parameter error, DMA engine error.
     pub fn dsc_ur_ca(self) -> u32 {
         if self.eq_layout() {
             1 << 2
@@ -155,10 +171,6 @@ impl Ip {
         } else {
             1 << 2
         }
-    }
-
-    pub fn dsc_dsc(self) -> u32 {
-        1 << 21
     }
 
     pub fn dsc_dma(self) -> u32 {
@@ -226,7 +238,7 @@ impl Ip {
     /// H2C_MM_DATA_THROTTLE).
     pub fn perf_regs(self) -> &'static [u32] {
         match self {
-            Ip::Eqdma => &[0x4c, 0x158, 0x15c, 0x160],
+            Ip::Eqdma => &[0x4c, 0x158, 0x15c, 0x160, 0xe24, 0xe2c, 0x12ec],
             Ip::Cpm5 => &[0x4c, 0xe24, 0xe2c, 0x12ec],
             Ip::Soft3 | Ip::Cpm4 => &[],
         }

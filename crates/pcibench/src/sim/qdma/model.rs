@@ -10,8 +10,9 @@
 //! mapped through the FMAP); the MM engines' run control, completed count, error code and
 //! performance monitor; the global, descriptor and target-access error registers (write 1 to
 //! clear, logged only where enabled, in the variant's layout). The engines themselves
-//! (descriptor fetch, data movement, status writeback) run on one worker thread per direction:
-//! `engine.rs`. Interrupts (`intr.rs`): each queue's MSI-X vector at a status writeback while
+//! (descriptor fetch, data movement, status writeback) progress with time at the IP's datapath,
+//! whenever the host looks (`engine.rs`; `datapath.rs` says why): every register access brings
+//! them to now first. Interrupts (`intr.rs`): each queue's MSI-X vector at a status writeback while
 //! armed, the interrupt aggregation rings, the error interrupt. Stream queues, their completion
 //! rings and the example design: `stream.rs` (the `sim-qdma-st` card).
 //!
@@ -21,6 +22,7 @@
 //! while descriptors it fetched are in flight.
 
 use super::super::card_memory::CardMemory;
+use super::super::datapath::{self, ModelClock};
 use super::super::host_map::HostMap;
 use super::super::mem::Pages;
 use super::layout::{Ip, CPM4_FMAP, CPM4_FUNCTIONS, DOORBELLS};
@@ -29,9 +31,8 @@ pub use super::state::{QdmaModelConfig, CARD_MEMORY_SIZE, QDMA_BAR_LEN, VENDOR_R
 use crate::direction::Direction;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The performance monitor's clock: one cycle per nanosecond of counting time.
 pub const PERF_CLOCK_HZ: f64 = 1e9;
@@ -41,7 +42,6 @@ pub use super::state::PERF_BEAT_BYTES;
 /// The QDMA register block and engines of one sim card.
 pub struct QdmaModel {
     pub(super) shared: Arc<Shared>,
-    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// Bits of a write-1-to-clear register after writing `v`.
@@ -51,6 +51,11 @@ fn w1c(reg: &std::sync::atomic::AtomicU32, v: u32) -> u32 {
 
 impl QdmaModel {
     pub fn new(cfg: QdmaModelConfig, host: Arc<HostMap>) -> Result<QdmaModel> {
+        QdmaModel::with_clock(cfg, host, ModelClock::real())
+    }
+
+    /// The model on `clock`'s time (a test's fake clock).
+    pub fn with_clock(cfg: QdmaModelConfig, host: Arc<HostMap>, clock: ModelClock) -> Result<QdmaModel> {
         // A 12-bit capability field; CPM5's 4096 queues read as 0xfff.
         let most = if Ip::from_misc_cap(cfg.misc_cap) == Ip::Cpm5 { 4096 } else { 4095 };
         if cfg.max_queues == 0 || cfg.max_queues > most {
@@ -59,15 +64,39 @@ impl QdmaModel {
         let len = usize::try_from(cfg.card_size)
             .map_err(|_| Error::usage(format!("card memory of {:#x} bytes is too large", cfg.card_size)))?;
         let card = CardMemory::new(Pages::new("card memory", len)?, cfg.card_size);
-        Ok(QdmaModel { shared: Arc::new(Shared::new(cfg, card, host)), workers: Mutex::new(Vec::new()) })
+        Ok(QdmaModel { shared: Arc::new(Shared::new(cfg, card, host, clock)) })
     }
 
     pub fn config(&self) -> &QdmaModelConfig {
         &self.shared.cfg
     }
 
+    /// Bring both engines to model time now: what is due completes, in this thread (the host
+    /// looked). A poll's whole cost when nothing is due: a clock read and two atomics.
+    pub fn advance(&self) {
+        let s = &*self.shared;
+        let now = s.now();
+        for dir in [Direction::H2c, Direction::C2h] {
+            if !s.mm(dir).due.by(now) {
+                continue;
+            }
+            if s.cfg.stream {
+                s.st_advance(dir, now);
+            } else {
+                super::engine::serve(s, dir, now, false);
+            }
+        }
+    }
+
+    /// How long until an engine next completes something (None: nothing under way).
+    pub fn due_in(&self) -> Option<Duration> {
+        let s = &*self.shared;
+        datapath::wait_for(s.clock.now(), [s.h2c.due.get(), s.c2h.due.get()])
+    }
+
     /// A 32-bit register read at `offset` (bounds and alignment are the BAR's job).
     pub fn read32(&self, offset: u64) -> u32 {
+        self.advance();
         let off = offset as u32;
         let s = &*self.shared;
         let mdma = |on: bool, bit: u32| if on { 1 << bit } else { 0 };
@@ -91,6 +120,10 @@ impl QdmaModel {
             R_FUNC_RET => s.cfg.func_id as u32,
             R_MISC_CAP => s.cfg.misc_cap,
             super::intr::R_GLBL_ERR_INT => s.err_int.load(Ordering::Acquire),
+            R_GLBL_ERR_STAT => {
+                s.err_stat_reads.fetch_add(1, Ordering::AcqRel);
+                s.glbl(off).load(Ordering::Acquire)
+            }
             0x200..=0x2fc => s.glbl(off).load(Ordering::Acquire),
             0x1000..=0x10fc => self.read_mm(&s.c2h, off - R_MM_C2H),
             0x1200..=0x12fc => self.read_mm(&s.h2c, off - R_MM_H2C),
@@ -116,16 +149,17 @@ impl QdmaModel {
             0x58 => mm.err_code.load(Ordering::Acquire),
             0x5c => mm.err_info.load(Ordering::Acquire),
             0xc0 => mm.perf_ctl.load(Ordering::Acquire),
-            0xc4 => mm.perf_cycles() as u32,
-            0xc8 => (mm.perf_cycles() >> 32) as u32 & 0x3ff,
+            0xc4 => mm.perf_cycles(self.shared.clock.now()) as u32,
+            0xc8 => (mm.perf_cycles(self.shared.clock.now()) >> 32) as u32 & 0x3ff,
             0xcc => mm.perf_beats.load(Ordering::Acquire) as u32,
             0xd0 => (mm.perf_beats.load(Ordering::Acquire) >> 32) as u32 & 0x3ff,
             _ => 0,
         }
     }
 
-    /// A 32-bit register write at `offset`. Fails only if an engine worker cannot start.
+    /// A 32-bit register write at `offset`.
     pub fn write32(&self, offset: u64, value: u32) -> Result<()> {
+        self.advance();
         let off = offset as u32;
         let s = &*self.shared;
         s.writes.fetch_add(1, Ordering::Relaxed);
@@ -196,6 +230,7 @@ impl QdmaModel {
         if !mm.present {
             return Ok(());
         }
+        let was = mm.running();
         match reg {
             0x04 => mm.control.store(value & 1, Ordering::Release),
             0x08 => {
@@ -234,11 +269,10 @@ impl QdmaModel {
         }
         if mm.running() {
             // Queues rung while the engine was off start now.
-            self.ensure_worker(dir)?;
-            mm.wake_worker();
-            if self.shared.cfg.stepped {
-                super::engine::advance(&self.shared, dir);
+            if !was {
+                super::engine::started(&self.shared, dir, self.shared.clock.now());
             }
+            super::engine::advance(&self.shared, dir);
         }
         Ok(())
     }
@@ -246,6 +280,7 @@ impl QdmaModel {
     /// Performance monitor control: bit 1 clears the counters now, bit 3 counts while set
     /// (the model's cycle is a nanosecond, `PERF_CLOCK_HZ`; a data beat is `PERF_BEAT_BYTES`).
     fn perf_control(&self, mm: &Mm, value: u32) {
+        let t = self.shared.clock.now();
         let mut p = mm.perf.lock().unwrap_or_else(|e| e.into_inner());
         let was = mm.perf_ctl.swap(value & 0xd, Ordering::AcqRel) & (1 << 3) != 0;
         let now = value & (1 << 3) != 0;
@@ -254,11 +289,11 @@ impl QdmaModel {
             mm.perf_beats.store(0, Ordering::Release);
         }
         match (was || p.1.is_some(), now) {
-            (false, true) => p.1 = Some(Instant::now()),
+            (false, true) => p.1 = Some(t),
             (true, false) => {
-                p.0 += p.1.take().map_or(0, |t| t.elapsed().as_nanos() as u64);
+                p.0 += p.1.take().map_or(0, |since| t.saturating_sub(since));
             }
-            (true, true) if p.1.is_none() => p.1 = Some(Instant::now()),
+            (true, true) if p.1.is_none() => p.1 = Some(t),
             _ => {}
         }
     }
@@ -300,6 +335,7 @@ impl QdmaModel {
             let mut c = q.lock();
             let old = c.pidx();
             c.sw[0] = (c.sw[0] & !0xffff) | (value & 0xffff);
+            c.rung_at = s.clock.now();
             // QDMA_DMA_SEL_IRQ_EN_MASK: the update arms the queue's interrupt; one a writeback
             // left pending while disarmed is raised now.
             if value & super::engine::DB_IRQ_ARM != 0 {
@@ -315,28 +351,10 @@ impl QdmaModel {
                 super::engine::fetch_at_doorbell(s, &mut c, old);
             }
         }
-        self.ensure_worker(dir)?;
         s.mm(dir).kick(qid as usize);
-        if s.cfg.stepped {
-            // The doorbell is the step: the engine serves what it rang before the write returns.
-            super::engine::advance(s, dir);
-        }
-        Ok(())
-    }
-
-    fn ensure_worker(&self, dir: Direction) -> Result<()> {
-        let mm = self.shared.mm(dir);
-        if self.shared.cfg.stepped || mm.worker_started.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        let shared = Arc::clone(&self.shared);
-        let handle =
-            super::super::placement::spawn(format!("sim-qdma-{dir}"), move || super::engine::worker(shared, dir))
-                .map_err(|e| {
-                    mm.worker_started.store(false, Ordering::Release);
-                    Error::Unsupported(format!("could not start the sim card's QDMA engine thread: {e}"))
-                })?;
-        self.workers.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
+        // The engine starts on what the doorbell rang now (stepped: serves it all before the
+        // write returns).
+        super::engine::advance(s, dir);
         Ok(())
     }
 
@@ -352,6 +370,16 @@ impl QdmaModel {
     /// Test hook: the IP logs errors now that stop no queue (a RAM ECC event, a descriptor
     /// error a queue survives): descriptor engine bits `dsc` where enabled (with the global DSC
     /// bit), then GLBL_ERR_STAT bits `glbl` where enabled.
+    /// Test hook: descriptor-engine error bits `dsc` logged with the next status writeback.
+    pub fn error_at_writeback(&self, dsc: u32) {
+        self.shared.error_at_writeback.store(dsc, Ordering::Release);
+    }
+
+    /// How often GLBL_ERR_STAT has been read.
+    pub fn err_stat_reads(&self) -> u64 {
+        self.shared.err_stat_reads.load(Ordering::Acquire)
+    }
+
     pub fn raise_errors(&self, glbl: u32, dsc: u32) {
         if dsc != 0 {
             self.shared.dsc_error(Direction::H2c, 0, 0, dsc);
@@ -361,16 +389,19 @@ impl QdmaModel {
 
     /// The stream card's example design (its user BAR registers).
     pub fn example_read(&self, off: u32) -> u32 {
+        self.advance();
         self.shared.example_read(off)
     }
 
     pub fn example_write(&self, off: u32, value: u32) {
+        self.advance();
         self.shared.example_write(off, value)
     }
 
     /// For tests of the stream card: (packets the checker saw, all matched, completion entries
     /// written, packets dropped, packets the generator still owes).
     pub fn stream_counts(&self) -> (u64, bool, u64, u64, u32) {
+        self.advance();
         self.shared.st_counts()
     }
 
@@ -388,15 +419,19 @@ impl QdmaModel {
     /// Test hook: a stalled engine accepts doorbells but moves nothing (a hung queue); on the
     /// stream card a stalled C2H holds the example design's generator.
     pub fn set_stalled(&self, dir: Direction, stalled: bool) {
-        self.shared.mm(dir).stalled.store(stalled, Ordering::Release);
-        self.shared.mm(dir).wake_worker();
+        let mm = self.shared.mm(dir);
+        mm.stalled.store(stalled, Ordering::Release);
+        if !stalled {
+            // Released: the engine moves on from now, when the host next looks.
+            mm.due.set(0);
+        }
     }
 
     /// Test step (stepped mode): serve the queues of `dir` with pending doorbells, stalled or
     /// not, once each (up to a burst of descriptors per queue); whether any descriptor moved.
     pub fn step(&self, dir: Direction) -> bool {
         let mm = self.shared.mm(dir);
-        mm.running() && super::engine::serve(&self.shared, dir)
+        mm.running() && super::engine::serve(&self.shared, dir, u64::MAX, true)
     }
 
     /// Test hook: the engine writes no status back (error writebacks included) while set; its
@@ -412,12 +447,14 @@ impl QdmaModel {
 
     /// Why the engine last stopped a queue, in the model's words.
     pub fn last_fault(&self, dir: Direction) -> Option<String> {
+        self.advance();
         self.shared.mm(dir).last_fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The software and hardware context words of hardware queue `qid` (an independent view of
     /// what the driver programmed).
     pub fn contexts(&self, dir: Direction, qid: u16) -> Option<([u32; 8], [u32; 8])> {
+        self.advance();
         self.shared.queue(dir, qid as usize).map(|q| {
             let c = q.lock();
             (c.sw, c.hw)
@@ -429,11 +466,14 @@ impl QdmaModel {
         *self.shared.fmap.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Test hook: each descriptor also writes one byte past its end (`sim::overrun`).
+    pub fn set_overrun(&self, on: bool) {
+        self.shared.overrun.set(on);
+    }
+
     /// What the driver did that the real IP would not accept, in words, oldest first.
     pub fn violations(&self) -> Vec<String> {
-        let mut v = self.shared.violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        v.extend(self.shared.irq_out.violations());
-        v
+        super::super::served::violations(&self.shared.violations, &self.shared.irq_out)
     }
 
     /// The function's interrupts (what the access path routes).
@@ -451,6 +491,9 @@ impl QdmaModel {
     pub fn hold_in_flight(&self, dir: Direction, qid: u16, hold: bool) {
         if let Some(h) = self.shared.mm(dir).held.get(qid as usize) {
             h.store(hold, Ordering::Release);
+            if !hold {
+                self.shared.mm(dir).due.set(0);
+            }
         }
     }
 
@@ -461,6 +504,7 @@ impl QdmaModel {
 
     /// Descriptors of hardware queue `qid` fetched and not completed.
     pub fn in_flight(&self, dir: Direction, qid: u16) -> u32 {
+        self.advance();
         self.shared.queue(dir, qid as usize).map_or(0, |q| q.lock().in_flight)
     }
 
@@ -474,21 +518,11 @@ impl QdmaModel {
     }
 }
 
-impl Drop for QdmaModel {
-    fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        for mm in [&self.shared.h2c, &self.shared.c2h] {
-            let _guard = mm.parked.lock().unwrap_or_else(|e| e.into_inner());
-            mm.wake.notify_all();
-        }
-        for h in self.workers.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
-            // A worker that panicked has nothing left to clean up.
-            let _ = h.join();
-        }
-    }
-}
-
 impl super::super::RegisterModel for QdmaModel {
+    fn violations(&self) -> Vec<String> {
+        QdmaModel::violations(self)
+    }
+
     fn populate_card(&self, addr: u64, len: u64) {
         self.shared.card.populate(addr, len);
     }
@@ -498,12 +532,7 @@ impl super::super::RegisterModel for QdmaModel {
     }
 
     fn check_width(&self, index: u8, width: crate::mmio::Width) -> Result<()> {
-        if width == crate::mmio::Width::B32 {
-            return Ok(());
-        }
-        Err(Error::Refused(format!(
-            "QDMA registers are 32-bit only: BAR{index} of the sim card refuses {width}-wide access (use --width 32)"
-        )))
+        super::super::served::only_32bit("QDMA", index, width)
     }
 
     fn read(&self, offset: u64, _width: crate::mmio::Width) -> u64 {
@@ -516,5 +545,13 @@ impl super::super::RegisterModel for QdmaModel {
 
     fn set_bus_master(&self, on: bool) {
         self.shared.bus_master.store(on, Ordering::Release);
+    }
+
+    fn advance(&self) {
+        QdmaModel::advance(self)
+    }
+
+    fn due_in(&self) -> Option<Duration> {
+        QdmaModel::due_in(self)
     }
 }

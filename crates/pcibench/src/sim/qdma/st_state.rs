@@ -16,9 +16,16 @@ pub(crate) struct Cmpt {
     /// The context generation the indexes belong to.
     pub gen: u64,
     /// The completion interrupt is armed (by a CIDX update with its interrupt enable), and
-    /// entries were written while it was not.
+    /// a trigger came while it was not.
     pub armed: bool,
     pub pending: bool,
+    /// When the completion timer fires (model time), while it runs (`trigger.rs`).
+    pub timer_at: Option<u64>,
+    /// The trigger mode, timer and counter index of the last CIDX update, where the context's
+    /// `full_upd` lets an update replace the context's.
+    pub upd: Option<(u32, u32, u32)>,
+    /// A table entry the trigger needs was found unprogrammed (flagged once).
+    pub flagged: bool,
 }
 
 /// The example design's generator and checker, and the ST engine state.
@@ -45,4 +52,13 @@ pub(crate) struct StState {
     pub corrupt: bool,
     /// Completion entries written, and packets the checker saw (for tests).
     pub entries: u64,
+    /// Model time each direction's datapath is free (`DATAPATH`: packets take their time).
+    pub h2c_free_at: u64,
+    pub c2h_free_at: u64,
+    /// H2C queues rung and not yet served to their producer index: queue, producer index.
+    pub h2c_work: std::collections::BTreeMap<u32, u32>,
+    /// The generator waits for credits (a C2H PIDX doorbell).
+    pub c2h_waiting: bool,
+    /// C2H_COMPLETION_SIZE (user BAR 0x50): bit 3 is the user trigger on every completion.
+    pub cmpt_size: u32,
 }

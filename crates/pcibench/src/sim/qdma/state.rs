@@ -1,20 +1,31 @@
 //! The sim QDMA's registers and state, shared by the register front end (`model.rs`) and
-//! the MM engine workers (`engine.rs`). Offsets and fields common to every variant are those of
+//! the MM engines (`engine.rs`). Offsets and fields common to every variant are those of
 //! the QDMA soft IP (PG302) as the vendor's open access code names them (`qdma_soft_reg.h`,
 //! `qdma_access_common.h` in Xilinx/dma_ip_drivers); what differs per variant is in `layout.rs`.
 
 use super::super::card_memory::CardMemory;
+use super::super::datapath::{Datapath, Due, ModelClock};
 use super::super::host_map::HostMap;
+use super::super::shake::Shaker;
 use super::super::xdma::state::CacheLine;
 use super::layout::{Ip, CPM4_FUNCTIONS};
 use crate::direction::Direction;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+/// The DMA (AXI) clock: the completion timer's cycles are of it too (`trigger.rs`).
+pub(crate) const AXI_CLOCK_HZ: u64 = 250_000_000;
 /// Bytes per counted data beat: a 512-bit datapath.
 pub const PERF_BEAT_BYTES: u32 = 64;
-use std::time::Instant;
+/// The QDMA engine's datapath on the U280 (Gen3 x16): 512-bit AXI at 250 MHz (PG302 "Clocking":
+/// axi_aclk 250 MHz at Gen3 x16; its AXI data width 512 bits), 16,000 MB/s per direction, each
+/// 32-byte MM descriptor fetched over it too.
+pub const DATAPATH: Datapath = Datapath {
+    bytes_per_s: AXI_CLOCK_HZ * PERF_BEAT_BYTES as u64,
+    desc_bytes: 32,
+    basis: "QDMA (PG302): a 512-bit AXI datapath at 250 MHz, the U280's Gen3 x16 configuration's",
+};
 
 /// Length of the QDMA config BAR the model decodes (queue doorbells end at 0x18000 + 4096 × 16).
 pub const QDMA_BAR_LEN: u64 = 256 << 10;
@@ -90,6 +101,7 @@ pub const IRQ: super::super::irq::Offers = super::super::irq::Offers {
     msix: 32,
     msi: 0,
     intx: false,
+    pin: 0,
     intx_maskable: true,
     msix_table: 0x10000,
     msix_pba: 0x14000,
@@ -117,9 +129,10 @@ pub struct QdmaModelConfig {
     /// Fetch descriptors in the doorbell write itself, so a driver that rings before its
     /// descriptors are in memory fetches stale ones (tests of doorbell ordering).
     pub fetch_on_doorbell: bool,
-    /// Stepped (deterministic) mode for tests (issue #34): no worker thread; the engines serve
-    /// the queues inside the driver's doorbell and run-bit writes (or a test's `step`), so the
-    /// order of events is the test's, never the scheduler's.
+    /// Stepped (deterministic) mode for tests (issue #34): every due time is now, so the engines
+    /// serve the queues inside the driver's doorbell and run-bit writes (or a test's `step`) and
+    /// the order of events is the test's alone. Otherwise they progress with time at `DATAPATH`
+    /// whenever the host looks (`datapath.rs`).
     pub stepped: bool,
     /// Stream queues with the vendor's example design behind them (`stream.rs`): ST doorbells
     /// are served, the user BAR is the design's registers.
@@ -169,6 +182,8 @@ pub(crate) struct QCtx {
     /// A status writeback came while the queue's interrupt was enabled but not armed: the
     /// interrupt is raised when a PIDX update arms it (valid for the context generation held).
     pub irq_pending: Option<u64>,
+    /// Model time of its last doorbell: its work is not there before.
+    pub rung_at: u64,
 }
 
 impl QCtx {
@@ -205,7 +220,7 @@ impl Queue {
 }
 
 /// One direction's MM engine (channel 0): control, status, error code, performance monitor,
-/// and the doorbells waiting for its worker.
+/// the doorbells waiting for it, and where it is in time.
 pub(crate) struct Mm {
     pub present: bool,
     pub control: AtomicU32,
@@ -218,25 +233,21 @@ pub(crate) struct Mm {
     /// the engine's GLBL_ERR_STAT bit cannot be cleared.
     pub leaf: AtomicU32,
     pub perf_ctl: AtomicU32,
-    /// Cycles counted before the current counting period, and when it started (1 ns = 1 cycle).
-    pub perf: Mutex<(u64, Option<Instant>)>,
+    /// Cycles counted before the current counting period, and when it started (model time;
+    /// 1 ns = 1 cycle).
+    pub perf: Mutex<(u64, Option<u64>)>,
     pub perf_beats: AtomicU64,
-    /// One bit per queue with doorbells the worker has not served.
+    /// One bit per queue with doorbells the engine has not served.
     pub pending: Vec<AtomicU64>,
-    /// Bumped by every doorbell; the worker spins on it, then parks.
-    pub kick: CacheLine<AtomicU64>,
-    /// The worker waits on `wake` under `parked`; `sleeping` mirrors it so a doorbell takes the
-    /// lock only when there is a sleeper to wake (on hardware a doorbell is one posted write; a
-    /// lock shared with a busy worker would make the model's doorbell cost the driver's figure).
-    pub parked: Mutex<bool>,
-    pub sleeping: CacheLine<AtomicBool>,
-    pub wake: Condvar,
-    /// The CPU of the thread that last woke the parked worker, which the worker keeps off.
-    pub waker: super::super::placement::Waker,
+    /// Where the engine is in time (`engine.rs`).
+    pub eng: Mutex<super::burst::EngState>,
+    /// When it next completes a descriptor (model time).
+    pub due: Due,
+    /// Holds completions back under `PCIBENCH_SIM_SHAKE`.
+    pub shaker: Shaker,
     /// Test hook: the engine accepts doorbells but moves nothing (a hung engine).
     pub stalled: AtomicBool,
     pub last_fault: Mutex<Option<String>>,
-    pub worker_started: AtomicBool,
     /// Test hook, per queue: the engine holds fetched descriptors in flight until released.
     pub held: Vec<AtomicBool>,
     /// Test hook: the engine writes no status back (the consumer index in the hardware context
@@ -245,7 +256,7 @@ pub(crate) struct Mm {
 }
 
 impl Mm {
-    fn new(present: bool, queues: usize) -> Mm {
+    fn new(present: bool, queues: usize, name: &str, unshaken: bool) -> Mm {
         Mm {
             present,
             control: AtomicU32::new(0),
@@ -258,14 +269,11 @@ impl Mm {
             perf: Mutex::new((0, None)),
             perf_beats: AtomicU64::new(0),
             pending: (0..queues.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-            kick: CacheLine(AtomicU64::new(0)),
-            parked: Mutex::new(false),
-            sleeping: CacheLine(AtomicBool::new(false)),
-            wake: Condvar::new(),
-            waker: Default::default(),
+            eng: Mutex::new(Default::default()),
+            due: Due::default(),
+            shaker: Shaker::new(name, unshaken),
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),
-            worker_started: AtomicBool::new(false),
             held: (0..queues).map(|_| AtomicBool::new(false)).collect(),
             withhold: AtomicBool::new(false),
         }
@@ -283,31 +291,15 @@ impl Mm {
         self.perf_ctl.load(Ordering::Acquire) & (1 << 3) != 0
     }
 
-    /// Cycles counted so far (nanoseconds of counting time).
-    pub fn perf_cycles(&self) -> u64 {
+    /// Cycles counted by model time `now` (nanoseconds of counting time).
+    pub fn perf_cycles(&self, now: u64) -> u64 {
         let p = self.perf.lock().unwrap_or_else(|e| e.into_inner());
-        p.0 + p.1.map_or(0, |t| t.elapsed().as_nanos() as u64)
+        p.0 + p.1.map_or(0, |t| now.saturating_sub(t))
     }
 
-    /// Mark queue `qid` as having work and wake the worker.
+    /// Mark queue `qid` as having work.
     pub fn kick(&self, qid: usize) {
         self.pending[qid / 64].fetch_or(1 << (qid % 64), Ordering::AcqRel);
-        self.wake_worker();
-    }
-
-    /// Bump the doorbell counter and wake the worker if it sleeps. SeqCst on `kick` and
-    /// `sleeping` here and in the worker: either the worker sees this kick before it sleeps, or
-    /// this sees it asleep and wakes it (through the lock, so the wake cannot fall between the
-    /// worker's last look and its wait).
-    pub fn wake_worker(&self) {
-        let n = self.kick.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.sleeping.load(Ordering::SeqCst) {
-            let _parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-            self.waker.at_doorbell(n, true);
-            self.wake.notify_one();
-        } else {
-            self.waker.at_doorbell(n, false);
-        }
     }
 }
 
@@ -320,7 +312,7 @@ pub(crate) struct Indirect {
     pub busy_reads_left: u32,
 }
 
-/// State shared by the register front end and the engine workers.
+/// State shared by the register front end and the engines.
 pub(crate) struct Shared {
     pub cfg: QdmaModelConfig,
     pub ip: Ip,
@@ -331,7 +323,8 @@ pub(crate) struct Shared {
     pub card: CardMemory,
     pub host: Arc<HostMap>,
     pub bus_master: AtomicBool,
-    pub shutdown: CacheLine<AtomicBool>,
+    /// The time the engines progress by.
+    pub clock: ModelClock,
     /// Global registers 0x000-0x2fc as words (ring sizes, scratch, error status and masks).
     pub glbl: Vec<AtomicU32>,
     pub ind: Mutex<Indirect>,
@@ -348,10 +341,16 @@ pub(crate) struct Shared {
     pub direct_fmap: Vec<AtomicU32>,
     /// What the driver did that the real IP would not accept, in words.
     pub violations: Mutex<Vec<String>>,
+    /// The overrun fault (`sim::overrun`): each descriptor also writes one byte past its end.
+    pub overrun: crate::sim::overrun::Overrun,
+    /// Test hooks: GLBL_ERR_STAT reads so far, and descriptor-engine error bits to log with the
+    /// next status writeback (an error in a run's last moment).
+    pub err_stat_reads: std::sync::atomic::AtomicU64,
+    pub error_at_writeback: AtomicU32,
     /// The function's MSI-X vectors (QDMA signals queues and errors by MSI-X only).
     pub irq_out: Arc<super::super::irq::SimIrq>,
     /// Register writes the driver made, on a line of its own: the driver's doorbell writes
-    /// bump it, and the workers must not pay for that on every descriptor (false sharing).
+    /// bump it, and a second host thread driving the card must not pay for that (false sharing).
     pub writes: CacheLine<AtomicU64>,
     /// Stream queues and the example design (`stream.rs`).
     pub st: Mutex<super::st_state::StState>,
@@ -362,13 +361,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(cfg: QdmaModelConfig, card: CardMemory, host: Arc<HostMap>) -> Shared {
+    pub fn new(cfg: QdmaModelConfig, card: CardMemory, host: Arc<HostMap>, clock: ModelClock) -> Shared {
         let n = cfg.max_queues as usize;
         let glbl: Vec<AtomicU32> = (0..0x300 / 4).map(|_| AtomicU32::new(0)).collect();
         for (i, v) in cfg.ring_sizes.iter().enumerate() {
             glbl[(R_RNG_SZ as usize) / 4 + i].store(v & 0xffff, Ordering::Relaxed);
         }
         let ip = Ip::from_misc_cap(cfg.misc_cap);
+        let unshaken = cfg.stepped || clock.set_by_test();
         let fmap = cfg.fmap_at_reset;
         let (base, max) = fmap;
         let direct_fmap: Vec<AtomicU32> = (0..CPM4_FUNCTIONS).map(|_| AtomicU32::new(0)).collect();
@@ -384,15 +384,15 @@ impl Shared {
         }
         Shared {
             ip,
-            h2c: Mm::new(cfg.mm_h2c, n),
-            c2h: Mm::new(cfg.mm_c2h, n),
+            h2c: Mm::new(cfg.mm_h2c, n, "sim-qdma-h2c", unshaken),
+            c2h: Mm::new(cfg.mm_c2h, n, "sim-qdma-c2h", unshaken),
             q_h2c: (0..n).map(|_| Queue::new()).collect(),
             q_c2h: (0..n).map(|_| Queue::new()).collect(),
             cfg,
             card,
             host,
             bus_master: AtomicBool::new(false),
-            shutdown: CacheLine(AtomicBool::new(false)),
+            clock,
             glbl,
             ind: Mutex::new(Indirect::default()),
             ctxt_stuck: AtomicBool::new(false),
@@ -401,11 +401,23 @@ impl Shared {
             perf_regs: Mutex::new(ip.perf_regs().iter().map(|r| (*r, 0)).collect()),
             direct_fmap,
             violations: Mutex::new(Vec::new()),
+            overrun: Default::default(),
+            err_stat_reads: Default::default(),
+            error_at_writeback: AtomicU32::new(0),
             irq_out: Arc::new(super::super::irq::SimIrq::new("QDMA", IRQ)),
             writes: CacheLine(AtomicU64::new(0)),
             st: Mutex::new(super::st_state::StState::default()),
             err_int: AtomicU32::new(0),
             int_cidx: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Model time now; stepped, every due time has come.
+    pub fn now(&self) -> u64 {
+        if self.cfg.stepped {
+            u64::MAX
+        } else {
+            self.clock.now()
         }
     }
 

@@ -1,17 +1,20 @@
-//! The sim QDMA's stream (ST) queues and the vendor's example design behind them, modelled in
-//! the writer's thread: an H2C doorbell moves the rung packets to the example design's checker
-//! before the write returns, and the C2H traffic generator writes packets whenever it is started
-//! or a C2H PIDX or CMPT CIDX doorbell gives it room, so every event happens in the order the
-//! driver caused it (as the stepped MM engine does; docs/determinism.md).
+//! The sim QDMA's stream (ST) queues and the vendor's example design behind them. An H2C doorbell
+//! gives the rung packets to the example design's checker, and the C2H traffic generator writes
+//! packets whenever it is started or a C2H PIDX or CMPT CIDX doorbell gives it room, each packet
+//! at the engine's datapath (`DATAPATH`): it is done its fetch and bytes after the one before, and
+//! moves when the host next looks after that (`datapath.rs`), in the looking thread. Stepped,
+//! every packet is due at once, inside the register write that caused it.
 //!
 //! Written from the vendor's layouts, independently of the driver's constants: H2C ST
-//! descriptors of 16 bytes (`struct qdma_h2c_desc`: cdh_flags, pld_len, len, flags with SOP bit
-//! 1 and EOP bit 2, source address) with the status writeback after the last slot; C2H ST
+//! descriptors of 16 bytes (PG302 "H2C Stream Descriptor (16B)": metadata [31:0], the packet's
+//! length [47:32], reserved [63:48], source address; in internal mode each is one whole packet,
+//! a packet never spans descriptors) with the status writeback after the last slot; C2H ST
 //! descriptors of 8 bytes (a buffer address), whose buffers have the size GLBL_C2H_BUF_SZ
 //! (0xab0) holds at the prefetch context's index; the completion context (select 6) names the
 //! ring, its size index, entry size, colour and status-descriptor enable, laid out per IP (soft
 //! 3.x keeps address bits 37:12 in word 1 [31:6], EQDMA and CPM5 bits 37:6 in word 1 and 5:2 in
-//! word 5 [17:14]); entries carry colour bit 1, error 2, descriptors used 3, length [19:4].
+//! word 5 [17:14]); entries carry colour bit 1, error 2, descriptors used 3, length [19:4]. When
+//! the ring reports them (its status descriptor and interrupt) is its trigger's (`trigger.rs`).
 //!
 //! The example design (`ExampleBar`, the user BAR): C2H generator queue 0x0, length 0x4,
 //! control 0x8 (bit 1 starts), packet count 0x20; H2C checker control 0xc (bit 0 clears) and
@@ -24,11 +27,27 @@
 //! a valid ST C2H queue is dropped (counted) and flagged.
 
 use super::engine::{raise, DB_IRQ_ARM, SW0_IRQ_ARM, SW1_IRQ_EN};
-use super::layout::Ip;
 use super::st_state::{Cmpt, StState, GE_C2H_ST};
 use super::state::*;
+use super::trigger::R_C2H_INT_TIMER_TICK;
 use crate::direction::Direction;
 use std::sync::atomic::Ordering;
+
+/// Model time an ST packet of `len` bytes takes on the datapath (none for `stream_no_data`,
+/// whose far end costs nothing by design).
+fn cost(s: &Shared, len: u64) -> u64 {
+    if s.cfg.stream_no_data {
+        0
+    } else {
+        DATAPATH.desc_ns(len)
+    }
+}
+
+/// Leave `due` in `dir`'s engine if it is sooner than what is there.
+fn due_at(s: &Shared, dir: Direction, due: u64) {
+    let d = &s.mm(dir).due;
+    d.set(d.get().min(due));
+}
 
 pub(crate) const R_C2H_REGS: u32 = 0xa00;
 const R_C2H_REGS_END: u32 = 0xafc;
@@ -43,16 +62,28 @@ const SEL_PFTCH: u32 = 7;
 const MAX_BUFFERS: u64 = 7;
 const H2C_DESC: u64 = 16;
 const C2H_DESC: u64 = 8;
-/// Completion context word 0's interrupt enable, word 4's aggregation bit (vector [14:4]), and
-/// the CMPT CIDX update's interrupt enable (`QDMA_COMPL_CTXT_W0_EN_INT_MASK`,
-/// `QDMA_COMPL_CTXT_W4_INTR_AGGR_MASK`, `QDMA_DMAP_SEL_CMPT_IRQ_EN_MASK`).
-const CM0_EN_INT: u32 = 1 << 1;
-const CM4_INT_AGGR: u32 = 1 << 15;
-const DB_CMPT_IRQ_EN: u32 = 1 << 28;
+
+/// One period of the example design's data: its 16-bit little-endian count from 0 wraps after
+/// 65,536 counts, so every packet's bytes are this period's, repeated from the start.
+fn period() -> &'static [u8] {
+    static PERIOD: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    PERIOD.get_or_init(|| (0..1usize << 17).map(|i| ((i / 2) >> (8 * (i % 2))) as u8).collect())
+}
 
 /// The example design's data for one packet.
 pub(crate) fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| ((i / 2) >> (8 * (i % 2))) as u8).collect()
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        let n = (len - v.len()).min(period().len());
+        v.extend_from_slice(&period()[..n]);
+    }
+    v
+}
+
+/// Whether `packet` is the example design's data (`pattern`), compared a period at a time (a
+/// memcmp): the checker runs in the host's thread when it looks, so its cost is the host path's.
+pub(crate) fn is_pattern(packet: &[u8]) -> bool {
+    packet.chunks(period().len()).all(|c| c == &period()[..c.len()])
 }
 
 fn le16(b: &[u8], o: usize) -> u64 {
@@ -74,7 +105,7 @@ impl Shared {
 
     /// A C2H register (0xa00-0xafc) read.
     pub(crate) fn st_read(&self, off: u32) -> Option<u32> {
-        if !(R_C2H_REGS..=R_C2H_REGS_END).contains(&off) {
+        if !(R_C2H_REGS..=R_C2H_REGS_END).contains(&off) && off != R_C2H_INT_TIMER_TICK {
             return None;
         }
         let st = self.st();
@@ -83,7 +114,7 @@ impl Shared {
 
     /// A C2H register write; true if `off` is one.
     pub(crate) fn st_write(&self, off: u32, value: u32) -> bool {
-        if !(R_C2H_REGS..=R_C2H_REGS_END).contains(&off) {
+        if !(R_C2H_REGS..=R_C2H_REGS_END).contains(&off) && off != R_C2H_INT_TIMER_TICK {
             return false;
         }
         let mut st = self.st();
@@ -103,10 +134,30 @@ impl Shared {
         }
     }
 
+    /// Bring the stream engine of `dir` to model time `now`: the H2C packets and generator
+    /// packets due by then move, and the completion timers due fire.
+    pub(crate) fn st_advance(&self, dir: Direction, now: u64) {
+        let mut st = self.st();
+        self.mm(dir).due.clear();
+        match dir {
+            Direction::H2c => {
+                let work: Vec<(u32, u32)> = st.h2c_work.iter().map(|(q, p)| (*q, *p)).collect();
+                for (qid, pidx) in work {
+                    self.h2c(&mut st, qid, pidx, now);
+                }
+            }
+            Direction::C2h => {
+                self.pump(&mut st);
+                self.timers(&mut st, now, None);
+            }
+        }
+    }
+
     /// An ST doorbell: `reg` 4 (H2C PIDX), 8 (C2H PIDX) or 0xc (CMPT CIDX) of hardware queue
     /// `qid` (inside the FMAP: the caller checked).
     pub(crate) fn st_doorbell(&self, reg: u32, qid: u32, value: u32) {
         let mut st = self.st();
+        let t = self.clock.now();
         match reg {
             4 => {
                 // QDMA_DMA_SEL_IRQ_EN_MASK: the update arms the queue's interrupt, as on MM.
@@ -117,19 +168,27 @@ impl Shared {
                         raise(self, Direction::H2c, qid as usize, &mut c);
                     }
                 }
-                self.h2c(&mut st, qid, value & 0xffff)
+                if st.h2c_work.is_empty() {
+                    // An idle engine starts on the packets now.
+                    st.h2c_free_at = st.h2c_free_at.max(t);
+                }
+                self.h2c(&mut st, qid, value & 0xffff, self.now())
             }
             8 => {
                 if let Some(q) = self.queue(Direction::C2h, qid as usize) {
                     let mut c = q.lock();
                     c.sw[0] = (c.sw[0] & !0xffff) | (value & 0xffff);
                 }
+                if std::mem::take(&mut st.c2h_waiting) {
+                    // The generator waited for these credits: it goes on from now.
+                    st.c2h_free_at = st.c2h_free_at.max(t);
+                }
                 self.pump(&mut st);
             }
             0xc => {
-                self.cmpt_cidx(&mut st, qid, value & 0xffff);
-                if value & DB_CMPT_IRQ_EN != 0 {
-                    self.cmpt_arm(&mut st, qid);
+                if self.cmpt_cidx(&mut st, qid, value & 0xffff) {
+                    // The trigger re-evaluated, the interrupt armed (`trigger.rs`).
+                    self.cmpt_updated(&mut st, qid, value);
                 }
                 self.pump(&mut st);
             }
@@ -137,8 +196,10 @@ impl Shared {
         }
     }
 
-    /// Serve H2C ST queue `qid` up to producer index `pidx`: each packet goes to the checker.
-    fn h2c(&self, st: &mut StState, qid: u32, pidx: u32) {
+    /// Serve H2C ST queue `qid` up to producer index `pidx`, the packets due by model time `now`:
+    /// each goes to the checker. The queue stays in `h2c_work` until it is served whole.
+    fn h2c(&self, st: &mut StState, qid: u32, pidx: u32, now: u64) {
+        st.h2c_work.remove(&qid);
         let Some(q) = self.queue(Direction::H2c, qid as usize) else { return };
         let mut c = q.lock();
         c.sw[0] = (c.sw[0] & !0xffff) | pidx;
@@ -165,13 +226,24 @@ impl Shared {
         }
         let base = c.ring_base();
         let mut cidx = c.cidx();
+        let first = cidx;
         if self.cfg.stream_no_data {
             cidx = pidx;
         }
+        let mut waits = false;
         while cidx != pidx {
             let mut d = [0u8; H2C_DESC as usize];
             let ok = self.host.read(base + cidx as u64 * H2C_DESC, &mut d).is_ok();
             let (len, flags, src) = (le16(&d, 4), le16(&d, 6), le64(&d, 8));
+            let due = st.h2c_free_at + cost(self, len);
+            if due > now {
+                // Not moved yet: the rest when the host next looks after `due`.
+                st.h2c_work.insert(qid, pidx);
+                due_at(self, Direction::H2c, due);
+                waits = true;
+                break;
+            }
+            st.h2c_free_at = due;
             let mut data = vec![0u8; len as usize];
             if !ok || !self.bus_master.load(Ordering::Acquire) || self.host.read(src, &mut data).is_err() {
                 self.violation(format!(
@@ -185,13 +257,18 @@ impl Shared {
                 self.mm_error(Direction::H2c, false, MM_RD_UR_CA, qid, cidx);
                 break;
             }
-            if st.corrupt && flags & 2 != 0 && !data.is_empty() {
+            super::rules::h2c_st_descriptor(self, qid, cidx, flags);
+            if st.corrupt && !data.is_empty() {
                 data[0] ^= 1;
             }
-            self.check(st, qid, flags & 2 != 0, flags & 4 != 0, &data);
+            // One descriptor, one packet (internal mode): the checker sees it whole.
+            self.check(st, qid, true, true, &data);
             cidx = (cidx + 1) % ring;
         }
         c.hw[0] = (c.hw[0] & !0xffff) | cidx;
+        if waits && cidx == first {
+            return; // nothing moved: nothing to write back
+        }
         if w1 & SW1_WBK_EN != 0 {
             let _ = self.host.store_u32_release(base + ring as u64 * H2C_DESC, pidx | cidx << 16);
             // Interrupt mode: the writeback raises the queue's interrupt if armed, as on MM.
@@ -205,38 +282,7 @@ impl Shared {
         }
     }
 
-    /// A CMPT CIDX update with its interrupt enable: the completion ring is armed, and raises at
-    /// once when entries came since the driver last looked (`QDMA_DMAP_SEL_CMPT_IRQ_EN_MASK`).
-    fn cmpt_arm(&self, st: &mut StState, qid: u32) {
-        let Some(cm) = st.cmpt.get_mut(&qid) else { return };
-        cm.armed = true;
-        if std::mem::take(&mut cm.pending) || cm.pidx != cm.cidx {
-            self.cmpt_interrupt(st, qid);
-        }
-    }
-
-    /// Entries were written to C2H queue `qid`'s completion ring: with its context's interrupt
-    /// enabled (trigger mode "every entry", the only one the driver sets), it raises its vector,
-    /// or writes an entry into the interrupt ring its context names, if armed, and disarms.
-    fn cmpt_interrupt(&self, st: &mut StState, qid: u32) {
-        let ctx = self.ctx_words(SEL_CMPT, qid);
-        let Some(cm) = st.cmpt.get_mut(&qid) else { return };
-        if ctx[0] & CM0_EN_INT == 0 {
-            return;
-        }
-        if !std::mem::take(&mut cm.armed) {
-            cm.pending = true;
-            return;
-        }
-        cm.pending = false;
-        let vec = (ctx[4] >> 4) & 0x7ff;
-        if ctx[4] & CM4_INT_AGGR != 0 {
-            return self.aggregate(Direction::C2h, qid as usize, vec);
-        }
-        self.irq_out.message(vec, || format!("c2h queue {qid}'s completion ring raised its interrupt (vector {vec})"));
-    }
-
-    /// The example design's H2C checker: packets from SOP to EOP per queue against the pattern.
+    /// The example design's H2C checker: each packet per queue against the pattern.
     fn check(&self, st: &mut StState, qid: u32, sop: bool, eop: bool, data: &[u8]) {
         let part = st.partial.entry(qid).or_default();
         if sop && !part.is_empty() {
@@ -252,14 +298,15 @@ impl Shared {
         part.extend_from_slice(data);
         if eop {
             let packet = std::mem::take(part);
-            let good = packet == pattern(packet.len());
+            let good = is_pattern(&packet);
             st.checked += 1;
             st.matched &= good;
         }
     }
 
-    /// The CMPT CIDX doorbell: completion entries given back (never past those written).
-    fn cmpt_cidx(&self, st: &mut StState, qid: u32, cidx: u32) {
+    /// The CMPT CIDX doorbell: completion entries given back (never past those written); false
+    /// when refused.
+    fn cmpt_cidx(&self, st: &mut StState, qid: u32, cidx: u32) -> bool {
         let ctx = self.ctx_words(SEL_CMPT, qid);
         let size = self.ring_entries((ctx[0] >> 28) as usize).saturating_sub(1);
         let gen = self.queue(Direction::C2h, qid as usize).map_or(0, |q| q.lock().gen);
@@ -275,9 +322,10 @@ impl Shared {
                 cm.pidx, cm.cidx
             ));
             self.c2h_error(st, C2H_ERR_CIDX);
-            return;
+            return false;
         }
         cm.cidx = cidx;
+        true
     }
 
     /// The generator writes what it can: stops at credit exhaustion (stall), a full completion
@@ -339,6 +387,7 @@ impl Shared {
         let ring = self.ring_entries(c.ring_idx()).saturating_sub(1);
         let (pidx, cidx) = (c.pidx(), c.cidx());
         if ring < 2 || (pidx + ring - cidx) % ring < need as u32 {
+            st.c2h_waiting = true;
             return false; // no credits: the stream waits for the C2H PIDX doorbell
         }
         let size = self.ring_entries((cm_ctx[0] >> 28) as usize).saturating_sub(1);
@@ -371,7 +420,22 @@ impl Shared {
         let mut m = cm;
         let mut cidx = cidx;
         let mut entry = [0u8; 64];
+        let (now, mut written, mut later) = (self.now(), 0u32, false);
+        let mut burst = self.burst(st, qid, &mut m, &cm_ctx);
         loop {
+            // Each packet is done its time after the one before; the rest when the host next looks.
+            let due = st.c2h_free_at + cost(self, len);
+            if due > now {
+                due_at(self, Direction::C2h, due);
+                later = true;
+                if written == 0 {
+                    return false;
+                }
+                break;
+            }
+            self.before_entry(&mut m, &mut burst, due);
+            st.c2h_free_at = due;
+            written += 1;
             for k in (0..need).filter(|_| !self.cfg.stream_no_data) {
                 let slot = (cidx + k as u32) % ring;
                 let mut d = [0u8; C2H_DESC as usize];
@@ -379,6 +443,9 @@ impl Shared {
                 let fine = self.bus_master.load(Ordering::Acquire)
                     && self.host.read(base + slot as u64 * C2H_DESC, &mut d).is_ok()
                     && self.host.write(le64(&d, 0), chunk).is_ok();
+                if fine && k + 1 == need {
+                    self.overrun.host(&self.host, le64(&d, 0) + chunk.len() as u64);
+                }
                 if !fine {
                     self.violation(format!("c2h queue {qid} slot {slot}: descriptor read or data write failed"));
                     c.sw[1] |= 2 << SW1_ERR_SHIFT;
@@ -400,6 +467,7 @@ impl Shared {
             if m.pidx == 0 {
                 m.color = !m.color;
             }
+            self.after_entry(&mut m, &mut burst, due);
             st.entries += 1;
             st.remaining -= 1;
             let credits = (pidx + ring - cidx) % ring;
@@ -410,25 +478,10 @@ impl Shared {
         c.hw[0] = (c.hw[0] & !0xffff) | cidx;
         drop(c);
         st.cmpt.insert(qid, m);
-        if cm_ctx[0] & 1 != 0 {
-            // The status descriptor after the last entry (`struct qdma_c2h_cmpt_cmpl_status`),
-            // once per burst: only its last value can be seen.
-            let status = cbase + size as u64 * esz;
-            let _ = self.host.write(status + 4, &(m.color as u32).to_le_bytes());
-            let _ = self.host.store_u32_release(status, m.pidx | m.cidx << 16);
-        }
-        // The interrupt after everything it reports is in memory.
-        self.cmpt_interrupt(st, qid);
-        true
-    }
-
-    /// The completion ring's base from its context, per the IP's layout.
-    fn cmpt_base(&self, w: &[u32; 8]) -> u64 {
-        let high = ((w[2] & 0x03ff_ffff) as u64) << 38;
-        match self.ip {
-            Ip::Eqdma | Ip::Cpm5 => high | (w[1] as u64) << 6 | (((w[5] >> 14) & 0xf) as u64) << 2,
-            _ => high | ((w[1] >> 6) as u64) << 12,
-        }
+        // The status descriptor and interrupt the burst's triggers owe, after everything they
+        // report is in memory: once per burst, as only the last report can be seen.
+        self.after_burst(st, qid, burst);
+        !later
     }
 
     /// The example design's user BAR read.
@@ -440,6 +493,7 @@ impl Shared {
             0x08 => st.gen_control,
             0x10 => (st.matched && st.checked > 0) as u32,
             0x20 => st.gen_count,
+            0x50 => st.cmpt_size,
             _ => 0,
         }
     }
@@ -455,6 +509,8 @@ impl Shared {
                 // transfer); clearing it stops the generator.
                 st.gen_control = value & 0xf;
                 st.remaining = if value & 2 != 0 { st.gen_count } else { 0 };
+                // The generator starts now (not before its last packet's time).
+                st.c2h_free_at = st.c2h_free_at.max(self.clock.now());
                 self.pump(&mut st);
             }
             0x0c if value & 1 != 0 => {
@@ -463,6 +519,8 @@ impl Shared {
                 st.partial.clear();
             }
             0x20 => st.gen_count = value,
+            // C2H_COMPLETION_SIZE: bit 3 the user trigger of every completion (`trigger.rs`).
+            0x50 => st.cmpt_size = value & 0x170f,
             _ => {}
         }
     }
@@ -480,5 +538,21 @@ impl Shared {
 
     pub(crate) fn st_corrupt(&self, on: bool) {
         self.st().corrupt = on;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_pattern_check_agrees_with_the_pattern() {
+        for len in [0, 1, 2, 7, 8, 9, 4095, 65536, 131_075] {
+            let p = super::pattern(len);
+            assert!(super::is_pattern(&p), "{len}");
+            for at in [0, len / 2, len.saturating_sub(1)].into_iter().filter(|_| len > 0) {
+                let mut q = p.clone();
+                q[at] ^= 0x10;
+                assert!(!super::is_pattern(&q), "{len}: byte {at} flipped");
+            }
+        }
     }
 }

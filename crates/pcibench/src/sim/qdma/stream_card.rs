@@ -2,6 +2,7 @@
 //! (`stream.rs`): the same QDMA model as `sim-qdma` (config BAR0) with no MM engine, and BAR2,
 //! the user BAR, holding the example design's C2H traffic generator and H2C checker registers.
 
+use super::super::datapath::ModelClock;
 use super::super::{card_info, CardShape, CardSpec, RegisterModel, SimBar, SimCard};
 use super::card::{QDMA_CONFIG_BAR, QDMA_USER_BAR};
 use super::model::{QdmaModel, QdmaModelConfig, QDMA_BAR_LEN};
@@ -13,19 +14,12 @@ use std::sync::Arc;
 /// The user BAR's size: the example design decodes its registers in the first 4 KiB.
 const USER_BAR_LEN: u64 = 4 << 10;
 
+/// `sim-qdma`'s identity, link and engine; its own name and user BAR.
 pub const SHAPE: CardShape = CardShape {
     name: "sim-qdma-st",
-    vendor: 0x10ee,
-    device: 0x903f,
     device_name: "simulated card (QDMA stream queues with the vendor's example design in user BAR2)",
-    subsystem: (0x10ee, 0x0007),
-    class: (0x058000, "Memory controller"),
     bars: &[(QDMA_CONFIG_BAR, QDMA_BAR_LEN), (QDMA_USER_BAR, USER_BAR_LEN)],
-    link: (3, 16),
-    mps: 256,
-    mps_supported: 512,
-    mrrs: 512,
-    irq: Some(super::state::IRQ),
+    ..super::card::SHAPE
 };
 
 pub struct QdmaStreamCard;
@@ -44,9 +38,14 @@ impl CardSpec for QdmaStreamCard {
 
 /// The stream card with its engine built from `cfg` (its MM engines off, stream on).
 pub fn build(cfg: QdmaModelConfig) -> Result<(SimCard, Arc<QdmaModel>)> {
+    build_with(cfg, ModelClock::real())
+}
+
+/// The same on `clock`'s time (a test's fake clock).
+pub fn build_with(cfg: QdmaModelConfig, clock: ModelClock) -> Result<(SimCard, Arc<QdmaModel>)> {
     let cfg = QdmaModelConfig { mm_h2c: false, mm_c2h: false, stream: true, ..cfg };
     // The model's interrupts as on sim-qdma, the example design's registers in the user BAR.
-    super::card::assemble(cfg, super::super::host_map::HostMap::new(), |m| {
+    super::card::assemble(cfg, super::super::host_map::HostMap::new(), clock, |m| {
         Ok(SimBar::Registers(Arc::new(ExampleBar(m.clone()))))
     })
 }

@@ -2,8 +2,10 @@
 //! BAR0 1 MiB and BAR2 128 KiB of memory, all BARs 64-bit prefetchable, Gen2 x4, MPS 256,
 //! MRRS 512), with an XDMA register block in BAR4 driving 0x128000 bytes of card memory; and
 //! `sim-xdma-st`, the same card built with AXI4-Stream channels and the vendor's loopback
-//! example design behind them (`stream.rs`).
+//! example design behind them (`stream.rs`); `sim-xdma4`, the same card with four
+//! memory-mapped channel pairs.
 
+use super::super::datapath::ModelClock;
 use super::super::mem::Pages;
 use super::super::{card_info, CardShape, CardSpec, SimBar, SimCard};
 use super::model::{XdmaModel, XdmaModelConfig};
@@ -27,6 +29,7 @@ pub const SHAPE: CardShape = CardShape {
     mps_supported: 512,
     mrrs: 512,
     irq: Some(super::model::IRQ),
+    datapath: Some(super::state::DATAPATH),
 };
 
 /// `sim-xdma-st`: the `sim` card's shape with AXI4-Stream channels (the example design's device id
@@ -37,7 +40,31 @@ pub const SHAPE_ST: CardShape = CardShape {
     ..SHAPE
 };
 
+/// `sim-xdma4`: the `sim` card's shape and card memory with four memory-mapped channel pairs (the
+/// most PG195 allows), for several channels at once (`dma --duration`): they share each
+/// direction's datapath as the IP's channels do.
+pub const SHAPE_4: CardShape = CardShape {
+    name: "sim-xdma4",
+    device_name: "simulated card (XDMA with four memory-mapped channel pairs, BARs in host memory)",
+    ..SHAPE
+};
+
 pub struct XdmaCard;
+
+/// The four-channel card.
+pub struct XdmaQuadCard;
+
+impl CardSpec for XdmaQuadCard {
+    fn name(&self) -> &'static str {
+        SHAPE_4.name
+    }
+    fn info(&self) -> DeviceInfo {
+        card_info(&SHAPE_4)
+    }
+    fn build(&self) -> Result<SimCard> {
+        build(XdmaModelConfig { h2c_channels: 4, c2h_channels: 4, ..Default::default() }).map(|(card, _)| card)
+    }
+}
 
 /// The stream card.
 pub struct XdmaStreamCard;
@@ -75,7 +102,16 @@ pub fn build(cfg: XdmaModelConfig) -> Result<(SimCard, Arc<XdmaModel>)> {
 /// The same card seeing the host memory `host` (a fresh card beside one already holding DMA
 /// buffers: a trace's replay).
 pub fn build_on(cfg: XdmaModelConfig, host: Arc<super::super::host_map::HostMap>) -> Result<(SimCard, Arc<XdmaModel>)> {
-    let model = Arc::new(XdmaModel::new(cfg, Arc::clone(&host))?);
+    build_with(cfg, host, ModelClock::real())
+}
+
+/// The card on `clock`'s time (a test's fake clock).
+pub fn build_with(
+    cfg: XdmaModelConfig,
+    host: Arc<super::super::host_map::HostMap>,
+    clock: ModelClock,
+) -> Result<(SimCard, Arc<XdmaModel>)> {
+    let model = Arc::new(XdmaModel::with_clock(cfg, Arc::clone(&host), clock)?);
     let size = |i: u8| SHAPE.bars.iter().find(|b| b.0 == i).map_or(0, |b| b.1 as usize);
     let bars = vec![
         (0, SimBar::Memory(Arc::new(Pages::shared("BAR0", size(0))?))),

@@ -1,7 +1,9 @@
-//! The sim XDMA engine proper: one worker thread per channel that, on each rising edge of run,
-//! fetches descriptors from host memory, checks them as PG195 describes, moves the bytes between
-//! the host buffer and card memory with one memcpy per descriptor, and reports through the
-//! status register, the completed count and the poll-mode writeback word.
+//! The sim XDMA engine proper: on each rising edge of run a channel walks its chain of
+//! descriptors in host memory, checks each as PG195 describes, moves its bytes between the host
+//! buffer and card memory with one memcpy, and reports through the status register, the completed
+//! count and the poll-mode writeback word. It progresses with time (`datapath.rs`): a descriptor
+//! the channel starts at t completes at t + its fetch and beats on `DATAPATH`, and its data moves
+//! when the host next looks after that (`serve`, in the looking thread).
 //!
 //! Descriptor (PG195 "Descriptor Format"): +0x00 [31:16] magic 0xAD4B, [13:8] Nxt_adj,
 //! [7:0] control (0 STOP, 1 COMPLETED, 4 EOP); +0x04 length; +0x08 source; +0x10 destination;
@@ -11,26 +13,16 @@
 //! align_mismatch (hardware behaviour there is undefined; the model makes the mistake visible).
 
 use super::super::host_map::HostFault;
+use super::chain::{Cursor, Desc};
 use super::state::*;
 use crate::direction::Direction;
 use crate::Result;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
 
 const MAGIC: u32 = 0xad4b;
 const DESC_STOP: u32 = 1 << 0;
 const DESC_COMPLETED: u32 = 1 << 1;
 const MAX_LEN: u32 = 0x0fff_ffff;
-
-pub(super) struct Desc {
-    pub control: u32,
-    pub nxt_adj: u32,
-    pub len: u32,
-    pub src: u64,
-    pub dst: u64,
-    pub next: u64,
-}
 
 /// Why the engine stopped: the status bits to log (if enabled) and the model's own words.
 pub(super) type Stop = (u32, String);
@@ -43,77 +35,87 @@ fn le64(b: &[u8], o: usize) -> u64 {
     le32(b, o) as u64 | (le32(b, o + 4) as u64) << 32
 }
 
-pub(crate) fn worker(shared: Arc<Shared>, dir: Direction, index: usize) {
-    let Some(ch) = shared.channel(dir, index) else { return };
-    let mut served = 0u64;
-    while let Some((gen, start)) = wait_for_start(&shared, ch, &mut served) {
-        if let Err((bits, why)) = run_chain(&shared, ch, gen, start) {
-            finish(&shared, ch, gen, bits, Some(why));
+/// A rising edge of run at model time `now` (the run state locked): the chain the SGDMA
+/// registers latched begins.
+pub(crate) fn start(shared: &Shared, ch: &Channel, st: &mut RunState, now: u64) {
+    st.cursor = None;
+    if let Err((bits, why)) = check_block(st.start.addr, st.start.adj) {
+        return finish(shared, ch, bits, Some(why), now);
+    }
+    st.cursor = Some(Cursor { addr: st.start.addr, extra: st.start.adj, free_at: now, desc: None });
+}
+
+/// Bring the channel's chain to model time `now` (the run state locked): every descriptor due by
+/// then completes, its data moved now, in this thread; the next one due is left in `ch.due`.
+/// `force` serves a stalled channel (a stepped test's `step`). Whether a descriptor completed.
+pub(crate) fn serve(shared: &Shared, ch: &Channel, st: &mut RunState, now: u64, force: bool) -> bool {
+    let Some(mut cur) = st.cursor.take() else {
+        ch.due.clear();
+        return false;
+    };
+    let mut moved = false;
+    let stop: Option<(Stop, u64)> = loop {
+        if cur.desc.is_none() {
+            // Clearing run stops the engine after the descriptor in flight (PG195 control bit 0):
+            // between descriptors, it stops here.
+            if ch.control.load(Ordering::Acquire) & CTRL_RUN == 0 {
+                finish(shared, ch, ST_IDLE_STOPPED, None, cur.free_at);
+                ch.due.clear();
+                return moved;
+            }
+            if ch.stalled.load(Ordering::Acquire) && !force {
+                // A hung engine: the run stays, nothing moves, nothing is due.
+                st.cursor = Some(cur);
+                ch.due.clear();
+                return moved;
+            }
+            match fetch(shared, cur.addr) {
+                Ok(d) => {
+                    // The direction's datapath is one for all its channels (PG195: one AXI
+                    // interface, one PCIe direction): the descriptor starts once it is free.
+                    let begin = shared.datapath_free(ch.dir).reserve(cur.free_at, DATAPATH.desc_ns(d.len as u64));
+                    let mut due = begin + DATAPATH.desc_ns(d.len as u64) + ch.shaker.point();
+                    if d.control & (DESC_COMPLETED | DESC_STOP) != 0 {
+                        due += ch.shaker.before_report();
+                    }
+                    cur.desc = Some((d, due));
+                }
+                Err(e) => break Some((e, cur.free_at)),
+            }
         }
-    }
-}
-
-/// Stepped mode: run the channel's latest rising edge of run now, on the caller's thread (the
-/// driver's control write, or a test's step), unless it was served already; whether it ran.
-pub(crate) fn run_now(shared: &Shared, ch: &Channel) -> bool {
-    let Some((gen, start)) = pending(ch) else { return false };
-    if let Err((bits, why)) = run_chain(shared, ch, gen, start) {
-        finish(shared, ch, gen, bits, Some(why));
-    }
-    true
-}
-
-/// Stepped mode: the channel's latest rising edge of run if not served yet, marked served.
-pub(super) fn pending(ch: &Channel) -> Option<(u64, Start)> {
-    let mut st = ch.lock();
-    if st.gen == st.served {
-        return None;
-    }
-    st.served = st.gen;
-    Some((st.gen, st.start))
-}
-
-pub(super) fn wait_for_start(shared: &Shared, ch: &Channel, served: &mut u64) -> Option<(u64, Start)> {
-    super::super::spin::briefly(|| {
-        ch.gen_hint.load(Ordering::Acquire) != *served || shared.shutdown.load(Ordering::Acquire)
-    });
-    let mut st = ch.lock();
-    let mut slept = false;
-    loop {
-        if shared.shutdown.load(Ordering::Acquire) {
-            return None;
+        let due = cur.desc.as_ref().map_or(0, |(_, t)| *t);
+        if due > now {
+            ch.due.set(due);
+            st.cursor = Some(cur);
+            return moved;
         }
-        if st.gen != *served {
-            let prev = std::mem::replace(served, st.gen);
-            let start = (st.gen, st.start);
-            drop(st);
-            ch.waker.at_start(prev, *served, slept);
-            return Some(start);
+        let Some((d, due)) = cur.desc.take() else { continue };
+        cur.free_at = due;
+        if let Err(e) = move_data(shared, ch.dir, &d) {
+            break Some((e, due));
         }
-        st.parked = true;
-        st = ch.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-        st.parked = false;
-        slept = true;
-    }
-}
-
-/// Still the run we are serving: run set, no newer rising edge, model alive.
-fn current(shared: &Shared, ch: &Channel, gen: u64) -> bool {
-    ch.control.load(Ordering::Acquire) & CTRL_RUN != 0
-        && ch.gen_hint.load(Ordering::Acquire) == gen
-        && !shared.shutdown.load(Ordering::Acquire)
-}
-
-/// Wait out the stall test hook; false when run was cleared (or a new run began) meanwhile.
-fn runnable(shared: &Shared, ch: &Channel, gen: u64) -> bool {
-    // Stepped, a stall is taken before the run starts (`XdmaModel::step` runs it anyway).
-    while ch.stalled.load(Ordering::Acquire) && !shared.cfg.stepped {
-        if !current(shared, ch, gen) {
-            return false;
+        ch.perf.moved(d.len as u64);
+        moved = true;
+        match complete(shared, ch, &d, due) {
+            Ok(true) => {}
+            Ok(false) => break None,
+            Err(e) => break Some((e, due)),
         }
-        std::thread::sleep(Duration::from_micros(200));
+        if cur.extra > 0 {
+            cur.addr += 32;
+            cur.extra -= 1;
+        } else {
+            (cur.addr, cur.extra) = (d.next, d.nxt_adj);
+            if let Err(e) = check_block(cur.addr, cur.extra) {
+                break Some((e, due));
+            }
+        }
+    };
+    if let Some(((bits, why), at)) = stop {
+        finish(shared, ch, bits, Some(why), at);
     }
-    current(shared, ch, gen)
+    ch.due.clear();
+    moved
 }
 
 pub(super) fn check_block(addr: u64, extra: u32) -> Result<(), Stop> {
@@ -127,33 +129,6 @@ pub(super) fn check_block(addr: u64, extra: u32) -> Result<(), Stop> {
         ));
     }
     Ok(())
-}
-
-fn run_chain(shared: &Shared, ch: &Channel, gen: u64, start: Start) -> Result<(), Stop> {
-    let (mut addr, mut extra) = (start.addr, start.adj);
-    check_block(addr, extra)?;
-    loop {
-        // Clearing run stops the engine after the descriptor in flight (PG195 control bit 0).
-        if !runnable(shared, ch, gen) {
-            finish(shared, ch, gen, ST_IDLE_STOPPED, None);
-            return Ok(());
-        }
-        super::super::shake::point();
-        let d = fetch(shared, addr)?;
-        move_data(shared, ch.dir, &d)?;
-        // No faster than the datapath: one beat a user-clock cycle (perf.rs says why).
-        ch.perf.moved(d.len as u64);
-        if !complete(shared, ch, gen, &d)? {
-            return Ok(());
-        }
-        if extra > 0 {
-            addr += 32;
-            extra -= 1;
-        } else {
-            (addr, extra) = (d.next, d.nxt_adj);
-            check_block(addr, extra)?;
-        }
-    }
 }
 
 pub(super) fn fetch(shared: &Shared, addr: u64) -> Result<Desc, Stop> {
@@ -217,7 +192,9 @@ fn move_data(shared: &Shared, dir: Direction, d: &Desc) -> Result<(), Stop> {
                 // SAFETY: the host map holds `p` valid for `len` bytes during the closure and
                 // `off + len` is inside card memory (checked above).
                 .with_range(d.src, len, |p| unsafe { card.copy_in(off, p, len as usize) })
-                .map_err(|f| host_fault(ST_READ_ERROR0, "read", f))
+                .map_err(|f| host_fault(ST_READ_ERROR0, "read", f))?;
+            shared.overrun.card(card, d.dst + len);
+            Ok(())
         }
         Direction::C2h => {
             let off = card.range(d.src, len).ok_or_else(|| {
@@ -234,21 +211,16 @@ fn move_data(shared: &Shared, dir: Direction, d: &Desc) -> Result<(), Stop> {
                 .host
                 // SAFETY: as above, for writes.
                 .with_range(d.dst, len, |p| unsafe { card.copy_out(off, p, len as usize) })
-                .map_err(|f| host_fault(ST_WRITE_ERROR0, "write", f))
+                .map_err(|f| host_fault(ST_WRITE_ERROR0, "write", f))?;
+            shared.overrun.host(&shared.host, d.dst + len);
+            Ok(())
         }
     }
 }
 
-/// Count a finished descriptor; true to go on with the next one.
-pub(super) fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Result<bool, Stop> {
-    if d.control & (DESC_COMPLETED | DESC_STOP) != 0 {
-        // A shaken worker may hold back the writeback (or the end of the run).
-        super::super::shake::before_report();
-    }
-    let st = ch.lock();
-    if st.gen != gen {
-        return Ok(false); // a newer run owns the registers now
-    }
+/// Count a finished descriptor, completed at model time `at` (the run state locked); true to go
+/// on with the next one.
+pub(super) fn complete(shared: &Shared, ch: &Channel, d: &Desc, at: u64) -> Result<bool, Stop> {
     let count = ch.completed.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
     let control = ch.control.load(Ordering::Acquire);
     let (completed, stop) = (d.control & DESC_COMPLETED != 0, d.control & DESC_STOP != 0);
@@ -257,12 +229,11 @@ pub(super) fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Res
     // Writeback before idle: whoever sees busy clear also sees the word.
     if completed && control & CTRL_POLL_WB != 0 && !ch.withhold.load(Ordering::Acquire) {
         if let Err(f) = shared.host.store_u32_release(ch.wb_addr(), count & 0x00ff_ffff) {
-            drop(st);
             return Err(host_fault(ST_WRITE_ERROR0, "writeback", f));
         }
     }
     if stop {
-        ch.perf.engine_stopped();
+        ch.perf.engine_stopped(at);
         ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
     }
     // The interrupt after the state it signals: whoever it wakes sees busy clear and the count.
@@ -270,15 +241,11 @@ pub(super) fn complete(shared: &Shared, ch: &Channel, gen: u64, d: &Desc) -> Res
     Ok(!stop)
 }
 
-/// Stop the run `gen`: log `bits` where enabled, write back the error (poll mode), clear busy.
-/// The model also writes the word on an error stop (Sts_err set) so a poller sees it at once;
-/// hardware may not, which is why the driver also watches the status register.
-pub(super) fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Option<String>) {
-    super::super::shake::before_report();
-    let st = ch.lock();
-    if st.gen != gen {
-        return;
-    }
+/// Stop the run at model time `at` (the run state locked): log `bits` where enabled, write back
+/// the error (poll mode), clear busy. The model also writes the word on an error stop (Sts_err
+/// set) so a poller sees it at once; hardware may not, which is why the driver also watches the
+/// status register.
+pub(super) fn finish(shared: &Shared, ch: &Channel, bits: u32, why: Option<String>, at: u64) {
     let control = ch.control.load(Ordering::Acquire);
     let mut logged = bits & control & ST_LOGGABLE;
     // The reason is in the status register before the error writeback tells the driver to look.
@@ -296,8 +263,7 @@ pub(super) fn finish(shared: &Shared, ch: &Channel, gen: u64, bits: u32, why: Op
         ch.set_fault(why);
     }
     ch.status.fetch_or(logged, Ordering::AcqRel);
-    ch.perf.engine_stopped();
+    ch.perf.engine_stopped(at);
     ch.status.fetch_and(!ST_BUSY, Ordering::AcqRel);
     shared.update_irq(ch);
-    drop(st);
 }

@@ -4,8 +4,11 @@
 //! loopback example design behind them, on `sim-xdma-st`).
 
 pub mod card;
+mod chain;
 pub(super) mod engine;
+mod intx;
 pub mod model;
 pub mod perf;
+pub(super) mod rules;
 pub(super) mod state;
 pub mod stream;

@@ -5,23 +5,26 @@
 //! from the channel's run bit rising (which clears it) to the completion of the descriptor with
 //! the stop bit, as PG195 describes auto.
 //!
-//! The model's user clock is `CLOCK_HZ` (250 MHz, an UltraScale+ Gen3 XDMA's axi_aclk), fixed,
-//! and the engine moves at most one data beat of the datapath width the config block reports
-//! (`DATA_WIDTH_BYTES`) per cycle of it, as the IP does: each descriptor completes no sooner than
-//! its run's beats so far take at that clock (`moved`). Cycles are the counting time's nanoseconds
-//! scaled to the clock, so the counts stay consistent with each other and with the host's clock:
-//! an auto-mode run's cycles are at least its beats (no more than one beat a cycle), and its
-//! cycles over the clock are no longer than the run's wall time (a busy share of at most 100%).
-//! Without the pacing, a host copying at memory speed counted 8192 beats in 599 cycles (27 GB/s
-//! through a 2 GB/s datapath).
+//! The monitor counts on the model's time (`datapath.rs`) at the user clock (`CLOCK_HZ`, 250 MHz)
+//! and in beats of the datapath width the config block reports (`DATA_WIDTH_BYTES`). The engine
+//! moves at most a beat a cycle (`DATAPATH`: each descriptor completes its fetch and its beats
+//! after it starts), and auto mode counts from the run bit rising to the modeled completion of the
+//! stop descriptor, so an auto-mode run's cycles are at least its beats and its cycles over the
+//! clock are the run's modeled time, never longer than the host's wall time around it (a busy share
+//! of at most 100%). Without pacing, a host copying at memory speed once counted 8192 beats in 599
+//! cycles (27 GB/s through a 2 GB/s datapath).
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-/// The model's user clock.
-pub const CLOCK_HZ: f64 = 250e6;
-/// Bytes per data beat: the 64-bit datapath the config block reports (code 0 at 0x3018).
+/// The user clock the datapath and the performance monitor run at: 250 MHz, the axi_aclk PG195
+/// gives a Gen2 x4 (and Gen3 x8) configuration.
+pub const USER_CLOCK_HZ: u64 = 250_000_000;
+/// Bytes per data beat: the 64-bit AXI datapath of a Gen2 x4 configuration (PG195 "AXI data
+/// width"), which the config block reports (code 0 at 0x3018).
 pub const DATA_WIDTH_BYTES: u64 = 8;
+
+/// The model's user clock, as the driver's figures take it.
+pub const CLOCK_HZ: f64 = USER_CLOCK_HZ as f64;
 
 pub(crate) const PERF_AUTO: u32 = 1 << 0;
 pub(crate) const PERF_CLEAR: u32 = 1 << 1;
@@ -30,14 +33,9 @@ pub(crate) const PERF_RUN: u32 = 1 << 2;
 const MAX_COUNT: u64 = (1 << 42) - 1;
 const HI_MAXED: u32 = 1 << 16;
 
-/// Whole cycles of the user clock in `d`.
-fn cycles_in(d: Duration) -> u64 {
-    (d.as_nanos() * CLOCK_HZ as u128 / 1_000_000_000) as u64
-}
-
-/// The time `beats` take at one a cycle, rounded up to whole nanoseconds.
-fn time_of(beats: u64) -> Duration {
-    Duration::from_nanos((beats as u128 * 1_000_000_000).div_ceil(CLOCK_HZ as u128) as u64)
+/// Whole cycles of the user clock in `ns` nanoseconds.
+fn cycles_in(ns: u64) -> u64 {
+    (ns as u128 * USER_CLOCK_HZ as u128 / 1_000_000_000) as u64
 }
 
 #[derive(Default)]
@@ -46,20 +44,18 @@ struct State {
     /// Cycles counted up to `since` (or in all, when stopped).
     cycles: u64,
     beats: u64,
-    /// Counting since then (None: stopped).
-    since: Option<Instant>,
-    /// The engine's current run: when it started and the beats it has moved since (the pace).
-    run: Option<(Instant, u64)>,
+    /// Counting since then, model ns (None: stopped).
+    since: Option<u64>,
 }
 
 impl State {
-    fn cycles_at(&self, now: Instant) -> u64 {
-        self.cycles.saturating_add(self.since.map_or(0, |t| cycles_in(now.saturating_duration_since(t))))
+    fn cycles_at(&self, now: u64) -> u64 {
+        self.cycles.saturating_add(self.since.map_or(0, |t| cycles_in(now.saturating_sub(t))))
     }
 
-    /// Stop counting: what was counted so far stays.
-    fn halt(&mut self) {
-        self.cycles = self.cycles_at(Instant::now());
+    /// Stop counting at `at`: what was counted so far stays.
+    fn halt(&mut self, at: u64) {
+        self.cycles = self.cycles_at(at);
         self.since = None;
     }
 }
@@ -73,10 +69,9 @@ impl Perf {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A write to +0xC0.
-    pub fn control(&self, value: u32) {
+    /// A write to +0xC0 at model time `now`.
+    pub fn control(&self, value: u32, now: u64) {
         let mut s = self.lock();
-        let now = Instant::now();
         if value & PERF_CLEAR != 0 {
             (s.cycles, s.beats) = (0, 0);
             s.since = s.since.map(|_| now);
@@ -84,57 +79,44 @@ impl Perf {
         let run = value & PERF_RUN != 0;
         s.ctrl = value & (PERF_AUTO | PERF_RUN);
         if !run {
-            s.halt();
+            s.halt(now);
         } else if value & PERF_AUTO == 0 && s.since.is_none() {
             s.since = Some(now);
         }
     }
 
-    /// The channel's run bit rose: the pace starts over, and an armed monitor in auto mode
-    /// clears and starts counting at the same instant.
-    pub fn engine_started(&self) {
+    /// The channel's run bit rose at `now`: an armed monitor in auto mode clears and starts
+    /// counting at that instant.
+    pub fn engine_started(&self, now: u64) {
         let mut s = self.lock();
-        let now = Instant::now();
-        s.run = Some((now, 0));
         if s.ctrl == PERF_AUTO | PERF_RUN {
             (s.cycles, s.beats, s.since) = (0, 0, Some(now));
         }
     }
 
-    /// The run ended (its stop descriptor completed, or it stopped): auto mode stops counting.
-    pub fn engine_stopped(&self) {
+    /// The run ended at model time `at` (its stop descriptor's completion, or where it stopped):
+    /// auto mode stops counting there.
+    pub fn engine_stopped(&self, at: u64) {
         let mut s = self.lock();
-        s.run = None;
-        if s.ctrl & PERF_AUTO != 0 {
-            s.halt();
+        if s.ctrl & PERF_AUTO != 0 && s.since.is_some() {
+            let at = at.max(s.since.unwrap_or(at));
+            s.halt(at);
         }
     }
 
-    /// `bytes` moved: beats of the datapath width, counted where the monitor counts; returns
-    /// no sooner than the run's beats so far fit in the time since it started at one beat a
-    /// cycle, so the descriptor that moved them completes no sooner than the datapath could have
-    /// moved them. Bounded by that time; spins, yielding, as the copy it stands for would.
+    /// `bytes` moved: beats of the datapath width, counted where the monitor counts (the time
+    /// they took is the model's: `engine.rs`).
     pub fn moved(&self, bytes: u64) {
-        let due = {
-            let mut s = self.lock();
-            let beats = bytes.div_ceil(DATA_WIDTH_BYTES);
-            if s.since.is_some() {
-                s.beats = s.beats.saturating_add(beats);
-            }
-            if let Some((_, b)) = &mut s.run {
-                *b = b.saturating_add(beats);
-            }
-            s.run.map(|(t, b)| t + time_of(b))
-        };
-        while due.is_some_and(|due| Instant::now() < due) {
-            std::thread::yield_now();
+        let mut s = self.lock();
+        if s.since.is_some() {
+            s.beats = s.beats.saturating_add(bytes.div_ceil(DATA_WIDTH_BYTES));
         }
     }
 
-    /// A read of +0xC0..+0xD0 (`reg` the offset).
-    pub fn read(&self, reg: u32) -> u32 {
+    /// A read of +0xC0..+0xD0 (`reg` the offset) at model time `now`.
+    pub fn read(&self, reg: u32, now: u64) -> u32 {
         let s = self.lock();
-        let cycles = s.cycles_at(Instant::now());
+        let cycles = s.cycles_at(now);
         let hi = |v: u64| if v > MAX_COUNT { HI_MAXED | (MAX_COUNT >> 32) as u32 } else { (v >> 32) as u32 };
         let lo = |v: u64| v.min(MAX_COUNT) as u32;
         match reg {
@@ -148,48 +130,44 @@ impl Perf {
     }
 
     /// Test hook: preset the counts (a monitor about to saturate).
-    pub fn preset(&self, cycles: u64, beats: u64) {
+    pub fn preset(&self, cycles: u64, beats: u64, now: u64) {
         let mut s = self.lock();
         (s.cycles, s.beats) = (cycles, beats);
-        s.since = s.since.map(|_| Instant::now());
+        s.since = s.since.map(|_| now);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::datapath::Datapath;
 
-    fn count(p: &Perf, lo: u32, hi: u32) -> u64 {
-        ((p.read(hi) as u64 & 0x3ff) << 32) | p.read(lo) as u64
+    fn count(p: &Perf, lo: u32, hi: u32, now: u64) -> u64 {
+        ((p.read(hi, now) as u64 & 0x3ff) << 32) | p.read(lo, now) as u64
     }
 
-    /// Issue 37: an auto-mode run's counts are consistent: at least one cycle per beat, and no
-    /// more cycles than the run's wall time holds at the fixed clock. The model that counted
-    /// wall time alone gave 131072 beats in the few hundred cycles these calls take.
+    /// Issue 37: an auto-mode run's counts are consistent: at least one cycle per beat, and its
+    /// cycles the run's modeled time at the clock. The model that counted wall time alone gave
+    /// 131072 beats in the few hundred cycles these calls take.
     #[test]
-    fn a_run_is_counted_at_one_beat_a_cycle_and_within_its_wall_time() {
+    fn a_run_is_counted_at_one_beat_a_cycle_over_its_modeled_time() {
+        let d: Datapath = super::super::state::DATAPATH;
         let p = Perf::default();
-        p.control(PERF_AUTO | PERF_RUN);
-        let t = Instant::now();
-        p.engine_started();
+        p.control(PERF_AUTO | PERF_RUN, 0);
+        p.engine_started(1000);
         p.moved(1 << 20);
         p.moved(8);
-        p.engine_stopped();
-        let wall = t.elapsed();
-        let (cycles, beats) = (count(&p, 0xc4, 0xc8), count(&p, 0xcc, 0xd0));
+        let end = 1000 + d.desc_ns(1 << 20) + d.desc_ns(8);
+        p.engine_stopped(end);
+        let (cycles, beats) = (count(&p, 0xc4, 0xc8, end + 5000), count(&p, 0xcc, 0xd0, end + 5000));
         assert_eq!(beats, (1 << 17) + 1);
         assert!(cycles >= beats, "{beats} beats in {cycles} cycles");
-        let wall_cycles = (wall.as_nanos() as f64 * CLOCK_HZ / 1e9) as u64;
-        assert!(cycles <= wall_cycles, "{cycles} cycles in a run of {wall:?}");
-        // Stopped: the counts hold.
-        assert_eq!(count(&p, 0xc4, 0xc8), cycles);
+        assert_eq!(cycles, cycles_in(end - 1000), "the run's modeled time, held after it stopped");
     }
 
     #[test]
-    fn cycles_and_time_convert_at_the_user_clock() {
-        assert_eq!(cycles_in(Duration::from_micros(4)), 1000);
-        assert_eq!(time_of(1000), Duration::from_micros(4));
-        assert_eq!(time_of(1), Duration::from_nanos(4));
-        assert_eq!(cycles_in(time_of(12_345)), 12_345);
+    fn cycles_convert_at_the_user_clock() {
+        assert_eq!(cycles_in(4000), 1000);
+        assert_eq!(cycles_in(3), 0);
     }
 }

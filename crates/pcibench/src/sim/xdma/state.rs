@@ -1,18 +1,28 @@
 //! The sim XDMA's registers and state, shared by the register front end (`model.rs`) and
-//! the channel workers (`engine.rs`): PG195's targets, control and status bits, and one
-//! channel's registers.
+//! the channels' engines (`engine.rs`, `stream.rs`): PG195's targets, control and status bits,
+//! one channel's registers, and the datapath they move at.
 
 use super::super::card_memory::CardMemory;
+use super::super::datapath::{Datapath, Due, ModelClock};
 use super::super::host_map::HostMap;
 use super::super::irq::SimIrq;
+use super::super::shake::Shaker;
 use crate::direction::Direction;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Card (AXI) memory behind the sim card's DMA engine: seed 000's dma_blkram size.
 pub const CARD_MEMORY_SIZE: u64 = 0x12_8000;
 /// Length of the DMA register BAR.
 pub const XDMA_BAR_LEN: u64 = 64 << 10;
+pub use super::perf::{DATA_WIDTH_BYTES, USER_CLOCK_HZ};
+/// The XDMA engine's datapath: a beat a cycle (2,000 MB/s per direction), each 32-byte
+/// descriptor fetched over it too (4 beats).
+pub const DATAPATH: Datapath = Datapath {
+    bytes_per_s: USER_CLOCK_HZ * DATA_WIDTH_BYTES,
+    desc_bytes: 32,
+    basis: "XDMA (PG195): a 64-bit AXI datapath at 250 MHz, a Gen2 x4 configuration's",
+};
 
 // Targets (address bits 15:12).
 pub(crate) const T_H2C: u32 = 0;
@@ -62,13 +72,17 @@ pub struct XdmaModelConfig {
     pub addr_align: u8,
     pub len_granularity: u8,
     pub addr_bits: u8,
-    /// Stepped (deterministic) mode for tests (issue #34): no worker thread; a channel runs its
-    /// chain inside the driver's run-bit write (or a test's `step`), so the order of events is
-    /// the test's, never the scheduler's.
+    /// Stepped (deterministic) mode for tests (issue #34): every due time is now, so a channel
+    /// runs its whole chain inside the driver's run-bit write (or a test's `step`) and the order
+    /// of events is the test's alone. Otherwise the channels progress with time at `DATAPATH`,
+    /// whenever the host looks (`datapath.rs`).
     pub stepped: bool,
     /// AXI4-Stream channels (identifier bit 15) with the vendor's loopback example design as the
     /// far end (`stream.rs`), instead of memory-mapped channels over card memory.
     pub stream: bool,
+    /// The function's INTx pin (config byte 0x3D): 1-4 for INTA-INTD, as the IP's "Legacy
+    /// Interrupt Settings" choose.
+    pub intx_pin: u8,
 }
 
 impl Default for XdmaModelConfig {
@@ -83,6 +97,7 @@ impl Default for XdmaModelConfig {
             addr_bits: 64,
             stepped: false,
             stream: false,
+            intx_pin: 1,
         }
     }
 }
@@ -96,12 +111,11 @@ pub(crate) struct Start {
 
 #[derive(Default)]
 pub(crate) struct RunState {
-    /// Rising edges of run so far; the worker serves each one once.
+    /// Rising edges of run so far.
     pub gen: u64,
     pub start: Start,
-    pub parked: bool,
-    /// Stepped mode: the last rising edge served (the worker keeps its own count).
-    pub served: u64,
+    /// The memory-mapped chain being served (`engine.rs`); None: idle.
+    pub cursor: Option<super::chain::Cursor>,
 }
 
 /// A value alone on its cache line (128 bytes covers adjacent-line prefetch on x86-64 and the
@@ -131,13 +145,10 @@ pub(crate) struct Channel {
     pub sg_adj: AtomicU32,
     pub sg_credits: AtomicU32,
     pub run: Mutex<RunState>,
-    pub wake: Condvar,
-    /// The CPU of the thread that last woke the parked worker, which the worker keeps off.
-    pub waker: super::super::placement::Waker,
-    /// Mirror of `run.gen` for lock-free checks by the worker. On its own cache line: the
-    /// idle worker spins on it, and sharing a line with registers the CPU writes would make
-    /// every register write a cross-core cache miss.
-    pub gen_hint: CacheLine<AtomicU64>,
+    /// When the channel next completes something (model time): a poll looks here first.
+    pub due: Due,
+    /// Holds completions back under `PCIBENCH_SIM_SHAKE`.
+    pub shaker: Shaker,
     /// Test hook: the engine accepts a run but moves nothing until released.
     pub stalled: AtomicBool,
     /// Test hook: after run is cleared the channel reads busy for this many more status reads
@@ -146,13 +157,13 @@ pub(crate) struct Channel {
     /// Test hook: the engine writes no writeback (the completed count at +0x48 still moves).
     pub withhold: AtomicBool,
     pub last_fault: Mutex<Option<String>>,
-    pub worker_started: AtomicBool,
     /// The performance monitor (+0xC0..+0xD0).
     pub perf: super::perf::Perf,
 }
 
 impl Channel {
-    pub fn new(dir: Direction, index: u8) -> Channel {
+    /// Channel `index` of `dir`; `unshaken`: a stepped model's, or one on a test's clock.
+    pub fn new(dir: Direction, index: u8, unshaken: bool) -> Channel {
         Channel {
             dir,
             index,
@@ -167,14 +178,12 @@ impl Channel {
             sg_adj: AtomicU32::new(0),
             sg_credits: AtomicU32::new(0),
             run: Mutex::new(RunState::default()),
-            wake: Condvar::new(),
-            waker: Default::default(),
-            gen_hint: CacheLine(AtomicU64::new(0)),
+            due: Due::default(),
+            shaker: Shaker::new(&format!("sim-xdma-{dir}{index}"), unshaken),
             stalled: AtomicBool::new(false),
             linger: AtomicU32::new(0),
             withhold: AtomicBool::new(false),
             last_fault: Mutex::new(None),
-            worker_started: AtomicBool::new(false),
             perf: Default::default(),
         }
     }
@@ -192,7 +201,7 @@ impl Channel {
     }
 }
 
-/// State shared by the register front end and the channel workers.
+/// State shared by the register front end and the channels' engines.
 pub(crate) struct Shared {
     pub cfg: XdmaModelConfig,
     pub h2c: Vec<Channel>,
@@ -200,8 +209,8 @@ pub(crate) struct Shared {
     pub card: CardMemory,
     pub host: Arc<HostMap>,
     pub bus_master: AtomicBool,
-    /// Read by spinning workers: kept off the lines the register front end writes.
-    pub shutdown: CacheLine<AtomicBool>,
+    /// The time the channels progress by.
+    pub clock: ModelClock,
     pub irq: Vec<AtomicU32>,
     pub config: Vec<AtomicU32>,
     pub common: Vec<AtomicU32>,
@@ -211,14 +220,51 @@ pub(crate) struct Shared {
     pub irq_out: Arc<SimIrq>,
     /// What else the model saw a driver do that the real engine would act on badly, in words.
     pub violations: Mutex<Vec<String>>,
+    /// The overrun fault (`sim::overrun`): each descriptor also writes one byte past its end.
+    pub overrun: crate::sim::overrun::Overrun,
+    /// The user logic's interrupt requests (usr_irq_req[15:0]), a test hook's.
+    pub user_req: AtomicU32,
+    /// When each direction's datapath is next free (H2C, C2H), in model time: its channels take
+    /// turns on it (`Busy::reserve`).
+    pub busy: [Busy; 2],
+}
+
+/// A datapath several channels share: the model time it is reserved until. A channel reserves
+/// one descriptor at a time, when it fetches it, so channels with work take turns on it.
+#[derive(Debug, Default)]
+pub(crate) struct Busy(AtomicU64);
+
+impl Busy {
+    /// Reserve `ns` from `from` or from when the datapath is next free, whichever is later: the
+    /// reservation's start.
+    pub fn reserve(&self, from: u64, ns: u64) -> u64 {
+        let mut cur = self.0.load(Ordering::Acquire);
+        loop {
+            let begin = from.max(cur);
+            match self.0.compare_exchange_weak(cur, begin.saturating_add(ns), Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return begin,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
 }
 
 /// The IRQ block's channel interrupt enable register (0x10), as a word index into `Shared::irq`.
 pub(crate) const IRQ_CHANNEL_ENABLE: usize = 0x10 / 4;
 /// The IRQ block's first channel vector register (0xA0), as a word index into `Shared::irq`.
 pub(crate) const IRQ_CHANNEL_VECTORS: usize = 0xa0 / 4;
+/// The IRQ block's user interrupt enable (0x04) and first user vector register (0x80).
+pub(crate) const IRQ_USER_ENABLE: usize = 1; // 0x04 / 4
+pub(crate) const IRQ_USER_VECTORS: usize = 0x80 / 4;
+/// User interrupt n is interrupt source `USER_SOURCE + n` of the card's `SimIrq`.
+const USER_SOURCE: u32 = 16;
 
 impl Shared {
+    /// The datapath `dir`'s channels share.
+    pub fn datapath_free(&self, dir: Direction) -> &Busy {
+        &self.busy[usize::from(dir == Direction::C2h)]
+    }
+
     /// The channel's bit in the IRQ block's channel registers: H2C channels first, then C2H
     /// (PG195 "IRQ Block Channel Interrupt Request"; libxdma.c numbers its engines the same way).
     pub fn irq_bit(&self, ch: &Channel) -> u32 {
@@ -242,6 +288,8 @@ impl Shared {
         let enabled = self.irq[IRQ_CHANNEL_ENABLE].load(Ordering::Acquire);
         let on = status & mask & ST_LOGGABLE != 0 && enabled & (1 << bit) != 0;
         let vector = self.irq[IRQ_CHANNEL_VECTORS + bit as usize / 4].load(Ordering::Acquire) >> (8 * (bit % 4)) & 0x1f;
+        let name = || format!("{} channel {}", ch.dir.to_string().to_uppercase(), ch.index);
+        let on = on && self.intx_line(vector, name);
         self.irq_out.set(bit, vector, on, || {
             format!(
                 "{} channel {} raised its interrupt (status {:#x} in the interrupt enable mask {mask:#x}, IRQ block \
@@ -253,9 +301,38 @@ impl Shared {
         });
     }
 
-    /// `update_irq` for every channel (an IRQ block register changed).
+    /// Whether an interrupt on `vector` reaches the host (`intx::line`); a violation where not.
+    fn intx_line(&self, vector: u32, what: impl FnOnce() -> String) -> bool {
+        match super::intx::line(self.irq_out.signals(), self.cfg.intx_pin, vector, what) {
+            Ok(()) => true,
+            Err(v) => {
+                self.violation(v);
+                false
+            }
+        }
+    }
+
+    /// `update_irq` for every channel and user interrupt (an IRQ block register changed).
     pub fn update_irqs(&self) {
         self.h2c.iter().chain(&self.c2h).for_each(|c| self.update_irq(c));
+        self.update_user_irqs();
+    }
+
+    /// The user interrupts: user request n raises its vector (IRQ block user vector registers,
+    /// 0x80..) while its enable (0x04) is set, a level for as long as the design requests it
+    /// (PG195 "IRQ Block User Interrupt Enable Mask", "User Interrupts").
+    pub fn update_user_irqs(&self) {
+        let (req, enabled) = (self.user_req.load(Ordering::Acquire), self.irq[IRQ_USER_ENABLE].load(Ordering::Acquire));
+        for n in 0..16u32 {
+            let word = self.irq[IRQ_USER_VECTORS + n as usize / 4].load(Ordering::Acquire);
+            let vector = word >> (8 * (n % 4)) & 0x1f;
+            let on = req & enabled & 1 << n != 0 && self.intx_line(vector, || format!("user interrupt {n}"));
+            self.irq_out.set(USER_SOURCE + n, vector, on, || {
+                format!(
+                    "user interrupt {n} raised its interrupt (requested by the design, enabled at 0x2004 {enabled:#x})"
+                )
+            });
+        }
     }
 
     /// The channels that request now (IRQ block "Channel Interrupt Request", +0x44), by bit.
@@ -269,6 +346,20 @@ impl Shared {
 
     pub fn violation(&self, what: String) {
         self.violations.lock().unwrap_or_else(|e| e.into_inner()).push(what);
+    }
+
+    /// Model time now; stepped, every due time has come.
+    pub fn now(&self) -> u64 {
+        if self.cfg.stepped {
+            u64::MAX
+        } else {
+            self.clock.now()
+        }
+    }
+
+    /// Every channel, H2C first.
+    pub fn channels(&self) -> impl Iterator<Item = &Channel> {
+        self.h2c.iter().chain(&self.c2h)
     }
 
     pub fn channel(&self, dir: Direction, index: usize) -> Option<&Channel> {

@@ -322,6 +322,12 @@ impl super::EngineDriver for EduDriver {
         "QEMU's edu device (1234:11e8): 4 KiB card buffer, ~100 ms per transfer"
     }
 
+    /// QEMU hw/misc/edu.c `edu_mmio_read`: 4-byte accesses anywhere, 8-byte ones from 0x80 (below
+    /// it they read all-ones).
+    fn register_widths(&self) -> &'static [crate::mmio::Width] {
+        &[crate::mmio::Width::B32, crate::mmio::Width::B64]
+    }
+
     fn default_dma_bits(&self) -> u32 {
         EDU_DEFAULT_DMA_BITS
     }

@@ -63,6 +63,10 @@ pub(crate) struct IntrRing {
     pub color: bool,
     /// Function-relative queue whose doorbells the last CIDX update went to.
     last_queue: Option<u16>,
+    /// The ring's context is programmed and valid: a CIDX update goes to the card only then (a
+    /// vector that fires late, after the context was invalidated at a run's end, is a stale wake
+    /// with no ring to answer; libqdma writes the CIDX only while the ring is set up).
+    pub live: bool,
 }
 
 // SAFETY: `ptr` points into `_mem`, owned by the ring; only the engine's thread touches it.
@@ -93,8 +97,17 @@ impl IntrRing {
         };
         // SAFETY: off + page <= the segment's end <= mem.len().
         let ptr = unsafe { mem.as_ptr().add(off as usize) };
-        let mut ring =
-            IntrRing { _mem: mem, ptr, bus, entries: IE_PER_PAGE, index, cidx: 0, color: true, last_queue: None };
+        let mut ring = IntrRing {
+            _mem: mem,
+            ptr,
+            bus,
+            entries: IE_PER_PAGE,
+            index,
+            cidx: 0,
+            color: true,
+            last_queue: None,
+            live: false,
+        };
         // Fresh memory may hold anything, an old entry's colour included.
         ring.reset();
         Ok(ring)
@@ -137,6 +150,9 @@ impl IntrRing {
     /// The interrupt CIDX update at `queue`'s doorbells (function-relative), or at the last
     /// queue it went to when no entry named one (libqdma's stale update); none before any.
     pub fn update_cidx(&mut self, bar: &dyn BarRegion, queue: Option<u16>) -> Result<()> {
+        if !self.live {
+            return Ok(());
+        }
         let Some(q) = queue.or(self.last_queue) else { return Ok(()) };
         self.last_queue = Some(q);
         let v = self.cidx & INT_CIDX_SW | (self.index & INT_CIDX_RING) << INT_CIDX_RING_SHIFT;

@@ -15,9 +15,9 @@ fn card(misc: u32) -> Card {
     Card::new(QdmaModelConfig { misc_cap: misc, ..Default::default() })
 }
 
-/// The card in stepped mode (no worker thread: the engine serves a queue inside the driver's
-/// doorbell write), for the tests that assert exact progress: their order is theirs, not the
-/// scheduler's (issue #34).
+/// The card in stepped mode (every due time is now: the engine serves a queue inside the
+/// driver's doorbell write), for the tests that assert exact progress: their order is theirs, not
+/// the clock's (issues #34, #52).
 fn stepped(misc: u32) -> Card {
     Card::new(QdmaModelConfig { misc_cap: misc, stepped: true, ..Default::default() })
 }

@@ -133,9 +133,10 @@ impl ContextAccess<'_> {
             if start.elapsed() >= self.timeout {
                 return Err(Error::Device(format!(
                     "QDMA context command ({op:?} {} of id {id}) still busy after {:?} (0x844 reads {v:#010x}): \
-                     the context RAM is not answering; reset the card (reload its FPGA image) and try again",
+                     the context RAM is not answering; {} and try again",
                     sel.name(),
-                    self.timeout
+                    self.timeout,
+                    crate::dma::engines::reset_the_card(self.bar)
                 )));
             }
             if polls > 8 {

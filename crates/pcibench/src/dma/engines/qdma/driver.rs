@@ -3,6 +3,7 @@
 
 use super::super::{Detected, EngineDriver, EngineOptions, Opened};
 use super::probe::{find_config_bar, probe, XILINX_VENDOR};
+use super::st::Mode;
 use super::{QdmaEngine, QdmaOptions, DEFAULT_CARD_SIZE};
 use crate::access::{DeviceAccess, IoMode, Mapping};
 use crate::dma::DmaAllocator;
@@ -42,7 +43,7 @@ impl EngineDriver for QdmaDriver {
         let mdma = &found.details;
         let on = |k: &str| mdma.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
         if !on("mm_h2c") && !on("mm_c2h") && (on("st_h2c") || on("st_c2h")) {
-            let (known, line) = if super::st::far_end(info) {
+            let (known, line) = if super::st::far_end(info, None) {
                 (
                     true,
                     format!(
@@ -84,16 +85,61 @@ impl EngineDriver for QdmaDriver {
             card_size: opts.card_size.unwrap_or(DEFAULT_CARD_SIZE),
             simulated: info.simulated,
             intr: opts.qdma_intr.unwrap_or_default(),
+            trigger: opts.cmpt_trigger.unwrap_or_default(),
             ..Default::default()
         };
         let probed = super::probe::probe(&*bar)?;
-        let stream_only = !probed.mm_h2c && !probed.mm_c2h && (probed.st_h2c || probed.st_c2h);
-        let engine = match probed.user_bar {
-            Some(user) if stream_only && super::st::far_end(info) => {
+        let (has_mm, has_st) = (probed.mm_h2c || probed.mm_c2h, probed.st_h2c || probed.st_c2h);
+        // Where the card has both kinds of engine, MM unless `--mode st` asks (issue 50 item 12).
+        let mode = match opts.qdma_mode {
+            Some(Mode::Mm) if !has_mm => {
+                return Err(Error::usage(
+                    "--mode mm: this QDMA has no memory-mapped engine: drop --mode or use --mode st",
+                ))
+            }
+            Some(Mode::St) if !has_st => {
+                return Err(Error::usage("--mode st: this QDMA has no stream engine: drop --mode or use --mode mm"))
+            }
+            Some(m) => m,
+            None if has_mm || !has_st => Mode::Mm,
+            None => Mode::St,
+        };
+        let engine = match mode {
+            Mode::Mm => {
+                if opts.design.is_some() {
+                    return Err(Error::usage(
+                        "--design qdma-example names the far end of stream queues; memory-mapped queues move card memory: add --mode st or drop --design",
+                    ));
+                }
+                if opts.cmpt_trigger.is_some() {
+                    // MM queues report by status writeback; there is no completion ring to moderate.
+                    return Err(Error::usage(
+                        "--cmpt-trigger applies to stream queues' completion rings; this run drives memory-mapped queues, which have none: drop it (or add --mode st where the card has stream engines)",
+                    ));
+                }
+                QdmaEngine::new(bar, alloc, o)?
+            }
+            Mode::St => {
+                if !super::st::far_end(info, opts.design) {
+                    return Err(Error::Unsupported(super::st::no_far_end()));
+                }
+                if opts.card_addr.is_some() {
+                    // Accepted and not applied would measure something else than asked.
+                    return Err(Error::usage(
+                        "QDMA stream queues have no card address (the example design makes and checks the data): drop --card-addr",
+                    ));
+                }
+                let user = probed.user_bar.ok_or_else(|| {
+                    Error::Unsupported(
+                        "the QDMA example design lives in the user BAR, and this function names none (BARLITE_EXT): \
+                         its stream queues have no far end pcibench can reach"
+                            .into(),
+                    )
+                })?;
+                // `--design qdma-example` is the consent to write those registers.
                 let user = dev.open_bar(user, Mapping::Uc, IoMode::Mmap)?;
                 QdmaEngine::new_stream(bar, user, alloc, o)?
             }
-            _ => QdmaEngine::new(bar, alloc, o)?,
         };
         Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }

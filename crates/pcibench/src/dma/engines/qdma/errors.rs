@@ -56,7 +56,7 @@ const DSC_DMA_WORDS: &str = "DMA engine error (a data transfer failed: the host 
 const DSC_UR_CA_WORDS: &str =
     "unsupported request or completer abort on a descriptor fetch (the ring's bus address is not reachable)";
 const DSC_PARAM_WORDS: &str = "descriptor parameter error (ring size, producer index, length or queue settings)";
-const DSC_DSC_WORDS: &str = "descriptor error (an invalid producer index update, or a descriptor without DV)";
+const DSC_DSC_WORDS: &str = "descriptor error (an invalid producer index update)";
 const DSC_S3: Words = &[
     (S3_DSC_POISON, "poisoned descriptor completion"),
     (S3_DSC_UR_CA, DSC_UR_CA_WORDS),

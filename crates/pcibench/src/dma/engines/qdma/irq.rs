@@ -17,7 +17,8 @@
 //! The error interrupt: libqdma gives the master PF's error interrupt a vector before the data
 //! vectors (`intr_setup`), points GLBL_ERR_INT at it (`qdma_err_intr_setup`: function and vector)
 //! and arms it (`qdma_hw_error_intr_rearm`); its handler reads and clears the error status
-//! (`qdma_hw_error_process`) and re-arms. pcibench routes vector 0 to errors and the data from
+//! (`qdma_hw_error_process`) and re-arms. Only the master PF takes it: found armed for another
+//! function, it is left alone and errors are polled. pcibench routes vector 0 to errors and the data from
 //! vector 1 (everything on vector 0 when only one is routed); an error that fires it fails the run
 //! at once with the error named (`fail` reads and clears the global and leaf status), one the run
 //! survives (a leaf pcibench did not enable) is noted and the interrupt re-armed.
@@ -39,6 +40,12 @@ use std::time::Duration;
 pub(super) const SLICE: Duration = Duration::from_millis(20);
 /// The error interrupt's vector (libqdma's error vector precedes its data vectors).
 pub(super) const ERR_VECTOR: u16 = 0;
+
+/// The function GLBL_ERR_INT (as `found`) is armed for, when that is not `func`: the error
+/// interrupt is another function's to keep. `mask`: the IP's function field.
+pub(super) fn err_int_owner(found: u32, func: u32, mask: u32) -> Option<u32> {
+    (found & ERR_INT_ARM != 0 && found & mask != func & mask).then_some(found & mask)
+}
 
 impl QdmaEngine {
     /// The mode `--qdma-intr` chose.
@@ -95,10 +102,24 @@ impl QdmaEngine {
     pub(super) fn arm_interrupts(&mut self) -> Result<()> {
         let (bar, ip, func) = (&*self.bar, self.info.ip, self.info.func as u32);
         let found = rd(bar, R_GLBL_ERR_INT)?;
-        self.saved.err_int.get_or_insert(found);
-        let v = func & ip.err_int_func() | (ERR_VECTOR as u32 & ERR_INT_VEC) << ERR_INT_VEC_SHIFT;
-        wr(bar, R_GLBL_ERR_INT, v)?;
-        wr(bar, R_GLBL_ERR_INT, v | ERR_INT_ARM)?;
+        if let Some(owner) = err_int_owner(found, func, ip.err_int_func()) {
+            // Armed for another function: the master PF's driver owns the device's one error
+            // interrupt (libqdma sets it up only on the master PF, `qdma_err_intr_setup`);
+            // taking it would leave that driver deaf to errors for the whole run. Errors are
+            // polled instead (every run's checks, `error_stops_run`).
+            let note = format!(
+                "GLBL_ERR_INT is armed for function {owner} (the master PF's driver): pcibench leaves the error \
+                 interrupt to it and polls the error status"
+            );
+            if !self.unwatched.contains(&note) {
+                self.unwatched.push(note);
+            }
+        } else {
+            self.saved.err_int.get_or_insert(found);
+            let v = func & ip.err_int_func() | (ERR_VECTOR as u32 & ERR_INT_VEC) << ERR_INT_VEC_SHIFT;
+            wr(bar, R_GLBL_ERR_INT, v)?;
+            wr(bar, R_GLBL_ERR_INT, v | ERR_INT_ARM)?;
+        }
         let vec = self.data_base() as u16;
         let Some(ring) = self.aggr.as_mut() else { return Ok(()) };
         ring.reset();
@@ -114,6 +135,9 @@ impl QdmaEngine {
                  RAM did not take it"
             )));
         }
+        if let Some(ring) = self.aggr.as_mut() {
+            ring.live = true;
+        }
         Ok(())
     }
 
@@ -121,6 +145,9 @@ impl QdmaEngine {
     /// (`intr_context_invalidate`), GLBL_ERR_INT put back as found.
     pub(super) fn disarm_interrupts(&mut self) -> Result<()> {
         let mut first = None;
+        if let Some(ring) = self.aggr.as_mut() {
+            ring.live = false;
+        }
         if let Some(index) = self.aggr.as_ref().map(|r| r.index) {
             let ctx = self.ctx();
             first = ctx.invalidate(Sel::IntCoal, index).and_then(|_| ctx.clear(Sel::IntCoal, index)).err();
@@ -213,9 +240,12 @@ impl QdmaEngine {
             if self.error_stops_run()? {
                 return Ok(Some(format!("the error interrupt (GLBL_ERR_INT, MSI-X vector {ERR_VECTOR}) fired")));
             }
-            // An error the run survives (noted): re-armed as `qdma_hw_error_intr_rearm` does.
-            let v = rd(self.bar(), R_GLBL_ERR_INT)?;
-            wr(self.bar(), R_GLBL_ERR_INT, v | ERR_INT_ARM)?;
+            // An error the run survives (noted): re-armed as `qdma_hw_error_intr_rearm` does,
+            // where it is this function's (`arm_interrupts` took it).
+            if self.saved.err_int.is_some() {
+                let v = rd(self.bar(), R_GLBL_ERR_INT)?;
+                wr(self.bar(), R_GLBL_ERR_INT, v | ERR_INT_ARM)?;
+            }
         }
         let qbase = self.qbase;
         let Some(ring) = self.aggr.as_mut() else { return Ok(None) };

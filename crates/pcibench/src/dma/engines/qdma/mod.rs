@@ -23,6 +23,8 @@ mod aggr_tests;
 #[cfg(test)]
 mod conformance_tests;
 pub(super) mod ctx;
+#[cfg(test)]
+mod design_tests;
 pub mod driver;
 pub(super) mod errors;
 #[cfg(test)]
@@ -31,6 +33,8 @@ pub(super) mod ip;
 mod irq;
 #[cfg(test)]
 mod irq_tests;
+#[cfg(test)]
+mod linux_tests;
 #[cfg(test)]
 mod model_tests;
 pub(super) mod perf;
@@ -49,9 +53,12 @@ mod st_setup;
 #[cfg(test)]
 mod st_tests;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
+pub mod trigger;
+#[cfg(test)]
+mod trigger_tests;
 #[cfg(test)]
 mod variant_tests;
 
@@ -71,18 +78,19 @@ pub use self::errors::ErrorRegs;
 pub use self::ip::IpKind;
 pub use self::probe::{find_config_bar, is_config_bar, probe as probe_info, QdmaInfo, XILINX_VENDOR};
 pub use self::regs::{MIN_CONFIG_BAR_LEN, VENDOR_RING_SIZES};
+pub use self::trigger::CmptTrigger;
 
 /// The card window when none is given: 32 MiB. The IP has no register that says how much AXI-MM
 /// memory sits behind it (the design decides), so a real card's window comes from --card-size;
 /// sim-qdma's card is built with this much.
+/// The name a row records the writeback interval under (`Engine::settings`).
+pub const WRITEBACK_INTERVAL: &str = "writeback interval (GLBL_DSC_CFG[2:0])";
 pub const DEFAULT_CARD_SIZE: u64 = 32 << 20;
 /// The ring size used unless asked: the vendor's default table entry (2049).
 pub const DEFAULT_RING_SIZE: u32 = 2048;
 /// Most transfers one batch takes (32 MiB of descriptors at one per transfer).
 const MAX_BATCH: usize = 1 << 20;
 const ERRORS_EVERY: Duration = Duration::from_millis(1);
-/// After this long polling, yield between polls (see `xdma.rs`: a simulated engine needs a core).
-const YIELD_AFTER: Duration = Duration::from_micros(2);
 /// Between looks at the rings while draining.
 const DRAIN_POLL: Duration = Duration::from_micros(100);
 
@@ -105,6 +113,8 @@ pub struct QdmaOptions {
     pub simulated: bool,
     /// How queues signal by interrupt (`--qdma-intr`): libqdma's direct or indirect mode.
     pub intr: QdmaIntr,
+    /// When stream queues' completion rings report (`--cmpt-trigger`, `trigger.rs`).
+    pub trigger: CmptTrigger,
 }
 
 impl Default for QdmaOptions {
@@ -119,6 +129,7 @@ impl Default for QdmaOptions {
             drain_timeout: DRAIN_TIMEOUT,
             simulated: false,
             intr: QdmaIntr::Direct,
+            trigger: CmptTrigger::default(),
         }
     }
 }
@@ -507,6 +518,19 @@ impl Engine for QdmaEngine {
             wr(self.bar(), mm(dir, MM_PERF_CTL), PERF_IMM_START)?;
         }
         Ok(())
+    }
+
+    /// The writeback interval the queues run with (GLBL_DSC_CFG [2:0]): on soft 3.x and EQDMA 4.0
+    /// whatever the previous driver left, and part of every open-loop latency (issue 50 item 9).
+    fn settings(&mut self) -> Result<std::collections::BTreeMap<String, String>> {
+        self.start()?;
+        let v = rd(self.bar(), R_GLBL_DSC_CFG)?;
+        let mut set: std::collections::BTreeMap<String, String> =
+            [(WRITEBACK_INTERVAL.to_string(), (v & DSC_CFG_WB_ACC_INT).to_string())].into();
+        if self.stream.is_some() {
+            set.insert(trigger::CMPT_TRIGGER.to_string(), self.opts.trigger.describe(self.bar())?);
+        }
+        Ok(set)
     }
 
     /// The MM engines' performance monitor; stream queues have none pcibench reads.

@@ -50,7 +50,7 @@ pub(crate) const IP_VERSAL_HARD: u32 = 0;
 pub(crate) const IP_VERSAL_SOFT: u32 = 1;
 
 // Performance settings (`perf.rs`): registers the vendor writes at init on EQDMA 5.0
-// (`eqdma_set_perf_opt`) and CPM5 (`eqdma_cpm5_set_perf_opt`), and the values it writes, built
+// (`eqdma_set_perf_opt`, SET_1 to SET_4 where they are not stream or interrupt settings) and CPM5 (`eqdma_cpm5_set_perf_opt`), and the values it writes, built
 // from the header fields as its FIELD_SETs build them (CPM5 without 10-bit tags, the vendor's
 // default build).
 pub(crate) const R_CFG_BLK_MISC_CTL: u64 = 0x4c;
@@ -58,14 +58,24 @@ pub(crate) const EQ_R_RRQ_BRG_THROT: u64 = 0x158;
 pub(crate) const EQ_R_RRQ_PCIE_THROT: u64 = 0x15c;
 pub(crate) const EQ_R_RRQ_AXIMM_THROT: u64 = 0x160;
 pub(crate) const R_GLBL_DSC_CFG: u64 = 0x250;
-pub(crate) const C5_R_H2C_REQ_THROT_PCIE: u64 = 0xe24;
-pub(crate) const C5_R_H2C_REQ_THROT_AXIMM: u64 = 0xe2c;
-pub(crate) const C5_R_H2C_MM_DATA_THROTTLE: u64 = 0x12ec;
+/// GLBL_DSC_CFG [2:0] `wb_acc_int`: the writeback (and interrupt) interval code (PG302
+/// "Internal Mode Writeback and Interrupts"; `GLBL_DSC_CFG_WB_ACC_INT_MASK`). The vendor sets it
+/// (5) on EQDMA 5.0 and CPM5 only; elsewhere it is what the previous driver left, so each DMA
+/// row records it (issue 50 item 9).
+pub(crate) const DSC_CFG_WB_ACC_INT: u32 = 0x7;
+pub(crate) const EQ_R_H2C_REQ_THROT_PCIE: u64 = 0xe24;
+pub(crate) const EQ_R_H2C_REQ_THROT_AXIMM: u64 = 0xe2c;
+pub(crate) const EQ_R_H2C_MM_DATA_THROTTLE: u64 = 0x12ec;
 pub(crate) const EQ5_GLBL_DSC_CFG: u32 = 0x0050_2015;
 pub(crate) const EQ5_CFG_BLK_MISC_CTL: u32 = 0x0001_0009;
 pub(crate) const EQ5_RRQ_PCIE_THROT: u32 = 0x0604_5000;
 pub(crate) const EQ5_RRQ_AXIMM_THROT: u32 = 0;
 pub(crate) const EQ5_RRQ_BRG_THROT: u32 = 0x8604_5000;
+/// `eqdma_set_perf_opt` SET_4: the H2C request and data throttles (`EQDMA_H2C_REQ_THROT_*`,
+/// `EQDMA_H2C_MM_DATA_TH*`).
+pub(crate) const EQ5_H2C_REQ_THROT_PCIE: u32 = 0x8604_6000;
+pub(crate) const EQ5_H2C_REQ_THROT_AXIMM: u32 = 0x8204_4000;
+pub(crate) const EQ5_H2C_MM_DATA_THROTTLE: u32 = 0x0001_5000;
 pub(crate) const C5_GLBL_DSC_CFG: u32 = 0x0000_0015;
 pub(crate) const C5_CFG_BLK_MISC_CTL: u32 = 0x0001_001f;
 pub(crate) const C5_H2C_REQ_THROT_PCIE: u32 = 0x8604_e000;
@@ -445,17 +455,31 @@ pub(crate) const CM_W4_INT_AGGR: u32 = 1 << 15;
 pub(crate) const EQ_CM_W5_BADDR_LOW_SHIFT: u32 = 14;
 /// Trigger mode "every entry" (`TRIG_MODE_ANY`): the qdma driver's default (nl.c).
 pub(crate) const TRIG_EVERY: u32 = 1;
+/// Trigger modes beside it (`enum tigger_mode_t`; PG302 `QDMA_DMAP_SEL_CMPT_CIDX` [26:24]):
+/// User (3), User_Timer (4), Timer_Count (5, libqdma's `TRIG_MODE_COMBO`). User_Count (2) and
+/// Disabled (0) pcibench does not set (`trigger.rs` says why).
+pub(crate) const TRIG_USER: u32 = 3;
+pub(crate) const TRIG_USER_TIMER: u32 = 4;
+pub(crate) const TRIG_TIMER_COUNT: u32 = 5;
+/// C2H_INT_TIMER_TICK (0xb0c): DMA clock cycles per completion-timer tick, which every IP's
+/// `*_set_default_global_csr` writes with ST (soft 3.x and EQDMA `DEFAULT_C2H_INTR_TIMER_TICK`
+/// 25; CPM5 `EQDMA_CPM5_DEFAULT_C2H_INTR_TIMER_TICK` 50, in `eqdma_cpm5_set_perf_opt`).
+pub(crate) const R_C2H_INT_TIMER_TICK: u64 = 0xb0c;
+pub(crate) const VENDOR_C2H_TIMER_TICK: u32 = 25;
+pub(crate) const CPM5_C2H_TIMER_TICK: u32 = 50;
+/// The completion ring's status descriptor (after the last entry, `struct
+/// qdma_c2h_cmpt_cmpl_status`): the producer index the trigger last reported, [15:0].
+pub(crate) const CMPT_STS_PIDX: u32 = 0xffff;
 /// CMPT entry sizes: code 0-3 is 8, 16, 32, 64 bytes; dma-ctl's default is 8 B.
 pub(crate) const CMPT_SZ_8B: u32 = 0;
-// H2C ST descriptor (16 bytes, `struct qdma_h2c_desc`): cdh_flags, pld_len, len, flags
-// (16 bits each), then the source address; C2H ST descriptor (8 bytes, `struct
+// H2C ST descriptor (16 bytes, PG302; `struct qdma_h2c_desc`): metadata (cdh_flags, pld_len),
+// len, reserved (16 bits each), then the source address; C2H ST descriptor (8 bytes, `struct
 // qdma_c2h_desc`): the buffer address only.
 pub(crate) const H2C_ST_DESC_BYTES: u64 = 16;
 pub(crate) const C2H_ST_DESC_BYTES: u64 = 8;
-pub(crate) const H2C_ST_SOP: u16 = 1 << 1;
-pub(crate) const H2C_ST_EOP: u16 = 1 << 2;
-/// Longest H2C ST descriptor pcibench writes (libqdma splits at a page).
-pub(crate) const H2C_ST_DESC_MAX: u64 = 4096;
+/// Longest H2C ST packet, one descriptor's `len` [47:32] (PG302 "H2C Stream Descriptor (16B)":
+/// 64K-1 bytes in internal mode, where a packet cannot span descriptors).
+pub(crate) const H2C_ST_MAX_PACKET: u64 = 0xffff;
 // Completion entry, example-design format 0 (qdma_regs.h `S_C2H_CMPT_ENTRY_*`): format bit 0,
 // colour 1, error 2, descriptor used 3, packet length [19:4].
 pub(crate) const CMPT_COLOR: u32 = 1 << 1;
@@ -476,6 +500,11 @@ pub(crate) const DB_CMPT_CNT_SHIFT: u32 = 16;
 // qdma_run_test_pf.sh): C2H generator queue, packet length, control (bit 1 starts), packet
 // count; H2C checker control (bit 0 clears) and status (bit 0: every packet matched).
 pub(crate) const EX_C2H_QID: u64 = 0x00;
+/// C2H_COMPLETION_SIZE (0x50): bit 3 drives `s_axis_c2h_cmpt_ctrl_user_trig` on every
+/// completion the generator sends while set (the example design's axi_st_module.sv), [1:0] the
+/// entry size (0: 8 bytes, as the completion context says).
+pub(crate) const EX_C2H_CMPT_SIZE: u64 = 0x50;
+pub(crate) const EX_CMPT_USER_TRIG: u32 = 1 << 3;
 pub(crate) const EX_C2H_LEN: u64 = 0x04;
 pub(crate) const EX_C2H_CONTROL: u64 = 0x08;
 pub(crate) const EX_C2H_START: u32 = 1 << 1;

@@ -69,15 +69,18 @@ impl QdmaEngine {
                     }
                 }
                 Direction::H2c => {
-                    let (start, end) = (t.buf_offset + j * p.len, t.buf_offset + (j + 1) * p.len);
-                    let mut at = start;
-                    while at < end {
-                        let seg = w.buf.segments().iter().find(|s| s.offset <= at && at < s.offset + s.len);
-                        let s = seg.ok_or_else(|| unmapped(at))?;
-                        let n = (s.offset + s.len).min(end).min(at + H2C_ST_DESC_MAX) - at;
-                        out.push(st::h2c_desc(s.bus + (at - s.offset), n, at == start, at + n == end));
-                        at += n;
-                    }
+                    // One descriptor per packet, the packet bus-contiguous (PG302: in internal
+                    // mode a packet cannot span descriptors).
+                    let at = t.buf_offset + j * p.len;
+                    let bus = w.buf.bus_range(at, p.len.max(1)).ok_or_else(|| {
+                        Error::Unsupported(format!(
+                            "a {}-byte H2C stream packet at buffer offset {at:#x} is not bus-contiguous: an \
+                             internal-mode H2C descriptor carries one whole packet (PG302 \"H2C Stream Descriptor\"); \
+                             use a buffer with contiguous pages (--buffer hugepage)",
+                            p.len
+                        ))
+                    })?;
+                    out.push(st::h2c_desc(bus, p.len));
                 }
             }
         }
@@ -119,14 +122,18 @@ impl QdmaEngine {
         Ok(posted)
     }
 
-    /// Reap every completion entry the C2H ring `i` has, checking each; returns packets reaped.
+    /// Reap the completion entries the C2H ring `i` has reported (up to its status
+    /// descriptor's producer index, which the trigger moves), checking each; returns packets
+    /// reaped.
     fn reap_cmpt(&mut self, i: usize, len: u64, left: &mut u32) -> Result<u32> {
-        let irq = self.irq_vectors.is_some();
+        let (irq, trigger) = (self.irq_vectors.is_some(), self.opts.trigger);
         let s = self.stream.as_mut().expect("stream mode");
         let Some(c) = s.cmpt[i].as_mut() else { return Ok(0) };
         let ring = &mut self.rings[i];
+        let reported = c.reported();
         let mut n = 0;
-        while let Some(e) = c.peek() {
+        // An entry reported and not yet seen with its colour is still on its way: next look.
+        while let Some(e) = (c.ring.cidx != reported).then(|| c.peek()).flatten() {
             let at = c.ring.cidx;
             let q = ring.queue;
             if e.err {
@@ -161,7 +168,7 @@ impl QdmaEngine {
         }
         if n > 0 {
             let reg = R_PF_DOORBELLS + ring.queue as u64 * DB_STEP + DB_CMPT_CIDX;
-            wr(&*self.bar, reg, st::cmpt_doorbell(c.ring.cidx, irq))?;
+            wr(&*self.bar, reg, st::cmpt_doorbell(c.ring.cidx, irq, &trigger))?;
         }
         Ok(n)
     }
@@ -186,6 +193,8 @@ impl QdmaEngine {
         let mut pace = super::run::Pace::new(timeout);
         let mut reaped = 0u64;
         loop {
+            // The host looks at host memory: a simulated engine brings itself to now.
+            self.bar().observe();
             let mut busy = false;
             let mut lost = None;
             let mut completed = reaped;
@@ -232,9 +241,9 @@ impl QdmaEngine {
                     if let Some(why) = self.service(&fired, true)? {
                         return Err(self.fail(prep, why));
                     }
-                    pace.checked = false;
                 }
-                if !pace.checked && self.error_stops_run()? {
+                // Once at completion, whatever the polls saw (issue 50 item 8).
+                if self.error_stops_run()? {
                     let c2h = take_c2h_errors(&*self.bar)?.map_or(String::new(), |w| format!(": {w}"));
                     return Err(self.fail(prep, format!("logged an error during the run{c2h}")));
                 }
@@ -282,6 +291,12 @@ impl crate::dma::StreamEnd for QdmaEngine {
 
     fn c2h_stride(&self, size: u64) -> u64 {
         Packets::of(size).stride()
+    }
+
+    /// Each packet starts in a fresh receive buffer (the engine takes whole buffers per packet).
+    fn c2h_pieces(&self, size: u64) -> Vec<(u64, u64)> {
+        let p = Packets::of(size);
+        (0..p.count).map(|j| (j * p.buffers * BUF_BYTES, p.len)).collect()
     }
 
     fn transfer_bytes(&self, size: u64) -> Vec<u8> {

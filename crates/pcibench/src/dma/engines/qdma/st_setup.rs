@@ -10,6 +10,7 @@ use super::ctx::Sel;
 use super::regs::*;
 use super::st::{self, Cmpt, BUF_SZ_IDX};
 use super::st_ctx::{CmptCtx, PrefetchCtx};
+use super::trigger::CmptTrigger;
 use super::{QdmaEngine, SwCtx};
 use crate::dma::Direction;
 use crate::{Error, Result};
@@ -19,6 +20,9 @@ use crate::{Error, Result};
 pub(super) struct SavedSt {
     tables: Vec<(u64, u32)>,
     c2h_err_mask: Option<u32>,
+    /// The example design's C2H_COMPLETION_SIZE as found, where a trigger other than `every`
+    /// needed its user-trigger bit set or clear.
+    cmpt_size: Option<u32>,
 }
 
 impl QdmaEngine {
@@ -29,9 +33,11 @@ impl QdmaEngine {
         }
         let bar = &*self.bar;
         let tables = [
-            (R_C2H_TIMER_CNT, VENDOR_C2H_TIMERS),
-            (R_C2H_CNT_TH, VENDOR_C2H_COUNTERS),
-            (R_C2H_BUF_SZ, VENDOR_C2H_BUF_SIZES),
+            (R_C2H_TIMER_CNT, &VENDOR_C2H_TIMERS[..]),
+            (R_C2H_CNT_TH, &VENDOR_C2H_COUNTERS[..]),
+            (R_C2H_BUF_SZ, &VENDOR_C2H_BUF_SIZES[..]),
+            // The completion timer's tick, per IP (issue 50 item 13).
+            (R_C2H_INT_TIMER_TICK, &[timer_tick(self.info.ip)][..]),
         ];
         for (base, values) in tables {
             for (i, v) in values.iter().enumerate() {
@@ -39,6 +45,13 @@ impl QdmaEngine {
                 self.saved_st.tables.push((at, rd(bar, at)?));
                 wr(bar, at, *v)?;
             }
+        }
+        // The design's user trigger: set for `user`, clear for the timer and count (User_Timer
+        // would fire on it); under `every` it changes nothing, and is left as found.
+        let t = self.opts.trigger;
+        if let Some(ex) = self.stream.as_ref().map(|s| &s.ex).filter(|_| t != CmptTrigger::default()) {
+            self.saved_st.cmpt_size = Some(rd(&*ex.bar, EX_C2H_CMPT_SIZE)?);
+            wr(&*ex.bar, EX_C2H_CMPT_SIZE, t.cmpt_size())?;
         }
         let mask = rd(bar, R_C2H_ERR_MASK)?;
         self.saved_st.c2h_err_mask = Some(mask);
@@ -61,9 +74,12 @@ impl QdmaEngine {
         let ctx = self.ctx();
         let pf = PrefetchCtx { bypass: false, buf_sz_idx: BUF_SZ_IDX, pfch_en: false, err: false, valid: true };
         ctx.write(Sel::Prefetch, qid, &pf.words())?;
+        let t = self.opts.trigger;
         let cm = CmptCtx {
             en_stat_desc: true,
-            trig_mode: TRIG_EVERY as u8,
+            trig_mode: t.trig_mode() as u8,
+            timer_idx: t.timer_idx,
+            counter_idx: t.count_idx,
             func,
             color: true,
             ring_idx,
@@ -89,7 +105,7 @@ impl QdmaEngine {
             )));
         }
         let reg = R_PF_DOORBELLS + q as u64 * DB_STEP + DB_CMPT_CIDX;
-        wr(&*self.bar, reg, st::cmpt_doorbell(0, target.is_some()))
+        wr(&*self.bar, reg, st::cmpt_doorbell(0, target.is_some(), &t))
     }
 
     /// The software context of an ST queue.
@@ -137,6 +153,17 @@ impl QdmaEngine {
         for (at, v) in self.saved_st.tables.drain(..) {
             let _ = wr(bar, at, v);
         }
+        if let (Some(v), Some(s)) = (self.saved_st.cmpt_size.take(), self.stream.as_ref()) {
+            let _ = wr(&*s.ex.bar, EX_C2H_CMPT_SIZE, v);
+        }
+    }
+}
+
+/// The C2H_INT_TIMER_TICK the vendor writes on `ip` (cycles per completion-timer tick).
+pub(super) fn timer_tick(ip: super::ip::IpKind) -> u32 {
+    match ip {
+        super::ip::IpKind::VersalCpm5 => CPM5_C2H_TIMER_TICK,
+        _ => VENDOR_C2H_TIMER_TICK,
     }
 }
 

@@ -41,7 +41,12 @@ pub struct Card {
 
 impl Card {
     pub fn new(cfg: QdmaModelConfig) -> Card {
-        let (card, model) = card::build(cfg).unwrap();
+        Card::on(cfg, crate::sim::datapath::ModelClock::real())
+    }
+
+    /// The card on `clock`'s time (a fake clock: its engines move only as the test advances it).
+    pub fn on(cfg: QdmaModelConfig, clock: crate::sim::datapath::ModelClock) -> Card {
+        let (card, model) = card::build_with(cfg, crate::sim::host_map::HostMap::new(), clock).unwrap();
         let dev = SimDevice::from_card("sim-qdma", &crate::sim::CardSpec::info(&QdmaCard), card);
         crate::access::set_bus_master(&dev, true).unwrap();
         Card { dev, model }

@@ -105,7 +105,7 @@ fn rings_wrap_around_and_runs_repeat() {
 #[test]
 fn doorbells_follow_their_descriptors() {
     // The model reads descriptors when the doorbell is written: a doorbell ahead of its
-    // descriptors would run stale ones (data from an earlier lap of the ring, or DV clear).
+    // descriptors would run stale ones (data from an earlier lap of the ring, or zeros).
     let card = Card::new(QdmaModelConfig { fetch_on_doorbell: true, ..Default::default() });
     let alloc = card.alloc();
     for batch in [1, 7, 64] {

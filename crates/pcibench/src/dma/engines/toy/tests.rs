@@ -30,6 +30,7 @@ const SHAPE: CardShape = CardShape {
     mps_supported: 256,
     mrrs: 512,
     irq: None,
+    datapath: None,
 };
 
 /// The toy card, opened: its identifier in BAR0, memory in BAR2.
@@ -98,11 +99,13 @@ fn dma_drives_it_both_ways_at_its_default_size() {
             sizes: Vec::new(),
             default_size: DefaultSize::Window,
             total: None,
+            row_budget_ms: None,
             timeout_ms: 2000,
             allow_dma: false,
             completion: None,
             irq_kind: None,
             rate: None,
+            soak: None,
             common: common(),
         }),
     ));

@@ -21,6 +21,12 @@ impl EngineDriver for UmemDriver {
         "Micro Memory MM-5415/5425/6155 NVRAM cards (the old umem driver's DMA engine), chained descriptors, completed by polling or INTx"
     }
 
+    /// The CSR block: 8, 16 and 32-bit accesses, as the simulated card's takes them (umem.c itself
+    /// uses readb/readl and writeb/writel).
+    fn register_widths(&self) -> &'static [crate::mmio::Width] {
+        &[crate::mmio::Width::B8, crate::mmio::Width::B16, crate::mmio::Width::B32]
+    }
+
     fn check_options(&self, opts: &EngineOptions) -> Result<()> {
         opts.refuse_queues("umem")?;
         if opts.channel.is_some() {

@@ -66,8 +66,12 @@ impl UmemEngine {
     /// Run the prepared transfer chain by chain, each ended by the card's interrupt.
     pub(super) fn run_irq(&mut self, irq: &dyn Interrupts, timeout: Duration) -> Result<()> {
         self.arm()?;
-        // What fired before this run (another device on a shared line) is not its completion.
-        irq.wait(Duration::ZERO)?;
+        // What fired before this run (another device on a shared line) is not its completion. It is
+        // unmasked all the same: vfio-pci masks INTx at each signal (automasked) until the handler
+        // unmasks, so a signal dropped here unanswered left the line masked for the whole run.
+        if !irq.wait(Duration::ZERO)?.is_empty() {
+            irq.unmask()?;
+        }
         self.submit()?;
         loop {
             self.wait_part_irq(irq, timeout)?;

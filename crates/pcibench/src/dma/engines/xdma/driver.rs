@@ -48,6 +48,9 @@ impl EngineDriver for XdmaDriver {
     ) -> Result<Opened> {
         let bar = found.register_bars[0];
         let channel = opts.channel.unwrap_or(0);
+        // The INTx pin, for interrupt mode's vector fields (libxdma.c irq_legacy_setup).
+        let mut pin = [0u8];
+        dev.config_read(crate::pci::intr::INTERRUPT_PIN as u64, &mut pin)?;
         let stream = |dir| found_interface(found, dir, channel) == Some(Interface::Stream);
         if stream(Direction::H2c) || stream(Direction::C2h) {
             if opts.card_addr.is_some() {
@@ -56,8 +59,9 @@ impl EngineDriver for XdmaDriver {
                 )));
             }
             let window = opts.card_size.unwrap_or(DEFAULT_CARD_SIZE);
-            let engine =
+            let mut engine =
                 stream::XdmaStreamEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, channel, window)?;
+            engine.set_intx_pin(pin[0]);
             return Ok(Opened { engine: Box::new(engine), card_offset: 0 });
         }
         let o = XdmaOptions {
@@ -67,6 +71,7 @@ impl EngineDriver for XdmaDriver {
         };
         let mut engine = XdmaEngine::new(dev.open_bar(bar, Mapping::Uc, IoMode::Mmap)?, alloc, o)?;
         engine.set_user_clock(info.simulated.then_some(crate::sim::xdma::perf::CLOCK_HZ));
+        engine.set_intx_pin(pin[0]);
         Ok(Opened { engine: Box::new(engine), card_offset: 0 })
     }
 }

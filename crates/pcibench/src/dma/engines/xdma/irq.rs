@@ -3,10 +3,13 @@
 //! Arming (once, when the first run by interrupt comes; `xdma_irq_setup`/`irq_setup`,
 //! `engine_init_regs`): the channel pair's vector numbers in the IRQ block (0xA0.., a 5-bit field
 //! a channel bit, H2C channels first: `prog_irq_msix_channel` gives channel bit `i` MSI-X vector
-//! `i`; with MSI or INTx every channel signals on the function's one vector, 0, as
-//! `irq_legacy_setup` leaves them for pin A), the channel interrupt enable mask (`IE_MASK_IRQ`:
-//! errors, descriptor stopped and completed) and the IRQ block's channel enables (W1S,
-//! `channel_interrupts_enable`). Each run writes `CONTROL_IRQ` (no poll-mode writeback) and sleeps
+//! `i`; with MSI every channel signals on the function's one vector, 0; with INTx on the
+//! function's pin, `pin - 1` from config byte 0x3D in the channel and user vector fields, as
+//! `irq_legacy_setup` programs them: PG195 "Legacy Interrupts", the host sees only the line the
+//! field names), the channel interrupt enable mask (`IE_MASK_IRQ`: errors, descriptor stopped and
+//! completed), the IRQ block's channel enables (W1S, `channel_interrupts_enable`) and the user
+//! interrupt enables cleared (W1C: libxdma disables them at open, `user_interrupts_disable`, so
+//! a user interrupt the design raises cannot wake a run or re-assert INTx after every unmask). Each run writes `CONTROL_IRQ` (no poll-mode writeback) and sleeps
 //! on the access path's eventfds. The handler is the vendor's:
 //! - MSI-X (`xdma_channel_irq`, `engine_service_work`): the channel's vector fired; disable its
 //!   mask (W1C), flush with a read of the pending register, read the status through the
@@ -38,6 +41,10 @@ struct Armed {
     enable: u32,
     /// IRQ block channel vector registers (0xA0, 0xA4).
     vector_regs: [u32; 2],
+    /// IRQ block user interrupt enables (0x04), cleared while armed.
+    user_enable: u32,
+    /// IRQ block user vector registers (0x80-0x8C), where INTx rewrote them.
+    user_vectors: Option<[u32; 4]>,
     /// (direction, interrupt enable mask) of each channel present.
     masks: Vec<(Direction, u32)>,
 }
@@ -95,6 +102,8 @@ pub(super) fn poll_mode(bar: &dyn BarRegion, info: &XdmaInfo, ch: u8) -> Result<
 /// services both kinds of channel the same way (libxdma.c has no stream-specific interrupt code).
 pub(super) struct PairIrq {
     ch: u8,
+    /// The function's INTx pin (config byte 0x3D: 1-4, 0 none).
+    pin: u8,
     /// (direction, IRQ block bit) of each present channel that has a bit.
     chans: Vec<(Direction, u32)>,
     armed: Option<Armed>,
@@ -107,7 +116,18 @@ impl PairIrq {
             .filter(|&d| info.channel(d, ch).is_some())
             .filter_map(|d| irq_bit(info, d, ch).map(|b| (d, b)))
             .collect();
-        PairIrq { ch, chans, armed: None }
+        PairIrq { ch, pin: 1, chans, armed: None }
+    }
+
+    /// The function's INTx pin, from config byte 0x3D (libxdma.c irq_legacy_setup reads it).
+    pub(super) fn set_pin(&mut self, pin: u8) {
+        self.pin = pin;
+    }
+
+    /// The vector field of every interrupt with INTx: the pin's line, INTA = 0 (PG195 "Legacy
+    /// Interrupts"), in each of four 5-bit fields of a word as libxdma writes it.
+    fn intx_vector(&self) -> u32 {
+        u32::from(self.pin.clamp(1, 4) - 1)
     }
 
     /// The `dir` channel's bit in the IRQ block.
@@ -150,11 +170,20 @@ impl PairIrq {
             )));
         }
         let vec_reg = |i: usize| reg(T_IRQ, 0, IRQ_CHANNEL_VECTOR + 4 * i as u32);
+        let user_reg = |i: usize| reg(T_IRQ, 0, IRQ_USER_VECTOR + 4 * i as u32);
+        let intx = irq.kind() == IrqKind::Intx;
+        let user_vectors = if intx {
+            Some([rd(bar, user_reg(0))?, rd(bar, user_reg(1))?, rd(bar, user_reg(2))?, rd(bar, user_reg(3))?])
+        } else {
+            None
+        };
         let mut armed = Armed {
             kind: irq.kind(),
             vectors: irq.vectors(),
             enable: rd(bar, reg(T_IRQ, 0, IRQ_CHANNEL_ENABLE))?,
             vector_regs: [rd(bar, vec_reg(0))?, rd(bar, vec_reg(1))?],
+            user_enable: rd(bar, reg(T_IRQ, 0, IRQ_USER_ENABLE))? & 0xffff,
+            user_vectors,
             masks: Vec::new(),
         };
         let mut words = armed.vector_regs;
@@ -169,7 +198,8 @@ impl PairIrq {
                     )))
                 }
                 IrqKind::MsiX => bit,
-                IrqKind::Msi | IrqKind::Intx => 0,
+                IrqKind::Msi => 0,
+                IrqKind::Intx => self.intx_vector(),
             };
             let (word, shift) = (bit as usize / 4, 8 * (bit % 4));
             words[word] = words[word] & !(0x1f << shift) | vector << shift;
@@ -177,8 +207,18 @@ impl PairIrq {
         }
         let bits = self.bits();
         armed.enable &= bits;
+        let user_enable = armed.user_enable;
         // Recorded before the first write: a failure part way is undone by `disarm`.
         self.armed = Some(armed);
+        if user_enable != 0 {
+            wr(bar, reg(T_IRQ, 0, IRQ_USER_ENABLE_W1C), user_enable)?;
+        }
+        if intx {
+            let v = self.intx_vector() * 0x0101_0101;
+            for i in 0..4 {
+                wr(bar, user_reg(i), v)?;
+            }
+        }
         for (i, w) in words.iter().enumerate() {
             wr(bar, vec_reg(i), *w)?;
         }
@@ -197,6 +237,12 @@ impl PairIrq {
         }
         for (i, w) in a.vector_regs.iter().enumerate() {
             wr(bar, reg(T_IRQ, 0, IRQ_CHANNEL_VECTOR + 4 * i as u32), *w)?;
+        }
+        for (i, w) in a.user_vectors.iter().flatten().enumerate() {
+            wr(bar, reg(T_IRQ, 0, IRQ_USER_VECTOR + 4 * i as u32), *w)?;
+        }
+        if a.user_enable != 0 {
+            wr(bar, reg(T_IRQ, 0, IRQ_USER_ENABLE_W1S), a.user_enable)?;
         }
         // The status a completion left requesting is read-cleared, so no request is left asserted.
         for (dir, _) in &a.masks {
@@ -283,8 +329,13 @@ impl XdmaEngine {
                 self.opts.channel
             )));
         }
-        // What fired before this run (a poll-mode run's leftovers) is not this run's completion.
-        irq.wait(Duration::ZERO)?;
+        // What fired before this run (a poll-mode run's leftovers, a user interrupt before arming
+        // disabled it) is not this run's completion; it is serviced as the vendor's handler would,
+        // so an INTx line that fired is unmasked again (else the run's own would never come).
+        let stale = irq.wait(Duration::ZERO)?;
+        if !stale.is_empty() {
+            self.irq.service(&*self.bar, irq, &stale)?;
+        }
         self.submit_with(CONTROL_IRQ)?;
         let timeout = timeout.max(Duration::from_micros(largest / FLOOR_MBPS));
         let mut dog = Watchdog::new(timeout);

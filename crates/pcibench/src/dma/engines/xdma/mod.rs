@@ -16,13 +16,19 @@ pub(super) mod desc;
 mod driver;
 mod irq;
 #[cfg(test)]
+mod irq_rule_tests;
+#[cfg(test)]
 mod irq_tests;
+#[cfg(test)]
+mod linux_tests;
 mod perf;
 #[cfg(test)]
 mod perf_tests;
 pub mod probe;
 pub(crate) mod regs;
 pub mod stream;
+#[cfg(test)]
+mod stream_rule_tests;
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]
@@ -54,10 +60,6 @@ pub const DEFAULT_CARD_SIZE: u64 = 0x12_8000;
 /// How often the poll loop also reads the status register, in case the engine stopped on an
 /// error without writing back (hardware is not documented to write back on errors).
 const STATUS_EVERY: Duration = Duration::from_millis(1);
-/// After this long polling, yield the CPU between polls: a simulated engine needs a core, and
-/// on a busy host pure spinning would keep it waiting a whole time slice. sched_yield returns at
-/// once when nothing else is runnable, so on hardware this only coarsens polling slightly.
-const YIELD_AFTER: Duration = Duration::from_micros(2);
 /// The slowest rate a working XDMA is given per descriptor before its wait calls it hung (a
 /// 256 MiB descriptor then has 5.4 s; a Gen1 x1 link moves ~200 MB/s).
 const FLOOR_MBPS: u64 = 50;
@@ -102,6 +104,8 @@ pub struct XdmaEngine {
     user_clock_hz: Option<f64>,
     /// The pair's interrupts, and interrupt mode's registers as found while armed (`irq.rs`).
     irq: irq::PairIrq,
+    /// A chain started by `Engine::begin_run`, not yet seen to its end (`wait.rs`).
+    pending: Option<wait::Poller>,
 }
 
 impl XdmaEngine {
@@ -135,8 +139,19 @@ impl XdmaEngine {
             .ok_or_else(|| Error::Device("the writeback buffer is not a 4-byte aligned, bus-reachable word".into()))?;
         let trace = bar.tracer().cloned();
         let irq = irq::PairIrq::new(&info, opts.channel);
-        let engine =
-            XdmaEngine { bar, info, opts, desc_mem, wb_mem, wb_bus, chain: None, trace, user_clock_hz: None, irq };
+        let engine = XdmaEngine {
+            bar,
+            info,
+            opts,
+            desc_mem,
+            wb_mem,
+            wb_bus,
+            chain: None,
+            trace,
+            user_clock_hz: None,
+            irq,
+            pending: None,
+        };
         irq::poll_mode(&*engine.bar, &engine.info, engine.opts.channel)?;
         Ok(engine)
     }
@@ -153,6 +168,12 @@ impl XdmaEngine {
     /// a real card's is its design's, unknown here).
     pub fn set_user_clock(&mut self, hz: Option<f64>) {
         self.user_clock_hz = hz;
+    }
+
+    /// The function's INTx pin (config byte 0x3D), which interrupt mode programs into the vector
+    /// fields with INTx (libxdma.c irq_legacy_setup).
+    pub fn set_intx_pin(&mut self, pin: u8) {
+        self.irq.set_pin(pin);
     }
 
     /// The prepared chain (what `run` submits), for inspection.
@@ -231,9 +252,10 @@ impl XdmaEngine {
             if start.elapsed() >= IDLE_WAIT {
                 return Err(Error::Device(format!(
                     "XDMA {dir} channel {} is still busy {IDLE_WAIT:?} after run was cleared (status {}): \
-                     the engine is hung; reset the card (e.g. reload its FPGA image) and try again",
+                     the engine is hung; {} and try again",
                     self.opts.channel,
-                    decode_status(dir, status)
+                    decode_status(dir, status),
+                    super::reset_the_card(&*self.bar)
                 )));
             }
             std::thread::yield_now();
@@ -266,9 +288,10 @@ impl XdmaEngine {
     fn still_busy(&self, dir: Direction) -> String {
         format!(
             "XDMA {dir} channel {} is still busy after run was cleared and its completed count stopped moving for \
-             {IDLE_WAIT:?} or more: its descriptor in flight may still write host memory; reset the card (e.g. reload \
-             its FPGA image) before trusting its buffers",
-            self.opts.channel
+             {IDLE_WAIT:?} or more: its descriptor in flight may still write host memory; {} before trusting its \
+             buffers",
+            self.opts.channel,
+            super::reset_the_card(&*self.bar)
         )
     }
 
@@ -283,7 +306,8 @@ impl XdmaEngine {
         })?;
         if c.interface == Interface::Stream {
             return Err(Error::Unsupported(format!(
-                "XDMA {} channel {ch} is AXI4-Stream; pcibench drives memory-mapped channels only",
+                "XDMA {} channel {ch} is AXI4-Stream: the memory-mapped engine cannot drive it; open the card through \
+                 `EngineDriver::open` (`--engine xdma`), which gives stream channels the stream engine",
                 t.dir
             )));
         }
@@ -390,6 +414,25 @@ impl Engine for XdmaEngine {
         true
     }
 
+    fn overlaps(&self) -> bool {
+        true
+    }
+
+    fn channels(&self) -> Vec<(Direction, u8)> {
+        let mm = |dir: Direction, l: &[XdmaChannel]| -> Vec<(Direction, u8)> {
+            l.iter().filter(|c| c.interface == Interface::MemoryMapped).map(|c| (dir, c.index)).collect()
+        };
+        [mm(Direction::H2c, &self.info.h2c), mm(Direction::C2h, &self.info.c2h)].concat()
+    }
+
+    fn begin_run(&mut self, timeout: Duration) -> Result<()> {
+        self.start_overlapped(timeout)
+    }
+
+    fn run_done(&mut self) -> Result<bool> {
+        self.finished_overlapped()
+    }
+
     fn irq_request(&self) -> crate::access::IrqRequest {
         self.irq.wanted()
     }
@@ -402,6 +445,7 @@ impl Engine for XdmaEngine {
         if let Some(t) = &self.trace {
             t.stop(self.name());
         }
+        self.pending = None;
         let ch = self.opts.channel;
         let dirs: Vec<Direction> = match &self.chain {
             Some(c) => vec![c.dir],

@@ -73,12 +73,20 @@ pub(crate) const SG_ADJACENT: u32 = 0x88;
 
 // IRQ block (libxdma.h struct interrupt_regs): channel interrupt enable and its aliases, the
 // request and pending registers, the channel vector numbers (four 5-bit fields a word).
+/// The user interrupt enable mask and its W1S/W1C aliases (`user_int_enable`, `_w1s`, `_w1c`):
+/// libxdma clears every bit at open (`user_interrupts_disable(xdev, ~0)`).
+pub(crate) const IRQ_USER_ENABLE: u32 = 0x04;
+pub(crate) const IRQ_USER_ENABLE_W1S: u32 = 0x08;
+pub(crate) const IRQ_USER_ENABLE_W1C: u32 = 0x0c;
 pub(crate) const IRQ_CHANNEL_ENABLE: u32 = 0x10;
 pub(crate) const IRQ_CHANNEL_ENABLE_W1S: u32 = 0x14;
 pub(crate) const IRQ_CHANNEL_ENABLE_W1C: u32 = 0x18;
 pub(crate) const IRQ_USER_REQUEST: u32 = 0x40;
 pub(crate) const IRQ_CHANNEL_REQUEST: u32 = 0x44;
 pub(crate) const IRQ_CHANNEL_PENDING: u32 = 0x4c;
+/// The user vector numbers (`user_msi_vector`, four 32-bit words of four 5-bit fields at
+/// 0x80-0x8C): libxdma programs them only for INTx on pins B-D (`irq_legacy_setup`).
+pub(crate) const IRQ_USER_VECTOR: u32 = 0x80;
 pub(crate) const IRQ_CHANNEL_VECTOR: u32 = 0xa0;
 
 // Config block: PCIe max payload and max read request codes (128 << code), data path width.
@@ -166,9 +174,12 @@ pub(crate) fn reg(target: u32, ch: u8, r: u32) -> u64 {
 }
 
 // AXI4-Stream channels (identifier bit 15), driven by `stream.rs`.
-/// Host buffer per C2H stream descriptor: a page, as libxdma's `char_sgdma` read maps the user's
-/// buffer page by page (one scatterlist entry, one descriptor each).
+/// Most host bytes per C2H stream descriptor, counted from the packet's start: a page, as
+/// libxdma's `char_sgdma` read maps the user's buffer page by page (a multiple of `C2H_GRANULE`).
 pub const C2H_BUF: u64 = 4096;
+/// Every C2H stream descriptor's length is a multiple of this (PG195 and PG344 "Length
+/// Granularity", footnote 1); packets are any length, so a packet's last buffer is rounded up.
+pub const C2H_GRANULE: u64 = 64;
 /// A C2H stream writeback record: 32 bytes, status at +0, length at +4 (libxdma.h `struct
 /// xdma_result`); the C2H descriptor's source address points at it (libxdma.c transfer_build).
 pub(crate) const RESULT_BYTES: u64 = 32;

@@ -9,8 +9,9 @@
 //! One transfer is one packet, and one run moves a batch of them (`max_batch`, as libxdma's
 //! stream path queues many transfers on one engine): one H2C chain carrying every packet, EOP on
 //! each packet's last descriptor and STOP on the chain's last, and one C2H chain of host buffers
-//! (at most `C2H_BUF` bytes each, every packet starting in a fresh one, each with its writeback
-//! record). A run posts the C2H chain first, then starts the H2C one, and polls both poll-mode
+//! (at most `C2H_BUF` bytes each and a multiple of 64, every packet starting in a fresh one, each
+//! with its writeback record; PG195 "Length Granularity"). H2C pieces of a packet break only at a
+//! beat of the datapath, as the IP does not pack data across descriptors. A run posts the C2H chain first, then starts the H2C one, and polls both poll-mode
 //! writeback words (memory, not registers); so the register traffic (about twenty accesses) is
 //! paid once per batch, not per packet. Then every packet's records are checked from memory:
 //! magic 0x52B4, EOP on its last buffer only, each buffer full but the last, and the lengths
@@ -127,10 +128,12 @@ impl XdmaStreamEngine {
         let len = usize::try_from(window).map_err(|_| Error::usage("--card-size is too large for this host"))?;
         // A batch moves at most `window` bytes (its card offsets do not overlap) in at most
         // MAX_BATCH packets, each cut at page boundaries: a page's worth of descriptors per 4 KiB
-        // plus two per packet for its partial first and last pages.
+        // plus two per packet for its partial first and last pages. C2H buffers are cut at
+        // `C2H_BUF` from each packet's start and at page boundaries both: twice that.
         let pieces = (window.div_ceil(4096) as usize + 2 * MAX_BATCH).min(MAX_DESCRIPTORS);
-        let c2h_max = (window.div_ceil(C2H_BUF) as usize + 2 * MAX_BATCH).min(MAX_DESCRIPTORS);
-        let peer = alloc.alloc(len)?;
+        let c2h_max = (2 * window.div_ceil(C2H_BUF) as usize + 3 * MAX_BATCH).min(MAX_DESCRIPTORS);
+        // A packet received into the window takes its length rounded up to `C2H_GRANULE`.
+        let peer = alloc.alloc(len + C2H_GRANULE as usize)?;
         let h2c_desc = alloc.alloc(pieces * DESC_BYTES as usize)?;
         let c2h_desc = alloc.alloc(c2h_max * DESC_BYTES as usize)?;
         let records = alloc.alloc(c2h_max * RESULT_BYTES as usize)?;
@@ -166,6 +169,11 @@ impl XdmaStreamEngine {
         &self.info
     }
 
+    /// The function's INTx pin (config byte 0x3D), as `XdmaEngine::set_intx_pin`.
+    pub fn set_intx_pin(&mut self, pin: u8) {
+        self.irq.set_pin(pin);
+    }
+
     fn ch_reg(&self, dir: Direction, r: u32) -> u64 {
         reg(if dir == Direction::H2c { T_H2C } else { T_C2H }, self.ch, r)
     }
@@ -195,7 +203,17 @@ impl XdmaStreamEngine {
     fn start(&self, dir: Direction, chain: &Chain, control: u32) -> Result<()> {
         self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN)?;
         if self.rd(self.ch_reg(dir, CH_STATUS_RC))? & ST_BUSY != 0 {
-            self.settle(dir)?;
+            // Still finishing an earlier run: reprogramming it now could let that run's last
+            // writeback land in this run's word, so a channel that does not settle is not reused.
+            let (status, idle) = self.settle(dir)?;
+            if !idle {
+                return Err(Error::Device(format!(
+                    "XDMA {dir} stream channel {} is still busy {IDLE_WAIT:?} after run was cleared (status {}): \
+                     the engine is hung; reset the card (e.g. reload its FPGA image) and try again",
+                    self.ch,
+                    decode_status(dir, status)
+                )));
+            }
         }
         let at = Self::wb_at(dir);
         let bus = self.wb.bus_range(at as u64, 4).unwrap_or_default();
@@ -240,7 +258,14 @@ impl XdmaStreamEngine {
                 Ok((status, idle)) => parts.push(format!(
                     "{dir}: {done} descriptors completed, status {}{}",
                     decode_status(dir, status),
-                    if idle { "" } else { " (still busy after run was cleared: reset the card)" }
+                    if idle {
+                        String::new()
+                    } else {
+                        format!(
+                            " (still busy after run was cleared: {})",
+                            crate::dma::engines::reset_the_card(&*self.bar)
+                        )
+                    }
                 )),
                 Err(e) => parts.push(format!("{dir}: {e}")),
             }
@@ -291,6 +316,8 @@ impl XdmaStreamEngine {
         let mut dog = Watchdog::new(timeout);
         let (mut next_status, mut spins, mut progress) = (STATUS_EVERY, 0u32, 0u64);
         loop {
+            // The host looks at host memory: a simulated engine brings itself to now.
+            self.bar.observe();
             let (h, c) = (wh.load(Ordering::Acquire), wc.load(Ordering::Acquire));
             if (h | c) & WB_ERROR != 0 {
                 let side = if h & WB_ERROR != 0 { "H2C" } else { "C2H" };
@@ -341,9 +368,6 @@ impl XdmaStreamEngine {
                         nc as usize,
                     ));
                 }
-                if elapsed >= Duration::from_micros(2) {
-                    std::thread::yield_now();
-                }
             }
             std::hint::spin_loop();
         }
@@ -378,6 +402,12 @@ impl Engine for XdmaStreamEngine {
         true
     }
 
+    /// Packets start on 64-byte boundaries, so each C2H buffer can be a multiple of 64 bytes on
+    /// any pages (PG195 "Length Granularity") and each H2C piece whole beats.
+    fn transfer_align(&self) -> u64 {
+        C2H_GRANULE
+    }
+
     fn prepare(&mut self, buf: &dyn DmaBuffer, t: &Transfer) -> Result<()> {
         self.prepare_batch(&[Work { buf, t: *t, queue: 0 }])
     }
@@ -404,6 +434,7 @@ impl Engine for XdmaStreamEngine {
         }
         let (mut h2c, mut c2h) = (Vec::new(), Vec::new());
         let (mut ends, mut packets) = (Vec::with_capacity(work.len()), Vec::with_capacity(work.len()));
+        let beat = u64::from(self.info.data_width_bits / 8).max(1);
         for w in work {
             let t = &w.t;
             if w.queue != 0 {
@@ -435,10 +466,10 @@ impl Engine for XdmaStreamEngine {
                 Direction::H2c => (w.buf, t.buf_offset, peer, t.card_addr),
                 Direction::C2h => (peer, t.card_addr, w.buf, t.buf_offset),
             };
-            Self::pieces(from, from_off, t.len, false, &mut h2c)?;
+            Self::h2c_pieces(from, from_off, t.len, beat, &mut h2c)?;
             ends.push(h2c.len() - 1);
             let first = c2h.len();
-            Self::pieces(to, to_off, t.len, true, &mut c2h)?;
+            Self::c2h_pieces(to, to_off, t.len, &mut c2h)?;
             packets.push(Packet { len: t.len, first, n: c2h.len() - first });
         }
         let (h2c, c2h) = (self.h2c_chain(&h2c, &ends)?, self.c2h_chain(&c2h)?);
@@ -471,7 +502,11 @@ impl Engine for XdmaStreamEngine {
         let mut out = Vec::new();
         for dir in [Direction::H2c, Direction::C2h] {
             let (status, idle) = self.settle(dir)?;
-            let busy = if idle { "" } else { " (still busy after run was cleared: reset the card)" };
+            let busy = if idle {
+                String::new()
+            } else {
+                format!(" (still busy after run was cleared: {})", crate::dma::engines::reset_the_card(&*self.bar))
+            };
             out.push(format!("{dir} stream channel {}: {}{busy}", self.ch, decode_status(dir, status)));
         }
         Ok(out.join("; "))

@@ -9,19 +9,59 @@ use crate::dma::{Direction, DmaBuffer};
 use crate::{Error, Result};
 
 impl XdmaStreamEngine {
-    /// `len` bytes of `buf` at `off` as pieces that are bus-contiguous and end at C2H buffer
-    /// boundaries of the bus address where `cut` (as pages of a user buffer are).
-    pub(super) fn pieces(buf: &dyn DmaBuffer, off: u64, len: u64, cut: bool, out: &mut Vec<Piece>) -> Result<()> {
-        for p in desc::split(buf.segments(), off, len, 0)? {
-            if !cut {
-                out.push(p);
-                continue;
+    /// A packet's `len` bytes of `buf` at `off` as the H2C descriptors that send it: one per
+    /// bus-contiguous piece, cut only where a beat of the `beat`-byte datapath ends. The IP packs
+    /// each descriptor's data from lane 0 and never across descriptors, so a piece ending mid-beat
+    /// would put a partial beat inside the packet, which AXI4-Stream allows only on its last (PG195
+    /// "DMA H2C Stream"). A packet that cannot be cut so is refused.
+    pub(super) fn h2c_pieces(buf: &dyn DmaBuffer, off: u64, len: u64, beat: u64, out: &mut Vec<Piece>) -> Result<()> {
+        let pieces = desc::split(buf.segments(), off, len, 0)?;
+        let mut at = 0;
+        for (i, p) in pieces.iter().enumerate() {
+            at += p.len;
+            if i + 1 < pieces.len() && at % beat != 0 {
+                return Err(Error::Unsupported(format!(
+                    "a {len}-byte H2C stream packet at buffer offset {off:#x} crosses a bus segment {at} bytes in, \
+                     not a whole {beat}-byte beat of the datapath (PG195 \"DMA H2C Stream\": the DMA does not pack \
+                     data across descriptors): start packets on {beat}-byte boundaries or use a buffer with \
+                     contiguous pages (--buffer hugepage)"
+                )));
             }
-            let mut at = 0;
-            while at < p.len {
-                let n = (C2H_BUF - (p.host + at) % C2H_BUF).min(p.len - at);
-                out.push(Piece { host: p.host + at, card: 0, len: n });
-                at += n;
+            out.push(*p);
+        }
+        Ok(())
+    }
+
+    /// The C2H buffers a packet of `len` bytes lands in at `off` of `buf`: each a multiple of 64
+    /// bytes (PG195 "Length Granularity", footnote 1: every C2H stream descriptor is sized so;
+    /// the packet itself may be any length, its last buffer only partly filled), at most `C2H_BUF`
+    /// long counted from the packet's start, and bus-contiguous. The packet's bytes rounded up to
+    /// 64 must lie in the buffer, and its bus segments may break only at a multiple of 64 bytes
+    /// from the packet's start; otherwise the packet is refused.
+    pub(super) fn c2h_pieces(buf: &dyn DmaBuffer, off: u64, len: u64, out: &mut Vec<Piece>) -> Result<()> {
+        let room = len.next_multiple_of(C2H_GRANULE);
+        if off.checked_add(room).is_none_or(|e| e > buf.len() as u64) {
+            return Err(Error::usage(format!(
+                "a {len}-byte C2H stream packet at offset {off:#x} needs {room} bytes of receive buffer (whole \
+                 {C2H_GRANULE}-byte multiples, PG195 \"Length Granularity\"); the {}-byte buffer ends before",
+                buf.len()
+            )));
+        }
+        let mut at = 0;
+        for p in desc::split(buf.segments(), off, room, 0)? {
+            if at % C2H_GRANULE != 0 {
+                return Err(Error::Unsupported(format!(
+                    "a {len}-byte C2H stream packet at buffer offset {off:#x} crosses a bus segment {at} bytes in, \
+                     not a multiple of {C2H_GRANULE}: its C2H buffers could not each be a multiple of \
+                     {C2H_GRANULE} bytes (PG195 \"Length Granularity\"); start packets on {C2H_GRANULE}-byte \
+                     boundaries or use a buffer with contiguous pages (--buffer hugepage)"
+                )));
+            }
+            let mut k = 0;
+            while k < p.len {
+                let n = (C2H_BUF - at % C2H_BUF).min(p.len - k);
+                out.push(Piece { host: p.host + k, card: 0, len: n });
+                (k, at) = (k + n, at + n);
             }
         }
         Ok(())

@@ -52,8 +52,13 @@ impl XdmaStreamEngine {
             )));
         }
         self.irq.arm(&*self.bar, irq)?;
-        // What fired before this run (a poll-mode run's leftovers) is not this run's completion.
-        irq.wait(Duration::ZERO)?;
+        // What fired before this run (a poll-mode run's leftovers, a user interrupt before arming
+        // disabled it) is not this run's completion; it is serviced as the vendor's handler would,
+        // so an INTx line that fired is unmasked again (else the run's own would never come).
+        let stale = irq.wait(Duration::ZERO)?;
+        if !stale.is_empty() {
+            self.irq.service(&*self.bar, irq, &stale)?;
+        }
         self.submit(CONTROL_IRQ)?;
         self.wait_irq(irq, timeout, n)?;
         self.complete()

@@ -1,6 +1,7 @@
 //! The C2H writeback records of a stream run checked against the packets sent (PG195 "C2H Stream
 //! Writeback"; libxdma.h `struct xdma_result`): magic 0x52B4, EOP on each packet's last buffer
-//! only, every buffer full but the last, the lengths adding up to what was sent.
+//! only, every buffer full but the last (which is rounded up to 64 bytes, so only its record says
+//! how much it holds), the lengths adding up to what was sent.
 
 use super::{word, Packet, XdmaStreamEngine};
 use crate::dma::engines::xdma::desc::Chain;
@@ -78,7 +79,8 @@ impl XdmaStreamEngine {
                 Some(format!("magic {:#06x}, not {RESULT_MAGIC:#06x}", status >> 16))
             } else if (status & RESULT_EOP != 0) != last {
                 Some(if last { "no EOP on the packet's last buffer".into() } else { format!("EOP after {len} bytes") })
-            } else if len != d.len {
+            } else if (!last && len != d.len) || len > d.len {
+                // Only the last buffer may be part full: it is rounded up to 64 bytes.
                 Some(format!("length {len} in a {}-byte buffer", d.len))
             } else {
                 None

@@ -24,7 +24,12 @@ pub(crate) struct Card {
 
 impl Card {
     fn with_xdma(cfg: XdmaModelConfig) -> crate::Result<Card> {
-        let (card, model) = crate::sim::xdma::card::build(cfg)?;
+        Card::with_xdma_on(cfg, crate::sim::datapath::ModelClock::real())
+    }
+
+    /// The card on `clock`'s time (a fake clock: the engine moves only as the test advances it).
+    pub(crate) fn with_xdma_on(cfg: XdmaModelConfig, clock: crate::sim::datapath::ModelClock) -> crate::Result<Card> {
+        let (card, model) = crate::sim::xdma::card::build_with(cfg, crate::sim::host_map::HostMap::new(), clock)?;
         let dev = SimDevice::from_card("sim", &crate::sim::CardSpec::info(&crate::sim::xdma::card::XdmaCard), card);
         Ok(Card { dev, model })
     }
@@ -52,15 +57,15 @@ pub(super) fn dev() -> (Card, Box<dyn BarRegion>) {
     dev_with(XdmaModelConfig::default())
 }
 
-pub(super) fn r(bar: &dyn BarRegion, off: u64) -> u32 {
+pub(crate) fn r(bar: &dyn BarRegion, off: u64) -> u32 {
     bar.read(off, Width::B32).unwrap() as u32
 }
 
-pub(super) fn w(bar: &dyn BarRegion, off: u64, v: u32) {
+pub(crate) fn w(bar: &dyn BarRegion, off: u64, v: u32) {
     bar.write(off, Width::B32, v as u64).unwrap()
 }
 
-pub(super) fn desc(ctrl: u32, adj: u32, len: u32, src: u64, dst: u64, next: u64) -> [u8; 32] {
+pub(crate) fn desc(ctrl: u32, adj: u32, len: u32, src: u64, dst: u64, next: u64) -> [u8; 32] {
     let mut b = [0u8; 32];
     b[0..4].copy_from_slice(&(0xad4b_0000 | adj << 8 | ctrl).to_le_bytes());
     b[4..8].copy_from_slice(&len.to_le_bytes());
@@ -93,7 +98,7 @@ pub(super) fn pattern(seed: u64, out: &mut [u8]) {
 }
 
 /// Channel register offset for `dir` channel 0.
-pub(super) fn ch(dir: Direction, reg: u64) -> u64 {
+pub(crate) fn ch(dir: Direction, reg: u64) -> u64 {
     if dir == Direction::H2c {
         reg
     } else {

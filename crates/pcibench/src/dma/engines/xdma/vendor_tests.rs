@@ -91,8 +91,7 @@ fn a_card_left_in_interrupt_mode_raises_no_interrupt_on_success_or_error() {
 #[test]
 fn model_raises_a_channel_interrupt_only_where_mask_and_irq_block_both_enable_it() {
     // Stepped: the chain completes, and its interrupt is raised, inside the run write, so each
-    // count below is read after the interrupt whatever the threads do (threaded, the run's busy
-    // bit could clear before the worker raised it).
+    // count below is read after the interrupt, whenever the host looks.
     let (card, bar) = dev_with(XdmaModelConfig { stepped: true, ..Default::default() });
     let bar = &*bar;
     let mem = SimAllocator::new(card.host_map().clone()).alloc(4096).unwrap();

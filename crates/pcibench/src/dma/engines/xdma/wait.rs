@@ -4,7 +4,7 @@
 //! `engine_service_poll`, `engine_service_wb_monitor`).
 
 use super::regs::*;
-use super::{decode_status, desc, XdmaEngine, FLOOR_MBPS, IDLE_WAIT, STATUS_EVERY, YIELD_AFTER};
+use super::{decode_status, desc, XdmaEngine, FLOOR_MBPS, IDLE_WAIT, STATUS_EVERY};
 use crate::dma::engines::freshest::freshest;
 use crate::dma::watchdog::{no_progress, Watchdog};
 use crate::dma::Direction;
@@ -20,56 +20,118 @@ enum Outcome {
     Timeout(u32),
 }
 
+/// One wait in progress: what the poll loop knows between looks (`XdmaEngine::poll_step`), so a
+/// run can be waited for in one loop (`wait`) or a look at a time beside other channels
+/// (`overlap.rs`).
+pub(super) struct Poller {
+    dir: Direction,
+    n: u32,
+    timeout: Duration,
+    dog: Watchdog,
+    progress: u32,
+    next_status: Duration,
+    spins: u32,
+    /// The writeback as last traced: `submit` zeroed it.
+    seen: u32,
+}
+
 impl XdmaEngine {
-    /// Poll the writeback word until the submitted chain completes, fails or times out; then
-    /// clear run.
-    pub fn wait(&mut self, timeout: Duration) -> Result<()> {
+    /// A wait for the submitted chain, from now.
+    pub(super) fn poller(&self, timeout: Duration) -> Result<Poller> {
         let chain = self.prepared()?;
         let (dir, n) = (chain.dir, chain.descriptors.len() as u32);
         let largest = chain.descriptors.iter().map(|d| u64::from(d.len)).max().unwrap_or(0);
-        let word = desc::writeback_word(&*self.wb_mem);
         // The writeback holds the count only when the last descriptor completes; the channel's
         // completed-descriptor register (PG195 +0x48, reset when run rises) moves with each one, so
         // that is the progress the watchdog watches, read with the status. A descriptor moves up
         // to 256 MiB: the wait for the next is at least that one's time at FLOOR_MBPS.
         let timeout = timeout.max(Duration::from_micros(largest / FLOOR_MBPS));
-        let mut dog = Watchdog::new(timeout);
-        let mut progress = 0u32;
-        let mut next_status = STATUS_EVERY;
-        let mut spins = 0u32;
-        // The writeback as last traced: `submit` zeroed it.
-        let mut seen = 0u32;
-        let outcome = loop {
-            let w = word.load(Ordering::Acquire);
-            if let Some(t) = self.trace.as_ref().filter(|_| w != seen) {
-                seen = w;
-                t.writeback("xdma", "writeback", self.wb_bus, Width::B32, w.into());
+        Ok(Poller {
+            dir,
+            n,
+            timeout,
+            dog: Watchdog::new(timeout),
+            progress: 0,
+            next_status: STATUS_EVERY,
+            spins: 0,
+            seen: 0,
+        })
+    }
+
+    /// Submit the prepared chain and return: `finished_overlapped` then looks at it a time at a time, so one
+    /// thread keeps several channels moving (libxdma runs its channels independently: each has its
+    /// own descriptor engine, registers and writeback, PG195 "Channels").
+    pub(super) fn start_overlapped(&mut self, timeout: Duration) -> Result<()> {
+        self.pending = None;
+        self.irq.disarm(&*self.bar)?;
+        self.submit()?;
+        self.pending = Some(self.poller(timeout)?);
+        Ok(())
+    }
+
+    /// One look at the started chain: Ok(true) once it completed (run cleared), Ok(false) while
+    /// it moves; a failure as `wait` gives it.
+    pub(super) fn finished_overlapped(&mut self) -> Result<bool> {
+        let Some(mut p) = self.pending.take() else { return Ok(true) };
+        match self.poll_step(&mut p)? {
+            Some(o) => self.conclude(&p, o).map(|()| true),
+            None => {
+                self.pending = Some(p);
+                Ok(false)
             }
-            if w & WB_ERROR != 0 {
-                break Outcome::Error(w & WB_COUNT);
-            }
-            if w & WB_COUNT >= n {
-                break Outcome::Done;
-            }
-            spins = spins.wrapping_add(1);
-            if spins % 16 == 0 {
-                let elapsed = dog.elapsed();
-                if elapsed >= next_status {
-                    next_status = elapsed + STATUS_EVERY;
-                    if let Some(o) = self.check_stopped(dir, n)? {
-                        break o;
-                    }
-                    progress = self.rd(self.ch_reg(dir, CH_COMPLETED))? & WB_COUNT;
-                }
-                if dog.stalled(u64::from(progress.max(w & WB_COUNT))) {
-                    break Outcome::Timeout(progress.max(w & WB_COUNT).min(n));
-                }
-                if elapsed >= YIELD_AFTER {
-                    std::thread::yield_now();
-                }
+        }
+    }
+
+    /// Poll the writeback word until the submitted chain completes, fails or times out; then
+    /// clear run.
+    pub fn wait(&mut self, timeout: Duration) -> Result<()> {
+        let mut p = self.poller(timeout)?;
+        loop {
+            if let Some(o) = self.poll_step(&mut p)? {
+                return self.conclude(&p, o);
             }
             std::hint::spin_loop();
-        };
+        }
+    }
+
+    /// One look at the run: its outcome once it has one.
+    fn poll_step(&mut self, p: &mut Poller) -> Result<Option<Outcome>> {
+        let (dir, n) = (p.dir, p.n);
+        // The host looks at host memory: a simulated engine brings itself to now.
+        self.bar.observe();
+        let w = desc::writeback_word(&*self.wb_mem).load(Ordering::Acquire);
+        if let Some(t) = self.trace.as_ref().filter(|_| w != p.seen) {
+            p.seen = w;
+            t.writeback("xdma", "writeback", self.wb_bus, Width::B32, w.into());
+        }
+        if w & WB_ERROR != 0 {
+            return Ok(Some(Outcome::Error(w & WB_COUNT)));
+        }
+        if w & WB_COUNT >= n {
+            return Ok(Some(Outcome::Done));
+        }
+        p.spins = p.spins.wrapping_add(1);
+        if p.spins % 16 == 0 {
+            let elapsed = p.dog.elapsed();
+            if elapsed >= p.next_status {
+                p.next_status = elapsed + STATUS_EVERY;
+                if let Some(o) = self.check_stopped(dir, n)? {
+                    return Ok(Some(o));
+                }
+                p.progress = self.rd(self.ch_reg(dir, CH_COMPLETED))? & WB_COUNT;
+            }
+            // No yield: the poll is all this thread has to do, and a simulated engine needs no
+            // CPU of its own (issue 52); a yield on a busy host would cost a time slice.
+            if p.dog.stalled(u64::from(p.progress.max(w & WB_COUNT))) {
+                return Ok(Some(Outcome::Timeout(p.progress.max(w & WB_COUNT).min(n))));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The run's end: run cleared, and a failure in words.
+    fn conclude(&mut self, p: &Poller, outcome: Outcome) -> Result<()> {
+        let (dir, n, timeout) = (p.dir, p.n, p.timeout);
         let ch = self.opts.channel;
         match outcome {
             Outcome::Done => self.wr(self.ch_reg(dir, CH_CONTROL_W1C), RUN),

@@ -1,0 +1,50 @@
+# Every engine of the served cards through the guest kernel's vfio-pci (type1 behind the vIOMMU on q35-vu, whose
+# guest RAM the servers map from a shared memfd; served_dma_noiommu is the same with guest RAM reached by message):
+# `dma` both directions, verified, by polling and by interrupt side by side
+# (--completion both) with every interrupt kind the card offers (XDMA: MSI-X, MSI, INTx; umem: INTx; QDMA: MSI-X,
+# direct and aggregated), and `latency --dma` the same way; the stream cards' engines too.
+# machines: q35-vu
+# timeout: 600
+. /lab/lib.sh
+. /lab/served.sh
+hugepages 16
+for c in $SERVED_CARDS; do bind_vfio "$(served "$c")"; done
+trap 'for c in $SERVED_CARDS; do unbind "$(served "$c")"; done' EXIT
+d="--allow-dma --size 4K --total 64K"
+l="--allow-dma --size 4K --dma-samples 8 --samples 100"
+
+a=$(served sim)
+for k in msix msi intx; do
+	rows_ok 4 pcibench dma "$a" $d --completion both --irq-kind $k
+	rows_ok 4 pcibench latency "$a" --bar 4 $l --completion both --irq-kind $k
+done
+a=$(served sim-nvram)
+rows_ok 4 pcibench dma "$a" $d --completion both --irq-kind intx
+rows_ok 4 pcibench latency "$a" --bar 0 $l --completion both --irq-kind intx
+# With guest memory reached by message (q35-vu-noiommu) the QDMA and XDMA stream models deadlock QEMU: QDMA writes a
+# queue's status writeback (a DMA_WRITE QEMU answers on its main loop) holding the queue's lock, which the guest's
+# next register access (a REGION_READ QEMU's vCPU waits for, holding the BQL) also takes; the XDMA stream model moves
+# data inside a control write that clears run (stream.rs pump, on the register's thread, under the loopback's lock).
+# QEMU gives up after 5 s and aborts on an assertion of its own. Until the models drop their locks across DMA and move
+# no data inside a register access, both run on q35-vu only.
+if [ "$LAB_VFIO" = noiommu ]; then
+	echo "note: QDMA and the XDMA stream card not run on $LAB_MACHINE: their models wait on DMA messages inside register accesses (docs/vfio-user.md)"
+	exit 0
+fi
+a=$(served sim-xdma-st)
+for k in msix msi intx; do rows_ok 4 pcibench dma "$a" $d --completion both --irq-kind $k; done
+a=$(served sim-qdma)
+for m in direct aggregated; do
+	rows_ok 4 pcibench dma "$a" $d --completion both --qdma-intr $m
+	rows_ok 4 pcibench latency "$a" --bar 0 $l --completion both --qdma-intr $m
+done
+# QDMA stream queues drive the vendor's example design, which no register identifies: on a real function (as the
+# guest sees the served card) pcibench runs them only when told the design is there (issue 50 item 12's --design);
+# without that option it refuses in one line, which is what is checked until it lands.
+a=$(served sim-qdma-st)
+if pcibench dma --help | grep -q -- '--design'; then
+	for m in direct aggregated; do rows_ok 4 pcibench dma "$a" $d --design qdma-example --completion both --qdma-intr $m; done
+else
+	expect_err 'has stream engines only .*example design' pcibench dma "$a" $d
+	echo "note: sim-qdma-st in the guest: refused as a real card whose design pcibench cannot identify (no --design yet)"
+fi
