@@ -93,6 +93,28 @@ impl std::fmt::Debug for ModelClock {
     }
 }
 
+thread_local! {
+    static HANDS_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Make this thread one whose looks move no data (`on`), or an ordinary one again.
+///
+/// `pcibench serve` sets it on the thread that answers a client's register accesses while the
+/// card reaches that client's memory by DMA_READ/DMA_WRITE message: QEMU's client answers those
+/// only while none of its vCPUs waits on the device (hw/vfio-user/proxy.c), so an access whose
+/// reply waited on the card's own DMA message would wait forever (lab/findings.md 15; libvfio-user
+/// asks the same of its servers). On such a thread a register access reads and writes the
+/// registers, and what it would have moved is made due now instead, for the server's clock
+/// thread (`access::vfio_user::clock`) to move right after the reply has gone.
+pub fn set_hands_off(on: bool) {
+    HANDS_OFF.with(|h| h.set(on));
+}
+
+/// Whether this thread moves no data when it looks (`set_hands_off`).
+pub fn hands_off() -> bool {
+    HANDS_OFF.with(|h| h.get())
+}
+
 /// When a model next has something due, in its clock's nanoseconds (`IDLE`: nothing): one atomic
 /// the host's poll compares the time against before it takes any lock.
 #[derive(Debug)]

@@ -28,6 +28,9 @@ pub struct ServeOptions {
     /// The NVRAM card built as the conventional PCI function the MM-5425CN is (MWI Enable and the
     /// latency timer writable), not the PCI Express one of seed 001's view.
     pub nvram_conventional: bool,
+    /// Test hook: the session runs as when no clock thread could be started.
+    #[cfg(test)]
+    pub no_clock: bool,
 }
 
 impl Default for ServeOptions {
@@ -40,6 +43,8 @@ impl Default for ServeOptions {
             qdma_misc_cap: None,
             nvram_size: None,
             nvram_conventional: false,
+            #[cfg(test)]
+            no_clock: false,
         }
     }
 }

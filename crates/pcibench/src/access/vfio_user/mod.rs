@@ -17,6 +17,7 @@
 mod bars;
 mod card;
 pub mod client;
+mod clock;
 mod forward;
 mod guarded;
 pub mod info;

@@ -5,6 +5,7 @@
 //! client's DMA maps and interrupts live as long as its connection.
 
 use super::card::{Card, ServeOptions, Serving};
+use super::clock::ClockThread;
 use super::forward::{self, Routed, SetIrqs};
 use super::link::{ByMessage, Link};
 use super::version::{self, Caps, DmaLayout};
@@ -47,6 +48,8 @@ struct DmaMap {
     size: u64,
     // Unregistered from the fault guard before the registration unmaps the pages.
     guard: Option<crate::access::guard::Guarded>,
+    /// Reached by DMA_READ/DMA_WRITE message, not mapped here.
+    by_message: bool,
     _reg: Registration,
 }
 
@@ -74,6 +77,10 @@ pub struct Session<'a> {
     caps: Option<Caps>,
     /// Why the last command was refused, for the log (a client that sends unsealed memory).
     pub notes: Vec<String>,
+    /// This thread moves no data (some client memory is reached by message): `clock.rs`.
+    hands_off: bool,
+    /// No clock thread could be started.
+    no_clock: bool,
 }
 
 impl<'a> Session<'a> {
@@ -89,6 +96,8 @@ impl<'a> Session<'a> {
             counts: Counts::default(),
             caps: None,
             notes: Vec::new(),
+            hands_off: false,
+            no_clock: false,
         }
     }
 
@@ -104,11 +113,47 @@ impl<'a> Session<'a> {
     /// at that time and the card is brought to now here. Only this thread touches the card, so a
     /// model reaching client memory by DMA_READ/DMA_WRITE never waits on a reply that only this
     /// thread, held elsewhere, could read.
+    ///
+    /// While the card reaches some of the client's memory by message, the clock is a thread of its
+    /// own instead, and accesses here move nothing (`clock.rs` says why).
     pub fn run(&mut self) -> std::result::Result<(), WireError> {
+        let clock = ClockThread::default();
+        let card = self.card;
+        let r = std::thread::scope(|s| {
+            let spawned =
+                std::thread::Builder::new().name("serve-clock".into()).spawn_scoped(s, || clock.run(&card.dev));
+            #[cfg(test)]
+            let spawned = spawned.and_then(|t| match card.opts.no_clock {
+                true => Err(std::io::Error::other("test")),
+                false => Ok(t),
+            });
+            if spawned.is_err() {
+                // Without it, messages are answered as before: the card moves data where it is looked at.
+                self.no_clock = true;
+            }
+            let r = self.commands(&clock);
+            clock.stop();
+            r
+        });
+        crate::sim::datapath::set_hands_off(false);
+        r
+    }
+
+    /// `run`'s loop, on the session thread.
+    fn commands(&mut self, clock: &ClockThread) -> std::result::Result<(), WireError> {
         // Wake at the modeled time, not up to the default 50 us of timer slack after it.
         let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
         loop {
-            let due = self.card.dev.due_in().map(|d| Instant::now() + d);
+            let by_message = self.dma.iter().any(|m| m.by_message) && !self.no_clock;
+            if by_message != self.hands_off {
+                self.hands_off = by_message;
+                crate::sim::datapath::set_hands_off(by_message);
+                clock.set_active(by_message);
+            }
+            let due = match self.hands_off {
+                true => None,
+                false => self.card.dev.due_in().map(|d| Instant::now() + d),
+            };
             let next = match self.link.next_command(due) {
                 Err(WireError::Timeout) if due.is_some() => {
                     self.card.dev.advance();
@@ -137,6 +182,7 @@ impl<'a> Session<'a> {
             }
             if header.no_reply() {
                 self.counts.posted += 1;
+                clock.kick();
                 continue;
             }
             match reply {
@@ -146,6 +192,7 @@ impl<'a> Session<'a> {
                 }
                 Err(errno) => self.link.send(header.error_reply(errno.raw_os_error()), &[], &[])?,
             }
+            clock.kick();
         }
     }
 
@@ -338,6 +385,7 @@ impl<'a> Session<'a> {
         let host = self.card.dev.host_map();
         let mut guard = None;
         let by_message = |link: &Arc<Link>| Arc::new(ByMessage(Arc::clone(link)));
+        let mut remote = true;
         let reg = match fd {
             Some(fd) => {
                 let end_in_file = offset.checked_add(size).ok_or(Errno::INVAL)?;
@@ -357,6 +405,7 @@ impl<'a> Session<'a> {
                         // session, never the server.
                         guard =
                             crate::access::guard::register_vfio_user(pages.as_ptr(), pages.len(), &self.guard_key());
+                        remote = false;
                         host.register_pages_at(iova, pages)
                     }
                     // Too short: the client's error, refused.
@@ -377,7 +426,7 @@ impl<'a> Session<'a> {
         // A map over an existing one: EEXIST (vfio-user.rst "VFIO_USER_DMA_MAP").
         let reg = reg.ok_or(Errno::EXIST)?;
         self.mapped += size;
-        self.dma.push(DmaMap { iova, size, guard, _reg: reg });
+        self.dma.push(DmaMap { iova, size, guard, by_message: remote, _reg: reg });
         Ok(())
     }
 

@@ -52,6 +52,14 @@ pub(crate) fn start(shared: &Shared, run: &mut RunState, now: u64) {
 /// its data and completes, in this thread; the next one due is left in `shared.due`. `force`
 /// serves a stalled engine (a stepped test's `step`). Whether a descriptor completed.
 pub(crate) fn serve(shared: &Shared, run: &mut RunState, now: u64, force: bool) -> bool {
+    if crate::sim::datapath::hands_off() {
+        // A thread that answers a client's accesses moves nothing: the server's clock thread
+        // serves the chain now (datapath::set_hands_off).
+        if run.cursor.is_some() {
+            shared.due.set(0);
+        }
+        return false;
+    }
     let Some(mut cur) = run.cursor.take() else {
         shared.due.clear();
         return false;

@@ -93,6 +93,12 @@ fn next_pending(mm: &Mm, after: usize) -> Option<usize> {
 /// descriptor moved.
 pub(crate) fn serve(shared: &Shared, dir: Direction, now: u64, force: bool) -> bool {
     let mm = shared.mm(dir);
+    if crate::sim::datapath::hands_off() {
+        // A thread that answers a client's accesses moves nothing: the server's clock thread
+        // serves the engine now (datapath::set_hands_off).
+        mm.due.set(0);
+        return false;
+    }
     let mut guard = mm.eng.lock().unwrap_or_else(|e| e.into_inner());
     let eng = &mut *guard;
     let mut moved = false;

@@ -49,6 +49,14 @@ pub(crate) fn start(shared: &Shared, ch: &Channel, st: &mut RunState, now: u64) 
 /// then completes, its data moved now, in this thread; the next one due is left in `ch.due`.
 /// `force` serves a stalled channel (a stepped test's `step`). Whether a descriptor completed.
 pub(crate) fn serve(shared: &Shared, ch: &Channel, st: &mut RunState, now: u64, force: bool) -> bool {
+    if crate::sim::datapath::hands_off() {
+        // A thread that answers a client's accesses moves nothing: the server's clock thread
+        // serves the chain now (datapath::set_hands_off).
+        if st.cursor.is_some() {
+            ch.due.set(0);
+        }
+        return false;
+    }
     let Some(mut cur) = st.cursor.take() else {
         ch.due.clear();
         return false;

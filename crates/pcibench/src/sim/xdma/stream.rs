@@ -197,6 +197,12 @@ pub(crate) fn pump(shared: &Shared, loops: &[Loopback], i: usize, now: u64, forc
     let (Some(lb), Some(h2c), Some(c2h)) = (loops.get(i), shared.h2c.get(i), shared.c2h.get(i)) else {
         return false;
     };
+    if crate::sim::datapath::hands_off() {
+        // Moved by the server's clock thread, now (datapath::set_hands_off).
+        h2c.due.set(0);
+        c2h.due.set(0);
+        return false;
+    }
     let mut st = lb.lock();
     let mut any = false;
     let (due_h, due_c) = loop {
