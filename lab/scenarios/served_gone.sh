@@ -1,12 +1,14 @@
 # A served card whose server dies mid-run: while `dma` runs on the served sim card through the guest's vfio-pci, the
-# host kills its `pcibench serve` (SIGKILL: lab/scenarios/served_gone.host), so QEMU's vfio-user client loses the
+# host kills its `pcibench serve` (SIGTERM: lab/scenarios/served_gone.host), so QEMU's vfio-user client loses the
 # socket and the function answers all-ones from then on, as a card pulled from its slot would. The guest's run
 # ends with exit 1 and the one card-gone line, nothing hangs (the run, a later `info` on the dead card, the guest's
-# poweroff), and the other served cards still work. On q35-vu: on q35-vu-noiommu, whose writes QEMU posts, QEMU
-# 11.1 aborts as the server goes (util/error.c error_setv: Assertion `*errp == NULL'); q35-vu boots with
-# reboot=force so that its poweroff does not remap guest RAM into the dead server's container (lab/host/served.sh).
+# poweroff), and the other served cards still work. The server ends each connection so that QEMU reads an end of
+# file: Linux resets a UNIX stream closed with data unread (ECONNRESET), and QEMU 11.1's vfio_user_recv_hdr then
+# sets an error its channel already set and aborts (util/error.c error_setv: Assertion `*errp == NULL'); a server
+# killed with SIGKILL cannot drain, so with SIGKILL QEMU 11.1 aborts in most runs (lab/findings.md 13). q35-vu
+# boots with reboot=force so that its poweroff does not remap guest RAM into the dead server's container
+# (lab/host/served.sh).
 # machines: q35-vu
-# open: QEMU 11.1 aborts (error_setv assertion) as the server is killed, in 3 of 4 runs (lab/findings.md 13)
 # timeout: 240
 . /lab/lib.sh
 . /lab/served.sh

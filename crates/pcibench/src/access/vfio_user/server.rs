@@ -267,6 +267,7 @@ fn serve_on(
                 let spawned =
                     std::thread::Builder::new().name("vfio-user refuse".into()).spawn_scoped(scope, move || {
                         refuse(&stream, &named);
+                        close_cleanly(&stream);
                         waiting.fetch_sub(1, Ordering::Relaxed);
                     });
                 match spawned {
@@ -326,6 +327,7 @@ fn session(card: &Card, stream: UnixStream, ending: Arc<AtomicBool>, who: &str, 
     // The client's interrupts are torn down, its memory unreachable from now on.
     let (counts, mut notes, dma) = (s.counts, std::mem::take(&mut s.notes), s.dma_messages());
     drop(s);
+    close_cleanly(&link.sock);
     // A session that ended badly after a stall: first among the notes, it is why the client went
     // (lab/findings.md 15). A slow answer that came is no news.
     if link.stalled.load(Ordering::Relaxed) && !matches!(why, Ok(()) | Err(wire::WireError::Stopped)) {
@@ -353,6 +355,37 @@ fn session(card: &Card, stream: UnixStream, ending: Arc<AtomicBool>, who: &str, 
         line += &format!("; {n}");
     }
     line
+}
+
+/// How long a connection the server ends waits for its client to close its side.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// End a client's connection so that it reads an end of file, not a reset. Linux resets a UNIX
+/// stream whose closing end left data unread (net/unix/af_unix.c unix_release_sock: ECONNRESET
+/// to the peer), and QEMU 11's client aborts on that read error (hw/vfio-user/proxy.c
+/// vfio_user_recv_hdr sets an error its channel already set: error_setv's assertion;
+/// lab/findings.md 13). So no more writes (the client reads EOF and closes), and what it still
+/// sends is read and dropped until it does or `LINGER` passes. A server killed outright cannot
+/// do this, and QEMU 11 may then abort.
+fn close_cleanly(s: &UnixStream) {
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + LINGER;
+    let mut buf = [0u8; 4096];
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
+        let mut fds = [PollFd::new(s, PollFlags::IN)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) => return,
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => return,
+        }
+        // Descriptors the client sent along are closed with the data (MSG_CTRUNC).
+        match rustix::net::recv(s, &mut buf, rustix::net::RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return,
+            Ok(_) | Err(Errno::AGAIN | Errno::INTR) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Tell a client that arrived while the card is held who holds it: its VERSION answered with

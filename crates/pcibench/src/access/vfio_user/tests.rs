@@ -309,3 +309,33 @@ fn served_interrupts_are_forwarded_per_vector_and_torn_down_with_the_client() {
     assert_eq!(c, ["trigger 2 x2", "disable 2", "trigger 0 x1", "unmask 0", "disable 0"]);
     assert!(raised.lock().unwrap().is_empty(), "nothing left routed on the device");
 }
+
+/// A connection the server ends with the client's data still unread reads as an end of file on
+/// the client's side, not a reset (ECONNRESET), on which QEMU 11's client aborts
+/// (lab/findings.md 13).
+#[test]
+fn a_client_the_server_drops_reads_an_end_of_file_not_a_reset() {
+    with_served(SimId::DEFAULT, true, |socket| {
+        let sock = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        // A header whose size is less than a header's (the session ends on it), then more
+        // messages the server never reads.
+        let bad = Header { id: 1, command: cmd::VERSION, size: 8, flags: 0, error: 0 };
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&bad.id.to_le_bytes());
+        bytes.extend_from_slice(&bad.command.to_le_bytes());
+        bytes.extend_from_slice(&bad.size.to_le_bytes());
+        bytes.extend_from_slice(&[0; 8]);
+        bytes.extend_from_slice(&[0x5a; 32 << 10]);
+        use std::io::{Read, Write};
+        (&sock).write_all(&bytes).unwrap();
+        sock.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match (&sock).read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) => panic!("the client read {e} where an end of file was due"),
+            }
+        }
+    });
+}
