@@ -1,9 +1,8 @@
-# served_dma's XDMA, XDMA stream and umem runs on q35-vu-noiommu, whose guest RAM the servers reach by DMA_READ /
-# DMA_WRITE messages, which QEMU answers only while no vCPU waits on the device (lab/findings.md 15). The sim models
-# are driven by time, computed when the host looks (issue 52); with memory by message `serve` moves their data on
-# the session's clock thread after each access's reply, never inside the guest's register access, so neither side
-# waits on the other. The QDMA cards still take a queue's lock in a doorbell write that their engine holds across a
-# status writeback: they run on q35-vu only (served_dma).
+# served_dma's runs on q35-vu-noiommu, whose guest RAM the servers reach by DMA_READ/DMA_WRITE messages, which QEMU
+# answers only while no vCPU waits on the device (lab/findings.md 15). The models are driven by time (issue 52); with
+# memory by message `serve` moves their data on the session's clock thread after each access's reply, never inside
+# the guest's access, so neither side waits on the other. Not here: the QDMA cards (their run stops after three DMA
+# messages; lab/findings.md 15), which run on q35-vu (served_dma).
 # machines: q35-vu-noiommu
 # timeout: 600
 . /lab/lib.sh

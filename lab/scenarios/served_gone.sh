@@ -1,13 +1,9 @@
 # A served card whose server dies mid-run: while `dma` runs on the served sim card through the guest's vfio-pci, the
-# host kills its `pcibench serve` (SIGTERM: lab/scenarios/served_gone.host), so QEMU's vfio-user client loses the
-# socket and the function answers all-ones from then on, as a card pulled from its slot would. The guest's run
-# ends with exit 1 and the one card-gone line, nothing hangs (the run, a later `info` on the dead card, the guest's
-# poweroff), and the other served cards still work. The server ends each connection so that QEMU reads an end of
-# file: Linux resets a UNIX stream closed with data unread (ECONNRESET), and QEMU 11.1's vfio_user_recv_hdr then
-# sets an error its channel already set and aborts (util/error.c error_setv: Assertion `*errp == NULL'); a server
-# killed with SIGKILL cannot drain, so with SIGKILL QEMU 11.1 aborts in most runs (lab/findings.md 13). q35-vu
-# boots with reboot=force so that its poweroff does not remap guest RAM into the dead server's container
-# (lab/host/served.sh).
+# host kills its `pcibench serve` (SIGTERM: served_gone.host), so the function answers all-ones from then on, as a
+# card pulled from its slot would. The guest's run ends with exit 1 and the one card-gone line, nothing hangs (the
+# run, a later `info`, the poweroff), and the other cards still work. serve ends its connections so that QEMU reads
+# EOF, not ECONNRESET, on which QEMU 11.1 aborts (error_setv assertion); a SIGKILLed server cannot, so with SIGKILL
+# QEMU 11.1 aborts in most runs (lab/findings.md 13). q35-vu boots with reboot=force (lab/host/served.sh).
 # machines: q35-vu
 # timeout: 240
 . /lab/lib.sh

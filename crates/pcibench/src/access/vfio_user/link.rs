@@ -203,6 +203,11 @@ impl Link {
             if let Some(why) = &s.dead {
                 return Err(why.clone());
             }
+            // The server is stopping: its session answers what the client already sent and closes
+            // (server.rs close_cleanly), which a card's wait here must not hold up.
+            if self.stop.load(Ordering::Relaxed) {
+                return Err("the server is stopping".into());
+            }
             let now = Instant::now();
             if now >= deadline {
                 drop(s);

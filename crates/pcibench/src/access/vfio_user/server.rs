@@ -357,32 +357,41 @@ fn session(card: &Card, stream: UnixStream, ending: Arc<AtomicBool>, who: &str, 
     line
 }
 
-/// How long a connection the server ends waits for its client to close its side.
-const LINGER: Duration = Duration::from_secs(2);
-
-/// End a client's connection so that it reads an end of file, not a reset. Linux resets a UNIX
-/// stream whose closing end left data unread (net/unix/af_unix.c unix_release_sock: ECONNRESET
-/// to the peer), and QEMU 11's client aborts on that read error (hw/vfio-user/proxy.c
-/// vfio_user_recv_hdr sets an error its channel already set: error_setv's assertion;
-/// lab/findings.md 13). So no more writes (the client reads EOF and closes), and what it still
-/// sends is read and dropped until it does or `LINGER` passes. A server killed outright cannot
-/// do this, and QEMU 11 may then abort.
+/// End a client's connection so that it reads an end of file, not a reset, and no request of its
+/// is left waiting for its timeout. Linux resets a UNIX stream whose closing end left data unread
+/// (net/unix/af_unix.c unix_release_sock: ECONNRESET to the peer), and QEMU 11's client aborts on
+/// that read error (hw/vfio-user/proxy.c vfio_user_recv_hdr sets an error its channel already set:
+/// error_setv's assertion; lab/findings.md 13); and at EOF QEMU does not fail a request already
+/// sent, whose vCPU then waits out `x-msg-timeout`. So: receiving is shut first (a message the
+/// client sends from now on fails at once with EPIPE: unix_stream_sendmsg checks the peer's
+/// RCV_SHUTDOWN), the commands already queued are answered (ENODEV: the card is going), then
+/// sending is shut (the client reads EOF), and the close leaves nothing unread. A server killed
+/// outright cannot do this, and QEMU 11 may then abort.
 fn close_cleanly(s: &UnixStream) {
-    let _ = s.shutdown(std::net::Shutdown::Write);
-    let deadline = Instant::now() + LINGER;
-    let mut buf = [0u8; 4096];
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
-        let mut fds = [PollFd::new(s, PollFlags::IN)];
-        match poll(&mut fds, Some(&ts)) {
-            Ok(0) => return,
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(_) => return,
+    let _ = s.shutdown(std::net::Shutdown::Read);
+    let stop = || false;
+    // Bounded: the queue holds only what came before the shutdown; a message begun but not
+    // whole reads as an end, which ends the loop.
+    for _ in 0..4096 {
+        let wait = Wait { idle: Some(Instant::now()), whole: Duration::from_millis(200), stop: &stop };
+        match wire::recv(s, &wait) {
+            Ok(Some(m)) if !m.header.is_reply() && !m.header.no_reply() => {
+                let deadline = Some(Instant::now() + Duration::from_millis(200));
+                if wire::send(s, m.header.error_reply(Errno::NODEV.raw_os_error()), &[], &[], deadline).is_err() {
+                    break;
+                }
+            }
+            Ok(Some(_)) => {}
+            _ => break,
         }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut buf = [0u8; 4096];
+    for _ in 0..65536 {
         // Descriptors the client sent along are closed with the data (MSG_CTRUNC).
         match rustix::net::recv(s, &mut buf, rustix::net::RecvFlags::DONTWAIT) {
             Ok((0, _)) => return,
-            Ok(_) | Err(Errno::AGAIN | Errno::INTR) => {}
+            Ok(_) | Err(Errno::INTR) => {}
             Err(_) => return,
         }
     }

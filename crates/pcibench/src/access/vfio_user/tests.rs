@@ -327,7 +327,9 @@ fn a_client_the_server_drops_reads_an_end_of_file_not_a_reset() {
         bytes.extend_from_slice(&[0; 8]);
         bytes.extend_from_slice(&[0x5a; 32 << 10]);
         use std::io::{Read, Write};
-        (&sock).write_all(&bytes).unwrap();
+        // The server may shut its side while this is still being written (EPIPE): what matters is
+        // what the client reads.
+        let _ = (&sock).write_all(&bytes);
         sock.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
         let mut buf = [0u8; 4096];
         loop {

@@ -96,11 +96,17 @@ pub(crate) fn serve(shared: &Shared, dir: Direction, now: u64, force: bool) -> b
     if crate::sim::datapath::hands_off() {
         // A thread that answers a client's accesses moves nothing: the server's clock thread
         // serves the engine now (datapath::set_hands_off).
+        mm.poked.store(true, Ordering::Release);
         mm.due.set(0);
         return false;
     }
     let mut guard = mm.eng.lock().unwrap_or_else(|e| e.into_inner());
     let eng = &mut *guard;
+    mm.poked.store(false, Ordering::Release);
+    let started = mm.started_at.swap(0, Ordering::AcqRel);
+    if started != 0 && eng.burst.is_none() {
+        eng.free_at = eng.free_at.max(started);
+    }
     let mut moved = false;
     loop {
         if mm.stalled.load(Ordering::Acquire) && !force {
@@ -176,12 +182,29 @@ pub(crate) fn serve(shared: &Shared, dir: Direction, now: u64, force: bool) -> b
         eng.burst = Some(b);
     }
     mm.due.clear();
+    // A hands-off thread's access meanwhile (its due time set before this clear): due now.
+    if mm.poked.load(Ordering::Acquire) {
+        mm.due.set(0);
+    }
     moved
 }
 
 /// The engine's run bit rose at model time `now`: queues rung while it was off start no sooner.
 pub(crate) fn started(shared: &Shared, dir: Direction, now: u64) {
-    let mut eng = shared.mm(dir).eng.lock().unwrap_or_else(|e| e.into_inner());
+    let mm = shared.mm(dir);
+    let mut eng = if crate::sim::datapath::hands_off() {
+        // The engine's lock may be held across a DMA message by the thread moving data: the
+        // start time is left for its next serve.
+        match mm.eng.try_lock() {
+            Ok(g) => g,
+            Err(_) => {
+                mm.started_at.store(now.max(1), Ordering::Release);
+                return;
+            }
+        }
+    } else {
+        mm.eng.lock().unwrap_or_else(|e| e.into_inner())
+    };
     if eng.burst.is_none() {
         eng.free_at = eng.free_at.max(now);
     }
@@ -375,7 +398,16 @@ fn complete(shared: &Shared, dir: Direction, qid: usize, p: &Plan, done: u32) ->
     let withheld = shared.mm(dir).withhold.load(Ordering::Acquire);
     if done > 0 && (p.wb == 2 || (p.wb == 1 && idle)) && !withheld {
         let at = p.base + p.ring as u64 * DESC_BYTES;
-        if shared.host.store_u32_release(at, pidx | cidx << 16).is_err() {
+        // Written without the queue's lock: a doorbell write takes it, and with client memory
+        // reached by message this write waits on the client, which answers only once the
+        // doorbell's access is done (access/vfio_user/clock.rs).
+        drop(c);
+        let written = shared.host.store_u32_release(at, pidx | cidx << 16);
+        c = q.lock();
+        if c.gen != p.gen {
+            return false;
+        }
+        if written.is_err() {
             let s = Stop::dsc(shared.ip.dsc_ur_ca(), format!("{dir} queue {qid}: status writeback to {at:#x} failed"));
             drop(c);
             fail(shared, dir, qid, p.gen, cidx, s);

@@ -243,6 +243,12 @@ pub(crate) struct Mm {
     pub eng: Mutex<super::burst::EngState>,
     /// When it next completes a descriptor (model time).
     pub due: Due,
+    /// A hands-off thread (`datapath::set_hands_off`) made the engine due while it may have been
+    /// serving: it stays due when that serve ends.
+    pub poked: AtomicBool,
+    /// The run bit's rising edge a hands-off thread could not give the engine (its lock was held):
+    /// model time, 0 for none.
+    pub started_at: AtomicU64,
     /// Holds completions back under `PCIBENCH_SIM_SHAKE`.
     pub shaker: Shaker,
     /// Test hook: the engine accepts doorbells but moves nothing (a hung engine).
@@ -271,6 +277,8 @@ impl Mm {
             pending: (0..queues.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             eng: Mutex::new(Default::default()),
             due: Due::default(),
+            poked: AtomicBool::new(false),
+            started_at: AtomicU64::new(0),
             shaker: Shaker::new(name, unshaken),
             stalled: AtomicBool::new(false),
             last_fault: Mutex::new(None),

@@ -146,6 +146,23 @@ pub(crate) struct LoopState {
 #[derive(Default)]
 pub(crate) struct Loopback {
     state: Mutex<LoopState>,
+    /// What a hands-off thread saw (`datapath::set_hands_off`) for the next `pump` to act on: a
+    /// lock of its own, never held across a DMA message.
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Rising edges of run, H2C then C2H.
+    starts: [Option<(Start, u64)>; 2],
+    /// Any other control write (run cleared: a waiting side stops).
+    poked: bool,
+}
+
+impl Loopback {
+    fn seen(&self) -> MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Loopback {
@@ -168,6 +185,19 @@ pub(crate) fn start(shared: &Shared, loops: &[Loopback], ch: &Channel, start: St
         finish(shared, ch, ST_IDLE_STOPPED, Some(why), now);
         return;
     };
+    if crate::sim::datapath::hands_off() {
+        // The loopback's lock may be held across a DMA message by the thread moving data: the
+        // edge is left for it (`pump` starts it), and made due now.
+        lb.seen().starts[ch.dir as usize] = Some((start, now));
+        ch.due.set(0);
+        return;
+    }
+    begin(shared, lb, ch, start, now);
+    pump(shared, loops, ch.index as usize, shared.now(), false);
+}
+
+/// Point channel `ch`'s cursor at the chain at `start` (a rising edge of run at model time `now`).
+fn begin(shared: &Shared, lb: &Loopback, ch: &Channel, start: Start, now: u64) {
     {
         let mut st = lb.lock();
         let cur = cursor(&mut st, ch.dir);
@@ -176,10 +206,8 @@ pub(crate) fn start(shared: &Shared, loops: &[Loopback], ch: &Channel, start: St
             cur.active = false;
             drop(st);
             finish(shared, ch, bits, Some(why), now);
-            return;
         }
     }
-    pump(shared, loops, ch.index as usize, shared.now(), false);
 }
 
 fn cursor(st: &mut LoopState, dir: Direction) -> &mut Cursor {
@@ -199,9 +227,16 @@ pub(crate) fn pump(shared: &Shared, loops: &[Loopback], i: usize, now: u64, forc
     };
     if crate::sim::datapath::hands_off() {
         // Moved by the server's clock thread, now (datapath::set_hands_off).
+        lb.seen().poked = true;
         h2c.due.set(0);
         c2h.due.set(0);
         return false;
+    }
+    let started = std::mem::take(&mut *lb.seen()).starts;
+    for (ch, edge) in [h2c, c2h].into_iter().zip(started) {
+        if let Some((start, at)) = edge {
+            begin(shared, lb, ch, start, at);
+        }
     }
     let mut st = lb.lock();
     let mut any = false;
@@ -220,6 +255,14 @@ pub(crate) fn pump(shared: &Shared, loops: &[Loopback], i: usize, now: u64, forc
             None => ch.due.clear(),
         }
     }
+    // What a hands-off thread saw meanwhile made the channels due, which the lines above may have
+    // undone: they stay due.
+    let seen = lb.seen();
+    if seen.poked || seen.starts.iter().any(Option::is_some) {
+        h2c.due.set(0);
+        c2h.due.set(0);
+    }
+    drop(seen);
     any
 }
 
