@@ -367,13 +367,19 @@ fn session(card: &Card, stream: UnixStream, ending: Arc<AtomicBool>, who: &str, 
 /// RCV_SHUTDOWN), the commands already queued are answered (ENODEV: the card is going), then
 /// sending is shut (the client reads EOF), and the close leaves nothing unread. A server killed
 /// outright cannot do this, and QEMU 11 may then abort.
-fn close_cleanly(s: &UnixStream) {
+pub(super) fn close_cleanly(s: &UnixStream) {
     let _ = s.shutdown(std::net::Shutdown::Read);
     let stop = || false;
     // Bounded: the queue holds only what came before the shutdown; a message begun but not
     // whole reads as an end, which ends the loop.
     for _ in 0..4096 {
-        let wait = Wait { idle: Some(Instant::now()), whole: Duration::from_millis(200), stop: &stop };
+        // Reading is shut, so an empty queue reads as an end at once: the idle limit is never
+        // waited out (an idle limit of now would not even look).
+        let wait = Wait {
+            idle: Some(Instant::now() + Duration::from_millis(50)),
+            whole: Duration::from_millis(200),
+            stop: &stop,
+        };
         match wire::recv(s, &wait) {
             Ok(Some(m)) if !m.header.is_reply() && !m.header.no_reply() => {
                 let deadline = Some(Instant::now() + Duration::from_millis(200));

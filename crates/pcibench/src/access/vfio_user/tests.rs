@@ -341,3 +341,28 @@ fn a_client_the_server_drops_reads_an_end_of_file_not_a_reset() {
         }
     });
 }
+
+/// Commands a client sent before the server ends its connection each get an answer (ENODEV), then
+/// the client reads an end of file: no request is left to wait out the client's timeout, and a
+/// later send fails at once.
+#[test]
+fn a_connection_the_server_ends_answers_what_was_sent_then_reads_as_an_end() {
+    let (client, server) = std::os::unix::net::UnixStream::pair().unwrap();
+    for id in 1..=3u16 {
+        let h = Header { id, command: cmd::REGION_READ, size: 0, flags: 0, error: 0 };
+        wire::send(&client, h, &Put::default().u64(0).u32(0).u32(4).0, &[], None).unwrap();
+    }
+    let posted = Header { id: 9, command: cmd::REGION_WRITE, size: 0, flags: wire::FLAG_NO_REPLY, error: 0 };
+    wire::send(&client, posted, &Put::default().u64(0).u32(0).u32(4).u32(1).0, &[], None).unwrap();
+    super::server::close_cleanly(&server);
+    let wait = wire::tests::patient(std::time::Duration::from_secs(5));
+    for id in 1..=3u16 {
+        let m = wire::recv(&client, &wait).unwrap().expect("an answer");
+        assert!(m.header.is_reply() && m.header.id == id, "{:?}", m.header);
+        assert_eq!(m.header.flags & wire::FLAG_ERROR, wire::FLAG_ERROR);
+        assert_eq!(m.header.error, rustix::io::Errno::NODEV.raw_os_error() as u32);
+    }
+    assert!(wire::recv(&client, &wait).unwrap().is_none(), "then an end of file (the posted write unanswered)");
+    let h = Header { id: 10, command: cmd::REGION_READ, size: 0, flags: 0, error: 0 };
+    assert!(wire::send(&client, h, &Put::default().u64(0).u32(0).u32(4).0, &[], None).is_err(), "a later send fails");
+}
