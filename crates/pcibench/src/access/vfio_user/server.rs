@@ -336,7 +336,8 @@ fn session(card: &Card, stream: UnixStream, ending: Arc<AtomicBool>, who: &str, 
     let mut line = match why {
         Ok(()) | Err(wire::WireError::Stopped) => format!("a client disconnected ({who})"),
         Err(wire::WireError::Timeout) => format!(
-            "a client was dropped ({who}): its message did not arrive whole within {} s",
+            "a client was dropped ({who}): a message did not go through whole within {} s (the client sent part of \
+             one and no more, or stopped reading the server's)",
             MESSAGE_TIMEOUT.as_secs()
         ),
         Err(e) => format!("a client was dropped ({who}): {e}"),
