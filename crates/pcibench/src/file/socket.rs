@@ -10,6 +10,8 @@
 //!   anything (RENAME_NOREPLACE, or a hard link): the name appears only when it accepts
 //!   connections, so whoever waits for the file and connects is not refused (ECONNREFUSED
 //!   between bind and listen). Its own address (getsockname, /proc/net/unix) is the temporary one.
+//!   Whatever stands at a temporary name is skipped; the temporary name is removed (when the move
+//!   failed, or a link was made) only while it still holds the inode bound.
 //! - Under sudo the open, the bind and the removal run as the invoking user (`AsInvoker`): the
 //!   socket is made only where they could make it, belongs to them, and is removed only where
 //!   they could remove it.
@@ -149,30 +151,41 @@ fn make(flag: &str, shown: &str, dir: &Path, name: &OsStr) -> Result<Listening> 
     // only once connections are accepted, so a client (QEMU, a script) that waits for the file
     // and connects is never refused by a socket bound but not yet listening.
     let (sock, tmp) = bind_aside(flag, shown, &d, &via)?;
-    rustix::net::listen(&sock, BACKLOG).map_err(|e| {
-        let _ = rustix::fs::unlinkat(&dirfd, tmp.as_os_str(), AtFlags::empty());
-        Error::Refused(format!("cannot listen on {shown}: {e}"))
-    })?;
-    let placed = place(&dirfd, &tmp, name);
-    let _ = rustix::fs::unlinkat(&dirfd, tmp.as_os_str(), AtFlags::empty());
-    placed.map_err(|e| match e {
-        Errno::EXIST => Error::Refused(format!(
-            "{flag} {shown}: something else took the name while the socket was being made: pick another {flag}"
-        )),
-        e => Error::Refused(format!("cannot put the socket at {shown}: {e}")),
-    })?;
-    let st = rustix::fs::statat(&dirfd, name, AtFlags::SYMLINK_NOFOLLOW)
-        .map_err(|e| Error::Refused(format!("cannot look at the socket {shown} just made: {e}")))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::Socket {
-        // Replaced between the move and the look: only the directory's owner could, and what
+    let replaced = || Error::Refused(format!("{flag} {shown}: replaced while it was being made: stopping"));
+    // The inode bound: only it is ever removed or renamed under the temporary name.
+    let bound = match rustix::fs::statat(&dirfd, tmp.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Socket => (st.st_dev, st.st_ino),
+        // Replaced between the bind and the look: only the directory's owner could, and what
         // they put there is theirs; the socket bound is unreachable by name, so stop.
-        return Err(Error::Refused(format!("{flag} {shown}: replaced while it was being made: stopping")));
+        _ => return Err(replaced()),
+    };
+    if let Err(e) = rustix::net::listen(&sock, BACKLOG) {
+        remove_if(&dirfd, &tmp, bound);
+        return Err(Error::Refused(format!("cannot listen on {shown}: {e}")));
+    }
+    match place(&dirfd, &tmp, name) {
+        Ok(Placed::Renamed) => {}
+        Ok(Placed::Linked) => remove_if(&dirfd, &tmp, bound),
+        Err(e) => {
+            remove_if(&dirfd, &tmp, bound);
+            return Err(match e {
+                Errno::EXIST => Error::Refused(format!(
+                    "{flag} {shown}: something else took the name while the socket was being made: pick another {flag}"
+                )),
+                e => Error::Refused(format!("cannot put the socket at {shown}: {e}")),
+            });
+        }
+    }
+    match rustix::fs::statat(&dirfd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if (st.st_dev, st.st_ino) == bound => {}
+        Ok(_) => return Err(replaced()),
+        Err(e) => return Err(Error::Refused(format!("cannot look at the socket {shown} just made: {e}"))),
     }
     Ok(Listening {
         listener: UnixListener::from(sock),
         dir: dirfd,
         name: name.to_os_string(),
-        inode: (st.st_dev, st.st_ino),
+        inode: bound,
         shown: shown.to_string(),
         removed: false,
     })
@@ -216,16 +229,36 @@ fn bind_aside(flag: &str, shown: &str, d: &str, via: &[u8]) -> Result<(OwnedFd, 
     )))
 }
 
+/// How `place` named the socket.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Placed {
+    /// Moved: the temporary name is gone.
+    Renamed,
+    /// Linked: the temporary name is still there, for the caller to remove.
+    Linked,
+}
+
 /// Give the socket at `tmp` the name `name` in the same directory, never replacing what is there
 /// (EEXIST): rename(2) with RENAME_NOREPLACE, or, on a filesystem without it, a hard link (which
-/// never replaces either). The caller removes `tmp`.
-pub(super) fn place(dirfd: &OwnedFd, tmp: &OsStr, name: &OsStr) -> std::result::Result<(), Errno> {
+/// never replaces either).
+pub(super) fn place(dirfd: &OwnedFd, tmp: &OsStr, name: &OsStr) -> std::result::Result<Placed, Errno> {
     use rustix::fs::RenameFlags;
     match rustix::fs::renameat_with(dirfd, tmp, dirfd, name, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(Placed::Renamed),
         Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
-            rustix::fs::linkat(dirfd, tmp, dirfd, name, AtFlags::empty())
+            rustix::fs::linkat(dirfd, tmp, dirfd, name, AtFlags::empty()).map(|()| Placed::Linked)
         }
-        r => r,
+        Err(e) => Err(e),
+    }
+}
+
+/// Remove `tmp` from the directory only while it is still the inode `bound` (what replaced it
+/// stays).
+fn remove_if(dirfd: &OwnedFd, tmp: &OsStr, bound: (u64, u64)) {
+    if let Ok(st) = rustix::fs::statat(dirfd, tmp, AtFlags::SYMLINK_NOFOLLOW) {
+        if (st.st_dev, st.st_ino) == bound {
+            let _ = rustix::fs::unlinkat(dirfd, tmp, AtFlags::empty());
+        }
     }
 }
 

@@ -211,6 +211,24 @@ fn a_socket_is_put_in_place_without_replacing_anything() {
     std::fs::write(t.path().join("tmp"), "ours").unwrap();
     assert_eq!(super::socket::place(&dir, "tmp".as_ref(), "a".as_ref()), Err(rustix::io::Errno::EXIST));
     assert_eq!(std::fs::read_to_string(t.path().join("a")).unwrap(), "theirs");
-    super::socket::place(&dir, "tmp".as_ref(), "b".as_ref()).unwrap();
+    assert_eq!(super::socket::place(&dir, "tmp".as_ref(), "b".as_ref()), Ok(super::socket::Placed::Renamed));
     assert_eq!(std::fs::read_to_string(t.path().join("b")).unwrap(), "ours");
+    assert!(!t.path().join("tmp").exists(), "moved, not copied");
+}
+
+/// Something at the temporary name the socket is first bound under (another's file, a link) is
+/// skipped and kept: the socket is bound beside it, and only the socket's own names are touched.
+#[test]
+fn what_stands_at_the_temporary_name_is_kept() {
+    let t = tempfile::tempdir().unwrap();
+    let planted = t.path().join(format!(".pcibench-serve-{}-0", std::process::id()));
+    std::os::unix::fs::symlink("/etc/hostname", &planted).unwrap();
+    let path = t.path().join("s.sock");
+    let listening = super::socket::listen("--socket", &path).unwrap();
+    std::os::unix::net::UnixStream::connect(&path).unwrap();
+    drop(listening);
+    assert!(!path.exists(), "removed when dropped");
+    let left: Vec<_> = std::fs::read_dir(t.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![planted.file_name().unwrap().to_os_string()], "only what was planted is left");
+    assert!(std::fs::symlink_metadata(&planted).unwrap().file_type().is_symlink());
 }
