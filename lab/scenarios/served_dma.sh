@@ -23,24 +23,12 @@ rows_ok 4 pcibench dma "$a" $d --completion both --irq-kind intx
 rows_ok 4 pcibench latency "$a" --bar 0 $l --completion both --irq-kind intx
 a=$(served sim-xdma-st)
 for k in msix msi intx; do rows_ok 4 pcibench dma "$a" $d --completion both --irq-kind $k; done
-# With guest memory reached by message (q35-vu-noiommu) the QDMA cards do not run yet (lab/findings.md 15: the
-# first run stops after three DMA messages); the XDMA and umem cards do (served_dma_noiommu).
-if [ "$LAB_VFIO" = noiommu ]; then
-	echo "note: the QDMA cards not run on $LAB_MACHINE: with guest memory by message they stall (lab/findings.md 15)"
-	exit 0
-fi
 a=$(served sim-qdma)
 for m in direct aggregated; do
 	rows_ok 4 pcibench dma "$a" $d --completion both --qdma-intr $m
 	rows_ok 4 pcibench latency "$a" --bar 0 $l --completion both --qdma-intr $m
 done
 # QDMA stream queues drive the vendor's example design, which no register identifies: on a real function (as the
-# guest sees the served card) pcibench runs them only when told the design is there (issue 50 item 12's --design);
-# without that option it refuses in one line, which is what is checked until it lands.
+# guest sees the served card) pcibench runs them only when told the design is there (--design).
 a=$(served sim-qdma-st)
-if pcibench dma --help | grep -q -- '--design'; then
-	for m in direct aggregated; do rows_ok 4 pcibench dma "$a" $d --design qdma-example --completion both --qdma-intr $m; done
-else
-	expect_err 'has stream engines only .*example design' pcibench dma "$a" $d
-	echo "note: sim-qdma-st in the guest: refused as a real card whose design pcibench cannot identify (no --design yet)"
-fi
+for m in direct aggregated; do rows_ok 4 pcibench dma "$a" $d --design qdma-example --completion both --qdma-intr $m; done

@@ -15,6 +15,13 @@ use std::sync::Arc;
 /// host (a neighbour's compile, a lab guest) can make the idle run the unlucky one (seen: idle
 /// 3930 MB/s, busy 6037), which says nothing about load.
 const RATIO: f64 = 1.5;
+/// The same for a row the host path bounds (its idle figure under `MODEL_BOUND` of the model's
+/// datapath): that figure is the host's copy, which load legitimately slows (a hog on the SMT
+/// sibling or a neighbour's memory traffic: sim-qdma's 64 KiB h2c went from 12679 MB/s, 79% of its
+/// model, to 8277 with two external hogs and two of the test's), so only the 10-100x defect fails it.
+const HOST_BOUND_RATIO: f64 = 2.0;
+/// A row at this share of its model's datapath or more is the model's figure, not the host's.
+const MODEL_BOUND: f64 = 90.0;
 /// The same for a latency p50, which is a histogram bucket's value: a few µs apart, neighbouring
 /// buckets differ by up to 1.5x (seen: 5631 ns idle, 8639 ns busy on sim-nvram), so one bucket's
 /// difference must not fail it; what it guards against is still 10-100x.
@@ -59,8 +66,9 @@ impl Drop for Hogs {
     }
 }
 
-/// (row, figure) of every result of `pcibench args --json`, by `field` (a JSON pointer).
-fn figures(args: &[&str], field: &str) -> Vec<(String, f64)> {
+/// (row, figure, efficiency %) of every result of `pcibench args --json`, by `field` (a JSON
+/// pointer); the efficiency is 100 where the row gives none.
+fn figures(args: &[&str], field: &str) -> Vec<(String, f64, f64)> {
     let t = tempfile::tempdir().unwrap();
     let mut all: Vec<&str> = args.to_vec();
     all.push("--json");
@@ -72,7 +80,8 @@ fn figures(args: &[&str], field: &str) -> Vec<(String, f64)> {
         .map(|r| {
             let name = format!("{} {}", r["dir"].as_str().unwrap_or("?"), r["size"]);
             assert_eq!(r["verify"]["status"], "ok", "{args:?} {name}: {r}");
-            (name, r.pointer(field).and_then(|x| x.as_f64()).unwrap())
+            let eff = r["efficiency_pct"].as_f64().unwrap_or(100.0);
+            (name, r.pointer(field).and_then(|x| x.as_f64()).unwrap(), eff)
         })
         .collect()
 }
@@ -89,11 +98,20 @@ const ROUNDS: usize = 3;
 /// way, keep that out of the load's comparison.
 fn same_when_busy(args: &[&str], field: &str, higher: bool) {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let best = |a: Option<Vec<(String, f64)>>, b: Vec<(String, f64)>| match a {
+    type Rows = Vec<(String, f64, f64)>;
+    let best = |a: Option<Rows>, b: Rows| match a {
         None => b,
         Some(a) => {
             assert_eq!(a.len(), b.len(), "{args:?}");
-            a.into_iter().zip(b).map(|((n, x), (_, y))| (n, if higher { x.max(y) } else { x.min(y) })).collect()
+            let pick = |(n, x, e): (String, f64, f64), (_, y, f): (String, f64, f64)| {
+                let first = if higher { x >= y } else { x <= y };
+                if first {
+                    (n, x, e)
+                } else {
+                    (n, y, f)
+                }
+            };
+            a.into_iter().zip(b).map(|(x, y)| pick(x, y)).collect()
         }
     };
     let (mut idle, mut busy) = (None, None);
@@ -106,11 +124,17 @@ fn same_when_busy(args: &[&str], field: &str, higher: bool) {
     let (idle, busy) = (idle.unwrap_or_default(), busy.unwrap_or_default());
     assert_eq!(idle.len(), busy.len(), "{args:?}");
     assert!(!idle.is_empty(), "{args:?}: no rows");
-    for ((name, a), (_, b)) in idle.iter().zip(&busy) {
+    for ((name, a, eff), (_, b, _)) in idle.iter().zip(&busy) {
         // Worse under load: lower throughput, or higher latency.
         let worse = if higher { a / b } else { b / a };
-        eprintln!("{args:?} {name}: idle {a:.1}, two hogs a CPU {b:.1} (x{worse:.2} worse busy)");
-        let bound = if higher { RATIO } else { LATENCY_RATIO };
+        eprintln!(
+            "{args:?} {name}: idle {a:.1} ({eff:.0}% of the model), two hogs a CPU {b:.1} (x{worse:.2} worse busy)"
+        );
+        let bound = match (higher, *eff >= MODEL_BOUND) {
+            (false, _) => LATENCY_RATIO,
+            (true, true) => RATIO,
+            (true, false) => HOST_BOUND_RATIO,
+        };
         assert!(worse <= bound, "{args:?} {name}: idle {a:.1}, busy {b:.1}: {worse:.2}x worse under load");
     }
 }

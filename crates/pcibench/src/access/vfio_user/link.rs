@@ -255,6 +255,13 @@ fn take_ready(s: &State, id: u16, command: u16) -> bool {
 /// The client's memory mapped without a descriptor, as the card's host map reaches it.
 pub struct ByMessage(pub Arc<Link>);
 
+/// The most data one DMA_READ or DMA_WRITE moves, whatever the client's `max_data_xfer_size`.
+/// QEMU 11.1 sends its DMA_READ reply with one non-blocking write and does not finish a partial
+/// one (`vfio_user_send_qio`, hw/vfio-user/proxy.c): a reply larger than its socket's send buffer
+/// (about 208 KiB by default, net.core.wmem_default) reaches us cut short and the channel is lost.
+/// 64 KiB fits any default buffer and costs one message per 64 KiB.
+const DMA_CHUNK: usize = 64 << 10;
+
 impl Remote for ByMessage {
     fn read(&self, bus: u64, out: &mut [u8]) -> Result<(), HostFault> {
         let (layout, max) = self.0.layout();
@@ -262,7 +269,7 @@ impl Remote for ByMessage {
         let fault = || HostFault { bus, len };
         let mut at = 0;
         while at < out.len() {
-            let n = (out.len() - at).min(max);
+            let n = (out.len() - at).min(max).min(DMA_CHUNK);
             let address = bus + at as u64;
             let m = self.0.request(cmd::DMA_READ, &layout.read_request(address, n as u64)).map_err(|_| fault())?;
             if m.header.flags & wire::FLAG_ERROR != 0 {
@@ -281,6 +288,7 @@ impl Remote for ByMessage {
 
     fn write(&self, bus: u64, data: &[u8]) -> Result<(), HostFault> {
         let (layout, max) = self.0.layout();
+        let max = max.min(DMA_CHUNK);
         let fault = || HostFault { bus, len: data.len() as u64 };
         for (i, chunk) in data.chunks(max).enumerate() {
             let address = bus + (i * max) as u64;
