@@ -36,6 +36,9 @@ struct SimConfig {
     space: Mutex<ConfigSpace>,
     models: Vec<Arc<dyn RegisterModel>>,
     irq: Option<Arc<SimIrq>>,
+    /// A thread of `pcibench serve` moves the engines (`set_moved_by_clock`): an interrupt
+    /// waiter only waits.
+    by_clock: std::sync::atomic::AtomicBool,
 }
 
 /// PCI_STATUS: its offset, the write-1-to-clear error bits and Interrupt Status (PCI Local Bus
@@ -163,7 +166,7 @@ impl SimDevice {
             space.allow_conventional();
         }
         let irq = card.irq.clone();
-        let config = Arc::new(SimConfig { name, space: Mutex::new(space), models, irq });
+        let config = Arc::new(SimConfig { name, space: Mutex::new(space), models, irq, by_clock: Default::default() });
         SimDevice { name, config, card, msix_bar, gone: Default::default() }
     }
 
@@ -206,6 +209,13 @@ impl SimDevice {
     /// under way).
     pub fn due_in(&self) -> Option<Duration> {
         self.config.due_in()
+    }
+
+    /// Whether serve's clock thread moves the engines (`on`: the client's memory is reached by
+    /// message, lab/findings.md 15), so that a thread waiting for the card's interrupts (serve's
+    /// forwarder) never moves data itself, possibly under a lock a register access takes.
+    pub fn set_moved_by_clock(&self, on: bool) {
+        self.config.by_clock.store(on, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -361,9 +371,12 @@ impl Interrupts for SimInterrupts {
         let failed =
             |e: std::io::Error| Error::Device(format!("waiting for the simulated card's interrupt failed: {e}"));
         loop {
-            self.config.advance();
+            let by_clock = self.config.by_clock.load(std::sync::atomic::Ordering::Acquire);
+            if !by_clock {
+                self.config.advance();
+            }
             let left = timeout.saturating_sub(start.elapsed());
-            let due = self.config.due_in().filter(|d| *d < left);
+            let due = self.config.due_in().filter(|d| *d < left && !by_clock);
             let counts = wait_eventfds(&self.fds, left, due.map(|d| (&self.timer, d))).map_err(failed)?;
             if counts.iter().any(|n| *n > 0) || start.elapsed() >= timeout {
                 return Ok(Fired::from_counts(counts));

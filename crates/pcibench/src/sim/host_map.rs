@@ -203,6 +203,9 @@ impl HostMap {
 
     /// Copy host memory at `bus` into `out`.
     pub fn read(&self, bus: u64, out: &mut [u8]) -> Result<(), HostFault> {
+        if super::stage::read(bus, out) {
+            return Ok(()); // fetched before a staged pass (`stage.rs`)
+        }
         self.pace();
         let map = self.read_lock();
         match Self::find(&map, bus, out.len() as u64).ok_or(HostFault { bus, len: out.len() as u64 })? {
@@ -218,6 +221,14 @@ impl HostMap {
 
     /// Copy `data` into host memory at `bus`.
     pub fn write(&self, bus: u64, data: &[u8]) -> Result<(), HostFault> {
+        if super::stage::staging() {
+            // Kept for after the pass, in order (`stage.rs`); where it goes is checked now.
+            if !self.contains(bus, data.len() as u64) {
+                return Err(HostFault { bus, len: data.len() as u64 });
+            }
+            super::stage::keep(|| super::stage::Op::Write(bus, data.to_vec()));
+            return Ok(());
+        }
         self.pace();
         let map = self.read_lock();
         match Self::find(&map, bus, data.len() as u64).ok_or(HostFault { bus, len: data.len() as u64 })? {
@@ -234,6 +245,13 @@ impl HostMap {
     /// Store a 32-bit little-endian word with release ordering (a writeback the CPU polls):
     /// a CPU that sees it also sees every byte the card wrote before it.
     pub fn store_u32_release(&self, bus: u64, value: u32) -> Result<(), HostFault> {
+        if super::stage::staging() {
+            if !self.contains(bus, 4) {
+                return Err(HostFault { bus, len: 4 });
+            }
+            super::stage::keep(|| super::stage::Op::Store32(bus, value));
+            return Ok(());
+        }
         let remote = matches!(Self::find(&self.read_lock(), bus, 4), Some(Found::Remote(_)));
         if bus % 4 != 0 || remote {
             // A message is ordered after every earlier one on the socket: the client sees the

@@ -287,6 +287,12 @@ impl SimIrq {
     /// One message on `vector` (MSI-X or MSI: an event with no level behind it, as a QDMA queue's
     /// writeback interrupt); `what` names it for a violation.
     pub fn message(&self, vector: u32, what: impl FnOnce() -> String) {
+        // A staged pass sends it after the writes before it (`stage.rs`).
+        let mut what = Some(what);
+        if super::stage::keep(|| super::stage::Op::Message(vector, what.take().map_or_else(String::new, |w| w()))) {
+            return;
+        }
+        let Some(what) = what else { return };
         let mut s = self.state();
         match self.signalling(&s) {
             Some(Signal::MsiX | Signal::Msi) => self.send(&mut s, vector, what),

@@ -19,6 +19,7 @@ pub mod overrun;
 pub mod qdma;
 mod served;
 pub mod shake;
+pub mod stage;
 pub mod xdma;
 
 use crate::mmio::Width;

@@ -10,7 +10,11 @@
 //! what it would have moved due now; this thread, woken after each command and at the engines'
 //! next due time, moves it. Its DMA messages are answered once the vCPU has its reply; the
 //! session thread meanwhile reads the socket and answers further accesses (`link.rs`), which the
-//! sim models take without the locks a moving engine holds (their registers are atomics).
+//! sim models take without the locks a moving engine holds (their registers are atomics), or,
+//! where a model's registers share a lock with its data path (the QDMA stream engine, the QDMA
+//! interrupt rings), with a pass here that holds that lock across no DMA message (`sim::stage`).
+//! This is the card's only mover then: the thread forwarding its interrupts waits and moves
+//! nothing (`SimDevice::set_moved_by_clock`).
 //! libvfio-user asks the same of its servers: no `vfu_sgl_read` inside a region callback.
 
 use crate::access::sim::SimDevice;
@@ -61,6 +65,8 @@ impl ClockThread {
 
     /// The thread's body, until `stop`.
     pub fn run(&self, dev: &SimDevice) {
+        // Engines whose locks an access takes stage their I/O here (`sim::stage`).
+        crate::sim::stage::set_clock_thread(true);
         // Wake at the modeled time, not up to the default 50 us of timer slack after it.
         let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
         let mut s = self.lock();

@@ -136,6 +136,7 @@ impl<'a> Session<'a> {
             r
         });
         crate::sim::datapath::set_hands_off(false);
+        self.card.dev.set_moved_by_clock(false);
         r
     }
 
@@ -148,6 +149,7 @@ impl<'a> Session<'a> {
             if by_message != self.hands_off {
                 self.hands_off = by_message;
                 crate::sim::datapath::set_hands_off(by_message);
+                self.card.dev.set_moved_by_clock(by_message);
                 clock.set_active(by_message);
             }
             let due = match self.hands_off {

@@ -57,3 +57,48 @@ fn stream_rows_are_verified_by_the_far_end_and_corruption_is_named_both_ways() {
     assert_eq!(c2h.mismatch().map(|m| (m.expected, m.found)), Some((0, 1)), "{:?}", c2h.verify);
     assert!(r.mismatched());
 }
+
+/// On `pcibench serve`'s clock thread the stream engine's passes are staged (`sim::stage`,
+/// lab/findings.md 15): the descriptors and packets a pass reads are fetched before it takes its
+/// locks, its writes and interrupt messages sent, in order, after it releases them. The same rows,
+/// verified by the far end, with every look this thread makes staged.
+#[test]
+fn stream_rows_verify_when_every_pass_is_staged_as_on_serves_clock_thread() {
+    struct Ordinary;
+    impl Drop for Ordinary {
+        fn drop(&mut self) {
+            crate::sim::stage::set_clock_thread(false);
+        }
+    }
+    crate::sim::stage::set_clock_thread(true);
+    let _ordinary = Ordinary;
+    let before = crate::sim::stage::passes();
+    let (card, model) = stream_card::build(QdmaModelConfig::default()).unwrap();
+    let info = crate::sim::CardSpec::info(&QdmaStreamCard);
+    let opts = EngineOptions { queues: Some(4), ..Default::default() };
+    let mut rig = SimRig::on(SimDevice::from_card("sim-qdma-st", &info, card), info, &opts);
+    let (stop, clock) = (AtomicBool::new(false), MonotonicClock);
+    let mut progress = |_| {};
+    let mut s = sampling(&clock, &stop, &mut progress);
+    let setup =
+        DmaSetup { dev: &rig.dev, device: &rig.device, engine: rig.engine.as_mut(), alloc: &rig.alloc, irq: None };
+    let plan = DmaPlan {
+        dirs: vec![Direction::H2c, Direction::C2h],
+        bidir: false,
+        sizes: vec![64, 10 << 10, 64 << 10],
+        total: 1 << 20,
+        budget_ns: None,
+        card_addr: 0,
+        timeout: Duration::from_secs(20),
+        queues: vec![1, 4],
+        access: Access::Sequential,
+        completions: Vec::new(),
+    };
+    let r = run(setup, &plan, &mut s).unwrap();
+    assert_eq!(r.results.len(), 12);
+    for x in &r.results {
+        assert_eq!(x.verify, Some(Verify::Ok), "{} {} q{:?}: {:?}", x.dir, x.size, x.queues, r.warnings);
+    }
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
+    assert!(crate::sim::stage::passes() > before + 12, "{} staged passes", crate::sim::stage::passes() - before);
+}

@@ -89,6 +89,20 @@ impl Shared {
     /// `cidx` are its ring's producer and consumer index now (the descriptor ring's, or the
     /// completion ring's).
     pub(crate) fn aggregate(&self, dir: Direction, qid: usize, idx: u32, pidx_cidx: (u32, u32)) {
+        if crate::sim::datapath::hands_off() {
+            // The entry is a host write: on a thread that answers accesses with the client's memory
+            // reached by message, the clock thread writes it (`datapath::set_hands_off`).
+            self.aggregate_later.lock().unwrap_or_else(|e| e.into_inner()).push((dir, qid, idx, pidx_cidx));
+            self.mm(dir).due.set(0);
+            return;
+        }
+        if crate::sim::stage::clock_thread() && !crate::sim::stage::staging() {
+            // On serve's clock thread the entry is written once the ring's lock is released
+            // (`sim::stage`): an interrupt CIDX update, which a register access makes, takes it.
+            crate::sim::stage::begin(Vec::new());
+            self.aggregate(dir, qid, idx, pidx_cidx);
+            return self.send_staged(crate::sim::stage::end());
+        }
         let map = self.cidx_lock();
         let old = map.get(&idx).copied().unwrap_or(0);
         let Some(w) = self.intr_ctx(idx).filter(|w| Ring { w: *w }.valid()) else {
@@ -189,6 +203,17 @@ impl Shared {
         if v & ERR_INT_ARM != 0 {
             let vector = (v >> ERR_INT_VEC_SHIFT) & ERR_INT_VEC;
             self.irq_out.message(vector, || format!("the error interrupt (GLBL_ERR_INT) on vector {vector}"));
+        }
+    }
+
+    /// The entries hands-off accesses left (`aggregate`), written now.
+    pub(crate) fn aggregate_now(&self) {
+        let later = std::mem::take(&mut *self.aggregate_later.lock().unwrap_or_else(|e| e.into_inner()));
+        if later.is_empty() {
+            return;
+        }
+        for (dir, qid, idx, pidx_cidx) in later {
+            self.aggregate(dir, qid, idx, pidx_cidx);
         }
     }
 }

@@ -13,6 +13,7 @@ mod intr;
 pub mod layout;
 pub mod model;
 mod rules;
+mod st_fetch;
 mod st_state;
 pub(super) mod state;
 mod stream;

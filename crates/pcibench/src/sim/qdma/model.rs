@@ -78,6 +78,10 @@ impl QdmaModel {
             return;
         }
         let s = &*self.shared;
+        if crate::sim::stage::clock_thread() {
+            // What hands-off accesses left for this thread (only serve's clock thread has any).
+            s.aggregate_now();
+        }
         let now = s.now();
         for dir in [Direction::H2c, Direction::C2h] {
             if !s.mm(dir).due.by(now) {

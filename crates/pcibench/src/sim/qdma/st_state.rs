@@ -61,4 +61,7 @@ pub(crate) struct StState {
     pub c2h_waiting: bool,
     /// C2H_COMPLETION_SIZE (user BAR 0x50): bit 3 is the user trigger on every completion.
     pub cmpt_size: u32,
+    /// CMPT CIDX doorbells (queue, value) a hands-off access took, whose trigger the clock
+    /// thread evaluates (`stream.rs`).
+    pub cmpt_later: Vec<(u32, u32)>,
 }

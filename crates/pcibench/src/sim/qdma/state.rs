@@ -320,6 +320,10 @@ pub(crate) struct Indirect {
     pub busy_reads_left: u32,
 }
 
+/// An interrupt ring entry left for the clock thread: the queue's direction, the queue, the
+/// ring, and the queue's (pidx, cidx).
+pub(crate) type LaterEntry = (Direction, usize, u32, (u32, u32));
+
 /// State shared by the register front end and the engines.
 pub(crate) struct Shared {
     pub cfg: QdmaModelConfig,
@@ -366,6 +370,9 @@ pub(crate) struct Shared {
     pub err_int: AtomicU32,
     /// Each interrupt ring's consumer index as the driver last wrote it (`intr.rs`).
     pub int_cidx: Mutex<HashMap<u32, u32>>,
+    /// Interrupt ring entries a hands-off access raised (`intr.rs` aggregate); the clock thread
+    /// writes them.
+    pub aggregate_later: Mutex<Vec<LaterEntry>>,
 }
 
 impl Shared {
@@ -417,6 +424,7 @@ impl Shared {
             st: Mutex::new(super::st_state::StState::default()),
             err_int: AtomicU32::new(0),
             int_cidx: Mutex::new(HashMap::new()),
+            aggregate_later: Mutex::new(Vec::new()),
         }
     }
 

@@ -35,7 +35,7 @@ use std::sync::atomic::Ordering;
 
 /// Model time an ST packet of `len` bytes takes on the datapath (none for `stream_no_data`,
 /// whose far end costs nothing by design).
-fn cost(s: &Shared, len: u64) -> u64 {
+pub(super) fn cost(s: &Shared, len: u64) -> u64 {
     if s.cfg.stream_no_data {
         0
     } else {
@@ -60,8 +60,8 @@ const C2H_ERR_CIDX: u32 = 1 << 14;
 const SEL_CMPT: u32 = 6;
 const SEL_PFTCH: u32 = 7;
 const MAX_BUFFERS: u64 = 7;
-const H2C_DESC: u64 = 16;
-const C2H_DESC: u64 = 8;
+pub(super) const H2C_DESC: u64 = 16;
+pub(super) const C2H_DESC: u64 = 8;
 
 /// One period of the example design's data: its 16-bit little-endian count from 0 wraps after
 /// 65,536 counts, so every packet's bytes are this period's, repeated from the start.
@@ -86,16 +86,16 @@ pub(crate) fn is_pattern(packet: &[u8]) -> bool {
     packet.chunks(period().len()).all(|c| c == &period()[..c.len()])
 }
 
-fn le16(b: &[u8], o: usize) -> u64 {
+pub(super) fn le16(b: &[u8], o: usize) -> u64 {
     u16::from_le_bytes([b[o], b[o + 1]]) as u64
 }
 
-fn le64(b: &[u8], o: usize) -> u64 {
+pub(super) fn le64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]))
 }
 
 impl Shared {
-    fn st(&self) -> std::sync::MutexGuard<'_, StState> {
+    pub(super) fn st(&self) -> std::sync::MutexGuard<'_, StState> {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -135,8 +135,19 @@ impl Shared {
     }
 
     /// Bring the stream engine of `dir` to model time `now`: the H2C packets and generator
-    /// packets due by then move, and the completion timers due fire.
+    /// packets due by then move, and the completion timers due fire. On serve's clock thread the
+    /// pass is staged (`sim::stage`): what it reads is fetched first and what it writes and
+    /// signals is sent after, so no lock a register access takes is held across a DMA message.
     pub(crate) fn st_advance(&self, dir: Direction, now: u64) {
+        if !crate::sim::stage::clock_thread() {
+            return self.st_move(dir, now);
+        }
+        crate::sim::stage::begin(self.st_fetch(dir, now));
+        self.st_move(dir, now);
+        self.send_staged(crate::sim::stage::end());
+    }
+
+    fn st_move(&self, dir: Direction, now: u64) {
         let mut st = self.st();
         self.mm(dir).due.clear();
         match dir {
@@ -147,10 +158,34 @@ impl Shared {
                 }
             }
             Direction::C2h => {
+                // CIDX updates a hands-off access took (`st_doorbell`): their reports first.
+                for (qid, value) in std::mem::take(&mut st.cmpt_later) {
+                    self.cmpt_updated(&mut st, qid, value);
+                }
                 self.pump(&mut st);
                 self.timers(&mut st, now, None);
             }
         }
+    }
+
+    /// A hands-off access (`datapath::set_hands_off`: the client's memory is reached by message)
+    /// moves nothing: what it starts is due now, for the server's clock thread to move.
+    fn later(&self, dir: Direction) -> bool {
+        if !crate::sim::datapath::hands_off() {
+            return false;
+        }
+        self.mm(dir).due.set(0);
+        true
+    }
+
+    /// Not fetched before a staged pass: the rest waits for the next, due at once.
+    /// (Memory the host does not have is no wait: the read fails and the pass flags it.)
+    fn not_at_hand(&self, dir: Direction, bus: u64, len: u64) -> bool {
+        if crate::sim::stage::at_hand(bus, len as usize) || !self.host.contains(bus, len) {
+            return false;
+        }
+        due_at(self, dir, 0);
+        true
     }
 
     /// An ST doorbell: `reg` 4 (H2C PIDX), 8 (C2H PIDX) or 0xc (CMPT CIDX) of hardware queue
@@ -172,6 +207,10 @@ impl Shared {
                     // An idle engine starts on the packets now.
                     st.h2c_free_at = st.h2c_free_at.max(t);
                 }
+                if self.later(Direction::H2c) {
+                    st.h2c_work.insert(qid, value & 0xffff);
+                    return;
+                }
                 self.h2c(&mut st, qid, value & 0xffff, self.now())
             }
             8 => {
@@ -183,14 +222,23 @@ impl Shared {
                     // The generator waited for these credits: it goes on from now.
                     st.c2h_free_at = st.c2h_free_at.max(t);
                 }
-                self.pump(&mut st);
+                if !self.later(Direction::C2h) {
+                    self.pump(&mut st);
+                }
             }
             0xc => {
                 if self.cmpt_cidx(&mut st, qid, value & 0xffff) {
-                    // The trigger re-evaluated, the interrupt armed (`trigger.rs`).
+                    // The trigger re-evaluated, the interrupt armed (`trigger.rs`); a report
+                    // writes host memory, so a hands-off access leaves it to the clock thread.
+                    if self.later(Direction::C2h) {
+                        st.cmpt_later.push((qid, value));
+                        return;
+                    }
                     self.cmpt_updated(&mut st, qid, value);
                 }
-                self.pump(&mut st);
+                if !self.later(Direction::C2h) {
+                    self.pump(&mut st);
+                }
             }
             _ => {}
         }
@@ -233,10 +281,17 @@ impl Shared {
         let mut waits = false;
         while cidx != pidx {
             let mut d = [0u8; H2C_DESC as usize];
-            let ok = self.host.read(base + cidx as u64 * H2C_DESC, &mut d).is_ok();
+            let at = base + cidx as u64 * H2C_DESC;
+            if self.not_at_hand(Direction::H2c, at, H2C_DESC) {
+                st.h2c_work.insert(qid, pidx);
+                waits = true;
+                break;
+            }
+            let ok = self.host.read(at, &mut d).is_ok();
             let (len, flags, src) = (le16(&d, 4), le16(&d, 6), le64(&d, 8));
             let due = st.h2c_free_at + cost(self, len);
-            if due > now {
+            let data_later = ok && len > 0 && due <= now && self.not_at_hand(Direction::H2c, src, len);
+            if due > now || data_later {
                 // Not moved yet: the rest when the host next looks after `due`.
                 st.h2c_work.insert(qid, pidx);
                 due_at(self, Direction::H2c, due);
@@ -425,7 +480,10 @@ impl Shared {
         loop {
             // Each packet is done its time after the one before; the rest when the host next looks.
             let due = st.c2h_free_at + cost(self, len);
-            if due > now {
+            let slot = |k: u64| base + ((cidx + k as u32) % ring) as u64 * C2H_DESC;
+            let unfetched =
+                !self.cfg.stream_no_data && (0..need).any(|k| self.not_at_hand(Direction::C2h, slot(k), C2H_DESC));
+            if due > now || unfetched {
                 due_at(self, Direction::C2h, due);
                 later = true;
                 if written == 0 {
@@ -440,14 +498,21 @@ impl Shared {
                 let slot = (cidx + k as u32) % ring;
                 let mut d = [0u8; C2H_DESC as usize];
                 let chunk = &data[(k * buf).min(len) as usize..((k + 1) * buf).min(len) as usize];
-                let fine = self.bus_master.load(Ordering::Acquire)
-                    && self.host.read(base + slot as u64 * C2H_DESC, &mut d).is_ok()
-                    && self.host.write(le64(&d, 0), chunk).is_ok();
-                if fine && k + 1 == need {
+                let at = base + slot as u64 * C2H_DESC;
+                let failed = if !self.bus_master.load(Ordering::Acquire) {
+                    Some("Bus Master is off".to_string())
+                } else if self.host.read(at, &mut d).is_err() {
+                    Some(format!("its descriptor at {at:#x} could not be read"))
+                } else if self.host.write(le64(&d, 0), chunk).is_err() {
+                    Some(format!("its {} bytes could not be written at {:#x}", chunk.len(), le64(&d, 0)))
+                } else {
+                    None
+                };
+                if failed.is_none() && k + 1 == need {
                     self.overrun.host(&self.host, le64(&d, 0) + chunk.len() as u64);
                 }
-                if !fine {
-                    self.violation(format!("c2h queue {qid} slot {slot}: descriptor read or data write failed"));
+                if let Some(why) = failed {
+                    self.violation(format!("c2h queue {qid} slot {slot}: {why}"));
                     c.sw[1] |= 2 << SW1_ERR_SHIFT;
                     st.gen_control = 0;
                     break;
@@ -511,7 +576,9 @@ impl Shared {
                 st.remaining = if value & 2 != 0 { st.gen_count } else { 0 };
                 // The generator starts now (not before its last packet's time).
                 st.c2h_free_at = st.c2h_free_at.max(self.clock.now());
-                self.pump(&mut st);
+                if !self.later(Direction::C2h) {
+                    self.pump(&mut st);
+                }
             }
             0x0c if value & 1 != 0 => {
                 st.checked = 0;
