@@ -165,3 +165,22 @@ fn a_cause_with_nothing_routed_is_a_missed_interrupt() {
     assert_eq!(irq.sent(), vec![1]);
     assert!(irq.route(Signal::Intx, 1).is_err(), "one routing at a time");
 }
+
+/// In a staged pass (serve's clock thread, `sim::stage`) a message waits for the writes before
+/// it: kept, in order, and sent only when the pass's operations are.
+#[test]
+fn a_message_in_a_staged_pass_is_kept_until_the_pass_sends_it() {
+    let irq = routed(Signal::MsiX, 2);
+    crate::sim::stage::begin(Vec::new());
+    irq.message(1, || "queue 0".into());
+    assert_eq!(pending(irq.fds().unwrap()[1].as_fd()), 0, "not sent inside the pass");
+    let ops = crate::sim::stage::end();
+    assert_eq!(ops, [crate::sim::stage::Op::Message(1, "queue 0".into())]);
+    for op in ops {
+        if let crate::sim::stage::Op::Message(v, what) = op {
+            irq.message(v, || what);
+        }
+    }
+    assert_eq!(pending(irq.fds().unwrap()[1].as_fd()), 1);
+    assert_eq!(irq.sent(), vec![0, 1]);
+}
