@@ -41,6 +41,7 @@ thread_local! {
     static STAGE: RefCell<Option<Stage>> = const { RefCell::new(None) };
     static CLOCK: Cell<bool> = const { Cell::new(false) };
     static PASSES: Cell<u64> = const { Cell::new(0) };
+    static AFTERWARDS: RefCell<Vec<Op>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Staged passes this thread began (for tests that mean to exercise them).
@@ -69,6 +70,18 @@ pub(crate) fn begin(fetched: Vec<(u64, Vec<u8>)>) {
 /// Stop staging: what the pass left to do, in order.
 pub(crate) fn end() -> Vec<Op> {
     STAGE.with(|s| s.borrow_mut().take().map(|s| s.out).unwrap_or_default())
+}
+
+/// Keep what a staged pass left to do until the look it ran in is over (`take_afterwards`): a
+/// pass run under its caller's locks (an interrupt ring entry raised while a queue's lock is held)
+/// must not send while they are held either.
+pub(crate) fn afterwards(ops: Vec<Op>) {
+    AFTERWARDS.with(|a| a.borrow_mut().extend(ops));
+}
+
+/// What `afterwards` kept, in order, to be sent now that no lock is held.
+pub(crate) fn take_afterwards() -> Vec<Op> {
+    AFTERWARDS.with(|a| std::mem::take(&mut *a.borrow_mut()))
 }
 
 /// Whether this thread stages its host I/O.
@@ -122,5 +135,12 @@ mod tests {
         assert!(keep(|| Op::Message(3, "queue 0".into())));
         assert_eq!(end(), [Op::Write(0x2000, vec![1, 2]), Op::Store32(0x2010, 9), Op::Message(3, "queue 0".into())]);
         assert!(!staging() && end().is_empty());
+        // A pass under its caller's locks: kept until the look is over, then taken once.
+        begin(Vec::new());
+        assert!(keep(|| Op::Store32(0x3000, 1)));
+        afterwards(end());
+        afterwards(vec![Op::Message(0, "ring 0".into())]);
+        assert_eq!(take_afterwards(), [Op::Store32(0x3000, 1), Op::Message(0, "ring 0".into())]);
+        assert!(take_afterwards().is_empty());
     }
 }

@@ -97,11 +97,12 @@ impl Shared {
             return;
         }
         if crate::sim::stage::clock_thread() && !crate::sim::stage::staging() {
-            // On serve's clock thread the entry is written once the ring's lock is released
-            // (`sim::stage`): an interrupt CIDX update, which a register access makes, takes it.
+            // On serve's clock thread the entry is written once the clock's look is over
+            // (`sim::stage`, `QdmaModel::advance`): an interrupt CIDX update, which a register
+            // access makes, takes the ring's lock, and a doorbell the queue's, held by the caller.
             crate::sim::stage::begin(Vec::new());
             self.aggregate(dir, qid, idx, pidx_cidx);
-            return self.send_staged(crate::sim::stage::end());
+            return crate::sim::stage::afterwards(crate::sim::stage::end());
         }
         let map = self.cidx_lock();
         let old = map.get(&idx).copied().unwrap_or(0);

@@ -93,6 +93,10 @@ impl QdmaModel {
                 super::engine::serve(s, dir, now, false);
             }
         }
+        if crate::sim::stage::clock_thread() {
+            // Interrupt ring entries raised under a queue's lock, sent now that none is held.
+            s.send_staged(crate::sim::stage::take_afterwards());
+        }
     }
 
     /// How long until an engine next completes something (None: nothing under way).
