@@ -12,23 +12,29 @@ use crate::sim::qdma::model::QdmaModelConfig;
 use crate::sim::qdma::stream_card::{self, QdmaStreamCard};
 use std::sync::atomic::AtomicBool;
 
-#[test]
-fn stream_rows_are_verified_by_the_far_end_and_corruption_is_named_both_ways() {
+/// The stream card (4 queues) and its rig.
+fn stream_rig() -> (SimRig, std::sync::Arc<crate::sim::qdma::model::QdmaModel>) {
     let (card, model) = stream_card::build(QdmaModelConfig::default()).unwrap();
     let info = crate::sim::CardSpec::info(&QdmaStreamCard);
     let opts = EngineOptions { queues: Some(4), ..Default::default() };
-    let mut rig = SimRig::on(SimDevice::from_card("sim-qdma-st", &info, card), info, &opts);
-    let mut go = |p: &DmaPlan| {
-        let (stop, clock) = (AtomicBool::new(false), MonotonicClock);
-        let mut progress = |_| {};
-        let mut s = sampling(&clock, &stop, &mut progress);
-        let setup =
-            DmaSetup { dev: &rig.dev, device: &rig.device, engine: rig.engine.as_mut(), alloc: &rig.alloc, irq: None };
-        run(setup, p, &mut s).unwrap()
-    };
-    let base = DmaPlan {
+    (SimRig::on(SimDevice::from_card("sim-qdma-st", &info, card), info, &opts), model)
+}
+
+/// `plan` run on `rig`, polled.
+fn go(rig: &mut SimRig, p: &DmaPlan) -> Report {
+    let (stop, clock) = (AtomicBool::new(false), MonotonicClock);
+    let mut progress = |_| {};
+    let mut s = sampling(&clock, &stop, &mut progress);
+    let setup =
+        DmaSetup { dev: &rig.dev, device: &rig.device, engine: rig.engine.as_mut(), alloc: &rig.alloc, irq: None };
+    run(setup, p, &mut s).unwrap()
+}
+
+/// Both directions, 64 B, 10 KiB and 64 KiB, on 1 and 4 queues (`bidir`: the two together too).
+fn stream_plan(bidir: bool) -> DmaPlan {
+    DmaPlan {
         dirs: vec![Direction::H2c, Direction::C2h],
-        bidir: true,
+        bidir,
         sizes: vec![64, 10 << 10, 64 << 10],
         total: 1 << 20,
         budget_ns: None,
@@ -37,8 +43,14 @@ fn stream_rows_are_verified_by_the_far_end_and_corruption_is_named_both_ways() {
         queues: vec![1, 4],
         access: Access::Sequential,
         completions: Vec::new(),
-    };
-    let r = go(&base);
+    }
+}
+
+#[test]
+fn stream_rows_are_verified_by_the_far_end_and_corruption_is_named_both_ways() {
+    let (mut rig, model) = stream_rig();
+    let base = stream_plan(true);
+    let r = go(&mut rig, &base);
     assert_eq!(r.results.len(), 24);
     for x in &r.results {
         assert_eq!(x.verify, Some(Verify::Ok), "{} {} q{:?}: {:?}", x.dir, x.size, x.queues, r.warnings);
@@ -50,7 +62,7 @@ fn stream_rows_are_verified_by_the_far_end_and_corruption_is_named_both_ways() {
     }
     assert!(model.violations().is_empty(), "{:?}", model.violations());
     model.corrupt_stream(true);
-    let r = go(&DmaPlan { bidir: false, sizes: vec![4096], queues: vec![1], ..base });
+    let r = go(&mut rig, &DmaPlan { bidir: false, sizes: vec![4096], queues: vec![1], ..base });
     let h2c = r.results.iter().find(|x| x.dir == Direction::H2c).unwrap();
     assert!(h2c.rejected().is_some_and(|w| w.contains("checker reports no match")), "{:?}", h2c.verify);
     let c2h = r.results.iter().find(|x| x.dir == Direction::C2h).unwrap();
@@ -73,28 +85,8 @@ fn stream_rows_verify_when_every_pass_is_staged_as_on_serves_clock_thread() {
     crate::sim::stage::set_clock_thread(true);
     let _ordinary = Ordinary;
     let before = crate::sim::stage::passes();
-    let (card, model) = stream_card::build(QdmaModelConfig::default()).unwrap();
-    let info = crate::sim::CardSpec::info(&QdmaStreamCard);
-    let opts = EngineOptions { queues: Some(4), ..Default::default() };
-    let mut rig = SimRig::on(SimDevice::from_card("sim-qdma-st", &info, card), info, &opts);
-    let (stop, clock) = (AtomicBool::new(false), MonotonicClock);
-    let mut progress = |_| {};
-    let mut s = sampling(&clock, &stop, &mut progress);
-    let setup =
-        DmaSetup { dev: &rig.dev, device: &rig.device, engine: rig.engine.as_mut(), alloc: &rig.alloc, irq: None };
-    let plan = DmaPlan {
-        dirs: vec![Direction::H2c, Direction::C2h],
-        bidir: false,
-        sizes: vec![64, 10 << 10, 64 << 10],
-        total: 1 << 20,
-        budget_ns: None,
-        card_addr: 0,
-        timeout: Duration::from_secs(20),
-        queues: vec![1, 4],
-        access: Access::Sequential,
-        completions: Vec::new(),
-    };
-    let r = run(setup, &plan, &mut s).unwrap();
+    let (mut rig, model) = stream_rig();
+    let r = go(&mut rig, &stream_plan(false));
     assert_eq!(r.results.len(), 12);
     for x in &r.results {
         assert_eq!(x.verify, Some(Verify::Ok), "{} {} q{:?}: {:?}", x.dir, x.size, x.queues, r.warnings);
